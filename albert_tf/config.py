@@ -1,0 +1,248 @@
+"""ALBERT configuration: the fields of the original `albert_config.json`.
+
+`AlbertConfig` mirrors `AlbertConfig` of the original modeling.py. Its
+constructor defaults are the original ones (the xxlarge shape), so a JSON file
+that omits a field behaves as it did in the original; unlike the original we
+warn about every omitted field. Unknown keys (for example `net_structure_type`
+or `layers_to_keep` in released files) are kept and written back.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import logging
+import os
+import tempfile
+from typing import Any
+
+_logger = logging.getLogger(__name__)
+
+ACTIVATIONS = ("gelu", "relu", "tanh", "linear", "")
+
+
+@dataclasses.dataclass
+class AlbertConfig:
+    """Hyper-parameters of an ALBERT encoder (names as in `albert_config.json`).
+
+    Args:
+      vocab_size: int. V, rows of the word-embedding table.
+      embedding_size: int. E, width of the factorized embeddings.
+      hidden_size: int. H, width of the Transformer blocks.
+      num_hidden_layers: int. L, number of layer applications.
+      num_hidden_groups: int. G, number of distinct parameter groups.
+      num_attention_heads: int. N; H must be divisible by N.
+      intermediate_size: int. F, feed-forward width.
+      inner_group_num: int. I, blocks (each with own weights) per group.
+      down_scale_factor: int. Stored, never read (as in the original).
+      hidden_act: str. "gelu" (tanh approximation), "relu", "tanh", "linear".
+      hidden_dropout_prob: float. Dropout after embeddings, attention output
+        and FFN output.
+      attention_probs_dropout_prob: float. Dropout on attention probabilities.
+      max_position_embeddings: int. P, longest supported sequence.
+      type_vocab_size: int. T, number of segment (token type) ids.
+      initializer_range: float. Stddev of the truncated-normal initializer.
+      extra: dict. Unknown JSON keys, kept verbatim and written back.
+    """
+
+    vocab_size: int = 30000
+    embedding_size: int = 128
+    hidden_size: int = 4096
+    num_hidden_layers: int = 12
+    num_hidden_groups: int = 1
+    num_attention_heads: int = 64
+    intermediate_size: int = 16384
+    inner_group_num: int = 1
+    down_scale_factor: int = 1
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.0
+    attention_probs_dropout_prob: float = 0.0
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    extra: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        self.validate()
+
+    # --- validation -------------------------------------------------------
+    def validate(self) -> None:
+        """Raises ValueError naming the offending field(s)."""
+        positive = (
+            "vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
+            "num_hidden_groups", "num_attention_heads", "intermediate_size",
+            "inner_group_num", "max_position_embeddings", "type_vocab_size")
+        for name in positive:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(
+                    f"AlbertConfig.{name} must be a positive integer, got {value!r}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"AlbertConfig.hidden_size ({self.hidden_size}) must be divisible "
+                f"by num_attention_heads ({self.num_attention_heads})")
+        if isinstance(self.hidden_act, str) and self.hidden_act.lower() not in ACTIVATIONS:
+            raise ValueError(
+                f"AlbertConfig.hidden_act must be one of {ACTIVATIONS[:-1]}, "
+                f"got {self.hidden_act!r}")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = getattr(self, name)
+            if not 0.0 <= float(value) < 1.0:
+                raise ValueError(f"AlbertConfig.{name} must be in [0, 1), got {value!r}")
+
+    # --- derived ----------------------------------------------------------
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def group_index(self, layer_index: int) -> int:
+        """Group used by layer `layer_index`, with the original's float rule.
+
+        The original evaluates int(layer_idx / num_hidden_layers *
+        num_hidden_groups) in floating point; for some (L, G) this differs
+        from floor(l * G / L) (e.g. L = G = 22, layer 15 -> group 14).
+        """
+        return int(layer_index / self.num_hidden_layers * self.num_hidden_groups)
+
+    def used_groups(self) -> list[int]:
+        """Sorted distinct group indices hit by some layer (others get no weights)."""
+        return sorted({self.group_index(l) for l in range(self.num_hidden_layers)})
+
+    # --- (de)serialization ------------------------------------------------
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls) if f.name != "extra"]
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any], source: str = "dict") -> "AlbertConfig":
+        """Builds a config; missing fields warn and take the original default."""
+        if not isinstance(values, dict):
+            raise ValueError(f"{source}: expected a JSON object, got {type(values).__name__}")
+        known = cls.field_names()
+        missing = [k for k in known if k not in values]
+        if missing:
+            _logger.warning(
+                "%s: missing config keys %s; using the original defaults "
+                "(the xxlarge shape) for them", source, ", ".join(missing))
+        kwargs = {k: values[k] for k in known if k in values}
+        extra = {k: v for k, v in values.items() if k not in known}
+        try:
+            return cls(**kwargs, extra=extra)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{source}: {err}") from None
+
+    @classmethod
+    def from_json_file(cls, path: str | os.PathLike) -> "AlbertConfig":
+        path = os.fspath(path)
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as err:
+            raise ValueError(f"cannot read ALBERT config {path!r}: {err.strerror}") from None
+        try:
+            values = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ValueError(
+                f"{path}: not valid JSON (line {err.lineno}, column {err.colno}): {err.msg}"
+            ) from None
+        return cls.from_dict(values, source=path)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in self.field_names()}
+        out.update(self.extra)
+        return out
+
+    def to_json_string(self) -> str:
+        # Like the original: sorted keys, 2-space indent.
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    def to_json_file(self, path: str | os.PathLike) -> None:
+        """Writes atomically (temporary file in the same folder, then rename)."""
+        path = os.fspath(path)
+        folder = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(prefix=".albert_config.", dir=folder)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(self.to_json_string())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    def replace(self, **changes) -> "AlbertConfig":
+        new = copy.deepcopy(self)
+        for k, v in changes.items():
+            if k not in self.field_names():
+                raise ValueError(f"AlbertConfig has no field {k!r}")
+            setattr(new, k, v)
+        new.validate()
+        return new
+
+
+# --- presets ---------------------------------------------------------------
+_ALBERT_SHAPES = {
+    # name: (L, H, N, F)
+    "base": (12, 768, 12, 3072),
+    "large": (24, 1024, 16, 4096),
+    "xlarge": (24, 2048, 16, 8192),
+    "xxlarge": (12, 4096, 64, 16384),
+}
+
+
+def _albert_preset(size: str, version: str) -> AlbertConfig:
+    layers, hidden, heads, ffn = _ALBERT_SHAPES[size]
+    # v1 used dropout 0.1 except xxlarge; all v2 models trained without dropout.
+    dropout = 0.1 if (version == "v1" and size != "xxlarge") else 0.0
+    return AlbertConfig(
+        vocab_size=30000, embedding_size=128, hidden_size=hidden,
+        num_hidden_layers=layers, num_hidden_groups=1,
+        num_attention_heads=heads, intermediate_size=ffn, inner_group_num=1,
+        hidden_act="gelu", hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout, max_position_embeddings=512,
+        type_vocab_size=2, initializer_range=0.02)
+
+
+def _bert_preset(size: str) -> AlbertConfig:
+    layers, hidden, heads = {"base": (12, 768, 12), "large": (24, 1024, 16)}[size]
+    # BERT shape in ALBERT code: E = H (no projection), one group per layer.
+    return AlbertConfig(
+        vocab_size=30000, embedding_size=hidden, hidden_size=hidden,
+        num_hidden_layers=layers, num_hidden_groups=layers,
+        num_attention_heads=heads, intermediate_size=4 * hidden,
+        inner_group_num=1, hidden_act="gelu", hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1, max_position_embeddings=512,
+        type_vocab_size=2, initializer_range=0.02)
+
+
+def _tiny_preset() -> AlbertConfig:
+    # Small enough to pretrain on a CPU in minutes (the README's demo).
+    return AlbertConfig(
+        vocab_size=2000, embedding_size=64, hidden_size=128,
+        num_hidden_layers=4, num_hidden_groups=1, num_attention_heads=4,
+        intermediate_size=512, inner_group_num=1, hidden_act="gelu",
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        max_position_embeddings=512, type_vocab_size=2, initializer_range=0.02)
+
+
+PRESETS = {
+    **{f"albert_{s}_{v}": (lambda s=s, v=v: _albert_preset(s, v))
+       for s in _ALBERT_SHAPES for v in ("v1", "v2")},
+    "bert_base": lambda: _bert_preset("base"),
+    "bert_large": lambda: _bert_preset("large"),
+    "albert_tiny": _tiny_preset,
+}
+
+
+def preset(name: str, **overrides) -> AlbertConfig:
+    """Returns a named preset, e.g. `albert_base_v2` or `bert_large`.
+
+    Also accepts the short names `base`, `large`, `xlarge`, `xxlarge`
+    (meaning the v2 configurations).
+    """
+    key = name if name in PRESETS else f"albert_{name}_v2"
+    if key not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; known: {', '.join(sorted(PRESETS))}")
+    config = PRESETS[key]()
+    return config.replace(**overrides) if overrides else config

@@ -1,0 +1,1 @@
+"""Data generation and input pipelines (pretraining and downstream tasks)."""
