@@ -1,0 +1,271 @@
+"""Keras layers of the ALBERT encoder, mirroring the original modeling.py.
+
+Shape letters: B batch, S sequence, E embedding width, H hidden width,
+N heads, D head width (H / N), F feed-forward width, V vocabulary.
+
+All kernels are stored exactly as the original checkpoint stores them (2-D,
+`[in, out]`); the attention reshapes them per head inside `call`. That keeps
+the checkpoint mapping (albert_tf/checkpoints.py) a pure name table.
+
+Under the Keras `mixed_bfloat16` policy the matrix products run in bfloat16,
+while layer norm, softmax, the residual stream and the embedding sums stay in
+float32 (their variables are float32 in every policy).
+"""
+
+from __future__ import annotations
+
+import math
+
+import keras
+import tensorflow as tf
+
+# The original's layer norm (tf.contrib.layers.layer_norm) hard-codes 1e-12 for
+# float32; Keras' default 1e-3 would change every output.
+LAYER_NORM_EPSILON = 1e-12
+# Added to attention scores of padded keys (the original's constant).
+MASK_ADDER = -10000.0
+
+
+def gelu_tanh(x):
+    """GELU, tanh approximation (the original's "gelu"; TF's default is erf)."""
+    x = tf.convert_to_tensor(x)
+    c = tf.cast(math.sqrt(2.0 / math.pi), x.dtype)
+    return 0.5 * x * (1.0 + tf.tanh(c * (x + tf.cast(0.044715, x.dtype) * x * x * x)))
+
+
+def get_activation(name):
+    """Maps a config `hidden_act` to a function (None for linear)."""
+    if callable(name):
+        return name
+    key = (name or "linear").lower()
+    table = {"gelu": gelu_tanh, "relu": tf.nn.relu, "tanh": tf.tanh, "linear": None}
+    if key not in table:
+        raise ValueError(f"unsupported activation {name!r}; expected one of {sorted(table)}")
+    return table[key]
+
+
+def truncated_normal(stddev):
+    # tf.compat.v1.truncated_normal_initializer semantics: re-draw outside
+    # +-2 stddev, no rescaling (Keras' TruncatedNormal does the same).
+    return keras.initializers.TruncatedNormal(stddev=stddev)
+
+
+class LayerNorm(keras.layers.Layer):
+    """Layer norm over the last axis, epsilon 1e-12, always in float32.
+
+    Variables `beta` then `gamma` (the original's creation order). Input of
+    any float dtype, output float32, same shape.
+    """
+
+    def __init__(self, epsilon=LAYER_NORM_EPSILON, **kwargs):
+        kwargs["dtype"] = "float32"
+        super().__init__(**kwargs)
+        self.epsilon = epsilon
+
+    def build(self, input_shape):
+        width = input_shape[-1]
+        self.beta = self.add_weight(name="beta", shape=(width,), initializer="zeros")
+        self.gamma = self.add_weight(name="gamma", shape=(width,), initializer="ones")
+
+    def call(self, x):
+        x = tf.cast(x, tf.float32)
+        mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+        inv = tf.math.rsqrt(variance + self.epsilon) * self.gamma
+        return x * inv + (self.beta - mean * inv)
+
+    def get_config(self):
+        return {**super().get_config(), "epsilon": self.epsilon}
+
+
+class Dense2D(keras.layers.Layer):
+    """y = act(x . kernel + bias) with a 2-D `kernel [in, out]` and `bias [out]`.
+
+    Computes in the layer's compute dtype; x may have any leading shape.
+    """
+
+    def __init__(self, units, activation=None, initializer_range=0.02,
+                 use_bias=True, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+        self.activation = activation
+        self.initializer_range = initializer_range
+        self.use_bias = use_bias
+
+    def build(self, input_shape):
+        self.kernel = self.add_weight(
+            name="kernel", shape=(input_shape[-1], self.units),
+            initializer=truncated_normal(self.initializer_range))
+        self.bias = (self.add_weight(name="bias", shape=(self.units,), initializer="zeros")
+                     if self.use_bias else None)
+
+    def call(self, x):
+        dtype = self.compute_dtype
+        x = tf.cast(x, dtype)
+        y = tf.tensordot(x, tf.cast(self.kernel, dtype), axes=1) if x.shape.rank != 2 \
+            else tf.matmul(x, tf.cast(self.kernel, dtype))
+        if self.bias is not None:
+            y = y + tf.cast(self.bias, dtype)
+        act = get_activation(self.activation)
+        return act(y) if act is not None else y
+
+    def get_config(self):
+        return {**super().get_config(), "units": self.units,
+                "activation": self.activation,
+                "initializer_range": self.initializer_range,
+                "use_bias": self.use_bias}
+
+
+class AlbertEmbeddings(keras.layers.Layer):
+    """Factorized embeddings: word [V, E] + token type [T, E] + position [P, E].
+
+    Mirrors the original `embedding_lookup` + `embedding_postprocessor`
+    (scope `bert/embeddings`). Call: `input_ids`, `segment_ids` int32 [B, S]
+    -> (embedding_output [B, S, E] after layer norm and dropout, float32;
+    word_embedding_output [B, S, E], the raw lookup).
+    """
+
+    def __init__(self, vocab_size, embedding_size, type_vocab_size,
+                 max_position_embeddings, dropout_rate=0.0,
+                 initializer_range=0.02, **kwargs):
+        kwargs["dtype"] = "float32"
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.embedding_size = embedding_size
+        self.type_vocab_size = type_vocab_size
+        self.max_position_embeddings = max_position_embeddings
+        self.dropout_rate = dropout_rate
+        self.initializer_range = initializer_range
+        self.layer_norm = LayerNorm(name="layer_norm")
+        self.dropout = keras.layers.Dropout(dropout_rate)
+
+    def build(self, input_shape=None):
+        init = truncated_normal(self.initializer_range)
+        self.word_embeddings = self.add_weight(
+            name="word_embeddings", shape=(self.vocab_size, self.embedding_size),
+            initializer=init)
+        self.token_type_embeddings = self.add_weight(
+            name="token_type_embeddings",
+            shape=(self.type_vocab_size, self.embedding_size), initializer=init)
+        self.position_embeddings = self.add_weight(
+            name="position_embeddings",
+            shape=(self.max_position_embeddings, self.embedding_size), initializer=init)
+        self.layer_norm.build((None, None, self.embedding_size))
+
+    def call(self, input_ids, segment_ids, training=False):
+        seq_length = tf.shape(input_ids)[1]
+        words = tf.gather(self.word_embeddings, input_ids)
+        # A gather of T rows; the original's TPU one-hot matmul is the same numbers.
+        types = tf.gather(self.token_type_embeddings, segment_ids)
+        positions = self.position_embeddings[:seq_length]
+        x = words + types + positions[tf.newaxis]
+        x = self.layer_norm(x)
+        if self.dropout_rate > 0:
+            x = self.dropout(x, training=training)
+        return x, words
+
+    def get_config(self):
+        return {**super().get_config(), "vocab_size": self.vocab_size,
+                "embedding_size": self.embedding_size,
+                "type_vocab_size": self.type_vocab_size,
+                "max_position_embeddings": self.max_position_embeddings,
+                "dropout_rate": self.dropout_rate,
+                "initializer_range": self.initializer_range}
+
+
+class AlbertTransformerBlock(keras.layers.Layer):
+    """One attention-FFN block (the original's `attention_ffn_block`).
+
+    Post-layer-norm: h1 = LN(dropout(attn(x)) + x); out = LN(dropout(ffn(h1)) +
+    h1). Call: `x` [B, S, H] (float32 residual stream), `attention_adder`
+    [B, 1, 1, S] float32 (0 for real keys, -10000 for padding) -> [B, S, H]
+    float32.
+
+    Variables keep the checkpoint's 2-D layout: query/key/value/output
+    kernels [H, H] (columns or rows ordered head-major, i.e. index n * D + d),
+    intermediate [H, F], ffn_output [F, H].
+    """
+
+    def __init__(self, hidden_size, num_attention_heads, intermediate_size,
+                 hidden_act="gelu", hidden_dropout_prob=0.0,
+                 attention_probs_dropout_prob=0.0, initializer_range=0.02,
+                 **kwargs):
+        super().__init__(**kwargs)
+        if hidden_size % num_attention_heads:
+            raise ValueError(
+                f"hidden_size {hidden_size} is not divisible by "
+                f"num_attention_heads {num_attention_heads}")
+        self.hidden_size = hidden_size
+        self.num_attention_heads = num_attention_heads
+        self.head_size = hidden_size // num_attention_heads
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.initializer_range = initializer_range
+        dense = dict(initializer_range=initializer_range, dtype=self.dtype_policy)
+        self.query = Dense2D(hidden_size, name="query", **dense)
+        self.key = Dense2D(hidden_size, name="key", **dense)
+        self.value = Dense2D(hidden_size, name="value", **dense)
+        self.attention_output = Dense2D(hidden_size, name="attention_output", **dense)
+        self.attention_layer_norm = LayerNorm(name="attention_layer_norm")
+        self.intermediate = Dense2D(intermediate_size, activation=hidden_act,
+                                    name="intermediate", **dense)
+        self.ffn_output = Dense2D(hidden_size, name="ffn_output", **dense)
+        self.ffn_layer_norm = LayerNorm(name="ffn_layer_norm")
+        self.attention_dropout = keras.layers.Dropout(attention_probs_dropout_prob)
+        self.hidden_dropout = keras.layers.Dropout(hidden_dropout_prob)
+
+    def build(self, input_shape=None):
+        h, f = self.hidden_size, self.intermediate_size
+        for layer in (self.query, self.key, self.value, self.attention_output):
+            layer.build((None, h))
+        self.attention_layer_norm.build((None, h))
+        self.intermediate.build((None, h))
+        self.ffn_output.build((None, f))
+        self.ffn_layer_norm.build((None, h))
+
+    def call(self, x, attention_adder, training=False):
+        dtype = self.compute_dtype
+        batch, seq = tf.shape(x)[0], tf.shape(x)[1]
+        n, d, h = self.num_attention_heads, self.head_size, self.hidden_size
+        x_flat = tf.reshape(x, [-1, h])
+        x_c = tf.cast(x_flat, dtype)
+        # One [B*S, H] x [H, 3H] product instead of three: same numbers per
+        # column, better CPU utilisation.
+        qkv_kernel = tf.concat(
+            [tf.cast(self.query.kernel, dtype), tf.cast(self.key.kernel, dtype),
+             tf.cast(self.value.kernel, dtype)], axis=1)
+        qkv_bias = tf.concat(
+            [tf.cast(self.query.bias, dtype), tf.cast(self.key.bias, dtype),
+             tf.cast(self.value.bias, dtype)], axis=0)
+        qkv = tf.matmul(x_c, qkv_kernel) + qkv_bias
+        qkv = tf.reshape(qkv, [batch, seq, 3, n, d])
+        qkv = tf.transpose(qkv, [2, 0, 3, 1, 4])  # (3, B, N, S, D)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        scores = tf.matmul(q, k, transpose_b=True)  # (B, N, S, S)
+        # The original scales the product (not q) by 1/sqrt(D).
+        scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(d))
+        scores = scores + attention_adder
+        probs = tf.nn.softmax(scores, axis=-1)
+        if self.attention_probs_dropout_prob > 0:
+            probs = self.attention_dropout(probs, training=training)
+        context = tf.matmul(tf.cast(probs, dtype), v)  # (B, N, S, D)
+        context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, h])
+        attn = self.attention_output(context)
+        if self.hidden_dropout_prob > 0:
+            attn = self.hidden_dropout(attn, training=training)
+        h1 = self.attention_layer_norm(tf.cast(attn, tf.float32) + x_flat)
+        ffn = self.ffn_output(self.intermediate(h1))
+        if self.hidden_dropout_prob > 0:
+            ffn = self.hidden_dropout(ffn, training=training)
+        out = self.ffn_layer_norm(tf.cast(ffn, tf.float32) + h1)
+        return tf.reshape(out, [batch, seq, h])
+
+    def get_config(self):
+        return {**super().get_config(), "hidden_size": self.hidden_size,
+                "num_attention_heads": self.num_attention_heads,
+                "intermediate_size": self.intermediate_size,
+                "hidden_act": self.hidden_act,
+                "hidden_dropout_prob": self.hidden_dropout_prob,
+                "attention_probs_dropout_prob": self.attention_probs_dropout_prob,
+                "initializer_range": self.initializer_range}

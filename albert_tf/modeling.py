@@ -1,0 +1,222 @@
+"""The ALBERT encoder and the pretraining model (encoder + MLM + SOP heads).
+
+`AlbertModel` mirrors the original `AlbertModel` (scope `bert`):
+factorized embeddings, the E -> H projection (only when E != H), L layer
+applications over G parameter groups of I blocks each, and the pooler.
+`AlbertPretrainer` adds the heads of run_pretraining.py (scope `cls`).
+
+Inputs are dicts of int32 [B, S] tensors: `input_ids`, `input_mask` (1 real,
+0 padding; default all ones) and `segment_ids` (token types; default zeros).
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from albert_tf.config import AlbertConfig
+from albert_tf.heads import MaskedLMHead, SentenceOrderHead
+from albert_tf.layers import MASK_ADDER, AlbertEmbeddings, AlbertTransformerBlock, Dense2D
+
+
+def _as_config(config) -> AlbertConfig:
+    if isinstance(config, AlbertConfig):
+        return config
+    if isinstance(config, dict):
+        return AlbertConfig.from_dict(config)
+    raise TypeError(f"expected an AlbertConfig or dict, got {type(config).__name__}")
+
+
+def _int_input(inputs, name, required=True):
+    """Returns inputs[name] as int32 [B, S], checking rank and dtype."""
+    if name not in inputs or inputs[name] is None:
+        if required:
+            raise ValueError(f"ALBERT inputs are missing {name!r}; got keys {sorted(inputs)}")
+        return None
+    x = tf.convert_to_tensor(inputs[name]) if not isinstance(inputs[name], tf.Tensor) else inputs[name]
+    if not x.dtype.is_integer:
+        raise TypeError(f"ALBERT input {name!r} must be an integer tensor "
+                        f"(int32 ids), got dtype {x.dtype.name}")
+    if x.shape.rank is not None and x.shape.rank != 2:
+        raise ValueError(f"ALBERT input {name!r} must have rank 2 [batch, seq], "
+                         f"got shape {x.shape}")
+    return tf.cast(x, tf.int32)
+
+
+class AlbertModel(keras.Model):
+    """The ALBERT encoder (original modeling.py `AlbertModel`).
+
+    Args:
+      config: AlbertConfig (or a dict of its fields).
+
+    Call: `model(inputs, training=False)` with `inputs` a dict of int32
+    [B, S] tensors `input_ids`, `input_mask`, `segment_ids`. Returns a dict:
+      sequence_output [B, S, H], pooled_output [B, H],
+      encoder_outputs: list of L * I tensors [B, S, H] (one per block
+        application, in the original's order),
+      embedding_output [B, S, E] (after layer norm and dropout, before the
+        projection), word_embedding_output [B, S, E] (raw lookup).
+    Outputs are float32 under every dtype policy.
+    """
+
+    def __init__(self, config, **kwargs):
+        kwargs.setdefault("name", "albert")
+        super().__init__(**kwargs)
+        config = _as_config(config)
+        self.config = config
+        # === Layers ===
+        self.embeddings = AlbertEmbeddings(
+            vocab_size=config.vocab_size, embedding_size=config.embedding_size,
+            type_vocab_size=config.type_vocab_size,
+            max_position_embeddings=config.max_position_embeddings,
+            dropout_rate=config.hidden_dropout_prob,
+            initializer_range=config.initializer_range, name="embeddings")
+        self.embedding_projection = None
+        if config.embedding_size != config.hidden_size:
+            self.embedding_projection = Dense2D(
+                config.hidden_size, initializer_range=config.initializer_range,
+                name="embedding_projection")
+        # groups[g][i]: block i of group g; groups no layer maps to get no weights.
+        self.groups = {
+            g: [AlbertTransformerBlock(
+                    hidden_size=config.hidden_size,
+                    num_attention_heads=config.num_attention_heads,
+                    intermediate_size=config.intermediate_size,
+                    hidden_act=config.hidden_act,
+                    hidden_dropout_prob=config.hidden_dropout_prob,
+                    attention_probs_dropout_prob=config.attention_probs_dropout_prob,
+                    initializer_range=config.initializer_range,
+                    name=f"group_{g}_inner_group_{i}")
+                for i in range(config.inner_group_num)]
+            for g in config.used_groups()}
+        self.pooler = Dense2D(config.hidden_size, activation="tanh",
+                              initializer_range=config.initializer_range, name="pooler")
+        self.layer_groups = [config.group_index(l) for l in range(config.num_hidden_layers)]
+
+    def build(self, input_shape=None):
+        c = self.config
+        self.embeddings.build()
+        if self.embedding_projection is not None:
+            self.embedding_projection.build((None, c.embedding_size))
+        for blocks in self.groups.values():
+            for block in blocks:
+                block.build()
+        self.pooler.build((None, c.hidden_size))
+        self.built = True
+
+    def call(self, inputs, training=False):
+        if not isinstance(inputs, dict):
+            raise TypeError("AlbertModel expects a dict with input_ids, input_mask, "
+                            f"segment_ids; got {type(inputs).__name__}")
+        input_ids = _int_input(inputs, "input_ids")
+        input_mask = _int_input(inputs, "input_mask", required=False)
+        segment_ids = _int_input(inputs, "segment_ids", required=False)
+        if input_mask is None:
+            input_mask = tf.ones_like(input_ids)
+        if segment_ids is None:
+            segment_ids = tf.zeros_like(input_ids)
+        self._check_length(input_ids)
+
+        embedding_output, word_embedding_output = self.embeddings(
+            input_ids, segment_ids, training=training)
+        x = embedding_output
+        if self.embedding_projection is not None:
+            x = tf.cast(self.embedding_projection(x), tf.float32)
+
+        # [B, 1, 1, S]: -10000 on padded keys only; padded queries still computed.
+        adder = (1.0 - tf.cast(input_mask, tf.float32)) * MASK_ADDER
+        adder = adder[:, tf.newaxis, tf.newaxis, :]
+        encoder_outputs = []
+        for g in self.layer_groups:
+            for block in self.groups[g]:
+                x = block(x, adder, training=training)
+                encoder_outputs.append(x)
+        pooled = tf.cast(self.pooler(x[:, 0]), tf.float32)
+        return {
+            "sequence_output": x,
+            "pooled_output": pooled,
+            "encoder_outputs": encoder_outputs,
+            "embedding_output": embedding_output,
+            "word_embedding_output": word_embedding_output,
+        }
+
+    def _check_length(self, input_ids):
+        limit = self.config.max_position_embeddings
+        static = input_ids.shape[1]
+        if static is not None:
+            if static > limit:
+                raise ValueError(
+                    f"sequence length {static} exceeds max_position_embeddings {limit}")
+            return
+        tf.debugging.assert_less_equal(
+            tf.shape(input_ids)[1], limit,
+            message=f"sequence length exceeds max_position_embeddings {limit}")
+
+    @property
+    def embedding_table(self):
+        """The word-embedding table [V, E] (tied to the MLM decoder)."""
+        return self.embeddings.word_embeddings
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(AlbertConfig.from_dict(config["config"]), name=config.get("name", "albert"))
+
+
+class AlbertPretrainer(keras.Model):
+    """ALBERT encoder plus the masked-LM and sentence-order heads.
+
+    Call with the encoder inputs plus `masked_lm_positions` int32 [B, Pm].
+    Returns the encoder's dict plus:
+      mlm_logits [B, Pm, V] float32 (decoder tied to the embedding table),
+      sop_logits [B, 2] float32 (label 0 = original order, 1 = swapped).
+    Losses and metrics of the original are in albert_tf/losses.py.
+    """
+
+    def __init__(self, config, **kwargs):
+        kwargs.setdefault("name", "albert_pretrainer")
+        super().__init__(**kwargs)
+        config = _as_config(config)
+        self.config = config
+        self.albert = AlbertModel(config, name="albert")
+        self.masked_lm = MaskedLMHead(
+            embedding_size=config.embedding_size, vocab_size=config.vocab_size,
+            hidden_act=config.hidden_act, initializer_range=config.initializer_range,
+            name="masked_lm")
+        self.sentence_order = SentenceOrderHead(
+            initializer_range=config.initializer_range, name="sentence_order")
+
+    def build(self, input_shape=None):
+        self.albert.build()
+        self.masked_lm.build((None, None, self.config.hidden_size))
+        self.sentence_order.build((None, self.config.hidden_size))
+        self.built = True
+
+    def call(self, inputs, training=False):
+        outputs = dict(self.albert(inputs, training=training))
+        positions = _int_input(inputs, "masked_lm_positions")
+        outputs["mlm_logits"] = self.masked_lm(
+            outputs["sequence_output"], positions, self.albert.embedding_table)
+        outputs["sop_logits"] = self.sentence_order(outputs["pooled_output"])
+        return outputs
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(AlbertConfig.from_dict(config["config"]),
+                   name=config.get("name", "albert_pretrainer"))
+
+
+def dummy_inputs(config: AlbertConfig, batch_size=1, seq_length=2, max_predictions=1):
+    """Small all-zero inputs that build every variable of a model."""
+    shape = (batch_size, seq_length)
+    return {
+        "input_ids": tf.zeros(shape, tf.int32),
+        "input_mask": tf.ones(shape, tf.int32),
+        "segment_ids": tf.zeros(shape, tf.int32),
+        "masked_lm_positions": tf.zeros((batch_size, max_predictions), tf.int32),
+    }
