@@ -426,8 +426,10 @@ def test_cache_key_and_reuse(tmp_path, spm_model):
 # ----------------------------------------------------------------------------------------------
 
 
-def test_tfds_examples_with_mock_data():
+def test_tfds_examples_with_mock_data(tmp_path, spm_model):
     import tensorflow as tf
+    from albert_tf import tokenization
+
     import tensorflow_datasets as tfds
 
     def as_dataset(builder, split=None, **kwargs):
@@ -458,6 +460,15 @@ def test_tfds_examples_with_mock_data():
             cd.InputExample("train-1", "x", "y", "1")]
         assert cd.tfds_examples("sts-b", "dev", use_spm=False) == [
             cd.InputExample("6", "x", "y", 3.25)]
+        tok = tokenization.FullTokenizer(spm_model_file=spm_model)
+        cached = cd.cached_features("mnli", "dev", None, str(tmp_path), tok, 16,
+                                    do_lower_case=True, spm_model_file=spm_model, use_tfds=True)
+        assert cached.num_examples == 2 and not cached.cache_hit
+        again = cd.cached_features("mnli", "dev", None, str(tmp_path), tok, 16,
+                                   do_lower_case=True, spm_model_file=spm_model, use_tfds=True)
+        assert again.cache_hit and again.path == cached.path
+        (b,) = list(cd.classifier_dataset(cached.path, 16, 2, False).as_numpy_iterator())
+        np.testing.assert_array_equal(b["label_ids"], [0, 1])  # contradiction, entailment
     assert cd.tfds_name("mismnli", "dev") == ("glue/mnli", "validation_mismatched")
     assert cd.tfds_name("ax", "test") == ("glue/ax", "test")
     with pytest.raises(ValueError, match="no 'train' split"):

@@ -27,7 +27,7 @@ import json
 import logging
 import os
 import tempfile
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 _logger = logging.getLogger(__name__)
 
@@ -428,6 +428,8 @@ class QqpProcessor(DataProcessor):
 
     folder = "QQP"
     files = {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
+    #: Rows skipped by the last read (for reporting).
+    last_skipped = 0
 
     def get_labels(self):
         return ["0", "1"]
