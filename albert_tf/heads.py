@@ -37,7 +37,8 @@ class MaskedLMHead(keras.layers.Layer):
         self.transform.build((None, input_shape[-1]))
         self.layer_norm.build((None, self.embedding_size))
         self.output_bias = self.add_weight(
-            name="output_bias", shape=(self.vocab_size,), initializer="zeros")
+            name="output_bias", shape=(self.vocab_size,), initializer="zeros",
+            autocast=False)  # added to float32 logits
 
     def call(self, sequence_output, positions, embedding_table):
         gathered = tf.gather(sequence_output, positions, batch_dims=1)  # (B, Pm, H)
@@ -73,7 +74,8 @@ class OutputProjection(keras.layers.Layer):
             name="output_weights", shape=(self.num_outputs, input_shape[-1]),
             initializer=truncated_normal(self.initializer_range))
         self.output_bias = self.add_weight(
-            name="output_bias", shape=(self.num_outputs,), initializer="zeros")
+            name="output_bias", shape=(self.num_outputs,), initializer="zeros",
+            autocast=False)  # added to float32 logits
 
     def call(self, x):
         dtype = self.compute_dtype

@@ -190,6 +190,9 @@ class AlbertTransformerBlock(keras.layers.Layer):
                  attention_probs_dropout_prob=0.0, initializer_range=0.02,
                  **kwargs):
         super().__init__(**kwargs)
+        # Keep the float32 residual stream and mask adder as they come; the
+        # block casts to the compute dtype only around matrix products.
+        self._convert_input_args = False
         if hidden_size % num_attention_heads:
             raise ValueError(
                 f"hidden_size {hidden_size} is not divisible by "

@@ -1,0 +1,366 @@
+"""Reading and writing checkpoints of the original TF1 release by name.
+
+The whole mapping between our Keras variables and the original variable
+names lives in the tables of this module (ORIGINAL_RELEASE.md §5): the
+encoder table, one table per head class, and the scope each head attribute
+of a model takes. Loading checks every name and shape before assigning
+anything and fails listing every problem; saving writes the same names and
+shapes with the TF1 bundle format (`<prefix>.index`, `<prefix>.data-*`), so
+the original code and tools built for its format can read what we train.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import re
+import uuid
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.heads import MaskedLMHead, OutputProjection, SentenceOrderHead
+from albert_tf.modeling import AlbertModel
+
+_logger = logging.getLogger(__name__)
+
+ENCODER_SCOPE = "bert"
+OPTIMIZER_SLOT_SUFFIXES = ("adam_m", "adam_v")
+
+# --- the tables ------------------------------------------------------------
+# (original name relative to its scope, getter on our layer)
+_EMBEDDINGS_TABLE = [
+    ("embeddings/word_embeddings", lambda e: e.embeddings.word_embeddings),
+    ("embeddings/token_type_embeddings", lambda e: e.embeddings.token_type_embeddings),
+    ("embeddings/position_embeddings", lambda e: e.embeddings.position_embeddings),
+    ("embeddings/LayerNorm/beta", lambda e: e.embeddings.layer_norm.beta),
+    ("embeddings/LayerNorm/gamma", lambda e: e.embeddings.layer_norm.gamma),
+]
+_PROJECTION_TABLE = [
+    ("encoder/embedding_hidden_mapping_in/kernel", lambda e: e.embedding_projection.kernel),
+    ("encoder/embedding_hidden_mapping_in/bias", lambda e: e.embedding_projection.bias),
+]
+# Relative to bert/encoder/transformer/group_{g}/inner_group_{i}/. The
+# sub-scopes are literally attention_1 and ffn_1, and the FFN output dense
+# sits inside the intermediate scope (original quirks, §5.1).
+_BLOCK_TABLE = [
+    ("attention_1/self/query/kernel", lambda b: b.query.kernel),
+    ("attention_1/self/query/bias", lambda b: b.query.bias),
+    ("attention_1/self/key/kernel", lambda b: b.key.kernel),
+    ("attention_1/self/key/bias", lambda b: b.key.bias),
+    ("attention_1/self/value/kernel", lambda b: b.value.kernel),
+    ("attention_1/self/value/bias", lambda b: b.value.bias),
+    ("attention_1/output/dense/kernel", lambda b: b.attention_output.kernel),
+    ("attention_1/output/dense/bias", lambda b: b.attention_output.bias),
+    ("LayerNorm/beta", lambda b: b.attention_layer_norm.beta),
+    ("LayerNorm/gamma", lambda b: b.attention_layer_norm.gamma),
+    ("ffn_1/intermediate/dense/kernel", lambda b: b.intermediate.kernel),
+    ("ffn_1/intermediate/dense/bias", lambda b: b.intermediate.bias),
+    ("ffn_1/intermediate/output/dense/kernel", lambda b: b.ffn_output.kernel),
+    ("ffn_1/intermediate/output/dense/bias", lambda b: b.ffn_output.bias),
+    ("LayerNorm_1/beta", lambda b: b.ffn_layer_norm.beta),
+    ("LayerNorm_1/gamma", lambda b: b.ffn_layer_norm.gamma),
+]
+_POOLER_TABLE = [
+    ("pooler/dense/kernel", lambda e: e.pooler.kernel),
+    ("pooler/dense/bias", lambda e: e.pooler.bias),
+]
+_HEAD_TABLES = {
+    MaskedLMHead: [
+        ("transform/dense/kernel", lambda h: h.transform.kernel),
+        ("transform/dense/bias", lambda h: h.transform.bias),
+        ("transform/LayerNorm/beta", lambda h: h.layer_norm.beta),
+        ("transform/LayerNorm/gamma", lambda h: h.layer_norm.gamma),
+        ("output_bias", lambda h: h.output_bias),
+    ],
+    OutputProjection: [
+        ("output_weights", lambda h: h.output_weights),
+        ("output_bias", lambda h: h.output_bias),
+    ],
+}
+# Model attribute holding a head -> the original scope of its variables
+# ("" = top level, as run_classifier.py and run_race.py create them).
+HEAD_SCOPES = {
+    "masked_lm": "cls/predictions",
+    "sentence_order": "cls/seq_relationship",
+    "classifier": "",
+    "multiple_choice": "",
+    "squad_v1": "cls/squad",
+}
+
+
+def _join(*parts):
+    return "/".join(p for p in parts if p)
+
+
+def encoder_of(model):
+    """The AlbertModel inside `model` (itself, or its `albert` attribute)."""
+    if isinstance(model, AlbertModel):
+        return model
+    encoder = getattr(model, "albert", None)
+    if isinstance(encoder, AlbertModel):
+        return encoder
+    raise TypeError(f"{type(model).__name__} is neither an AlbertModel nor has an "
+                    "`albert` encoder attribute")
+
+
+def _head_table(head):
+    for cls in type(head).__mro__:
+        if cls in _HEAD_TABLES:
+            return _HEAD_TABLES[cls]
+    raise TypeError(f"no checkpoint table for head type {type(head).__name__}")
+
+
+def original_variable_map(model) -> dict[str, tf.Variable]:
+    """Original variable name -> our variable, in the original creation order.
+
+    `model` is an AlbertModel or a model with an `albert` encoder and head
+    attributes named in HEAD_SCOPES. The model must be built.
+    """
+    encoder = encoder_of(model)
+    names = {}
+    for suffix, get in _EMBEDDINGS_TABLE:
+        names[_join(ENCODER_SCOPE, suffix)] = get(encoder)
+    if encoder.embedding_projection is not None:
+        for suffix, get in _PROJECTION_TABLE:
+            names[_join(ENCODER_SCOPE, suffix)] = get(encoder)
+    for g, blocks in encoder.groups.items():
+        for i, block in enumerate(blocks):
+            scope = f"{ENCODER_SCOPE}/encoder/transformer/group_{g}/inner_group_{i}"
+            for suffix, get in _BLOCK_TABLE:
+                names[_join(scope, suffix)] = get(block)
+    for suffix, get in _POOLER_TABLE:
+        names[_join(ENCODER_SCOPE, suffix)] = get(encoder)
+    if model is not encoder:
+        for attribute, scope in HEAD_SCOPES.items():
+            head = getattr(model, attribute, None)
+            if head is None:
+                continue
+            for suffix, get in _head_table(head):
+                names[_join(scope, suffix)] = get(head)
+    return names
+
+
+def _ensure_built(model):
+    if not model.built:
+        model.build()
+
+
+# --- path forms --------------------------------------------------------------
+_SUFFIX = re.compile(r"(\.index|\.meta|\.data-\d{5}-of-\d{5})$")
+_STEP = re.compile(r"-(\d+)$")
+
+
+def resolve_checkpoint_path(path) -> str:
+    """Returns the checkpoint prefix for any form a user passes.
+
+    Accepts a prefix (`model.ckpt-best`, `.../ckpt-1000`), a file of the
+    bundle (`*.index`, `*.data-00000-of-00001`, `*.meta`), or a directory
+    (its `checkpoint` state file, else its only checkpoint, else
+    `model.ckpt-best`, else the highest step).
+    """
+    path = os.fspath(path)
+    if not path:
+        raise FileNotFoundError("empty checkpoint path")
+    if tf.io.gfile.isdir(path):
+        latest = tf.train.latest_checkpoint(path)
+        if latest and tf.io.gfile.exists(latest + ".index"):
+            return latest
+        prefixes = sorted(p[: -len(".index")] for p in tf.io.gfile.glob(
+            os.path.join(path, "*.index")))
+        if not prefixes:
+            raise FileNotFoundError(f"no checkpoint (*.index file) in directory {path!r}")
+        if len(prefixes) == 1:
+            return prefixes[0]
+        best = [p for p in prefixes if os.path.basename(p) == "model.ckpt-best"]
+        if best:
+            return best[0]
+        stepped = [p for p in prefixes if _STEP.search(p)]
+        if stepped:
+            return max(stepped, key=lambda p: int(_STEP.search(p).group(1)))
+        raise FileNotFoundError(
+            f"directory {path!r} holds several checkpoints ({', '.join(map(os.path.basename, prefixes))});"
+            " pass the prefix of one")
+    prefix = _SUFFIX.sub("", path)
+    if tf.io.gfile.exists(prefix + ".index"):
+        return prefix
+    raise FileNotFoundError(
+        f"no checkpoint at {path!r} (looked for {prefix + '.index'!r})")
+
+
+# --- loading -------------------------------------------------------------------
+class CheckpointMismatchError(ValueError):
+    """The checkpoint cannot fill the model; the message lists every problem."""
+
+
+@dataclasses.dataclass
+class LoadReport:
+    """What `load_original_checkpoint` did.
+
+    loaded: model variables filled (original names).
+    missing_allowed: model variables left at their initial values because
+      they matched `allow_missing` (e.g. a fresh task head).
+    ignored: checkpoint variables nothing was loaded from (optimizer slots,
+      global_step, heads the model does not have).
+    source: original name each model variable was read from, where different
+      (init_from_group0).
+    """
+    checkpoint: str
+    loaded: list
+    missing_allowed: list
+    ignored: list
+    source: dict
+
+
+def _group0_name(name):
+    return re.sub(r"/group_\d+/", "/group_0/", name, count=1)
+
+
+def load_original_checkpoint(model, path, *, allow_missing=(), init_from_group0=False,
+                             optimizer=None) -> LoadReport:
+    """Fills `model` from a checkpoint of the original release, by name.
+
+    Args:
+      model: an AlbertModel, AlbertPretrainer or task model (built if needed).
+      path: any path form of `resolve_checkpoint_path`.
+      allow_missing: regexes (searched in the original name) of model
+        variables that may be absent from the checkpoint, e.g. `("^cls/",
+        "^output_")` for a fresh head; every other absent variable is an error.
+      init_from_group0: fill every `group_<g>` from the checkpoint's
+        `group_0` where `group_<g>` itself is absent (growing a G = 1
+        checkpoint into G > 1 groups; the intended behaviour of the
+        original's --init_from_group0, without its bug).
+      optimizer: if given (a LAMB/AdamWeightDecay of albert_tf.optimization,
+        already built for the model's variables), its `adam_m`/`adam_v` slots
+        are restored from `<name>/adam_m` and `<name>/adam_v`.
+    Raises:
+      FileNotFoundError: no checkpoint at `path`.
+      CheckpointMismatchError: any model variable without a checkpoint value
+        (not allowed to be missing) or with a different shape. Nothing is
+        assigned in that case.
+    """
+    prefix = resolve_checkpoint_path(path)
+    _ensure_built(model)
+    reader = tf.train.load_checkpoint(prefix)
+    shapes = reader.get_variable_to_shape_map()
+    allowed = [re.compile(p) for p in allow_missing]
+
+    plan, missing, mismatched, allowed_missing, source = [], [], [], [], {}
+    for name, variable in original_variable_map(model).items():
+        candidates = [name]
+        if init_from_group0:
+            candidates.append(_group0_name(name))
+        found = next((c for c in candidates if c in shapes), None)
+        if found is None:
+            if any(p.search(name) for p in allowed):
+                allowed_missing.append(name)
+            else:
+                missing.append(name)
+            continue
+        if tuple(shapes[found]) != tuple(variable.shape):
+            mismatched.append(f"{found}: checkpoint {list(shapes[found])}, "
+                              f"model {list(variable.shape)}")
+            continue
+        if found != name:
+            source[name] = found
+        plan.append((name, found, variable))
+
+    slot_plan = []
+    if optimizer is not None:
+        for name, found, variable in plan:
+            for suffix in OPTIMIZER_SLOT_SUFFIXES:
+                key = f"{found}/{suffix}"
+                if key in shapes:
+                    slot_plan.append((key, optimizer.get_slot(variable, suffix)))
+                else:
+                    missing.append(key)
+
+    if missing or mismatched:
+        lines = [f"checkpoint {prefix!r} does not match the model:"]
+        if missing:
+            lines.append(f"{len(missing)} model variable(s) not in the checkpoint:")
+            lines += [f"  {n}" for n in missing]
+        if mismatched:
+            lines.append(f"{len(mismatched)} shape mismatch(es):")
+            lines += [f"  {m}" for m in mismatched]
+        raise CheckpointMismatchError("\n".join(lines))
+
+    for _, found, variable in plan:
+        variable.assign(reader.get_tensor(found).astype(variable.dtype))
+    for key, slot in slot_plan:
+        slot.assign(reader.get_tensor(key).astype(slot.dtype))
+
+    used = {found for _, found, _ in plan} | {key for key, _ in slot_plan}
+    ignored = sorted(n for n in shapes if n not in used)
+    _log_ignored(prefix, ignored)
+    if allowed_missing:
+        _logger.info("left %d variable(s) at their initial values: %s",
+                     len(allowed_missing), ", ".join(allowed_missing))
+    return LoadReport(checkpoint=prefix, loaded=[n for n, _, _ in plan],
+                      missing_allowed=allowed_missing, ignored=ignored, source=source)
+
+
+def _log_ignored(prefix, ignored):
+    slots = [n for n in ignored if n.rsplit("/", 1)[-1] in OPTIMIZER_SLOT_SUFFIXES]
+    other = [n for n in ignored if n not in slots]
+    _logger.info("loaded %s; ignored %d optimizer slot(s)%s", prefix, len(slots),
+                 f" and {', '.join(other)}" if other else "")
+
+
+# --- saving --------------------------------------------------------------------
+def save_original_checkpoint(model, prefix, *, global_step=None, optimizer=None,
+                             update_checkpoint_state=True) -> str:
+    """Writes `model` under the original variable names (TF1 bundle format).
+
+    Args:
+      model: a built AlbertModel / AlbertPretrainer / task model.
+      prefix: checkpoint prefix, e.g. `out/model.ckpt-best`; its folder is
+        created if needed.
+      global_step: optional int, written as int64 `global_step`.
+      optimizer: optional LAMB/AdamWeightDecay; writes its slots as
+        `<name>/adam_m`, `<name>/adam_v`.
+      update_checkpoint_state: also write the folder's `checkpoint` file so
+        `tf.train.latest_checkpoint` finds this prefix.
+    Returns the prefix. Files appear atomically: a failed write leaves none.
+    """
+    prefix = os.fspath(prefix)
+    _ensure_built(model)
+    names, tensors = [], []
+    for name, variable in original_variable_map(model).items():
+        names.append(name)
+        tensors.append(tf.convert_to_tensor(variable.value if hasattr(variable, "value") else variable))
+        if optimizer is not None:
+            for suffix in OPTIMIZER_SLOT_SUFFIXES:
+                names.append(f"{name}/{suffix}")
+                tensors.append(tf.convert_to_tensor(optimizer.get_slot(variable, suffix)))
+    if global_step is not None:
+        names.append("global_step")
+        tensors.append(tf.constant(int(global_step), tf.int64))
+
+    folder = os.path.dirname(prefix) or "."
+    tf.io.gfile.makedirs(folder)
+    tmp_prefix = os.path.join(folder, f".tmp-{uuid.uuid4().hex}-{os.path.basename(prefix)}")
+    try:
+        tf.raw_ops.SaveV2(prefix=tmp_prefix, tensor_names=names,
+                          shape_and_slices=[""] * len(names), tensors=tensors)
+        for tmp_file in tf.io.gfile.glob(tmp_prefix + ".*"):
+            tf.io.gfile.rename(tmp_file, prefix + tmp_file[len(tmp_prefix):], overwrite=True)
+    finally:
+        for leftover in tf.io.gfile.glob(tmp_prefix + "*"):
+            tf.io.gfile.remove(leftover)
+    if update_checkpoint_state:
+        tf.compat.v1.train.update_checkpoint_state(folder, os.path.basename(prefix))
+    return prefix
+
+
+def checkpoint_variable_shapes(path) -> dict[str, list]:
+    """Name -> shape of every variable in a checkpoint (any path form)."""
+    return dict(tf.train.load_checkpoint(resolve_checkpoint_path(path))
+                .get_variable_to_shape_map())
+
+
+def read_checkpoint_values(path) -> dict[str, np.ndarray]:
+    """Name -> value of every variable in a checkpoint (any path form)."""
+    reader = tf.train.load_checkpoint(resolve_checkpoint_path(path))
+    return {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()}

@@ -1,0 +1,233 @@
+"""AlbertModel / AlbertPretrainer against the independent numpy reference."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import albert_numpy
+from albert_tf import AlbertConfig
+from albert_tf.checkpoints import original_variable_map
+from albert_tf.modeling import AlbertModel, AlbertPretrainer
+
+
+def tiny(**overrides):
+    base = dict(vocab_size=61, embedding_size=8, hidden_size=16, num_hidden_layers=3,
+                num_hidden_groups=1, num_attention_heads=4, intermediate_size=24,
+                inner_group_num=1, hidden_act="gelu", max_position_embeddings=20,
+                type_vocab_size=2)
+    base.update(overrides)
+    return AlbertConfig(**base)
+
+
+CONFIGS = {
+    "shared_gelu": tiny(),
+    "groups2_inner2_relu": tiny(num_hidden_groups=2, inner_group_num=2, hidden_act="relu"),
+    "bert_shaped_E_eq_H_tanh": tiny(embedding_size=16, num_hidden_groups=3, hidden_act="tanh"),
+    "groups3_L4_linear_type3": tiny(num_hidden_layers=4, num_hidden_groups=3, hidden_act="linear",
+                                    type_vocab_size=3),
+}
+
+
+def make_inputs(cfg, batch=3, seq=11, preds=4, seed=0):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, cfg.vocab_size, size=(batch, seq)).astype(np.int32)
+    mask = np.ones((batch, seq), np.int32)
+    mask[1, 7:] = 0          # padded example
+    mask[2, 3:] = 0
+    seg = rng.integers(0, cfg.type_vocab_size, size=(batch, seq)).astype(np.int32)
+    pos = np.sort(rng.integers(0, seq, size=(batch, preds)), axis=1).astype(np.int32)
+    return {"input_ids": ids, "input_mask": mask, "segment_ids": seg, "masked_lm_positions": pos}
+
+
+def set_weights(model, weights):
+    for name, variable in original_variable_map(model).items():
+        variable.assign(weights[name])
+
+
+def assert_rel_close(actual, expected, tol=1e-5):
+    actual = np.asarray(actual, np.float64)
+    expected = np.asarray(expected, np.float64)
+    assert actual.shape == expected.shape
+    err = np.max(np.abs(actual - expected)) / max(np.max(np.abs(expected)), 1e-12)
+    assert err <= tol, f"relative error {err:.3g} > {tol}"
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_pretrainer_matches_numpy_reference(name):
+    cfg = CONFIGS[name]
+    weights = albert_numpy.random_weights(cfg.to_dict(), seed=1)
+    model = AlbertPretrainer(cfg)
+    model.build()
+    set_weights(model, weights)
+    inputs = make_inputs(cfg)
+    got = model(inputs, training=False)
+    want = albert_numpy.forward(weights, cfg.to_dict(), inputs["input_ids"], inputs["input_mask"],
+                                inputs["segment_ids"], inputs["masked_lm_positions"])
+    for key in ("sequence_output", "pooled_output", "embedding_output", "mlm_logits", "sop_logits"):
+        assert_rel_close(got[key], want[key])
+    assert len(got["encoder_outputs"]) == cfg.num_hidden_layers * cfg.inner_group_num
+    for a, b in zip(got["encoder_outputs"], want["encoder_outputs"]):
+        assert_rel_close(a, b)
+    assert got["mlm_logits"].shape == (3, 4, cfg.vocab_size)
+    assert got["sop_logits"].shape == (3, 2)
+    assert got["embedding_output"].shape == (3, 11, cfg.embedding_size)
+
+
+def test_defaults_for_mask_and_segments():
+    cfg = CONFIGS["shared_gelu"]
+    model = AlbertModel(cfg)
+    inputs = make_inputs(cfg)
+    full = model({"input_ids": inputs["input_ids"],
+                  "input_mask": np.ones_like(inputs["input_ids"]),
+                  "segment_ids": np.zeros_like(inputs["input_ids"])})
+    default = model({"input_ids": inputs["input_ids"]})
+    np.testing.assert_array_equal(full["sequence_output"], default["sequence_output"])
+
+
+def test_padding_does_not_change_real_tokens():
+    cfg = CONFIGS["groups2_inner2_relu"]
+    model = AlbertModel(cfg)
+    ids = np.array([[5, 6, 7, 8]], np.int32)
+    short = model({"input_ids": ids, "input_mask": np.ones_like(ids)})
+    padded_ids = np.array([[5, 6, 7, 8, 0, 0]], np.int32)
+    padded = model({"input_ids": padded_ids, "input_mask": np.array([[1, 1, 1, 1, 0, 0]], np.int32)})
+    # -10000 is not -inf: padded keys get ~e^-10000 weight, i.e. exactly 0 in float32.
+    np.testing.assert_allclose(padded["sequence_output"][:, :4], short["sequence_output"], atol=2e-6)
+
+
+def test_group_mapping_float_rule_and_weights():
+    cfg = AlbertConfig(vocab_size=10, embedding_size=4, hidden_size=4, num_hidden_layers=22,
+                       num_hidden_groups=22, num_attention_heads=1, intermediate_size=4)
+    # int(15 / 22 * 22) == 14 in floating point: group_15 is never created.
+    assert cfg.group_index(15) == 14
+    assert 15 not in cfg.used_groups() and len(cfg.used_groups()) == 21
+    model = AlbertModel(cfg)
+    model.build()
+    names = original_variable_map(model)
+    assert not any("/group_15/" in n for n in names)
+    assert model.layer_groups[14] == model.layer_groups[15] == 14
+
+
+def test_dropout_only_in_training():
+    cfg = CONFIGS["shared_gelu"].replace(hidden_dropout_prob=0.3, attention_probs_dropout_prob=0.3)
+    model = AlbertModel(cfg)
+    inputs = make_inputs(cfg)
+    eval_a = model(inputs, training=False)["sequence_output"]
+    eval_b = model(inputs, training=False)["sequence_output"]
+    train = model(inputs, training=True)["sequence_output"]
+    np.testing.assert_array_equal(eval_a, eval_b)
+    assert np.max(np.abs(np.asarray(train) - np.asarray(eval_a))) > 1e-2
+    # Eval output equals a dropout-free config with the same weights.
+    nodrop = AlbertModel(CONFIGS["shared_gelu"])
+    nodrop.build()
+    for (n, src), (_, dst) in zip(original_variable_map(model).items(),
+                                  original_variable_map(nodrop).items()):
+        dst.assign(src)
+    np.testing.assert_array_equal(nodrop(inputs)["sequence_output"], eval_a)
+
+
+def test_mixed_bfloat16_policy():
+    # gelu: with relu the E=8 MLM layer norm sees near-constant inputs and
+    # amplifies bfloat16 rounding far beyond what this test is about.
+    cfg = CONFIGS["shared_gelu"].replace(num_hidden_groups=2, inner_group_num=2)
+    weights = albert_numpy.random_weights(cfg.to_dict(), seed=3, scale=0.1)
+    inputs = make_inputs(cfg)
+    ref = albert_numpy.forward(weights, cfg.to_dict(), inputs["input_ids"], inputs["input_mask"],
+                               inputs["segment_ids"], inputs["masked_lm_positions"])
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        model = AlbertPretrainer(cfg)
+        model.build()
+        set_weights(model, weights)
+        out = model(inputs)
+        block = model.albert.groups[0][0]
+        assert block.compute_dtype == "bfloat16"
+        assert block.query.kernel.dtype == "float32"
+        assert block.attention_layer_norm.compute_dtype == "float32"
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    for key in ("sequence_output", "mlm_logits", "sop_logits"):
+        assert out[key].dtype == tf.float32
+        assert_rel_close(out[key], ref[key], tol=3e-2)
+
+
+def test_jit_compile_matches_eager():
+    cfg = CONFIGS["groups2_inner2_relu"]
+    model = AlbertPretrainer(cfg)
+    inputs = make_inputs(cfg)
+    eager = model(inputs)
+    compiled = tf.function(lambda x: model(x), jit_compile=True)(
+        {k: tf.constant(v) for k, v in inputs.items()})
+    assert_rel_close(compiled["mlm_logits"], eager["mlm_logits"], tol=1e-5)
+
+
+def test_int64_inputs_are_accepted():
+    cfg = CONFIGS["shared_gelu"]
+    model = AlbertModel(cfg)
+    inputs = make_inputs(cfg)
+    a = model({k: v.astype(np.int64) for k, v in inputs.items()})
+    b = model(inputs)
+    np.testing.assert_array_equal(a["pooled_output"], b["pooled_output"])
+
+
+def test_errors():
+    cfg = CONFIGS["shared_gelu"]
+    model = AlbertModel(cfg)
+    too_long = np.zeros((1, cfg.max_position_embeddings + 1), np.int32)
+    with pytest.raises(ValueError, match="exceeds max_position_embeddings 20"):
+        model({"input_ids": too_long})
+    with pytest.raises(ValueError, match="rank 2"):
+        model({"input_ids": np.zeros((1, 2, 3), np.int32)})
+    with pytest.raises(TypeError, match="integer"):
+        model({"input_ids": np.zeros((1, 4), np.float32)})
+    with pytest.raises(ValueError, match="missing 'input_ids'"):
+        model({"input_mask": np.ones((1, 4), np.int32)})
+    with pytest.raises(TypeError, match="dict"):
+        model(np.zeros((1, 4), np.int32))
+    # Unknown shapes in a graph: the check runs at execution time.
+    fn = tf.function(lambda ids: model({"input_ids": ids})["pooled_output"],
+                     input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_position_embeddings"):
+        fn(tf.constant(too_long))
+
+
+def test_outputs_and_config_round_trip():
+    cfg = CONFIGS["groups3_L4_linear_type3"]
+    model = AlbertModel(cfg)
+    clone = AlbertModel.from_config(model.get_config())
+    assert clone.config == cfg
+    out = model(make_inputs(cfg))
+    assert set(out) >= {"sequence_output", "pooled_output", "encoder_outputs", "embedding_output"}
+
+
+RELEASED_COUNTS = {
+    # encoder incl. pooler, ORIGINAL_RELEASE.md §4
+    "albert_base_v2": 11_683_584,
+    "albert_large_v2": 17_683_968,
+    "albert_xlarge_v2": 58_724_864,
+    "albert_xxlarge_v2": 222_595_584,
+    "bert_large": 334_607_360,
+}
+PRETRAINING_TOTALS = {"albert_base_v2": 11_813_810, "albert_xxlarge_v2": 223_158_450}
+
+
+def _count_in_graph(model_cls, cfg):
+    # Variables created inside a tf.Graph are never initialised: counting
+    # xxlarge costs no memory for its 223M parameters.
+    with tf.Graph().as_default():
+        model = model_cls(cfg)
+        model.build()
+        return sum(int(np.prod(v.shape)) for v in model.weights)
+
+
+@pytest.mark.parametrize("name", sorted(RELEASED_COUNTS))
+def test_parameter_counts_of_released_configs(name):
+    from albert_tf.config import preset
+    assert _count_in_graph(AlbertModel, preset(name)) == RELEASED_COUNTS[name]
+
+
+@pytest.mark.parametrize("name", sorted(PRETRAINING_TOTALS))
+def test_pretraining_parameter_totals(name):
+    from albert_tf.config import preset
+    assert _count_in_graph(AlbertPretrainer, preset(name)) == PRETRAINING_TOTALS[name]
