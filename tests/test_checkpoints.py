@@ -1,0 +1,251 @@
+"""Original-checkpoint loading and saving by the release's variable names."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import albert_numpy
+from albert_tf import AlbertConfig
+from albert_tf.checkpoints import (CheckpointMismatchError, checkpoint_variable_shapes,
+                                   load_original_checkpoint, original_variable_map,
+                                   read_checkpoint_values, resolve_checkpoint_path,
+                                   save_original_checkpoint)
+from albert_tf.modeling import AlbertModel, AlbertPretrainer
+from test_modeling import assert_rel_close, make_inputs, tiny
+
+# ORIGINAL_RELEASE.md §5.2 for G = I = 1, written out literally.
+RELEASED_LAYOUT_NAMES = """
+bert/embeddings/word_embeddings V,E
+bert/embeddings/token_type_embeddings T,E
+bert/embeddings/position_embeddings P,E
+bert/embeddings/LayerNorm/beta E
+bert/embeddings/LayerNorm/gamma E
+bert/encoder/embedding_hidden_mapping_in/kernel E,H
+bert/encoder/embedding_hidden_mapping_in/bias H
+bert/encoder/transformer/group_0/inner_group_0/attention_1/self/query/kernel H,H
+bert/encoder/transformer/group_0/inner_group_0/attention_1/self/query/bias H
+bert/encoder/transformer/group_0/inner_group_0/attention_1/self/key/kernel H,H
+bert/encoder/transformer/group_0/inner_group_0/attention_1/self/key/bias H
+bert/encoder/transformer/group_0/inner_group_0/attention_1/self/value/kernel H,H
+bert/encoder/transformer/group_0/inner_group_0/attention_1/self/value/bias H
+bert/encoder/transformer/group_0/inner_group_0/attention_1/output/dense/kernel H,H
+bert/encoder/transformer/group_0/inner_group_0/attention_1/output/dense/bias H
+bert/encoder/transformer/group_0/inner_group_0/LayerNorm/beta H
+bert/encoder/transformer/group_0/inner_group_0/LayerNorm/gamma H
+bert/encoder/transformer/group_0/inner_group_0/ffn_1/intermediate/dense/kernel H,F
+bert/encoder/transformer/group_0/inner_group_0/ffn_1/intermediate/dense/bias F
+bert/encoder/transformer/group_0/inner_group_0/ffn_1/intermediate/output/dense/kernel F,H
+bert/encoder/transformer/group_0/inner_group_0/ffn_1/intermediate/output/dense/bias H
+bert/encoder/transformer/group_0/inner_group_0/LayerNorm_1/beta H
+bert/encoder/transformer/group_0/inner_group_0/LayerNorm_1/gamma H
+bert/pooler/dense/kernel H,H
+bert/pooler/dense/bias H
+cls/predictions/transform/dense/kernel H,E
+cls/predictions/transform/dense/bias E
+cls/predictions/transform/LayerNorm/beta E
+cls/predictions/transform/LayerNorm/gamma E
+cls/predictions/output_bias V
+cls/seq_relationship/output_weights 2,H
+cls/seq_relationship/output_bias 2
+"""
+
+
+def write_tf1_checkpoint(prefix, weights, extra=None):
+    """Writes `weights` the way the original did: tf.compat.v1 Saver in a graph."""
+    with tf.Graph().as_default():
+        variables = [tf.compat.v1.Variable(v, name=n) for n, v in weights.items()]
+        for n, v in (extra or {}).items():
+            variables.append(tf.compat.v1.Variable(v, name=n))
+        saver = tf.compat.v1.train.Saver(variables)
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            return saver.save(sess, prefix)
+
+
+def read_with_tf1_graph(prefix, shapes):
+    """Restores variables of the given names/shapes with a TF1 Saver (as the original would)."""
+    with tf.Graph().as_default():
+        variables = {n: tf.compat.v1.Variable(tf.zeros(s), name=n) for n, s in shapes.items()}
+        saver = tf.compat.v1.train.Saver(list(variables.values()))
+        with tf.compat.v1.Session() as sess:
+            saver.restore(sess, prefix)
+            return {n: sess.run(v) for n, v in variables.items()}
+
+
+def test_names_and_shapes_equal_released_layout():
+    cfg = tiny(num_hidden_layers=12)
+    model = AlbertPretrainer(cfg)
+    model.build()
+    dims = {"V": cfg.vocab_size, "E": cfg.embedding_size, "H": cfg.hidden_size,
+            "F": cfg.intermediate_size, "P": cfg.max_position_embeddings, "T": cfg.type_vocab_size,
+            "2": 2}
+    expected = []
+    for line in RELEASED_LAYOUT_NAMES.strip().splitlines():
+        name, shape = line.split()
+        expected.append((name, tuple(dims[d] for d in shape.split(","))))
+    got = [(n, tuple(v.shape)) for n, v in original_variable_map(model).items()]
+    assert got == expected
+    assert len(got) == 32
+
+
+@pytest.mark.parametrize("overrides", [
+    dict(num_hidden_groups=2, inner_group_num=2),
+    dict(num_hidden_layers=4, num_hidden_groups=3, inner_group_num=3),
+    dict(embedding_size=16),
+])
+def test_names_and_shapes_general_groups(overrides):
+    cfg = tiny(**overrides)
+    model = AlbertPretrainer(cfg)
+    model.build()
+    got = {n: tuple(v.shape) for n, v in original_variable_map(model).items()}
+    assert got == albert_numpy.original_shapes(cfg.to_dict())
+    # Every Keras variable appears exactly once in the table.
+    assert len({id(v) for v in original_variable_map(model).values()}) == len(model.weights)
+
+
+@pytest.fixture
+def tf1_checkpoint(tmp_path):
+    cfg = tiny(num_hidden_groups=2, inner_group_num=2, hidden_act="relu")
+    weights = albert_numpy.random_weights(cfg.to_dict(), seed=7)
+    slots = {}
+    for n, v in weights.items():
+        slots[n + "/adam_m"] = np.full_like(v, 0.5)
+        slots[n + "/adam_v"] = np.full_like(v, 0.25)
+    slots["global_step"] = np.int64(1234)
+    prefix = write_tf1_checkpoint(str(tmp_path / "model.ckpt-best"), weights, slots)
+    return cfg, weights, prefix
+
+
+def test_tf1_checkpoint_loads_and_reproduces_outputs(tf1_checkpoint):
+    cfg, weights, prefix = tf1_checkpoint
+    model = AlbertPretrainer(cfg)
+    report = load_original_checkpoint(model, prefix)
+    assert len(report.loaded) == len(weights)
+    assert "global_step" in report.ignored
+    assert sum(n.endswith(("/adam_m", "/adam_v")) for n in report.ignored) == 2 * len(weights)
+    inputs = make_inputs(cfg)
+    got = model(inputs)
+    want = albert_numpy.forward(weights, cfg.to_dict(), inputs["input_ids"], inputs["input_mask"],
+                                inputs["segment_ids"], inputs["masked_lm_positions"])
+    for key in ("sequence_output", "pooled_output", "mlm_logits", "sop_logits"):
+        assert_rel_close(got[key], want[key])
+
+
+def test_encoder_only_model_ignores_heads(tf1_checkpoint):
+    cfg, weights, prefix = tf1_checkpoint
+    report = load_original_checkpoint(AlbertModel(cfg), prefix)
+    assert "cls/seq_relationship/output_weights" in report.ignored
+    assert all(n.startswith("bert/") for n in report.loaded)
+
+
+def test_path_forms(tf1_checkpoint, tmp_path):
+    cfg, weights, prefix = tf1_checkpoint
+    folder = os.path.dirname(prefix)
+    data = [p for p in os.listdir(folder) if ".data-" in p][0]
+    for form in (prefix, prefix + ".index", os.path.join(folder, data), folder,
+                 prefix + ".meta"):
+        assert resolve_checkpoint_path(form) == prefix
+    # Directory without a `checkpoint` state file, several checkpoints: -best wins.
+    os.remove(os.path.join(folder, "checkpoint"))
+    write_tf1_checkpoint(str(tmp_path / "model.ckpt-100"), {"x": np.zeros(1, np.float32)})
+    os.remove(os.path.join(folder, "checkpoint"))
+    assert resolve_checkpoint_path(folder) == prefix
+    # Without -best the highest step wins.
+    other = tmp_path / "steps"
+    other.mkdir()
+    for step in (5, 40, 300):
+        write_tf1_checkpoint(str(other / f"ckpt-{step}"), {"x": np.zeros(1, np.float32)})
+    os.remove(other / "checkpoint")
+    assert resolve_checkpoint_path(str(other)) == str(other / "ckpt-300")
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        resolve_checkpoint_path(str(tmp_path / "nope"))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        resolve_checkpoint_path(str(empty))
+
+
+def test_mismatch_lists_every_problem_and_assigns_nothing(tf1_checkpoint, tmp_path):
+    cfg, weights, _ = tf1_checkpoint
+    broken = dict(weights)
+    del broken["bert/pooler/dense/bias"]
+    del broken["cls/predictions/output_bias"]
+    broken["bert/embeddings/position_embeddings"] = np.zeros((7, cfg.embedding_size), np.float32)
+    prefix = write_tf1_checkpoint(str(tmp_path / "broken" / "model.ckpt"), broken)
+    model = AlbertPretrainer(cfg)
+    model.build()
+    before = [v.numpy().copy() for v in model.weights]
+    with pytest.raises(CheckpointMismatchError) as info:
+        load_original_checkpoint(model, prefix)
+    message = str(info.value)
+    assert "bert/pooler/dense/bias" in message
+    assert "cls/predictions/output_bias" in message
+    assert "bert/embeddings/position_embeddings: checkpoint [7, 8], model [20, 8]" in message
+    assert "2 model variable(s) not in the checkpoint" in message
+    for b, v in zip(before, model.weights):
+        np.testing.assert_array_equal(b, v.numpy())
+
+
+def test_encoder_checkpoint_into_pretrainer_needs_allow_missing(tmp_path):
+    cfg = tiny()
+    weights = albert_numpy.random_weights(cfg.to_dict(), seed=2, heads=False)
+    prefix = write_tf1_checkpoint(str(tmp_path / "enc"), weights)
+    with pytest.raises(CheckpointMismatchError, match="7 model variable"):
+        load_original_checkpoint(AlbertPretrainer(cfg), prefix)
+    report = load_original_checkpoint(AlbertPretrainer(cfg), prefix, allow_missing=["^cls/"])
+    assert len(report.missing_allowed) == 7 and len(report.loaded) == len(weights)
+
+
+def test_round_trip_is_bit_identical_and_readable_by_tf1(tmp_path):
+    cfg = tiny(num_hidden_groups=3, inner_group_num=2)
+    model = AlbertPretrainer(cfg)
+    model.build()
+    prefix = save_original_checkpoint(model, str(tmp_path / "out" / "model.ckpt-7"), global_step=7)
+    assert sorted(os.listdir(tmp_path / "out")) == [
+        "checkpoint", "model.ckpt-7.data-00000-of-00001", "model.ckpt-7.index"]
+    assert tf.train.latest_checkpoint(str(tmp_path / "out")) == prefix
+    shapes = checkpoint_variable_shapes(prefix)
+    expected = albert_numpy.original_shapes(cfg.to_dict())
+    assert {n: tuple(s) for n, s in shapes.items() if n != "global_step"} == expected
+    values = read_checkpoint_values(prefix)
+    assert values["global_step"] == 7 and values["global_step"].dtype == np.int64
+    clone = AlbertPretrainer(cfg)
+    load_original_checkpoint(clone, prefix)
+    for a, b in zip(model.weights, clone.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    restored = read_with_tf1_graph(prefix, expected)
+    for name, variable in original_variable_map(model).items():
+        np.testing.assert_array_equal(restored[name], variable.numpy())
+
+
+def test_init_from_group0(tmp_path):
+    small = tiny()
+    weights = albert_numpy.random_weights(small.to_dict(), seed=4)
+    prefix = write_tf1_checkpoint(str(tmp_path / "g1"), weights)
+    grown = AlbertPretrainer(small.replace(num_hidden_groups=3))
+    with pytest.raises(CheckpointMismatchError, match="group_1"):
+        load_original_checkpoint(grown, prefix)
+    report = load_original_checkpoint(grown, prefix, init_from_group0=True)
+    mapping = original_variable_map(grown)
+    for g in (1, 2):
+        name = f"bert/encoder/transformer/group_{g}/inner_group_0/attention_1/self/query/kernel"
+        assert report.source[name] == name.replace(f"group_{g}", "group_0")
+        np.testing.assert_array_equal(
+            mapping[name].numpy(),
+            weights["bert/encoder/transformer/group_0/inner_group_0/attention_1/self/query/kernel"])
+
+
+def test_failed_save_leaves_no_files(tmp_path, monkeypatch):
+    model = AlbertModel(tiny())
+    model.build()
+
+    def boom(**kwargs):
+        open(kwargs["prefix"] + ".index", "w").close()
+        raise OSError("disk full")
+
+    monkeypatch.setattr(tf.raw_ops, "SaveV2", boom)
+    with pytest.raises(OSError):
+        save_original_checkpoint(model, str(tmp_path / "m"))
+    assert os.listdir(tmp_path) == []
