@@ -1,0 +1,109 @@
+"""AlbertConfig: JSON round trip, original defaults, presets, validation."""
+
+import json
+import logging
+
+import pytest
+
+from albert_tf import AlbertConfig
+from albert_tf.config import PRESETS, preset
+
+ORIGINAL_FIELDS = [
+    "vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
+    "num_attention_heads", "intermediate_size", "inner_group_num", "down_scale_factor",
+    "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob",
+    "max_position_embeddings", "type_vocab_size", "initializer_range"]
+
+# A released-style file (albert_base v2 layout, with the unused extra keys).
+RELEASED_BASE_V2 = {
+    "attention_probs_dropout_prob": 0, "hidden_act": "gelu", "hidden_dropout_prob": 0,
+    "embedding_size": 128, "hidden_size": 768, "initializer_range": 0.02,
+    "intermediate_size": 3072, "max_position_embeddings": 512, "num_attention_heads": 12,
+    "num_hidden_layers": 12, "num_hidden_groups": 1, "net_structure_type": 0, "gap_size": 0,
+    "num_memory_blocks": 0, "inner_group_num": 1, "down_scale_factor": 1,
+    "type_vocab_size": 2, "vocab_size": 30000}
+
+
+def test_fields_are_exactly_the_original_ones():
+    assert AlbertConfig.field_names() == ORIGINAL_FIELDS
+
+
+def test_json_round_trip_keeps_unknown_keys(tmp_path):
+    path = tmp_path / "albert_config.json"
+    path.write_text(json.dumps(RELEASED_BASE_V2))
+    cfg = AlbertConfig.from_json_file(path)
+    assert cfg.hidden_size == 768 and cfg.extra == {
+        "net_structure_type": 0, "gap_size": 0, "num_memory_blocks": 0}
+    out = tmp_path / "written.json"
+    cfg.to_json_file(out)
+    assert json.loads(out.read_text()) == RELEASED_BASE_V2
+    text = out.read_text()
+    assert text.startswith('{\n  "attention_probs_dropout_prob"')  # sorted, 2-space indent
+    assert AlbertConfig.from_json_file(out) == cfg
+    assert [p.name for p in tmp_path.iterdir()].count("written.json") == 1
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".albert_config")]
+
+
+def test_missing_key_warns_and_uses_original_default(tmp_path, caplog):
+    values = dict(RELEASED_BASE_V2)
+    del values["num_attention_heads"], values["intermediate_size"]
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(values))
+    with caplog.at_level(logging.WARNING):
+        cfg = AlbertConfig.from_json_file(path)
+    assert "num_attention_heads" in caplog.text and "intermediate_size" in caplog.text
+    assert str(path) in caplog.text
+    # The original's constructor defaults are the xxlarge shape.
+    assert cfg.num_attention_heads == 64 and cfg.intermediate_size == 16384
+
+
+def test_errors_name_the_file_and_field(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"vocab_size": 10,\n "hidden_size": }')
+    with pytest.raises(ValueError, match=r"bad.json: not valid JSON \(line 2"):
+        AlbertConfig.from_json_file(bad)
+    with pytest.raises(ValueError, match="cannot read ALBERT config"):
+        AlbertConfig.from_json_file(tmp_path / "missing.json")
+    with pytest.raises(ValueError, match="divisible"):
+        AlbertConfig(hidden_size=10, num_attention_heads=3)
+    with pytest.raises(ValueError, match="hidden_act"):
+        AlbertConfig(hidden_act="swish")
+    with pytest.raises(ValueError, match="num_hidden_layers"):
+        AlbertConfig(num_hidden_layers=0)
+    notobj = tmp_path / "list.json"
+    notobj.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="list.json: expected a JSON object"):
+        AlbertConfig.from_json_file(notobj)
+
+
+@pytest.mark.parametrize("size,layers,hidden,heads,ffn", [
+    ("base", 12, 768, 12, 3072), ("large", 24, 1024, 16, 4096),
+    ("xlarge", 24, 2048, 16, 8192), ("xxlarge", 12, 4096, 64, 16384)])
+def test_released_presets(size, layers, hidden, heads, ffn):
+    for version in ("v1", "v2"):
+        cfg = preset(f"albert_{size}_{version}")
+        assert (cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads,
+                cfg.intermediate_size) == (layers, hidden, heads, ffn)
+        assert (cfg.vocab_size, cfg.embedding_size, cfg.num_hidden_groups,
+                cfg.inner_group_num) == (30000, 128, 1, 1)
+        expected_dropout = 0.1 if version == "v1" and size != "xxlarge" else 0.0
+        assert cfg.hidden_dropout_prob == cfg.attention_probs_dropout_prob == expected_dropout
+    assert preset(size) == preset(f"albert_{size}_v2")
+
+
+def test_bert_presets_have_no_sharing():
+    cfg = preset("bert_large")
+    assert cfg.embedding_size == cfg.hidden_size == 1024
+    assert cfg.num_hidden_groups == cfg.num_hidden_layers == 24
+    assert cfg.used_groups() == list(range(24))
+    with pytest.raises(ValueError, match="unknown preset"):
+        preset("huge")
+    assert len(PRESETS) == 11
+
+
+def test_group_index_is_the_original_float_rule():
+    cfg = AlbertConfig(num_hidden_layers=12, num_hidden_groups=4)
+    assert [cfg.group_index(l) for l in range(12)] == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
+    quirky = AlbertConfig(num_hidden_layers=22, num_hidden_groups=22)
+    assert [quirky.group_index(l) for l in range(22)] == [int(l / 22 * 22) for l in range(22)]
+    assert quirky.group_index(15) == 14
