@@ -179,6 +179,20 @@ class Instance:
   next_sentence_label: int
 
 
+def shuffle_like_random(x: list, rng: random.Random) -> None:
+  """In-place shuffle with exactly the draws and result of `rng.shuffle(x)` (CPython 3.11+
+  `Random.shuffle` -> `_randbelow_with_getrandbits`), minus two Python calls per element: the
+  candidate shuffles are the builder's hottest loop."""
+  getrandbits = rng.getrandbits
+  for i in range(len(x) - 1, 0, -1):
+    n = i + 1
+    k = n.bit_length()
+    r = getrandbits(k)
+    while r >= n:
+      r = getrandbits(k)
+    x[i], x[r] = x[r], x[i]
+
+
 class _NgramSampler:
   """Draws n-gram lengths from a seeded numpy Generator, buffered (np `choice` is ~10 µs/call)."""
 
@@ -364,7 +378,7 @@ class InstanceBuilder:
     num_to_predict = min(cfg.max_predictions_per_seq, max(1, int(round(n * cfg.masked_lm_prob))))
     max_n = cfg.ngram
     order = list(range(num_words))
-    rng.shuffle(order)                         # the original's rng.shuffle(ngram_indexes)
+    shuffle_like_random(order, rng)            # the original's rng.shuffle(ngram_indexes)
 
     covered = set()
     picked: list[int] = []
@@ -399,7 +413,7 @@ class InstanceBuilder:
 
     # The original shuffles the candidate list again (for permutation targets, unused here);
     # the draws are consumed all the same.
-    rng.shuffle(order)
+    shuffle_like_random(order, rng)
     picked.sort()
     positions = np.asarray(picked, dtype=np.int32)
     labels = np.asarray([orig[p] for p in picked], dtype=np.int32)
@@ -473,6 +487,83 @@ def _float_feature(values: np.ndarray) -> bytes:
   return _ld(2, _ld(1, payload))             # Feature.float_list -> FloatList.value (packed)
 
 
+class ExampleSerializer:
+  """Fast `tf.train.Example` bytes for fixed (max_seq_length, max_predictions_per_seq).
+
+  Headers of the fixed-size features are precomputed; varints of ids come from a lookup table
+  (values < 2**21, i.e. at most 3 bytes), so one instance costs a handful of numpy calls.
+  """
+
+  _LUT_BITS = 21
+
+  def __init__(self, max_seq_length: int, max_predictions_per_seq: int, with_masks: bool = True):
+    self.S, self.P, self.with_masks = max_seq_length, max_predictions_per_seq, with_masks
+    vals = np.arange(1 << self._LUT_BITS, dtype=np.int64)
+    self._lut_len = (1 + (vals >= 1 << 7) + (vals >= 1 << 14)).astype(np.int64)
+    lut = np.stack([vals & 0x7F, (vals >> 7) & 0x7F, (vals >> 14) & 0x7F], 1).astype(np.uint8)
+    lut[:, 0] |= (self._lut_len > 1).astype(np.uint8) << 7
+    lut[:, 1] |= (self._lut_len > 2).astype(np.uint8) << 7
+    self._lut = lut
+    self._col = np.arange(3)[None, :]
+    S, P = max_seq_length, max_predictions_per_seq
+    # Prefix of a fixed-payload-length int64 feature: everything before the packed payload.
+    self._fixed_int_prefix = {name: self._prefix(name, 3, S)
+                              for name in ("input_mask", "segment_ids", "token_boundary")}
+    self._weights_prefix = self._prefix("masked_lm_weights", 2, 4 * P)
+    self._label_prefix = self._prefix("next_sentence_labels", 3, 1)
+
+  @staticmethod
+  def _prefix(name: str, kind_field: int, payload_len: int) -> bytes:
+    """Bytes of map entry + Feature + list headers for a payload of `payload_len` bytes."""
+    lst = _varint((1 << 3) | 2) + _varint(payload_len)            # XList.value (packed)
+    feat = _varint((kind_field << 3) | 2) + _varint(len(lst) + payload_len)
+    key = _ld(1, name.encode("utf-8"))
+    entry_len = len(key) + 1 + len(_varint(len(feat) + len(lst) + payload_len)) + len(feat) + \
+        len(lst) + payload_len
+    return (_varint((1 << 3) | 2) + _varint(entry_len) + key + _varint((2 << 3) | 2) +
+            _varint(len(feat) + len(lst) + payload_len) + feat + lst)
+
+  def _varints(self, v: np.ndarray) -> bytes:
+    if v.size and int(v.max()) >= (1 << self._LUT_BITS):
+      return encode_varints(v)
+    return self._lut[v][self._col < self._lut_len[v][:, None]].tobytes()
+
+  def __call__(self, inst: "Instance") -> bytes:
+    S, P = self.S, self.P
+    n = inst.input_ids.shape[0]
+    if n > S:
+      raise ValueError(f"instance of length {n} exceeds max_seq_length={S}")
+    if inst.input_ids.size and int(inst.input_ids.min()) < 0:
+      raise ValueError("negative token id")
+    pad = S - n
+    zpad = b"\x00" * pad
+    fp = self._fixed_int_prefix
+    parts = [
+        _feature_entry("input_ids", _ld(3, _ld(1, self._varints(inst.input_ids) + zpad))),
+        fp["input_mask"], b"\x01" * n, zpad,
+        fp["segment_ids"], inst.segment_ids.astype(np.uint8).tobytes(), zpad,
+        fp["token_boundary"], inst.token_boundary.astype(np.uint8).tobytes(), zpad,
+    ]
+    if self.with_masks:
+      m = inst.masked_lm_positions.shape[0]
+      if m > P:
+        raise ValueError(f"{m} predictions exceed max_predictions_per_seq={P}")
+      mpad = b"\x00" * (P - m)
+      parts += [
+          _feature_entry("masked_lm_positions",
+                         _ld(3, _ld(1, self._varints(inst.masked_lm_positions) + mpad))),
+          _feature_entry("masked_lm_ids", _ld(3, _ld(1, self._varints(inst.masked_lm_ids) + mpad))),
+          self._weights_prefix, _ONE_F32 * m, b"\x00\x00\x00\x00" * (P - m),
+      ]
+    parts += [self._label_prefix, bytes((inst.next_sentence_label,))]
+    body = b"".join(parts)
+    return _varint((1 << 3) | 2) + _varint(len(body)) + body   # Example.features
+
+
+_ONE_F32 = np.float32(1.0).astype("<f4").tobytes()
+_SERIALIZERS: dict = {}
+
+
 def serialize_example(inst: Instance, max_seq_length: int, max_predictions_per_seq: int,
                       with_masks: bool = True) -> bytes:
   """tf.train.Example bytes of a padded instance with the original's features (spec §8.7).
@@ -481,33 +572,11 @@ def serialize_example(inst: Instance, max_seq_length: int, max_predictions_per_s
   masked_lm_positions/masked_lm_ids: int64 [max_predictions_per_seq], masked_lm_weights: float
   (1.0 real / 0.0 pad) -- omitted when `with_masks` is False. next_sentence_labels: int64 [1].
   """
-  n = inst.input_ids.shape[0]
-  if n > max_seq_length:
-    raise ValueError(f"instance of length {n} exceeds max_seq_length={max_seq_length}")
-  pad = max_seq_length - n
-  feats = [
-      _feature_entry("input_ids", _int64_feature(inst.input_ids, pad)),
-      _feature_entry("input_mask", _ld(3, _ld(1, b"\x01" * n + b"\x00" * pad))),
-      _feature_entry("segment_ids", _ld(3, _ld(1, inst.segment_ids.astype(np.uint8).tobytes()
-                                               + b"\x00" * pad))),
-      _feature_entry("token_boundary", _ld(3, _ld(1, inst.token_boundary.astype(np.uint8)
-                                                  .tobytes() + b"\x00" * pad))),
-  ]
-  if with_masks:
-    m = inst.masked_lm_positions.shape[0]
-    if m > max_predictions_per_seq:
-      raise ValueError(f"{m} predictions exceed max_predictions_per_seq")
-    mpad = max_predictions_per_seq - m
-    weights = np.zeros(max_predictions_per_seq, dtype="<f4")
-    weights[:m] = 1.0
-    feats += [
-        _feature_entry("masked_lm_positions", _int64_feature(inst.masked_lm_positions, mpad)),
-        _feature_entry("masked_lm_ids", _int64_feature(inst.masked_lm_ids, mpad)),
-        _feature_entry("masked_lm_weights", _float_feature(weights)),
-    ]
-  feats.append(_feature_entry("next_sentence_labels",
-                              _ld(3, _ld(1, bytes([inst.next_sentence_label])))))
-  return _ld(1, b"".join(feats))             # Example.features
+  key = (max_seq_length, max_predictions_per_seq, with_masks)
+  ser = _SERIALIZERS.get(key)
+  if ser is None:
+    ser = _SERIALIZERS[key] = ExampleSerializer(*key)
+  return ser(inst)
 
 
 # Simple length-prefixed record stream used between worker processes and the writer.
