@@ -1,0 +1,164 @@
+"""Tests for albert_tf.tokenization (pure Python)."""
+
+import os
+import sys
+
+import pytest
+import sentencepiece as spm
+
+from albert_tf import tokenization as T
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEMO_SPM = os.path.join(ROOT, "data", "demo", "spm.model")
+
+
+def test_tokenization_does_not_import_tensorflow():
+    import subprocess
+    code = "import sys, albert_tf.tokenization; print('tensorflow' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("text,lower,expected", [
+    ("  Hello \t  World\n", False, "Hello World"),
+    ("Héllo Wörld", False, "Hello World"),
+    ("Héllo Wörld", True, "hello world"),
+    ("naïve café", True, "naive cafe"),
+    ("a\u00a0b\u3000c", False, "a b c"),      # nbsp / ideographic space are whitespace
+    ("ﬁne ²", False, "fine 2"),                # NFKD compatibility mapping
+    ("ΟΔΟΣ", True, "οδος"),                    # str.lower: final sigma
+    ("", True, ""),
+])
+def test_preprocess_text(text, lower, expected):
+    assert T.preprocess_text(text, lower=lower) == expected
+
+
+def test_preprocess_text_keep_space_and_bytes():
+    assert T.preprocess_text("  a  b ", remove_space=False) == "  a  b "
+    assert T.preprocess_text("caf\xe9".encode("latin-1")) == "cafe"   # latin-1 fallback
+    with pytest.raises(TypeError):
+        T.preprocess_text(12)
+
+
+class FakeSp:
+    """Stand-in processor with a fixed segmentation, to pin the digit-comma rule by hand."""
+
+    table = {"x1234, ok": ["▁x", "1234,", "▁ok"], "1234": ["▁", "1234"],
+             "in 1990, we": ["▁in", "▁1990,", "▁we"], "1990": ["▁1990"],
+             "a5,": ["▁a", "5,"], "5": ["▁5"]}
+
+    def EncodeAsPieces(self, text):
+        return list(self.table[text])
+
+    def PieceToId(self, piece):
+        return len(piece)
+
+
+def test_encode_pieces_digit_comma_intended_vs_py3():
+    sp = FakeSp()
+    # Piece without "▁": the re-encoded leading "▁" is removed (dropped when alone).
+    assert T.encode_pieces(sp, "x1234, ok") == ["▁x", "1234", ",", "▁ok"]
+    assert T.encode_pieces(sp, "x1234, ok", faithful_py3=True) == ["▁x", "▁", "1234", ",", "▁ok"]
+    assert T.encode_pieces(sp, "a5,") == ["▁a", "5", ","]
+    assert T.encode_pieces(sp, "a5,", faithful_py3=True) == ["▁a", "▁5", ","]
+    # Piece that starts with "▁": both modes agree.
+    for mode in (False, True):
+        assert T.encode_pieces(sp, "in 1990, we", faithful_py3=mode) == ["▁in", "▁1990", ",", "▁we"]
+    assert T.encode_ids(sp, "a5,") == [2, 1, 1]
+
+
+def test_encode_pieces_demo_model():
+    sp = T.load_spm_model(DEMO_SPM)
+    text = T.preprocess_text("In 1987, she sold 12,500 sheep.", lower=True)
+    pieces = T.encode_pieces(sp, text)
+    assert "".join(pieces).replace("▁", " ").strip() == text
+    assert not any(len(p) > 1 and p.endswith(",") and p[-2].isdigit() for p in pieces)
+    assert pieces.count(",") == 2
+
+
+@pytest.fixture(scope="module")
+def spm_tok():
+    return T.FullTokenizer(spm_model_file=DEMO_SPM, do_lower_case=True)
+
+
+def test_full_tokenizer_spm(spm_tok):
+    assert spm_tok.spm_mode and spm_tok.sp_model is not None
+    assert spm_tok.special_ids() == {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
+    assert spm_tok.vocab_size == spm_tok.sp_model.GetPieceSize() == len(spm_tok.inv_vocab)
+    # tokenize does not lower-case: callers run preprocess_text (quirk 19).
+    assert spm_tok.tokenize("Tom") != spm_tok.tokenize("tom")
+    pieces = spm_tok.tokenize(spm_tok.preprocess("Tom walked to the station."))
+    ids = spm_tok.convert_tokens_to_ids(pieces)
+    assert spm_tok.convert_ids_to_tokens(ids) == pieces
+    assert ids == spm_tok.encode("Tom walked to the station.")
+    assert spm_tok.convert_tokens_to_ids(["not-a-piece-at-all"]) == [1]
+    with pytest.raises(IndexError, match="outside the vocabulary"):
+        spm_tok.convert_ids_to_tokens([spm_tok.vocab_size])
+
+
+def test_spm_missing_special_piece(tmp_path):
+    inp = tmp_path / "t.txt"
+    inp.write_text("\n".join(["the cat sat on the mat"] * 50 + ["a dog ran"] * 50))
+    spm.SentencePieceTrainer.train(input=str(inp), model_prefix=str(tmp_path / "m"), vocab_size=17,
+                                   model_type="unigram", minloglevel=2)
+    tok = T.FullTokenizer(spm_model_file=str(tmp_path / "m.model"))
+    with pytest.raises(ValueError, match=r"m\.model.*<pad>.*\[CLS\]"):
+        tok.special_ids()
+
+
+def test_errors(tmp_path):
+    with pytest.raises(ValueError, match="neither"):
+        T.FullTokenizer()
+    with pytest.raises(FileNotFoundError, match="nope.model"):
+        T.FullTokenizer(spm_model_file=str(tmp_path / "nope.model"))
+    with pytest.raises(FileNotFoundError, match="nope.txt"):
+        T.FullTokenizer(vocab_file=str(tmp_path / "nope.txt"))
+    bad = tmp_path / "bad.model"
+    bad.write_bytes(b"this is not a model")
+    with pytest.raises(ValueError, match="bad.model"):
+        T.FullTokenizer(spm_model_file=str(bad))
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    with pytest.raises(ValueError, match="empty.txt"):
+        T.load_vocab(str(empty))
+
+
+@pytest.fixture
+def wp_vocab(tmp_path):
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un", "##aff", "##able", "runn",
+             "##ing", "the", "the", ",", "!", "中", "国", "hello", "cafe", "\tweird 7", "x"]
+    p = tmp_path / "vocab.txt"
+    p.write_text("\n".join(words) + "\n", encoding="utf-8")
+    return p
+
+
+def test_load_vocab(wp_vocab):
+    v = T.load_vocab(str(wp_vocab))
+    assert list(v)[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert v["the"] == 10 and v[","] == 11        # duplicate skipped, ids stay dense
+    assert v["weird"] == 17                        # first whitespace field only
+    assert list(v.values()) == list(range(len(v)))
+
+
+def test_wordpiece_tokenizer(wp_vocab):
+    tok = T.FullTokenizer(vocab_file=str(wp_vocab), do_lower_case=True)
+    assert not tok.spm_mode and tok.sp_model is None
+    assert tok.tokenize("UNaffable running!") == ["un", "##aff", "##able", "runn", "##ing", "!"]
+    assert tok.tokenize("中国hello,Café") == ["中", "国", "hello", ",", "cafe"]
+    assert tok.tokenize("unknownword x") == ["[UNK]", "x"]
+    assert tok.tokenize("x" * 201) == ["[UNK]"]
+    assert tok.tokenize("a\x00b\u200b") == ["[UNK]"]   # control chars removed -> "ab"
+    assert tok.special_ids() == {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
+    ids = tok.convert_tokens_to_ids(["un", "##aff"])
+    assert ids == [5, 6] and tok.convert_ids_to_tokens(ids) == ["un", "##aff"]
+    with pytest.raises(KeyError, match="vocab.txt"):
+        tok.convert_tokens_to_ids(["zzz"])
+    cased = T.FullTokenizer(vocab_file=str(wp_vocab), do_lower_case=False)
+    assert cased.tokenize("Café") == ["[UNK]"]
+
+
+def test_wordpiece_missing_special(tmp_path):
+    p = tmp_path / "v.txt"
+    p.write_text("[UNK]\n[CLS]\nhello\n")
+    with pytest.raises(ValueError, match=r"v\.txt.*\[PAD\].*\[SEP\].*\[MASK\]"):
+        T.FullTokenizer(vocab_file=str(p)).special_ids()
