@@ -322,6 +322,18 @@ class _AdamCore(keras.optimizers.Optimizer):
         )
         return config
 
+    # --- distribution ---------------------------------------------------
+
+    # Set by albert_tf.training, which all-reduces and clips the gradients
+    # itself (global-norm clipping must see the reduced gradient); Keras must
+    # then not sum them across replicas a second time.
+    gradients_are_reduced = False
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        if self.gradients_are_reduced:
+            return list(grads_and_vars)
+        return super()._all_reduce_sum_gradients(grads_and_vars)
+
     # --- slots under the original names --------------------------------
 
     def has_slots(self, variable) -> bool:

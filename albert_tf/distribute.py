@@ -1,0 +1,94 @@
+"""Distribution strategy from the original's TPU flags or a strategy name.
+
+`--use_tpu --tpu_name --tpu_zone --gcp_project --master` select TPUStrategy
+as the original's TPUEstimator did; `--strategy` picks `default` (one
+device), `mirrored` (all local GPUs, or the CPU) or `multi_worker`
+(MultiWorkerMirroredStrategy from the TF_CONFIG environment variable).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+
+import tensorflow as tf
+
+_logger = logging.getLogger(__name__)
+
+STRATEGIES = ("default", "mirrored", "multi_worker")
+
+
+def _with_timeout(fn, seconds, what):
+    """Runs fn() in a thread; raises instead of hanging past `seconds`."""
+    result, error = [], []
+
+    def target():
+        try:
+            result.append(fn())
+        except Exception as err:  # re-raised in the caller's thread
+            error.append(err)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise RuntimeError(f"{what}: no answer after {seconds:.0f} s")
+    if error:
+        raise error[0]
+    return result[0]
+
+
+def tpu_strategy(tpu_name=None, tpu_zone=None, gcp_project=None, master=None,
+                 timeout_s=300.0):
+    """Connects to a Cloud TPU and returns a TPUStrategy (clear error if unreachable)."""
+    target = tpu_name or master
+    flags = (f"--tpu_name={tpu_name!r} --tpu_zone={tpu_zone!r} "
+             f"--gcp_project={gcp_project!r} --master={master!r}")
+
+    def connect():
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+            tpu=target, zone=tpu_zone, project=gcp_project)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+
+    try:
+        return _with_timeout(connect, timeout_s, "connecting to the TPU")
+    except Exception as err:
+        raise RuntimeError(
+            f"cannot reach a TPU with {flags}: {err}. Check --tpu_name (or --master "
+            "grpc://host:8470), --tpu_zone and --gcp_project.") from None
+
+
+def get_strategy(strategy="default", use_tpu=False, tpu_name=None, tpu_zone=None,
+                 gcp_project=None, master=None, tpu_timeout_s=300.0):
+    """Returns the tf.distribute strategy the flags ask for."""
+    if use_tpu:
+        return tpu_strategy(tpu_name, tpu_zone, gcp_project, master, tpu_timeout_s)
+    if strategy == "default":
+        return tf.distribute.get_strategy()
+    if strategy == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if strategy == "multi_worker":
+        raw = os.environ.get("TF_CONFIG")
+        if not raw:
+            raise ValueError("--strategy=multi_worker needs the TF_CONFIG environment "
+                             "variable (cluster and task of this worker)")
+        try:
+            tf_config = json.loads(raw)
+            tf_config["cluster"]["worker"], tf_config["task"]["index"]
+        except (ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"TF_CONFIG is not a valid cluster spec ({err!r}): {raw}") from None
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    raise ValueError(f"unknown --strategy={strategy!r}; expected one of {STRATEGIES}")
+
+
+def is_chief(strategy) -> bool:
+    """Whether this process writes checkpoints, summaries and result files."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not getattr(resolver, "task_type", None):
+        return True
+    return resolver.task_type in ("chief", None) or (
+        resolver.task_type == "worker" and resolver.task_id == 0)

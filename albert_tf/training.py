@@ -1,0 +1,238 @@
+"""A model-agnostic distributed training loop (orbit's shape, no orbit).
+
+Inner loop: one `tf.function` runs `iterations_per_loop` optimizer steps with
+`strategy.run`, each step optionally accumulating gradients over several
+micro-batches. Outer loop (plain Python): object-based checkpoints (model,
+optimizer with its step count, and the input iterator, so a restarted run
+continues exactly where the killed one stopped), logs with steps/s and ETA,
+TensorBoard summaries, and a stop on a non-finite loss.
+
+Cross-replica gradient semantics (ORIGINAL_RELEASE.md §7.2, §15 item 12):
+every replica differentiates its loss divided by (replicas x accumulation
+steps), the gradients are summed across replicas, and the sum (the gradient
+of the global-batch mean loss) is clipped by global norm 1.0 and applied.
+That is exactly the original on one device. The original on TPU instead
+clipped per core and summed the per-core gradients (CrossShardOptimizer
+without its 1/num_shards), so its effective step depended on the core count;
+we choose the single-device meaning so that results do not depend on how
+many replicas or accumulation steps reach a global batch (the tests check
+1 vs 2 workers and k micro-batches vs one big batch).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+import time
+
+import tensorflow as tf
+
+from albert_tf.optimization import clip_by_global_norm
+
+_logger = logging.getLogger(__name__)
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss became NaN or infinite; the last good checkpoint is kept."""
+
+
+@dataclasses.dataclass
+class LoopConfig:
+    """Settings of `Trainer.train` (names follow the original's flags)."""
+    num_train_steps: int
+    global_batch_size: int
+    iterations_per_loop: int = 1000
+    save_checkpoints_steps: int = 5000
+    keep_checkpoint_max: int = 5
+    gradient_accumulation_steps: int = 1
+    clip_norm: float = 1.0
+    jit_compile: bool = False
+
+    def __post_init__(self):
+        for name in ("num_train_steps", "global_batch_size", "iterations_per_loop",
+                     "save_checkpoints_steps", "gradient_accumulation_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name} must be >= 1, got {getattr(self, name)}")
+
+
+def format_duration(seconds: float) -> str:
+    seconds = int(max(seconds, 0))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
+
+
+class Trainer:
+    """Runs the training loop of any model.
+
+    Args:
+      strategy: the tf.distribute strategy the model and optimizer were
+        created under.
+      model: a built Keras model.
+      optimizer: an albert_tf.optimization optimizer (or any Keras one).
+      loss_fn: `loss_fn(model, features, training) -> (loss [], {name: []})`
+        for one replica's batch; the dict holds extra scalars to log.
+      metric_names: the keys of that dict.
+      output_dir: where checkpoints (`ckpt-<step>`) and summaries go.
+      config: LoopConfig.
+      is_chief: whether this worker writes files.
+    """
+
+    def __init__(self, strategy, model, optimizer, loss_fn, metric_names, output_dir,
+                 config: LoopConfig, is_chief=True):
+        self.strategy = strategy
+        self.model = model
+        self.optimizer = optimizer
+        self.loss_fn = loss_fn
+        self.metric_names = ["loss", *metric_names, "gradient_norm"]
+        self.output_dir = output_dir
+        self.config = config
+        self.is_chief = is_chief
+        if hasattr(optimizer, "gradients_are_reduced"):
+            optimizer.gradients_are_reduced = True
+        with strategy.scope():
+            # Slots exist before a restore, so it fills them instead of deferring.
+            optimizer.build(model.trainable_variables)
+            self._accumulators = []
+            if config.gradient_accumulation_steps > 1:
+                self._accumulators = [
+                    tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False,
+                                synchronization=tf.VariableSynchronization.ON_READ,
+                                aggregation=tf.VariableAggregation.SUM)
+                    for v in model.trainable_variables]
+        self._train_loop = tf.function(self._loop_body)
+        self._writer = (tf.summary.create_file_writer(os.path.join(output_dir, "train"))
+                        if is_chief else tf.summary.create_noop_writer())
+
+    # --- replica context ---------------------------------------------------
+    def _gradients(self, features):
+        variables = self.model.trainable_variables
+        scale = self.strategy.num_replicas_in_sync * self.config.gradient_accumulation_steps
+        with tf.GradientTape() as tape:
+            loss, parts = self.loss_fn(self.model, features, training=True)
+            scaled = tf.cast(loss, tf.float32) / scale
+        grads = tape.gradient(scaled, variables)
+        grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+                 for g in grads]
+        return grads, {"loss": loss, **parts}
+
+    def _apply(self, grads):
+        variables = self.model.trainable_variables
+        present = [i for i, g in enumerate(grads) if g is not None]
+        reduced = [grads[i] for i in present]
+        if self.strategy.num_replicas_in_sync > 1:
+            reduced = tf.distribute.get_replica_context().all_reduce(
+                tf.distribute.ReduceOp.SUM, reduced)
+        clipped, norm = clip_by_global_norm(reduced, self.config.clip_norm)
+        self.optimizer.apply(clipped, [variables[i] for i in present])
+        return norm
+
+    def _step(self, features):
+        grads, parts = self._gradients(features)
+        parts["gradient_norm"] = self._apply(grads)
+        return parts
+
+    def _accumulate(self, features):
+        grads, parts = self._gradients(features)
+        for acc, g in zip(self._accumulators, grads):
+            if g is not None:
+                acc.assign_add(g)
+        return parts
+
+    def _apply_accumulated(self):
+        grads = [acc.read_value() for acc in self._accumulators]
+        norm = self._apply(grads)
+        for acc in self._accumulators:
+            acc.assign(tf.zeros_like(acc))
+        return norm
+
+    # --- cross-replica context ----------------------------------------------
+    def _reduce(self, per_replica):
+        return {k: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
+                for k, v in per_replica.items()}
+
+    def _loop_body(self, iterator, steps):
+        k = self.config.gradient_accumulation_steps
+        totals = {name: tf.constant(0.0) for name in self.metric_names}
+        for _ in tf.range(steps):
+            if k == 1:
+                parts = self._reduce(self.strategy.run(self._step, args=(next(iterator),)))
+            else:
+                micro = [self._reduce(self.strategy.run(self._accumulate, args=(next(iterator),)))
+                         for _ in range(k)]
+                parts = {name: tf.add_n([m[name] for m in micro]) / k
+                         for name in micro[0]}
+                parts["gradient_norm"] = self.strategy.reduce(
+                    tf.distribute.ReduceOp.MEAN, self.strategy.run(self._apply_accumulated),
+                    axis=None)
+            totals = {name: totals[name] + tf.cast(parts[name], tf.float32)
+                      for name in self.metric_names}
+        return {name: value / tf.cast(steps, tf.float32) for name, value in totals.items()}
+
+    # --- outer loop ------------------------------------------------------------
+    def train(self, dataset_fn):
+        """Trains to `num_train_steps`, resuming from the latest checkpoint.
+
+        dataset_fn(input_context) -> per-replica tf.data.Dataset (batches of
+        global_batch_size / replicas / accumulation steps examples).
+        Returns the metrics (means) of the last inner loop.
+        """
+        cfg = self.config
+        iterator = iter(self.strategy.distribute_datasets_from_function(dataset_fn))
+        checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
+                                         iterator=iterator)
+        # Every worker must take part in a save; only the chief's lands in output_dir.
+        directory = (self.output_dir if self.is_chief
+                     else os.path.join(self.output_dir, ".non_chief", str(os.getpid())))
+        manager = tf.train.CheckpointManager(
+            checkpoint, directory, max_to_keep=cfg.keep_checkpoint_max,
+            checkpoint_name="ckpt")
+        latest = tf.train.latest_checkpoint(self.output_dir)  # the chief's, for all workers
+        if latest:
+            checkpoint.restore(latest).assert_existing_objects_matched()
+            _logger.info("resumed from %s", latest)
+        step = int(self.optimizer.iterations.numpy())
+        start_step, start_time = step, time.time()
+        metrics = {}
+        while step < cfg.num_train_steps:
+            next_save = (step // cfg.save_checkpoints_steps + 1) * cfg.save_checkpoints_steps
+            n = min(cfg.iterations_per_loop, next_save - step, cfg.num_train_steps - step)
+            loop_start = time.time()
+            metrics = {k: float(v) for k, v in self._train_loop(iterator, tf.constant(n)).items()}
+            elapsed = time.time() - loop_start
+            if not all(math.isfinite(v) for v in metrics.values()):
+                raise NonFiniteLossError(
+                    f"non-finite training metrics at step {step + n}: {metrics}; stopping. "
+                    f"The last good checkpoint is {manager.latest_checkpoint}")
+            step += n
+            self._report(step, n, elapsed, metrics, start_step, start_time)
+            if step % cfg.save_checkpoints_steps == 0 or step == cfg.num_train_steps:
+                manager.save(checkpoint_number=step)
+        self._writer.flush()
+        return metrics
+
+    def _report(self, step, n, elapsed, metrics, start_step, start_time):
+        cfg = self.config
+        steps_per_s = n / max(elapsed, 1e-9)
+        done = step - start_step
+        rate = done / max(time.time() - start_time, 1e-9)
+        eta = (cfg.num_train_steps - step) / max(rate, 1e-9)
+        lr = self._learning_rate(step - 1)
+        _logger.info(
+            "step %d/%d | loss %.4f | %s | lr %.3g | %.2f steps/s | %.1f examples/s | ETA %s",
+            step, cfg.num_train_steps, metrics["loss"],
+            " ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k != "loss"),
+            lr, steps_per_s, steps_per_s * cfg.global_batch_size, format_duration(eta))
+        with self._writer.as_default(step=step):
+            for name, value in metrics.items():
+                tf.summary.scalar(name, value)
+            tf.summary.scalar("learning_rate", lr)
+            tf.summary.scalar("examples_per_second", steps_per_s * cfg.global_batch_size)
+
+    def _learning_rate(self, step):
+        lr = self.optimizer._learning_rate
+        if callable(lr) and not isinstance(lr, tf.Variable):
+            return float(lr(step))
+        return float(tf.convert_to_tensor(lr))
