@@ -217,7 +217,7 @@ def pretraining_dataset(input_patterns: str | Sequence[str], batch_size: int,
     d = d.interleave(tf.data.TFRecordDataset, cycle_length=min(4, n_files),
                      num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
   else:
-    d = d.interleave(tf.data.TFRecordDataset, cycle_length=1, deterministic=True)
+    d = d.flat_map(tf.data.TFRecordDataset)  # files in order
   if shard_records:
     d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
   if is_training:
