@@ -139,7 +139,9 @@ def price(rng: random.Random) -> str:
 
 
 def big_number(rng: random.Random) -> str:
-    return f"{rng.randint(1, 99)},{rng.randint(0, 999):03d}"
+    # Mostly round amounts, as in real text (this also makes "000" a piece of the model).
+    tail = rng.choice(("000", "000", "000", "500", "250", f"{rng.randint(0, 999):03d}"))
+    return f"{rng.randint(1, 99)},{tail}"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -307,7 +309,7 @@ def make_document(rng: random.Random) -> list[str]:
     p = Person(rng)
     friend = Person(rng, exclude=(p.name,))
     intro, steps, end = rng.choice(SCENARIOS)(rng, p, friend)
-    k = rng.randint(2, min(10, len(steps)))
+    k = rng.randint(3, min(10, len(steps)))
     chosen = [steps[i] for i in sorted(rng.sample(range(len(steps)), k))]
     out = [intro]
     for i, s in enumerate(chosen):
