@@ -89,6 +89,11 @@ class AlbertModel(keras.Model):
                     name=f"group_{g}_inner_group_{i}")
                 for i in range(config.inner_group_num)]
             for g in config.used_groups()}
+        # Keras 3 containers are invisible to tf.train.Checkpoint: also track each
+        # block as a direct attribute so object-based checkpoints hold its weights.
+        for blocks in self.groups.values():
+            for block in blocks:
+                setattr(self, block.name, block)
         self.pooler = Dense2D(config.hidden_size, activation="tanh",
                               initializer_range=config.initializer_range, name="pooler")
         self.layer_groups = [config.group_index(l) for l in range(config.num_hidden_layers)]
