@@ -364,3 +364,39 @@ def read_checkpoint_values(path) -> dict[str, np.ndarray]:
     """Name -> value of every variable in a checkpoint (any path form)."""
     reader = tf.train.load_checkpoint(resolve_checkpoint_path(path))
     return {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()}
+
+
+# --- initialisation from either format ----------------------------------------
+OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+
+
+def is_object_based(path) -> bool:
+    """Whether the checkpoint was written by tf.train.Checkpoint (ours)."""
+    return OBJECT_GRAPH_KEY in checkpoint_variable_shapes(path)
+
+
+def init_from_checkpoint(model, path, *, allow_missing=(), init_from_group0=False):
+    """Initial weights from an original-format checkpoint or one of ours.
+
+    Ours (object-based `ckpt-<step>` of albert_tf.training, holding a
+    `model` with an `albert` encoder) restore the encoder by object
+    structure; the original format goes through `load_original_checkpoint`.
+    Raises CheckpointMismatchError when nothing (or not the whole encoder)
+    could be filled.
+    """
+    prefix = resolve_checkpoint_path(path)
+    if not is_object_based(prefix):
+        return load_original_checkpoint(model, prefix, allow_missing=allow_missing,
+                                        init_from_group0=init_from_group0)
+    _ensure_built(model)
+    encoder = encoder_of(model)
+    holder = tf.train.Checkpoint(model=tf.train.Checkpoint(albert=encoder))
+    status = holder.restore(prefix).expect_partial()
+    try:
+        status.assert_existing_objects_matched()
+    except AssertionError as err:
+        raise CheckpointMismatchError(
+            f"checkpoint {prefix!r} does not hold this model's encoder: {err}") from None
+    names = [n for n in original_variable_map(encoder)]
+    return LoadReport(checkpoint=prefix, loaded=names, missing_allowed=[], ignored=[],
+                      source={})
