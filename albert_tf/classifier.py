@@ -1,0 +1,665 @@
+"""GLUE fine-tuning: the classifier model, its loss, evaluation, prediction and export.
+
+This is the task side of run_classifier.py (ORIGINAL_RELEASE.md §11); the script only
+parses flags into `ClassifierOptions` and calls `run`.
+
+Model (§11.4): encoder pooled output -> dropout 0.1 in training (fixed, independent of
+the config) -> logits = pooled . output_weights^T + output_bias (variables
+`output_weights` [K, H], `output_bias` [K], top level in the original checkpoint).
+Classification: mean softmax cross-entropy, prediction = argmax. STS-B: one output,
+squeezed, mean squared error, prediction = the value.
+
+Run (§11.6, quirk 24): training writes `ckpt-<step>` every save_checkpoints_steps.
+Every checkpoint is evaluated on dev in step order (during training when --do_eval is
+given too); results are appended to eval_results.txt, the best by the task's selection
+key (accuracy; MCC for CoLA; Pearson for STS-B) is kept as `model.ckpt-best` in the
+ORIGINAL variable format (loadable by the original code) and named in `best_checkpoint`.
+Reported dev numbers are therefore best-checkpoint-on-dev, as the original's.
+Prediction writes `<TASK>.tsv` (GLUE submission) and `test_results.tsv`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import re
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from albert_tf import checkpoints, metrics as glue
+from albert_tf.config import AlbertConfig
+from albert_tf.heads import OutputProjection
+from albert_tf.modeling import AlbertModel
+
+_logger = logging.getLogger(__name__)
+
+CLASSIFIER_DROPOUT = 0.1  # hard-coded in the original (quirk 9)
+SINGLE_SENTENCE_TASKS = ("cola", "sst-2")
+BEST_PREFIX = "model.ckpt-best"
+BEST_FILE = "best_checkpoint"
+EVAL_RESULTS = "eval_results.txt"
+_CKPT = re.compile(r"^ckpt-(\d+)$")
+
+
+class ClassifierError(ValueError):
+    """A user error (bad flag, missing file, unusable checkpoint) with a clear message."""
+
+
+# --------------------------------------------------------------------------------------
+# Model and loss
+# --------------------------------------------------------------------------------------
+class AlbertClassifier(keras.Model):
+    """ALBERT encoder + the run_classifier.py head.
+
+    Args:
+      config: AlbertConfig.
+      num_labels: K (1 = regression, as STS-B).
+      classifier_dropout: dropout on the pooled output in training (0.1 as the original).
+
+    Call with the encoder's dict of int32 [B, S] inputs. Returns a dict:
+      logits [B, K] float32 ([B] when K == 1),
+      probabilities: softmax [B, K] (K == 1: the value [B], as the original),
+      predictions: argmax int32 [B] (K == 1: the value [B]),
+      pooled_output [B, H].
+    """
+
+    def __init__(self, config, num_labels, classifier_dropout=CLASSIFIER_DROPOUT, **kwargs):
+        kwargs.setdefault("name", "albert_classifier")
+        super().__init__(**kwargs)
+        if isinstance(config, dict):
+            config = AlbertConfig.from_dict(config)
+        if int(num_labels) < 1:
+            raise ValueError(f"num_labels must be >= 1, got {num_labels}")
+        self.config = config
+        self.num_labels = int(num_labels)
+        self.is_regression = self.num_labels == 1
+        self.classifier_dropout = float(classifier_dropout)
+        self.albert = AlbertModel(config, name="albert")
+        self.dropout = keras.layers.Dropout(self.classifier_dropout, name="classifier_dropout")
+        self.classifier = OutputProjection(self.num_labels,
+                                           initializer_range=config.initializer_range,
+                                           name="classifier")
+
+    def build(self, input_shape=None):
+        self.albert.build()
+        self.classifier.build((None, self.config.hidden_size))
+        self.built = True
+
+    def call(self, inputs, training=False):
+        encoded = self.albert(inputs, training=training)
+        pooled = encoded["pooled_output"]
+        if training and self.classifier_dropout > 0:
+            pooled = self.dropout(pooled, training=True)
+        logits = self.classifier(pooled)
+        if self.is_regression:
+            logits = tf.squeeze(logits, axis=-1)
+            return {"logits": logits, "probabilities": logits, "predictions": logits,
+                    "pooled_output": encoded["pooled_output"]}
+        return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
+                "predictions": tf.argmax(logits, axis=-1, output_type=tf.int32),
+                "pooled_output": encoded["pooled_output"]}
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "num_labels": self.num_labels,
+                "classifier_dropout": self.classifier_dropout, "name": self.name}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(AlbertConfig.from_dict(config["config"]), config["num_labels"],
+                   config.get("classifier_dropout", CLASSIFIER_DROPOUT),
+                   name=config.get("name", "albert_classifier"))
+
+
+def per_example_loss(logits, labels, is_regression):
+    """Cross-entropy of the true class [B] (or squared error [B] for regression)."""
+    if is_regression:
+        return tf.square(tf.cast(logits, tf.float32) - tf.cast(labels, tf.float32))
+    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+    one_hot = tf.one_hot(tf.cast(labels, tf.int32), tf.shape(logits)[-1], dtype=tf.float32)
+    return -tf.reduce_sum(one_hot * log_probs, axis=-1)
+
+
+def loss_fn(model, features, training):
+    """Trainer loss: mean over the replica's batch (training batches hold no padding)."""
+    out = model(features, training=training)
+    loss = tf.reduce_mean(per_example_loss(out["logits"], features["label_ids"],
+                                           model.is_regression))
+    return loss, {}
+
+
+# --------------------------------------------------------------------------------------
+# Eval / predict loops
+# --------------------------------------------------------------------------------------
+def _eval_dataset_fn(path, seq_length, batch_size, num_examples, is_regression, replicas):
+    """Per-replica padded batches in file order; the batch count is padded to a
+    multiple of the replica count with all-padding batches, so every step feeds
+    every replica the same static shape."""
+    from albert_tf.data.classifier_data import classifier_dataset
+
+    if batch_size % replicas:
+        raise ClassifierError(f"batch size {batch_size} is not divisible by the "
+                              f"{replicas} replicas")
+    per_replica = batch_size // replicas
+    n_batches = max(1, math.ceil(num_examples / per_replica))
+    extra = (-n_batches) % replicas
+
+    def fn(_input_context=None):
+        # Not sharded: every worker walks the whole file (small), so that the
+        # concatenated local results are in file order.
+        d = classifier_dataset(path, seq_length, per_replica, is_training=False,
+                               is_regression=is_regression)
+        if extra:
+            zeros = d.take(1).map(lambda b: {k: tf.zeros_like(v) for k, v in b.items()})
+            d = d.concatenate(zeros.repeat(extra))
+        return d
+    return fn
+
+
+def predict_arrays(strategy, model, dataset_fn):
+    """Runs the model over an eval/predict dataset; returns numpy arrays in file order:
+    probabilities, predictions, per_example_loss, label_ids, is_real_example."""
+    dataset = strategy.distribute_datasets_from_function(dataset_fn)
+
+    @tf.function
+    def step(features):
+        out = model(features, training=False)
+        return {"probabilities": out["probabilities"], "predictions": out["predictions"],
+                "per_example_loss": per_example_loss(out["logits"], features["label_ids"],
+                                                     model.is_regression),
+                "label_ids": features["label_ids"],
+                "is_real_example": features["is_real_example"]}
+
+    parts = {}
+    for features in dataset:
+        out = strategy.run(step, args=(features,))
+        for name, value in out.items():
+            parts.setdefault(name, []).extend(
+                v.numpy() for v in strategy.experimental_local_results(value))
+    if not parts:
+        raise ClassifierError("the evaluation data produced no batch")
+    return {name: np.concatenate(values, axis=0) for name, values in parts.items()}
+
+
+def compute_metrics(task_name, arrays):
+    """The task's GLUE metrics plus eval_loss (mean over real examples)."""
+    real = arrays["is_real_example"]
+    result = glue.glue_metrics(task_name, arrays["predictions"], arrays["label_ids"], real)
+    mask = real != 0
+    result["eval_loss"] = float(np.mean(arrays["per_example_loss"][mask])) if mask.any() else 0.0
+    return result
+
+
+# --------------------------------------------------------------------------------------
+# Files of the output folder
+# --------------------------------------------------------------------------------------
+def _atomic_write(path, text):
+    tmp = f"{path}.tmp"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+        f.write(text)
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
+def append_eval_results(output_dir, metrics, global_step):
+    """Appends a "key = value" block (global_step first) to eval_results.txt."""
+    path = os.path.join(output_dir, EVAL_RESULTS)
+    previous = ""
+    if tf.io.gfile.exists(path):
+        with tf.io.gfile.GFile(path) as f:
+            previous = f.read()
+    lines = [f"global_step = {global_step}"] + [f"{k} = {metrics[k]}" for k in sorted(metrics)]
+    _atomic_write(path, previous + "\n".join(lines) + "\n")
+    return path
+
+
+def evaluated_steps(output_dir):
+    """Steps already in eval_results.txt (so a resumed run does not redo them)."""
+    path = os.path.join(output_dir, EVAL_RESULTS)
+    if not tf.io.gfile.exists(path):
+        return set()
+    with tf.io.gfile.GFile(path) as f:
+        return {int(m) for m in re.findall(r"^global_step = (\d+)$", f.read(), re.M)}
+
+
+def read_best(output_dir):
+    """The `best_checkpoint` record (dict) or None."""
+    path = os.path.join(output_dir, BEST_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        return json.loads(f.read())
+
+
+def object_checkpoints(output_dir):
+    """[(step, prefix)] of the `ckpt-<step>` files in output_dir, in step order."""
+    found = {}
+    for index in tf.io.gfile.glob(os.path.join(output_dir, "ckpt-*.index")):
+        name = os.path.basename(index)[: -len(".index")]
+        m = _CKPT.match(name)
+        if m:
+            found[int(m.group(1))] = os.path.join(output_dir, name)
+    return sorted(found.items())
+
+
+def restore_trained(model, prefix):
+    """Restores an AlbertClassifier from one of its training checkpoints (ckpt-<step>)."""
+    from albert_tf.release import restore_object_checkpoint
+
+    parts = restore_object_checkpoint(model, prefix, heads=("classifier",))
+    if "classifier" not in parts:
+        raise ClassifierError(f"{prefix}: holds no classifier head (model/classifier)")
+
+
+class CheckpointSelector:
+    """Evaluates checkpoints and keeps the best as model.ckpt-best (original format)."""
+
+    def __init__(self, task_name, output_dir, strategy, model, eval_dataset_fn, is_chief=True):
+        self.task_name = task_name
+        self.key = glue.selection_key(task_name)
+        self.output_dir = output_dir
+        self.strategy = strategy
+        self.model = model
+        self.dataset_fn = eval_dataset_fn
+        self.is_chief = is_chief
+        self.best = read_best(output_dir)
+        self.last_metrics = None
+
+    def evaluate_current(self, step):
+        """Evaluates the model's current weights as global step `step`."""
+        arrays = predict_arrays(self.strategy, self.model, self.dataset_fn)
+        result = compute_metrics(self.task_name, arrays)
+        self.last_metrics = result
+        value = result[self.key]
+        _logger.info("eval at step %d: %s", step,
+                     ", ".join(f"{k} = {v:.4f}" for k, v in sorted(result.items())))
+        if not self.is_chief:
+            return result
+        append_eval_results(self.output_dir, result, step)
+        if self.best is None or value > self.best["value"]:
+            checkpoints.save_original_checkpoint(
+                self.model, os.path.join(self.output_dir, BEST_PREFIX), global_step=step,
+                update_checkpoint_state=False)  # the `checkpoint` file stays the trainer's
+            self.best = {"global_step": int(step), "key": self.key, "value": float(value),
+                         "checkpoint": BEST_PREFIX, "metrics": result}
+            _atomic_write(os.path.join(self.output_dir, BEST_FILE),
+                          json.dumps(self.best, indent=2, sort_keys=True) + "\n")
+            _logger.info("new best %s = %.4f at step %d -> %s", self.key, value, step, BEST_PREFIX)
+        return result
+
+    def evaluate_pending(self):
+        """Evaluates every ckpt-<step> not yet in eval_results.txt, in step order.
+        Returns the number evaluated."""
+        done = evaluated_steps(self.output_dir)
+        count = 0
+        for step, prefix in object_checkpoints(self.output_dir):
+            if step in done:
+                continue
+            restore_trained(self.model, prefix)
+            self.evaluate_current(step)
+            count += 1
+        return count
+
+
+# --------------------------------------------------------------------------------------
+# Initialization from --init_checkpoint
+# --------------------------------------------------------------------------------------
+def init_from_checkpoint(model, path):
+    """Fills `model` from --init_checkpoint; returns a one-line description.
+
+    Accepts an original-format checkpoint (pretraining: `cls/*` ignored, fresh head;
+    or fine-tuned: head restored), one of our object-based checkpoints (`ckpt-N` of
+    run_pretraining.py or run_classifier.py: encoder restored, head where present),
+    or a release folder (albert_config.json + model.ckpt-best). Raises ClassifierError
+    when the checkpoint cannot fill the encoder (nothing loaded).
+    """
+    from albert_tf import release
+
+    try:
+        if release.is_release_folder(path):
+            prefix = release.release_files(path).checkpoint
+        else:
+            prefix = checkpoints.resolve_checkpoint_path(path)
+    except FileNotFoundError as err:
+        raise ClassifierError(f"--init_checkpoint={path}: {err}") from None
+    keys = release.tf_checkpoint_keys(prefix)
+    if release.OBJECT_GRAPH_KEY in keys:
+        try:
+            parts = release.restore_object_checkpoint(model, prefix, heads=("classifier",))
+        except checkpoints.CheckpointMismatchError as err:
+            raise ClassifierError(f"--init_checkpoint={path}: nothing loaded: {err}") from None
+        fresh = "" if "classifier" in parts else "; fresh classifier head"
+        return f"restored {', '.join(parts)} from object checkpoint {prefix}{fresh}"
+    try:
+        report = checkpoints.load_original_checkpoint(model, prefix,
+                                                      allow_missing=[r"^output_"])
+    except checkpoints.CheckpointMismatchError as err:
+        lines = str(err).splitlines()
+        detail = "\n".join(lines[:12] + ([f"  ... ({len(lines) - 12} more lines)"]
+                                         if len(lines) > 12 else []))
+        raise ClassifierError(f"--init_checkpoint={path}: nothing loaded; the checkpoint "
+                              f"cannot fill this model:\n{detail}") from None
+    if not report.loaded:
+        raise ClassifierError(f"--init_checkpoint={path}: no variable matched")
+    fresh = "; fresh classifier head" if report.missing_allowed else ""
+    return f"loaded {len(report.loaded)} variables from {prefix}{fresh}"
+
+
+# --------------------------------------------------------------------------------------
+# The run
+# --------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class ClassifierOptions:
+    """run_classifier.py's flags (original names and defaults, §11.1) plus ours."""
+    task_name: str
+    output_dir: str
+    data_dir: str | None = None
+    init_checkpoint: str | None = None
+    albert_config_file: str | None = None
+    albert_hub_module_handle: str | None = None
+    spm_model_file: str | None = None
+    vocab_file: str | None = None
+    do_lower_case: bool = True
+    max_seq_length: int = 512
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    learning_rate: float = 5e-5
+    train_step: int = 1000
+    warmup_step: int = 0
+    save_checkpoints_steps: int = 1000
+    keep_checkpoint_max: int = 5
+    iterations_per_loop: int = 1000
+    optimizer: str = "adamw"
+    cached_dir: str | None = None
+    export_dir: str | None = None
+    threshold_to_export: float = float("nan")
+    use_tpu: bool = False
+    tpu_name: str | None = None
+    tpu_zone: str | None = None
+    gcp_project: str | None = None
+    master: str | None = None
+    num_tpu_cores: int = 8
+    strategy: str = "default"
+    use_tfds: bool = False
+    tfds_data_dir: str | None = None
+    full_shuffle: bool = False
+    random_seed: int = 12345
+
+
+@dataclasses.dataclass
+class Resolved:
+    """Files and settings derived from the options before anything is built."""
+    config: AlbertConfig
+    spm_model_file: str | None
+    vocab_file: str | None
+    processor: object
+    label_list: list
+
+
+def resolve(opts: ClassifierOptions) -> Resolved:
+    """Validates the options (clear ClassifierError naming the flag/file); nothing is written."""
+    from albert_tf import release
+    from albert_tf.data.classifier_data import PROCESSORS, get_processor
+
+    task = (opts.task_name or "").lower()
+    if task not in PROCESSORS:
+        raise ClassifierError(f"--task_name={opts.task_name!r} is not a known task; "
+                              f"known: {', '.join(sorted(PROCESSORS))}")
+    if opts.albert_hub_module_handle:
+        raise ClassifierError(
+            "--albert_hub_module_handle: TF-Hub modules are not supported; unpack the "
+            "released model and pass its folder as --init_checkpoint (it provides "
+            "albert_config.json, model.ckpt-best and 30k-clean.model)")
+    if not (opts.do_train or opts.do_eval or opts.do_predict or opts.export_dir):
+        raise ClassifierError("at least one of --do_train, --do_eval, --do_predict or "
+                              "--export_dir must be set")
+    if not opts.output_dir:
+        raise ClassifierError("--output_dir is required")
+    if opts.optimizer not in ("adamw", "lamb"):
+        raise ClassifierError(f"--optimizer={opts.optimizer!r}; expected adamw or lamb")
+    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size", "train_step",
+                 "save_checkpoints_steps", "iterations_per_loop"):
+        if getattr(opts, name) < 1:
+            raise ClassifierError(f"--{name} must be >= 1, got {getattr(opts, name)}")
+    if opts.warmup_step < 0:
+        raise ClassifierError(f"--warmup_step must be >= 0, got {opts.warmup_step}")
+
+    config_file, spm, vocab = opts.albert_config_file, opts.spm_model_file, opts.vocab_file
+    if opts.init_checkpoint and release.is_release_folder(opts.init_checkpoint):
+        try:
+            files = release.release_files(opts.init_checkpoint)
+        except FileNotFoundError as err:
+            raise ClassifierError(f"--init_checkpoint: {err}") from None
+        config_file = config_file or files.config_file
+        if not spm and not vocab:
+            spm = files.spm_model_file
+            vocab = None if spm else files.vocab_file
+    if not config_file:
+        raise ClassifierError("--albert_config_file is required (or pass a release folder "
+                              "holding albert_config.json as --init_checkpoint)")
+    if not tf.io.gfile.exists(config_file):
+        raise ClassifierError(f"--albert_config_file={config_file}: file not found")
+    try:
+        config = AlbertConfig.from_json_file(config_file)
+    except (ValueError, TypeError, KeyError) as err:
+        raise ClassifierError(f"--albert_config_file={config_file}: {err}") from None
+    if not spm and not vocab:
+        raise ClassifierError("--spm_model_file (or --vocab_file) is required")
+    for flag, path in (("spm_model_file", spm), ("vocab_file", vocab)):
+        if path and not tf.io.gfile.exists(path):
+            raise ClassifierError(f"--{flag}={path}: file not found")
+    if opts.max_seq_length > config.max_position_embeddings:
+        raise ClassifierError(
+            f"--max_seq_length={opts.max_seq_length} exceeds max_position_embeddings="
+            f"{config.max_position_embeddings} of {config_file}")
+    if opts.max_seq_length < 3:
+        raise ClassifierError(f"--max_seq_length must be >= 3, got {opts.max_seq_length}")
+
+    processor = get_processor(task, use_spm=bool(spm), do_lower_case=opts.do_lower_case)
+    splits = ([("train", "do_train")] if opts.do_train else []) + \
+             ([("dev", "do_eval")] if opts.do_eval else []) + \
+             ([("test", "do_predict")] if opts.do_predict else [])
+    if splits and not opts.use_tfds:
+        if not opts.data_dir:
+            raise ClassifierError("--data_dir is required (or --use_tfds)")
+        if not tf.io.gfile.isdir(opts.data_dir):
+            raise ClassifierError(f"--data_dir={opts.data_dir}: directory not found")
+        for split, flag in splits:
+            try:
+                path = processor.data_file(opts.data_dir, split)
+            except ValueError as err:
+                raise ClassifierError(f"--{flag} with --task_name={task}: {err}") from None
+            if not tf.io.gfile.exists(path):
+                raise ClassifierError(f"--{flag}: {path} not found (task {task} reads "
+                                      f"{processor.folder}/{processor.files[split]} under "
+                                      "--data_dir)")
+    if opts.init_checkpoint and not (release.is_release_folder(opts.init_checkpoint)):
+        try:
+            checkpoints.resolve_checkpoint_path(opts.init_checkpoint)
+        except FileNotFoundError as err:
+            raise ClassifierError(f"--init_checkpoint={opts.init_checkpoint}: {err}") from None
+    return Resolved(config, spm, vocab, processor, processor.get_labels())
+
+
+def _features(opts, res, tokenizer, split):
+    from albert_tf.data.classifier_data import cached_features
+
+    cache = opts.cached_dir or opts.output_dir
+    try:
+        return cached_features(opts.task_name.lower(), split, opts.data_dir, cache, tokenizer,
+                               opts.max_seq_length, do_lower_case=opts.do_lower_case,
+                               spm_model_file=res.spm_model_file, vocab_file=res.vocab_file,
+                               use_tfds=opts.use_tfds, tfds_data_dir=opts.tfds_data_dir)
+    except (ValueError, FileNotFoundError) as err:
+        raise ClassifierError(f"{split} data: {err}") from None
+
+
+def _test_guids(opts, res):
+    from albert_tf.data.classifier_data import tfds_examples
+
+    use_spm = bool(res.spm_model_file)
+    if opts.use_tfds:
+        examples = tfds_examples(opts.task_name.lower(), "test", opts.tfds_data_dir, use_spm,
+                                 opts.do_lower_case)
+    else:
+        examples = res.processor.get_examples(opts.data_dir, "test")
+    return [e.guid for e in examples]
+
+
+def run(opts: ClassifierOptions) -> dict:
+    """Runs what the options ask for; returns a summary dict (eval metrics, best, files)."""
+    from albert_tf import tokenization, training
+    from albert_tf.data.classifier_data import classifier_dataset
+    from albert_tf.distribute import get_strategy, is_chief
+    from albert_tf.optimization import create_optimizer
+
+    res = resolve(opts)
+    task = opts.task_name.lower()
+    summary = {"task": task}
+    keras.utils.set_random_seed(opts.random_seed)
+    strategy = get_strategy(opts.strategy, opts.use_tpu, opts.tpu_name, opts.tpu_zone,
+                            opts.gcp_project, opts.master)
+    chief = is_chief(strategy)
+    replicas = strategy.num_replicas_in_sync
+    if opts.train_batch_size % replicas:
+        raise ClassifierError(f"--train_batch_size={opts.train_batch_size} is not divisible "
+                              f"by the {replicas} replicas")
+    tokenizer = tokenization.FullTokenizer(vocab_file=res.vocab_file,
+                                           do_lower_case=opts.do_lower_case,
+                                           spm_model_file=res.spm_model_file)
+    if tokenizer.vocab_size != res.config.vocab_size:
+        _logger.warning("tokenizer has %d pieces but the config's vocab_size is %d",
+                        tokenizer.vocab_size, res.config.vocab_size)
+
+    with strategy.scope():
+        model = AlbertClassifier(res.config, len(res.label_list))
+        model.build()
+    resuming = opts.do_train and bool(object_checkpoints(opts.output_dir))
+    if opts.init_checkpoint and not resuming:
+        message = init_from_checkpoint(model, opts.init_checkpoint)
+        _logger.info("--init_checkpoint: %s", message)
+        summary["init"] = message
+    tf.io.gfile.makedirs(opts.output_dir)  # only once the inputs proved usable
+
+    selector = None
+    if opts.do_eval:
+        dev = _features(opts, res, tokenizer, "dev")
+        summary["num_dev_examples"] = dev.num_examples
+        selector = CheckpointSelector(
+            task, opts.output_dir, strategy, model,
+            _eval_dataset_fn(dev.path, opts.max_seq_length, opts.eval_batch_size,
+                             dev.num_examples, model.is_regression, replicas), chief)
+
+    if opts.do_train:
+        train = _features(opts, res, tokenizer, "train")
+        summary["num_train_examples"] = train.num_examples
+        if train.num_examples < opts.train_batch_size:
+            raise ClassifierError(f"training data has {train.num_examples} examples, fewer "
+                                  f"than --train_batch_size={opts.train_batch_size}")
+        with strategy.scope():
+            optimizer = create_optimizer(opts.learning_rate, opts.train_step, opts.warmup_step,
+                                         opts.optimizer)
+        loop = training.LoopConfig(
+            num_train_steps=opts.train_step, global_batch_size=opts.train_batch_size,
+            iterations_per_loop=min(opts.iterations_per_loop, opts.save_checkpoints_steps),
+            save_checkpoints_steps=opts.save_checkpoints_steps,
+            keep_checkpoint_max=opts.keep_checkpoint_max)
+        trainer = training.Trainer(strategy, model, optimizer, loss_fn, [], opts.output_dir,
+                                   loop, chief)
+
+        def dataset_fn(ctx):
+            return classifier_dataset(train.path, opts.max_seq_length, opts.train_batch_size,
+                                      is_training=True, is_regression=model.is_regression,
+                                      input_context=ctx, full_shuffle=opts.full_shuffle,
+                                      seed=opts.random_seed)
+
+        if selector is None:
+            trainer.train(dataset_fn)
+        else:
+            # Train up to each checkpoint, then evaluate it (the original ran its eval
+            # loop beside training; here it is in-process between segments).
+            selector.evaluate_pending()  # checkpoints of an interrupted run
+            while int(optimizer.iterations.numpy()) < opts.train_step:
+                done = int(optimizer.iterations.numpy())
+                boundary = min(opts.train_step,
+                               (done // opts.save_checkpoints_steps + 1) * opts.save_checkpoints_steps)
+                trainer.config.num_train_steps = boundary
+                trainer.train(dataset_fn)
+                selector.evaluate_pending()
+        summary["train_step"] = int(optimizer.iterations.numpy())
+
+    if selector is not None:
+        if not selector.evaluate_pending() and selector.best is None:
+            if not opts.init_checkpoint:
+                raise ClassifierError(f"--do_eval: no checkpoint (ckpt-<step>) in "
+                                      f"{opts.output_dir} and no --init_checkpoint to evaluate")
+            if not opts.do_train:
+                selector.evaluate_current(0)  # the --init_checkpoint weights
+        summary["best"] = selector.best
+        if chief and selector.best is not None:
+            _logger.info("best checkpoint on dev: step %d, %s = %.4f (best-on-dev, as the "
+                         "original's reported numbers)", selector.best["global_step"],
+                         selector.best["key"], selector.best["value"])
+
+    if opts.do_predict or opts.export_dir:
+        summary["predict_weights"] = _final_weights(model, opts)
+
+    if opts.do_predict:
+        test = _features(opts, res, tokenizer, "test")
+        guids = _test_guids(opts, res)
+        if len(guids) != test.num_examples:
+            raise ClassifierError(f"test data: {len(guids)} examples but {test.num_examples} "
+                                  "features (stale cache?)")
+        arrays = predict_arrays(strategy, model, _eval_dataset_fn(
+            test.path, opts.max_seq_length, opts.predict_batch_size, test.num_examples,
+            model.is_regression, replicas))
+        real = arrays["is_real_example"] != 0
+        probabilities, predictions = arrays["probabilities"][real], arrays["predictions"][real]
+        if chief:
+            summary["submission"] = glue.write_glue_submission(
+                opts.output_dir, task, guids, predictions, res.label_list)
+            summary["test_results"] = glue.write_test_results(
+                os.path.join(opts.output_dir, "test_results.tsv"), probabilities)
+            _logger.info("wrote %s and %s (%d examples)", summary["submission"],
+                         summary["test_results"], len(guids))
+
+    if opts.export_dir and chief:
+        from albert_tf.export import export_classifier
+
+        summary["export_dir"] = export_classifier(
+            model, opts.export_dir, opts.max_seq_length, spm_model_file=res.spm_model_file,
+            do_lower_case=opts.do_lower_case, text_pair=task not in SINGLE_SENTENCE_TASKS,
+            label_list=res.label_list, task_name=task, threshold=opts.threshold_to_export)
+    return summary
+
+
+def _final_weights(model, opts):
+    """Loads the weights predict/export use: output_dir's model.ckpt-best, else its latest
+    ckpt-<step>, else the --init_checkpoint weights already loaded."""
+    best = os.path.join(opts.output_dir, BEST_PREFIX)
+    if tf.io.gfile.exists(best + ".index"):
+        try:
+            checkpoints.load_original_checkpoint(model, best)
+        except checkpoints.CheckpointMismatchError as err:
+            raise ClassifierError(f"{best}: {err}") from None
+        return best
+    trained = object_checkpoints(opts.output_dir)
+    if trained:
+        restore_trained(model, trained[-1][1])
+        return trained[-1][1]
+    if opts.init_checkpoint:
+        return opts.init_checkpoint
+    raise ClassifierError(f"nothing to predict with: no {BEST_PREFIX} or ckpt-<step> in "
+                          f"{opts.output_dir} and no --init_checkpoint")
+
+
+__all__ = ["AlbertClassifier", "ClassifierOptions", "ClassifierError", "CheckpointSelector",
+           "loss_fn", "per_example_loss", "predict_arrays", "compute_metrics",
+           "init_from_checkpoint", "resolve", "run"]

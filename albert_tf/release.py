@@ -1,0 +1,177 @@
+"""Loading the unpacked folder of a released ALBERT model.
+
+A release (e.g. `albert_base_v2.tar.gz`, unpacked) holds `albert_config.json`,
+`model.ckpt-best.{index,data-*,meta}` (original TF1 variable names),
+`30k-clean.model` (SentencePiece) and `30k-clean.vocab`. The folder written by
+run_pretraining.py (albert_config.json + checkpoints) is accepted too.
+
+    config, model, tokenizer = load_release("albert_base", model_cls=AlbertClassifier,
+                                            num_labels=2)
+
+The encoder must be complete in the checkpoint; task heads the checkpoint does
+not hold (e.g. a classifier head on a pretraining release) keep their fresh
+initialization.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import logging
+import os
+
+_logger = logging.getLogger(__name__)
+
+CONFIG_NAME = "albert_config.json"
+SPM_MODEL_NAME = "30k-clean.model"
+VOCAB_NAME = "30k-clean.vocab"
+CHECKPOINT_NAME = "model.ckpt-best"
+# Heads may be missing from a release; the encoder (`bert/`) may not.
+HEAD_ALLOW_MISSING = (r"^(?!bert/)",)
+OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"  # marks tf.train.Checkpoint files
+
+
+@dataclasses.dataclass
+class ReleaseFiles:
+    """Paths found in a release folder (None where absent)."""
+    folder: str
+    config_file: str
+    checkpoint: str
+    spm_model_file: str | None
+    vocab_file: str | None
+
+
+def is_release_folder(path) -> bool:
+    """Whether `path` is a directory holding an `albert_config.json`."""
+    return bool(path) and os.path.isdir(path) and os.path.isfile(os.path.join(path, CONFIG_NAME))
+
+
+def release_files(folder, checkpoint_name: str | None = None) -> ReleaseFiles:
+    """Finds config, checkpoint and tokenizer files of a release folder.
+
+    The checkpoint is `checkpoint_name` (default `model.ckpt-best`, else the
+    folder's latest checkpoint); the SentencePiece model is `30k-clean.model`,
+    else the folder's only `*.model` file. Raises FileNotFoundError naming
+    what is missing.
+    """
+    from albert_tf.checkpoints import resolve_checkpoint_path
+
+    folder = os.fspath(folder)
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"release folder {folder!r} does not exist")
+    config_file = os.path.join(folder, CONFIG_NAME)
+    if not os.path.isfile(config_file):
+        raise FileNotFoundError(f"release folder {folder!r} has no {CONFIG_NAME}")
+    name = checkpoint_name or CHECKPOINT_NAME
+    if os.path.isfile(os.path.join(folder, name + ".index")):
+        checkpoint = os.path.join(folder, name)
+    elif checkpoint_name:
+        raise FileNotFoundError(f"release folder {folder!r} has no checkpoint {name!r} "
+                                f"({name}.index missing)")
+    else:
+        try:
+            checkpoint = resolve_checkpoint_path(folder)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"release folder {folder!r} has no checkpoint "
+                                    f"({CHECKPOINT_NAME}.index or another *.index)") from None
+    spm = os.path.join(folder, SPM_MODEL_NAME)
+    if not os.path.isfile(spm):
+        models = sorted(glob.glob(os.path.join(folder, "*.model")))
+        spm = models[0] if len(models) == 1 else None
+    vocab = os.path.join(folder, VOCAB_NAME)
+    return ReleaseFiles(folder, config_file, checkpoint, spm,
+                        vocab if os.path.isfile(vocab) else None)
+
+
+def load_release(folder, model_cls=None, *, albert_config_file=None, spm_model_file=None,
+                 vocab_file=None, do_lower_case=True, checkpoint_name=None,
+                 allow_missing=HEAD_ALLOW_MISSING, **model_kwargs):
+    """Builds a model from a release folder and fills it from the release checkpoint.
+
+    Args:
+      folder: the unpacked release (or a run_pretraining.py output folder).
+      model_cls: AlbertModel (default), AlbertPretrainer, AlbertClassifier, ...:
+        called as `model_cls(config, **model_kwargs)`.
+      albert_config_file, spm_model_file, vocab_file: override the folder's files.
+      do_lower_case: for the tokenizer (releases are uncased: True).
+      checkpoint_name: checkpoint prefix inside the folder (default model.ckpt-best).
+      allow_missing: regexes of model variables (original names) that may be absent
+        from the checkpoint; default: everything outside the encoder.
+    Returns:
+      (AlbertConfig, built and filled model, FullTokenizer or None when the folder
+      has no tokenizer file and none was given).
+    Raises:
+      FileNotFoundError: missing folder or files.
+      albert_tf.checkpoints.CheckpointMismatchError: the checkpoint cannot fill the model.
+    """
+    from albert_tf import checkpoints, tokenization
+    from albert_tf.config import AlbertConfig
+    from albert_tf.modeling import AlbertModel
+
+    files = release_files(folder, checkpoint_name)
+    config = AlbertConfig.from_json_file(albert_config_file or files.config_file)
+    model = (model_cls or AlbertModel)(config, **model_kwargs)
+    model.build()
+    if OBJECT_GRAPH_KEY in tf_checkpoint_keys(files.checkpoint):
+        restore_object_checkpoint(model, files.checkpoint)
+    else:
+        checkpoints.load_original_checkpoint(model, files.checkpoint, allow_missing=allow_missing)
+    spm = spm_model_file or files.spm_model_file
+    vocab = vocab_file or (None if spm else files.vocab_file)
+    tokenizer = None
+    if spm or vocab:
+        tokenizer = tokenization.FullTokenizer(vocab_file=vocab, do_lower_case=do_lower_case,
+                                               spm_model_file=spm)
+    else:
+        _logger.warning("release folder %s has no tokenizer model; returning no tokenizer", folder)
+    return config, model, tokenizer
+
+
+def tf_checkpoint_keys(prefix) -> set:
+    import tensorflow as tf
+
+    return set(tf.train.load_checkpoint(prefix).get_variable_to_shape_map())
+
+
+def restore_object_checkpoint(model, prefix, heads=("classifier",)):
+    """Restores the encoder (and the named heads where present) from one of our
+    object-based checkpoints (`ckpt-<step>`, root object `model`).
+
+    The encoder must be matched completely; a head is restored when the checkpoint
+    holds it (its shapes must agree) and otherwise keeps its initialization.
+    Returns the list of restored parts ("albert", and head names).
+    Raises CheckpointMismatchError when the encoder is not in the checkpoint.
+    """
+    import tensorflow as tf
+
+    from albert_tf import checkpoints
+
+    encoder = checkpoints.encoder_of(model)
+    keys = tf_checkpoint_keys(prefix)
+    try:
+        status = tf.train.Checkpoint(model=tf.train.Checkpoint(albert=encoder)).restore(prefix)
+        status.expect_partial().assert_existing_objects_matched()
+    except (AssertionError, ValueError) as err:
+        raise checkpoints.CheckpointMismatchError(
+            f"checkpoint {prefix!r} does not hold this model's encoder (object path "
+            f"model/albert/...): {str(err)[:500]}") from None
+    restored = ["albert"]
+    if model is not encoder:
+        for name in heads:
+            head = getattr(model, name, None)
+            if head is None or not any(k.startswith(f"model/{name}/") for k in keys):
+                continue
+            try:
+                tf.train.Checkpoint(model=tf.train.Checkpoint(**{name: head})).restore(
+                    prefix).expect_partial().assert_existing_objects_matched()
+            except (AssertionError, ValueError) as err:
+                raise checkpoints.CheckpointMismatchError(
+                    f"checkpoint {prefix!r}: head {name!r} does not match: {str(err)[:500]}"
+                ) from None
+            restored.append(name)
+    return restored
+
+
+__all__ = ["load_release", "release_files", "is_release_folder", "ReleaseFiles",
+           "restore_object_checkpoint", "CONFIG_NAME", "SPM_MODEL_NAME", "VOCAB_NAME",
+           "CHECKPOINT_NAME"]
