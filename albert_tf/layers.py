@@ -26,13 +26,42 @@ LAYER_NORM_EPSILON = 1e-12
 MASK_ADDER = -10000.0
 
 
+_GELU_C = math.sqrt(2.0 / math.pi)
+_GELU_A = 0.044715
+
+
 def gelu_tanh(x):
-    """GELU, tanh approximation (the original's "gelu"; TF's default is erf)."""
+    """GELU, tanh approximation (the original's "gelu"; TF's default is erf).
+
+    Written as the plain op chain so that Grappler's oneDNN remapper can fuse
+    it, with the preceding MatMul + BiasAdd, into one `_FusedMatMul` in
+    inference graphs (the elementwise chain then costs no extra memory pass).
+    """
     x = tf.convert_to_tensor(x)
-    c = tf.cast(math.sqrt(2.0 / math.pi), x.dtype)
-    return 0.5 * x * (1.0 + tf.tanh(c * (x + tf.cast(0.044715, x.dtype) * x * x * x)))
+    c = tf.cast(_GELU_C, x.dtype)
+    return 0.5 * x * (1.0 + tf.tanh(c * (x + tf.cast(_GELU_A, x.dtype) * x * x * x)))
 
 
+@tf.custom_gradient
+def gelu_tanh_trainable(x):
+    """`gelu_tanh` with a hand-written gradient, for graphs that differentiate.
+
+    Autodiff of the op chain keeps ~6 intermediates of the [B*S, F] activation
+    and emits ~15 elementwise ops; this keeps x and tanh(u) only:
+      d/dx 0.5 x (1 + t) = 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2),
+    with t = tanh(u), u = c (x + a x^3). Same math, float32 rounding only.
+    """
+    c = tf.cast(_GELU_C, x.dtype)
+    a = tf.cast(_GELU_A, x.dtype)
+    x2 = x * x
+    t = tf.tanh(c * x * (1.0 + a * x2))
+    half_x = 0.5 * x
+
+    def grad(dy):
+        dt = (1.0 - t * t) * (c + (3.0 * a * c) * x2)
+        return dy * (0.5 * (1.0 + t) + half_x * dt)
+
+    return half_x * (1.0 + t), grad
 def get_activation(name):
     """Maps a config `hidden_act` to a function (None for linear)."""
     if callable(name):
@@ -44,10 +73,67 @@ def get_activation(name):
     return table[key]
 
 
+def apply_activation(name, y, training=False):
+    """`get_activation(name)(y)`, using the hand-written GELU gradient when training."""
+    act = get_activation(name)
+    if act is None:
+        return y
+    if act is gelu_tanh and training:
+        return gelu_tanh_trainable(y)
+    return act(y)
+
+
+def dense(x, kernel, bias=None):
+    """x . kernel + bias for x of any rank >= 2, as one 2-D MatMul.
+
+    `tf.tensordot` on 3-D inputs adds transposes/reshapes around the product;
+    a reshape to [-1, in] is free. `tf.nn.bias_add` (not `+`) is the pattern
+    Grappler's remapper fuses into oneDNN's `_FusedMatMul`.
+    """
+    if x.shape.rank == 2:
+        y = tf.matmul(x, kernel)
+    else:
+        lead = tf.shape(x)[:-1]
+        y = tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), kernel)
+        y = tf.reshape(y, tf.concat([lead, tf.shape(kernel)[-1:]], axis=0))
+    return tf.nn.bias_add(y, bias) if bias is not None else y
+
+
 def truncated_normal(stddev):
     # tf.compat.v1.truncated_normal_initializer semantics: re-draw outside
     # +-2 stddev, no rescaling (Keras' TruncatedNormal does the same).
     return keras.initializers.TruncatedNormal(stddev=stddev)
+
+
+def _layer_norm_trainable(x, gamma, beta, epsilon):
+    """Layer norm over the last axis with a hand-written gradient.
+
+    Autodiff through tf.nn.moments and the affine form emits ~25 elementwise
+    ops and reductions per layer norm; the closed form below needs 5 products
+    and 4 reductions (xhat = (x - mean) * rstd, g = dy * gamma):
+      dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),
+      dgamma = sum(dy * xhat), dbeta = sum(dy).
+    Same math as the inference path, float32 rounding only.
+    """
+
+    @tf.custom_gradient
+    def layer_norm(x, gamma, beta):
+        mean = tf.reduce_mean(x, axis=-1, keepdims=True)
+        centered = x - mean
+        rstd = tf.math.rsqrt(
+            tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True) + epsilon)
+        xhat = centered * rstd
+
+        def grad(dy):
+            outer = list(range(dy.shape.rank - 1))
+            g = dy * gamma
+            dx = rstd * (g - tf.reduce_mean(g, axis=-1, keepdims=True)
+                         - xhat * tf.reduce_mean(g * xhat, axis=-1, keepdims=True))
+            return dx, tf.reduce_sum(dy * xhat, axis=outer), tf.reduce_sum(dy, axis=outer)
+
+        return xhat * gamma + beta, grad
+
+    return layer_norm(x, gamma, beta)
 
 
 class LayerNorm(keras.layers.Layer):
@@ -67,8 +153,11 @@ class LayerNorm(keras.layers.Layer):
         self.beta = self.add_weight(name="beta", shape=(width,), initializer="zeros")
         self.gamma = self.add_weight(name="gamma", shape=(width,), initializer="ones")
 
-    def call(self, x):
+    def call(self, x, training=False):
         x = tf.cast(x, tf.float32)
+        if training:
+            return _layer_norm_trainable(x, tf.convert_to_tensor(self.gamma),
+                                         tf.convert_to_tensor(self.beta), self.epsilon)
         mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
         inv = tf.math.rsqrt(variance + self.epsilon) * self.gamma
         return x * inv + (self.beta - mean * inv)
@@ -98,15 +187,11 @@ class Dense2D(keras.layers.Layer):
         self.bias = (self.add_weight(name="bias", shape=(self.units,), initializer="zeros")
                      if self.use_bias else None)
 
-    def call(self, x):
+    def call(self, x, training=False):
         dtype = self.compute_dtype
-        x = tf.cast(x, dtype)
-        y = tf.tensordot(x, tf.cast(self.kernel, dtype), axes=1) if x.shape.rank != 2 \
-            else tf.matmul(x, tf.cast(self.kernel, dtype))
-        if self.bias is not None:
-            y = y + tf.cast(self.bias, dtype)
-        act = get_activation(self.activation)
-        return act(y) if act is not None else y
+        bias = tf.cast(self.bias, dtype) if self.bias is not None else None
+        y = dense(tf.cast(x, dtype), tf.cast(self.kernel, dtype), bias)
+        return apply_activation(self.activation, y, training)
 
     def get_config(self):
         return {**super().get_config(), "units": self.units,
@@ -158,7 +243,7 @@ class AlbertEmbeddings(keras.layers.Layer):
         types = tf.gather(self.token_type_embeddings, segment_ids)
         positions = self.position_embeddings[:seq_length]
         x = words + types + positions[tf.newaxis]
-        x = self.layer_norm(x)
+        x = self.layer_norm(x, training=training)
         if self.dropout_rate > 0:
             x = self.dropout(x, training=training)
         return x, words
@@ -227,41 +312,71 @@ class AlbertTransformerBlock(keras.layers.Layer):
         self.ffn_output.build((None, f))
         self.ffn_layer_norm.build((None, h))
 
-    def call(self, x, attention_adder, training=False):
+    def prepared_weights(self):
+        """The block's kernels and biases in the compute dtype, Q/K/V concatenated.
+
+        ALBERT applies one block at every layer; `AlbertModel` calls this once
+        per forward pass and hands the result to every application, so the
+        casts (mixed_bfloat16) and the QKV concat run once instead of L times.
+        Gradients flow through the cast/concat back to the variables.
+        """
+        dtype = self.compute_dtype
+
+        def cast(v):
+            return tf.cast(v, dtype)
+
+        return {
+            # One [B*S, H] x [H, 3H] product instead of three: same numbers per
+            # column, one larger (more efficient) oneDNN call.
+            "qkv_kernel": tf.concat([cast(self.query.kernel), cast(self.key.kernel),
+                                     cast(self.value.kernel)], axis=1),
+            "qkv_bias": tf.concat([cast(self.query.bias), cast(self.key.bias),
+                                   cast(self.value.bias)], axis=0),
+            "attention_output_kernel": cast(self.attention_output.kernel),
+            "attention_output_bias": cast(self.attention_output.bias),
+            "intermediate_kernel": cast(self.intermediate.kernel),
+            "intermediate_bias": cast(self.intermediate.bias),
+            "ffn_output_kernel": cast(self.ffn_output.kernel),
+            "ffn_output_bias": cast(self.ffn_output.bias),
+        }
+
+    def call(self, x, attention_adder, training=False, prepared=None):
+        w = prepared if prepared is not None else self.prepared_weights()
         dtype = self.compute_dtype
         batch, seq = tf.shape(x)[0], tf.shape(x)[1]
         n, d, h = self.num_attention_heads, self.head_size, self.hidden_size
         x_flat = tf.reshape(x, [-1, h])
-        x_c = tf.cast(x_flat, dtype)
-        # One [B*S, H] x [H, 3H] product instead of three: same numbers per
-        # column, better CPU utilisation.
-        qkv_kernel = tf.concat(
-            [tf.cast(self.query.kernel, dtype), tf.cast(self.key.kernel, dtype),
-             tf.cast(self.value.kernel, dtype)], axis=1)
-        qkv_bias = tf.concat(
-            [tf.cast(self.query.bias, dtype), tf.cast(self.key.bias, dtype),
-             tf.cast(self.value.bias, dtype)], axis=0)
-        qkv = tf.matmul(x_c, qkv_kernel) + qkv_bias
-        qkv = tf.reshape(qkv, [batch, seq, 3, n, d])
-        qkv = tf.transpose(qkv, [2, 0, 3, 1, 4])  # (3, B, N, S, D)
-        q, k, v = qkv[0], qkv[1], qkv[2]
-        scores = tf.matmul(q, k, transpose_b=True)  # (B, N, S, S)
+        qkv = dense(tf.cast(x_flat, dtype), w["qkv_kernel"], w["qkv_bias"])
+        # Split on the 2-D product (gradient: one concat) rather than slicing a
+        # transposed [3, B, N, S, D] tensor (gradient: three StridedSliceGrads,
+        # each materialising a zero-filled full-size tensor, plus an AddN).
+        q, k, v = tf.split(qkv, 3, axis=-1)
+
+        def heads(t):  # [B*S, H] -> [B, N, S, D]
+            return tf.transpose(tf.reshape(t, [batch, seq, n, d]), [0, 2, 1, 3])
+
+        scores = tf.matmul(heads(q), heads(k), transpose_b=True)  # (B, N, S, S)
         # The original scales the product (not q) by 1/sqrt(D).
         scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(d))
         scores = scores + attention_adder
         probs = tf.nn.softmax(scores, axis=-1)
         if self.attention_probs_dropout_prob > 0:
             probs = self.attention_dropout(probs, training=training)
-        context = tf.matmul(tf.cast(probs, dtype), v)  # (B, N, S, D)
+        context = tf.matmul(tf.cast(probs, dtype), heads(v))  # (B, N, S, D)
         context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, h])
-        attn = self.attention_output(context)
+        attn = dense(context, w["attention_output_kernel"], w["attention_output_bias"])
         if self.hidden_dropout_prob > 0:
             attn = self.hidden_dropout(attn, training=training)
-        h1 = self.attention_layer_norm(tf.cast(attn, tf.float32) + x_flat)
-        ffn = self.ffn_output(self.intermediate(h1))
+        h1 = self.attention_layer_norm(tf.cast(attn, tf.float32) + x_flat,
+                                       training=training)
+        inter = apply_activation(
+            self.hidden_act,
+            dense(tf.cast(h1, dtype), w["intermediate_kernel"], w["intermediate_bias"]),
+            training)
+        ffn = dense(inter, w["ffn_output_kernel"], w["ffn_output_bias"])
         if self.hidden_dropout_prob > 0:
             ffn = self.hidden_dropout(ffn, training=training)
-        out = self.ffn_layer_norm(tf.cast(ffn, tf.float32) + h1)
+        out = self.ffn_layer_norm(tf.cast(ffn, tf.float32) + h1, training=training)
         return tf.reshape(out, [batch, seq, h])
 
     def get_config(self):

@@ -131,10 +131,13 @@ class AlbertModel(keras.Model):
         # [B, 1, 1, S]: -10000 on padded keys only; padded queries still computed.
         adder = (1.0 - tf.cast(input_mask, tf.float32)) * MASK_ADDER
         adder = adder[:, tf.newaxis, tf.newaxis, :]
+        # Cast/concat each used block's weights once, not once per layer.
+        prepared = {g: [block.prepared_weights() for block in blocks]
+                    for g, blocks in self.groups.items()}
         encoder_outputs = []
         for g in self.layer_groups:
-            for block in self.groups[g]:
-                x = block(x, adder, training=training)
+            for block, weights in zip(self.groups[g], prepared[g]):
+                x = block(x, adder, training=training, prepared=weights)
                 encoder_outputs.append(x)
         pooled = tf.cast(self.pooler(x[:, 0]), tf.float32)
         return {

@@ -1,0 +1,415 @@
+"""Benchmark: ALBERT-base encoder throughput on CPU, ours vs keras-hub vs HF transformers.
+
+    python bench/bench_model.py [--runs 5] [--quick] [--seq 128] [--infer_batch 32]
+        [--train_batch 16] [--out bench/results/model.md]
+
+Measures sequences/s (median of --runs timed calls after warm-up) of
+`albert_tf.config.preset("albert_base_v2")` with random weights at seq 128:
+
+  * inference  (forward, batch 32): a tf.function returning sequence and pooled output;
+  * training   (forward+backward, batch 16): gradients of sum(sequence_output) w.r.t.
+    all trainable variables, in one tf.function (torch: autograd);
+
+for float32 and mixed_bfloat16 (Keras global policy set before building), with
+tf.function(jit_compile=False) and jit_compile=True (XLA). Peers, measured in the same
+run with the same sizes and random weights:
+
+  * keras-hub `AlbertBackbone`, TensorFlow backend (KERAS_BACKEND=tensorflow);
+  * HF transformers' PyTorch `AlbertModel` (hidden_act "gelu_new", the tanh GELU),
+    torch.set_num_threads(nproc); bfloat16 via torch.autocast("cpu"); no XLA column.
+
+A peer that is not installed is skipped with a note. Every configuration runs in its own
+subprocess so that thread pools, XLA caches and the global dtype policy of one cannot
+disturb another. The machine's matmul peak (tf.matmul 2048^3, float32 and bfloat16,
+median) is measured the same way, and model FLOPs utilisation (MFU) is
+
+    MFU = analytic model FLOP/s / measured matmul peak of the same dtype,
+
+with forward FLOPs counted as 2 * (matmul parameters) per token plus the attention
+score and context products (2 * 2 * S * H per token per layer), and forward+backward
+= 3 x forward. Embedding gathers, softmax, layer norms and GELU are not counted.
+Writes a Markdown table to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+IMPLS = ("ours", "keras_hub", "hf_torch")
+DTYPES = ("float32", "mixed_bfloat16")
+MODES = ("infer", "train")
+
+
+# ---------------------------------------------------------------------------------------------
+# FLOP count
+# ---------------------------------------------------------------------------------------------
+
+
+def model_flops(cfg, batch, seq, train):
+    """Analytic matmul FLOPs of one call (forward, or forward+backward = 3x forward)."""
+    h, f, e, l = cfg.hidden_size, cfg.intermediate_size, cfg.embedding_size, cfg.num_hidden_layers
+    per_token_layer = 2 * (4 * h * h + 2 * h * f) + 2 * 2 * seq * h  # dense + QK^T, PV
+    per_token = l * per_token_layer + (2 * e * h if e != h else 0)  # + embedding projection
+    fwd = batch * seq * per_token + batch * 2 * h * h  # + pooler on [CLS]
+    return 3 * fwd if train else fwd
+
+
+# ---------------------------------------------------------------------------------------------
+# Workers (run in a subprocess each; print one JSON line)
+# ---------------------------------------------------------------------------------------------
+
+
+def _time_calls(fn, warmup, runs):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def _random_inputs(batch, seq, vocab, seed=0):
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, vocab, size=(batch, seq)).astype(np.int32)
+    mask = np.ones((batch, seq), np.int32)
+    seg = np.zeros((batch, seq), np.int32)
+    seg[:, seq // 2:] = 1
+    return ids, mask, seg
+
+
+def worker_matmul(args):
+    import tensorflow as tf
+    n, reps = 2048, args.matmul_reps
+    out = {}
+    for dtype in ("float32", "bfloat16"):
+        # Distinct operands per product, passed as arguments: identical products would be
+        # merged by Grappler's common-subexpression pass, and captured constants folded.
+        a = tf.cast(tf.random.normal([n, n]), dtype)
+        bs = [tf.cast(tf.random.normal([n, n]), dtype) for _ in range(reps)]
+
+        @tf.function(jit_compile=False)
+        def chain(a, bs):
+            # Independent products, one scalar of each fetched.
+            return tf.add_n([tf.cast(tf.matmul(a, b)[0, 0], tf.float32) for b in bs])
+
+        times = _time_calls(lambda: chain(a, bs).numpy(), 1, args.runs)
+        out[dtype] = 2 * n ** 3 * reps / statistics.median(times)
+    print("RESULT " + json.dumps({"peak": out}))
+
+
+def worker_model(args):
+    impl, dtype, xla, mode = args.impl, args.dtype, bool(args.xla), args.mode
+    train = mode == "train"
+    batch = args.train_batch if train else args.infer_batch
+    if impl in ("ours", "keras_hub"):
+        import keras
+        import tensorflow as tf
+        keras.mixed_precision.set_global_policy(dtype)
+        from albert_tf import config as albert_config
+        cfg = albert_config.preset("albert_base_v2")
+        ids, mask, seg = _random_inputs(batch, args.seq, cfg.vocab_size)
+        if impl == "ours":
+            from albert_tf.modeling import AlbertModel
+            model = AlbertModel(cfg)
+            inputs = {"input_ids": tf.constant(ids), "input_mask": tf.constant(mask),
+                      "segment_ids": tf.constant(seg)}
+        else:
+            import keras_hub
+            model = keras_hub.models.AlbertBackbone(
+                vocabulary_size=cfg.vocab_size, num_layers=cfg.num_hidden_layers,
+                num_heads=cfg.num_attention_heads, embedding_dim=cfg.embedding_size,
+                hidden_dim=cfg.hidden_size, intermediate_dim=cfg.intermediate_size,
+                num_groups=cfg.num_hidden_groups,
+                num_inner_repetitions=cfg.inner_group_num, dropout=0.0,
+                max_sequence_length=cfg.max_position_embeddings,
+                num_segments=cfg.type_vocab_size)
+            inputs = {"token_ids": tf.constant(ids), "padding_mask": tf.constant(mask),
+                      "segment_ids": tf.constant(seg)}
+        model(inputs)  # build eagerly (random weights)
+        variables = model.trainable_variables
+
+        if train:
+            @tf.function(jit_compile=xla)
+            def step(inputs):
+                with tf.GradientTape() as tape:
+                    out = model(inputs, training=True)
+                    loss = tf.reduce_sum(tf.cast(out["sequence_output"], tf.float32))
+                grads = tape.gradient(loss, variables)
+                # Touch every gradient so nothing is pruned (IndexedSlices -> values).
+                total = tf.add_n([tf.reduce_sum(tf.cast(
+                    g.values if isinstance(g, tf.IndexedSlices) else g, tf.float32))
+                    for g in grads if g is not None])
+                return loss, total
+        else:
+            @tf.function(jit_compile=xla)
+            def step(inputs):
+                out = model(inputs, training=False)
+                return out["sequence_output"], out["pooled_output"]
+
+        def call():
+            result = step(inputs)
+            result[0].numpy()
+            result[1].numpy()
+    else:
+        import torch
+        from transformers import AlbertConfig as HFConfig
+        from transformers import AlbertModel as HFAlbert
+        from albert_tf import config as albert_config
+        torch.set_num_threads(args.threads)
+        torch.manual_seed(0)
+        cfg = albert_config.preset("albert_base_v2")
+        hf_cfg = HFConfig(
+            vocab_size=cfg.vocab_size, embedding_size=cfg.embedding_size,
+            hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_hidden_layers,
+            num_hidden_groups=cfg.num_hidden_groups,
+            num_attention_heads=cfg.num_attention_heads,
+            intermediate_size=cfg.intermediate_size, inner_group_num=cfg.inner_group_num,
+            hidden_act="gelu_new", hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+            max_position_embeddings=cfg.max_position_embeddings,
+            type_vocab_size=cfg.type_vocab_size, initializer_range=cfg.initializer_range)
+        model = HFAlbert(hf_cfg)
+        ids, mask, seg = _random_inputs(batch, args.seq, cfg.vocab_size)
+        kw = dict(input_ids=torch.from_numpy(ids).long(),
+                  attention_mask=torch.from_numpy(mask).long(),
+                  token_type_ids=torch.from_numpy(seg).long())
+        autocast = torch.autocast("cpu", dtype=torch.bfloat16,
+                                  enabled=dtype == "mixed_bfloat16")
+        params = [p for p in model.parameters() if p.requires_grad]
+        if train:
+            model.train()  # dropout rates are 0
+
+            def call():
+                with autocast:
+                    out = model(**kw)
+                    loss = out.last_hidden_state.float().sum()
+                grads = torch.autograd.grad(loss, params, allow_unused=True)
+                float(loss)
+                return grads
+        else:
+            model.eval()
+
+            def call():
+                with torch.inference_mode(), autocast:
+                    out = model(**kw)
+                float(out.pooler_output.float().sum())
+
+    t0 = time.perf_counter()
+    call()  # first call: tracing / compilation
+    first = time.perf_counter() - t0
+    times = _time_calls(call, args.warmup, args.runs)
+    med = statistics.median(times)
+    print("RESULT " + json.dumps({
+        "impl": impl, "dtype": dtype, "xla": xla, "mode": mode, "batch": batch,
+        "first_call_s": first, "times": times, "median_s": med, "seq_per_s": batch / med}))
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver
+# ---------------------------------------------------------------------------------------------
+
+
+def _peer_available(impl):
+    import importlib.util
+    mods = {"ours": ["albert_tf"], "keras_hub": ["keras_hub"],
+            "hf_torch": ["torch", "transformers"]}[impl]
+    missing = [m for m in mods if importlib.util.find_spec(m) is None]
+    return None if not missing else "not installed (" + ", ".join(missing) + ")"
+
+
+def _run_sub(extra, args, timeout):
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker",
+           "--runs", str(args.runs), "--warmup", str(args.warmup), "--seq", str(args.seq),
+           "--infer_batch", str(args.infer_batch), "--train_batch", str(args.train_batch),
+           "--threads", str(args.threads), "--matmul_reps", str(args.matmul_reps)] + extra
+    env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2",
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, "timed out"
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):]), None
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+    return None, "failed: " + tail[0][:200]
+
+
+def _machine():
+    model = "unknown"
+    flags = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and model == "unknown":
+                    model = line.split(":", 1)[1].strip()
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    isa = [x for x in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if x in flags]
+    try:
+        load = "%.2f %.2f %.2f" % os.getloadavg()
+    except OSError:
+        load = "n/a"
+    return model, os.cpu_count(), isa, load
+
+
+def _versions():
+    out = []
+    for mod in ("tensorflow", "keras", "keras_hub", "torch", "transformers"):
+        try:
+            m = __import__(mod)
+            out.append(f"{mod} {m.__version__}")
+        except Exception:  # noqa: BLE001 - a missing peer is fine here
+            out.append(f"{mod} (not installed)")
+    return ", ".join(out)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--runs", type=int, default=5, help="timed calls per configuration")
+    p.add_argument("--warmup", type=int, default=1, help="untimed calls after the first")
+    p.add_argument("--quick", action="store_true",
+                   help="3 runs, no extra warm-up, skip the XLA columns of keras-hub")
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--infer_batch", type=int, default=32)
+    p.add_argument("--train_batch", type=int, default=16)
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--matmul_reps", type=int, default=8)
+    p.add_argument("--only", default="", help="comma list of impls to run (default all)")
+    p.add_argument("--out", default=os.path.join(HERE, "results", "model.md"))
+    p.add_argument("--timeout", type=int, default=900, help="per-configuration seconds")
+    # worker-only
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--impl", help=argparse.SUPPRESS)
+    p.add_argument("--dtype", help=argparse.SUPPRESS)
+    p.add_argument("--xla", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--mode", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+
+    if args.worker:
+        return worker_matmul(args) if args.impl == "matmul" else worker_model(args)
+
+    if args.quick:
+        args.runs, args.warmup = min(args.runs, 3), 0
+    impls = [i for i in IMPLS if not args.only or i in args.only.split(",")]
+    start = time.perf_counter()
+
+    peak, err = _run_sub(["--impl", "matmul"], args, args.timeout)
+    peak = peak["peak"] if peak else {}
+    print(f"matmul peak: {peak or err}", flush=True)
+
+    from albert_tf import config as albert_config
+    cfg = albert_config.preset("albert_base_v2")
+    results, notes = {}, {}
+    for impl in impls:
+        missing = _peer_available(impl)
+        if missing:
+            notes[impl] = missing
+            print(f"{impl}: skipped, {missing}", flush=True)
+            continue
+        for dtype in DTYPES:
+            for xla in ((0,) if impl == "hf_torch" or (args.quick and impl == "keras_hub")
+                        else (0, 1)):
+                for mode in MODES:
+                    r, err = _run_sub(["--impl", impl, "--dtype", dtype, "--xla", str(xla),
+                                       "--mode", mode], args, args.timeout)
+                    key = (impl, dtype, xla, mode)
+                    if r is None:
+                        notes[key] = err
+                        print(f"{key}: {err}", flush=True)
+                        continue
+                    results[key] = r
+                    print(f"{key}: {r['seq_per_s']:.2f} seq/s (median of {len(r['times'])}, "
+                          f"first call {r['first_call_s']:.1f}s)", flush=True)
+
+    elapsed = time.perf_counter() - start
+    table = _table(cfg, args, results, notes, peak, impls)
+    model, ncpu, isa, load = _machine()
+    cmd = "python bench/bench_model.py " + " ".join(a for a in (argv or sys.argv[1:]))
+    text = "\n".join([
+        "# ALBERT-base encoder throughput (CPU)",
+        "",
+        f"Command: `{cmd.strip()}` (total wall time {elapsed / 60:.1f} min)",
+        "",
+        f"Machine: {model}, nproc {ncpu}, ISA {' '.join(isa)}, "
+        f"load average at end {load}; {platform.python_version()}; {_versions()}.",
+        "",
+        f"Config `albert_base_v2` (L=12 shared, H=768, E=128, F=3072, heads 12), random "
+        f"weights, seq {args.seq}; inference batch {args.infer_batch}, forward+backward batch "
+        f"{args.train_batch} (gradients of sum(sequence_output) w.r.t. all trainable "
+        f"variables). Sequences/s = batch / median of {args.runs} timed calls after warm-up; "
+        f"each configuration in its own process. MFU = analytic matmul FLOP/s / measured "
+        f"tf.matmul 2048^3 peak of the same dtype "
+        f"(float32 {peak.get('float32', float('nan')) / 1e9:.1f} GFLOP/s, "
+        f"bfloat16 {peak.get('bfloat16', float('nan')) / 1e9:.1f} GFLOP/s).",
+        "",
+        table,
+        "",
+    ])
+    print(text)
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w") as f:
+            f.write(text)
+    return 0
+
+
+def _table(cfg, args, results, notes, peak, impls):
+    names = {"ours": "albert_tf (ours)", "keras_hub": "keras-hub AlbertBackbone (TF)",
+             "hf_torch": "HF transformers AlbertModel (PyTorch)"}
+    rows = ["| model | dtype | XLA | mode | batch | seq/s | vs keras-hub | vs HF | MFU |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for impl in impls:
+        if impl in notes:
+            rows.append(f"| {names[impl]} | - | - | - | - | skipped: {notes[impl]} | | | |")
+            continue
+        for dtype in DTYPES:
+            for xla in (0, 1):
+                for mode in MODES:
+                    key = (impl, dtype, xla, mode)
+                    if key not in results and key not in notes:
+                        continue
+                    batch = args.train_batch if mode == "train" else args.infer_batch
+                    label = "fwd" if mode == "infer" else "fwd+bwd"
+                    xla_s = "-" if impl == "hf_torch" else ("yes" if xla else "no")
+                    if key in notes:
+                        rows.append(f"| {names[impl]} | {dtype} | {xla_s} | {label} | {batch} "
+                                    f"| {notes[key]} | | | |")
+                        continue
+                    r = results[key]
+                    sps = r["seq_per_s"]
+
+                    def ratio(peer_impl):
+                        if peer_impl == impl:
+                            return "1.00"
+                        # keras-hub: same XLA setting; HF: its only (eager) setting.
+                        peer = results.get((peer_impl, dtype, 0 if peer_impl == "hf_torch"
+                                            else xla, mode))
+                        return f"{sps / peer['seq_per_s']:.2f}" if peer else "n/a"
+
+                    pk = peak.get("bfloat16" if dtype == "mixed_bfloat16" else "float32")
+                    flops = model_flops(cfg, batch, args.seq, mode == "train") / r["median_s"]
+                    mfu = f"{100 * flops / pk:.0f}%" if pk else "n/a"
+                    rows.append(f"| {names[impl]} | {dtype} | {xla_s} | {label} | {batch} | "
+                                f"{sps:.2f} | {ratio('keras_hub')} | {ratio('hf_torch')} | "
+                                f"{mfu} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
