@@ -181,8 +181,13 @@ class Trainer:
         """
         cfg = self.config
         iterator = iter(self.strategy.distribute_datasets_from_function(dataset_fn))
-        checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
-                                         iterator=iterator)
+        state = {"model": self.model, "optimizer": self.optimizer}
+        if isinstance(iterator, tf.__internal__.tracking.Trackable):
+            state["iterator"] = iterator
+        else:  # e.g. multi-worker iterators: a resumed run restarts its input
+            _logger.warning("the input iterator of %s cannot be checkpointed; a resumed "
+                            "run re-reads its data from the start", type(self.strategy).__name__)
+        checkpoint = tf.train.Checkpoint(**state)
         # Every worker must take part in a save; only the chief's lands in output_dir.
         directory = (self.output_dir if self.is_chief
                      else os.path.join(self.output_dir, ".non_chief", str(os.getpid())))
