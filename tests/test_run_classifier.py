@@ -1,0 +1,169 @@
+"""End-to-end GLUE runs through albert_tf.classifier.run / run_classifier.py."""
+
+import dataclasses
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from albert_tf import checkpoints
+from albert_tf.classifier import (AlbertClassifier, ClassifierError, ClassifierOptions,
+                                  resolve, run)
+
+from classifier_fixtures import DEMO_SPM, tiny_config, write_mrpc, write_stsb
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("glue")
+    config = tiny_config()
+    config_file = str(root / "albert_config.json")
+    config.to_json_file(config_file)
+    data_dir = str(root / "data")
+    write_mrpc(data_dir)
+    write_stsb(data_dir)
+    return {"root": root, "config": config, "config_file": config_file, "data_dir": data_dir}
+
+
+def _opts(setup, output_dir, **kw):
+    base = dict(task_name="MRPC", data_dir=setup["data_dir"], output_dir=str(output_dir),
+                albert_config_file=setup["config_file"], spm_model_file=DEMO_SPM,
+                max_seq_length=32, train_batch_size=8, eval_batch_size=4,
+                predict_batch_size=4, learning_rate=1e-3, train_step=4,
+                save_checkpoints_steps=2, iterations_per_loop=2)
+    base.update(kw)
+    return ClassifierOptions(**base)
+
+
+@pytest.fixture(scope="module")
+def trained(setup):
+    out = setup["root"] / "mrpc_out"
+    summary = run(_opts(setup, out, do_train=True, do_eval=True, do_predict=True))
+    return out, summary
+
+
+def test_train_eval_predict(trained):
+    out, summary = trained
+    assert summary["train_step"] == 4
+    text = (out / "eval_results.txt").read_text()
+    assert text.count("global_step = ") == 2
+    assert "global_step = 2" in text and "global_step = 4" in text
+    assert "eval_accuracy = " in text and "f1 = " in text and "eval_loss = " in text
+    best = summary["best"]
+    assert best["key"] == "eval_accuracy" and best["global_step"] in (2, 4)
+    assert (out / "best_checkpoint").exists()
+    # model.ckpt-best is in the original format: original names, loadable by name.
+    shapes = checkpoints.checkpoint_variable_shapes(str(out / "model.ckpt-best"))
+    assert "output_weights" in shapes and "bert/embeddings/word_embeddings" in shapes
+    model = AlbertClassifier(tiny_config(), 2)
+    checkpoints.load_original_checkpoint(model, str(out / "model.ckpt-best"))
+    lines = (out / "MRPC.tsv").read_text().splitlines()
+    assert lines[0] == "index\tprediction" and len(lines) == 7
+    assert all(line.split("\t")[1] in ("0", "1") for line in lines[1:])
+    probs = np.loadtxt(out / "test_results.tsv")
+    assert probs.shape == (6, 2)
+    np.testing.assert_allclose(probs.sum(1), 1.0, rtol=1e-5)
+    assert not [p for p in os.listdir(out) if p.endswith(".tmp") or p.startswith(".tmp")]
+    # The training checkpoints hold model, optimizer and input iterator.
+    assert (out / "ckpt-4.index").exists()
+
+
+def test_predict_only_from_finetuned_checkpoint(setup, trained, tmp_path):
+    out, _ = trained
+    summary = run(_opts(setup, tmp_path / "pred", do_predict=True,
+                        init_checkpoint=str(out / "model.ckpt-best")))
+    assert summary["predict_weights"] == str(out / "model.ckpt-best")
+    np.testing.assert_allclose(np.loadtxt(tmp_path / "pred" / "test_results.tsv"),
+                               np.loadtxt(out / "test_results.tsv"), rtol=1e-5, atol=1e-6)
+    assert (tmp_path / "pred" / "MRPC.tsv").read_text() == (out / "MRPC.tsv").read_text()
+    # Predict-only inside the training folder uses its model.ckpt-best.
+    summary = run(_opts(setup, out, do_predict=True))
+    assert summary["predict_weights"].endswith("model.ckpt-best")
+
+
+def test_eval_only_resumes_without_reevaluating(setup, trained):
+    out, _ = trained
+    before = (out / "eval_results.txt").read_text()
+    summary = run(_opts(setup, out, do_eval=True))
+    assert (out / "eval_results.txt").read_text() == before
+    assert summary["best"]["global_step"] in (2, 4)
+
+
+def test_stsb_regression(setup, tmp_path):
+    summary = run(_opts(setup, tmp_path / "stsb", task_name="STS-B", train_step=2,
+                        do_train=True, do_eval=True, do_predict=True))
+    assert summary["best"]["key"] == "pearson"
+    assert {"pearson", "spearman", "MSE", "eval_loss"} <= set(summary["best"]["metrics"])
+    lines = (tmp_path / "stsb" / "STS-B.tsv").read_text().splitlines()
+    assert len(lines) == 5
+    float(lines[1].split("\t")[1])
+
+
+@pytest.mark.parametrize("change, match", [
+    (dict(task_name="nope"), "not a known task"),
+    (dict(data_dir="/nonexistent/glue"), "--data_dir=/nonexistent/glue: directory not found"),
+    (dict(max_seq_length=128), "exceeds max_position_embeddings=64"),
+    (dict(albert_hub_module_handle="https://tfhub.dev/google/albert_base/3"),
+     "TF-Hub modules are not supported"),
+    (dict(init_checkpoint="/nonexistent/model.ckpt-1"), "--init_checkpoint"),
+    (dict(do_train=False), "at least one of"),
+    (dict(spm_model_file="/nonexistent.model"), "--spm_model_file=/nonexistent.model"),
+])
+def test_bad_inputs_fail_before_writing(setup, tmp_path, change, match):
+    out = tmp_path / "out"
+    opts = _opts(setup, out, **{"do_train": True, **change})
+    with pytest.raises(ClassifierError, match=match):
+        run(opts)
+    assert not out.exists()
+
+
+def test_missing_split_file_is_named(setup, tmp_path):
+    data = tmp_path / "data"
+    write_mrpc(str(data))
+    os.remove(data / "MRPC" / "dev.tsv")
+    with pytest.raises(ClassifierError, match="MRPC/dev.tsv"):
+        resolve(_opts(setup, tmp_path / "out", data_dir=str(data), do_eval=True))
+
+
+def test_init_checkpoint_that_matches_nothing_is_refused(setup, tmp_path):
+    import tensorflow as tf
+
+    other = tf.train.Checkpoint(x=tf.Variable(1.0)).save(str(tmp_path / "other" / "ckpt"))
+    out = tmp_path / "out"
+    with pytest.raises(ClassifierError, match="nothing loaded"):
+        run(_opts(setup, out, do_train=True, init_checkpoint=other))
+    assert not out.exists()
+
+
+def test_cli_error_exit_code(setup, tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=bogus",
+         f"--data_dir={setup['data_dir']}", f"--output_dir={out}",
+         f"--albert_config_file={setup['config_file']}", f"--spm_model_file={DEMO_SPM}",
+         "--do_train"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""})
+    assert proc.returncode != 0
+    assert "--task_name='bogus' is not a known task" in proc.stderr
+    assert not out.exists()
+
+
+def test_flags_match_options():
+    """Every ClassifierOptions field is a flag of run_classifier.py with the same default."""
+    sys.path.insert(0, REPO)
+    import run_classifier  # noqa: F401  (defines the flags)
+    from absl import flags
+
+    for field in dataclasses.fields(ClassifierOptions):
+        flag = flags.FLAGS[field.name]
+        if field.default is dataclasses.MISSING:
+            continue
+        if isinstance(field.default, float) and np.isnan(field.default):
+            assert np.isnan(flag.default)
+        else:
+            assert flag.default == field.default, field.name
