@@ -1,0 +1,174 @@
+"""Benchmark: GLUE classifier eval throughput (examples/s) on CPU, ours vs peers.
+
+    python bench/bench_classifier.py [--config albert_base_v2] [--seq 128] [--batch 32]
+        [--runs 5] [--labels 2] [--out bench/results/classifier.md]
+
+Same configuration, random weights, random token ids with a realistic mask (3/4 of the
+sequence real), inference mode, class probabilities computed:
+
+  * ours: `AlbertClassifier` under tf.function (the body of the eval loop of
+    albert_tf.classifier.predict_arrays), float32;
+  * keras-hub `AlbertTextClassifier` (TensorFlow backend) built from an `AlbertBackbone`
+    of the same sizes, `preprocessor=None`, `activation="softmax"`, called through a
+    tf.function (its Keras `predict` adds per-call overhead we do not count for ours);
+  * HF transformers PyTorch `AlbertForSequenceClassification` (`gelu_new`, the tanh
+    GELU) under torch.inference_mode, softmax applied, torch threads = nproc.
+
+Each implementation runs in its own subprocess. Reported: median examples/s of --runs
+timed calls after 2 warm-up calls. A peer that is not installed is skipped with a note.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+IMPLS = ("ours", "keras_hub", "hf_torch")
+
+
+def _inputs(batch, seq, vocab):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, vocab, size=(batch, seq)).astype("int32")
+    mask = np.zeros((batch, seq), "int32")
+    mask[:, : seq * 3 // 4] = 1
+    segments = np.zeros((batch, seq), "int32")
+    segments[:, seq // 2: seq * 3 // 4] = 1
+    return ids * mask, mask, segments
+
+
+def _time(fn, runs):
+    fn()
+    fn()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def child(impl, config_name, seq, batch, runs, labels):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    sys.path.insert(0, ROOT)
+    from albert_tf.config import preset
+
+    cfg = preset(config_name)
+    ids, mask, seg = _inputs(batch, seq, cfg.vocab_size)
+    if impl == "ours":
+        import tensorflow as tf
+
+        from albert_tf.classifier import AlbertClassifier
+
+        model = AlbertClassifier(cfg, labels)
+        model.build()
+        feats = {"input_ids": tf.constant(ids), "input_mask": tf.constant(mask),
+                 "segment_ids": tf.constant(seg)}
+        step = tf.function(lambda f: model(f, training=False)["probabilities"])
+        fn = lambda: step(feats).numpy()
+    elif impl == "keras_hub":
+        os.environ["KERAS_BACKEND"] = "tensorflow"
+        import keras_hub
+        import tensorflow as tf
+
+        backbone = keras_hub.models.AlbertBackbone(
+            vocabulary_size=cfg.vocab_size, num_layers=cfg.num_hidden_layers,
+            num_heads=cfg.num_attention_heads, num_groups=cfg.num_hidden_groups,
+            num_inner_repetitions=cfg.inner_group_num, embedding_dim=cfg.embedding_size,
+            hidden_dim=cfg.hidden_size, intermediate_dim=cfg.intermediate_size,
+            dropout=0.0, max_sequence_length=cfg.max_position_embeddings,
+            num_segments=cfg.type_vocab_size)
+        model = keras_hub.models.AlbertTextClassifier(
+            backbone=backbone, num_classes=labels, preprocessor=None, activation="softmax",
+            dropout=0.1)
+        feats = {"token_ids": tf.constant(ids), "padding_mask": tf.constant(mask),
+                 "segment_ids": tf.constant(seg)}
+        step = tf.function(lambda f: model(f, training=False))
+        fn = lambda: step(feats).numpy()
+    elif impl == "hf_torch":
+        import torch
+        from transformers import AlbertConfig as HFConfig, AlbertForSequenceClassification
+
+        torch.set_num_threads(os.cpu_count() or 1)
+        hf = HFConfig(vocab_size=cfg.vocab_size, embedding_size=cfg.embedding_size,
+                      hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_hidden_layers,
+                      num_hidden_groups=cfg.num_hidden_groups,
+                      num_attention_heads=cfg.num_attention_heads,
+                      intermediate_size=cfg.intermediate_size,
+                      inner_group_num=cfg.inner_group_num, hidden_act="gelu_new",
+                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                      classifier_dropout_prob=0.1,
+                      max_position_embeddings=cfg.max_position_embeddings,
+                      type_vocab_size=cfg.type_vocab_size, num_labels=labels)
+        model = AlbertForSequenceClassification(hf).eval()
+        t_ids, t_mask, t_seg = (torch.from_numpy(x).long() for x in (ids, mask, seg))
+
+        def fn():
+            with torch.inference_mode():
+                logits = model(input_ids=t_ids, attention_mask=t_mask,
+                               token_type_ids=t_seg).logits
+                return torch.softmax(logits, -1).numpy()
+    else:
+        raise ValueError(impl)
+    seconds = _time(fn, runs)
+    print(json.dumps({"impl": impl, "examples_per_s": batch / seconds, "seconds": seconds}))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="albert_base_v2")
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--labels", type=int, default=2)
+    parser.add_argument("--impls", default=",".join(IMPLS))
+    parser.add_argument("--out", default=os.path.join(HERE, "results", "classifier.md"))
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.config, args.seq, args.batch, args.runs, args.labels)
+        return
+    rows = []
+    for impl in args.impls.split(","):
+        proc = subprocess.run(
+            [sys.executable, __file__, "--child", impl, "--config", args.config,
+             "--seq", str(args.seq), "--batch", str(args.batch), "--runs", str(args.runs),
+             "--labels", str(args.labels)], capture_output=True, text=True,
+            env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "3"})
+        lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
+        if proc.returncode or not lines:
+            tail = (proc.stderr.strip().splitlines() or ["?"])[-1]
+            rows.append((impl, None, f"skipped: {tail[:160]}"))
+        else:
+            result = json.loads(lines[-1])
+            rows.append((impl, result["examples_per_s"], ""))
+        print(rows[-1], flush=True)
+    ours = next((r[1] for r in rows if r[0] == "ours"), None)
+    text = [f"# GLUE classifier eval throughput ({args.config}, seq {args.seq}, batch "
+            f"{args.batch}, float32, CPU)", "",
+            f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "
+            f"median of {args.runs} runs.", "",
+            "| implementation | examples/s | ours / peer | note |", "|---|---|---|---|"]
+    for impl, eps, note in rows:
+        ratio = f"{ours / eps:.2f}" if eps and ours else ""
+        text.append(f"| {impl} | {eps:.1f} | {ratio} | {note} |" if eps else
+                    f"| {impl} | - | | {note} |")
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    tmp = args.out + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("\n".join(text) + "\n")
+    os.replace(tmp, args.out)
+    print("\n".join(text))
+
+
+if __name__ == "__main__":
+    main()
