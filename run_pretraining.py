@@ -142,7 +142,21 @@ def main(argv):
                 seed=FLAGS.random_seed, dynamic_masking=dynamic, masking_options=masking)
         return fn
 
+    def run_eval(step):
+        metrics = pretraining.evaluate(strategy, model,
+                                       dataset_fn(eval_file, FLAGS.eval_batch_size, False),
+                                       FLAGS.max_eval_steps)
+        if chief:
+            pretraining.write_eval_results(FLAGS.output_dir, metrics, step)
+            pretraining.write_eval_summaries(FLAGS.output_dir, metrics, step)
+        logging.info("eval at step %d: %s", step, json.dumps(metrics))
+        return metrics
+
+    fresh_start = tf.train.latest_checkpoint(FLAGS.output_dir) is None
+    before = None
     if FLAGS.do_train:
+        if FLAGS.do_eval and fresh_start:  # shows what training changed
+            before = run_eval(0)
         loop = training.LoopConfig(
             num_train_steps=FLAGS.num_train_steps, global_batch_size=FLAGS.train_batch_size,
             iterations_per_loop=FLAGS.iterations_per_loop,
@@ -166,13 +180,11 @@ def main(argv):
                                      f"{FLAGS.output_dir}")
             tf.train.Checkpoint(model=model).restore(latest).expect_partial()
             step = int(latest.rsplit("-", 1)[1])
-        metrics = pretraining.evaluate(strategy, model,
-                                       dataset_fn(eval_file, FLAGS.eval_batch_size, False),
-                                       FLAGS.max_eval_steps)
-        if chief:
-            pretraining.write_eval_results(FLAGS.output_dir, metrics, step)
-            pretraining.write_eval_summaries(FLAGS.output_dir, metrics, step)
-        logging.info("eval at step %d: %s", step, json.dumps(metrics))
+        metrics = run_eval(step)
+        if before is not None:
+            print(f"before training: masked_lm_accuracy = {before['masked_lm_accuracy']:.4f}, "
+                  f"sentence_order_accuracy = {before['sentence_order_accuracy']:.4f}")
+        print(f"after {step} steps:")
         print(f"masked_lm_accuracy = {metrics['masked_lm_accuracy']:.4f}")
         print(f"sentence_order_accuracy = {metrics['sentence_order_accuracy']:.4f}")
 
