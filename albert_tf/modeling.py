@@ -120,7 +120,7 @@ class AlbertModel(keras.Model):
             input_mask = tf.ones_like(input_ids)
         if segment_ids is None:
             segment_ids = tf.zeros_like(input_ids)
-        self._check_length(input_ids)
+        input_ids = self._check_length(input_ids)
 
         embedding_output, word_embedding_output = self.embeddings(
             input_ids, segment_ids, training=training)
@@ -149,16 +149,21 @@ class AlbertModel(keras.Model):
         }
 
     def _check_length(self, input_ids):
+        """Returns input_ids, failing if longer than max_position_embeddings."""
         limit = self.config.max_position_embeddings
         static = input_ids.shape[1]
         if static is not None:
             if static > limit:
                 raise ValueError(
                     f"sequence length {static} exceeds max_position_embeddings {limit}")
-            return
-        tf.debugging.assert_less_equal(
+            return input_ids
+        # Unknown length: a run-time check that everything downstream waits for
+        # (otherwise the position slice could fail first with a cryptic message).
+        check = tf.debugging.assert_less_equal(
             tf.shape(input_ids)[1], limit,
             message=f"sequence length exceeds max_position_embeddings {limit}")
+        with tf.control_dependencies([check]):
+            return tf.identity(input_ids)
 
     @property
     def embedding_table(self):
