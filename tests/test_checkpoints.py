@@ -249,3 +249,48 @@ def test_failed_save_leaves_no_files(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         save_original_checkpoint(model, str(tmp_path / "m"))
     assert os.listdir(tmp_path) == []
+
+
+def test_optimizer_exclusions_on_paths_equal_those_on_original_names():
+    """LAMB/AdamW match exclusions on Keras paths; they must agree with the
+    original, which matched the same regexes on the original names."""
+    import re
+
+    from albert_tf.optimization import DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY, create_optimizer
+    model = AlbertPretrainer(tiny(num_hidden_groups=2, inner_group_num=2))
+    model.build()
+    optimizer = create_optimizer(1e-3, 10, 0, "lamb")
+    optimizer.build(model.trainable_variables)
+    for name, variable in original_variable_map(model).items():
+        excluded = any(re.search(p, name) for p in DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY)
+        assert optimizer.use_weight_decay_for(variable) == (not excluded), (name, variable.path)
+        assert optimizer.use_layer_adaptation_for(variable) == (not excluded), name
+
+
+def test_optimizer_slots_round_trip_under_original_names(tmp_path):
+    from albert_tf.optimization import create_optimizer
+    cfg = tiny()
+    model = AlbertPretrainer(cfg)
+    model.build()
+    optimizer = create_optimizer(1e-3, 10, 0, "lamb")
+    optimizer.build(model.trainable_variables)
+    for i, (variable, slots) in enumerate(optimizer.slot_variables()):
+        slots["adam_m"].assign(np.full(variable.shape, 0.1 * i, np.float32))
+        slots["adam_v"].assign(np.full(variable.shape, 0.01 * i, np.float32))
+    prefix = save_original_checkpoint(model, str(tmp_path / "train" / "model.ckpt-3"),
+                                      global_step=3, optimizer=optimizer)
+    shapes = checkpoint_variable_shapes(prefix)
+    assert "bert/pooler/dense/kernel/adam_m" in shapes and "global_step" in shapes
+    clone = AlbertPretrainer(cfg)
+    clone.build()
+    clone_opt = create_optimizer(1e-3, 10, 0, "lamb")
+    clone_opt.build(clone.trainable_variables)
+    report = load_original_checkpoint(clone, prefix, optimizer=clone_opt)
+    assert report.ignored == ["global_step"]
+    for (_, a), (_, b) in zip(optimizer.slot_variables(), clone_opt.slot_variables()):
+        np.testing.assert_array_equal(a["adam_m"].numpy(), b["adam_m"].numpy())
+        np.testing.assert_array_equal(a["adam_v"].numpy(), b["adam_v"].numpy())
+    # A checkpoint without slots cannot fill an optimizer: every slot is named.
+    bare = save_original_checkpoint(model, str(tmp_path / "bare" / "model.ckpt"))
+    with pytest.raises(CheckpointMismatchError, match="adam_m"):
+        load_original_checkpoint(clone, bare, optimizer=clone_opt)
