@@ -6,9 +6,8 @@ it runs the demo: builds TFRecords from data/demo, pretrains a tiny ALBERT on
 the CPU for a few minutes, evaluates and prints MLM and SOP accuracy.
 """
 
-import json
+import dataclasses
 import logging
-import os
 
 from absl import app, flags
 
@@ -59,134 +58,30 @@ flags.DEFINE_string("eval_file", None, "Eval TFRecords (default: --input_file, a
 flags.DEFINE_integer("random_seed", 12345, "Seed of data order and initialisation.")
 flags.DEFINE_integer("dupe_factor", 10, "Demo only: passes over the demo corpus.")
 
-# Used when --input_file is not given (the demo), for flags not set on the command line.
-DEMO_SETTINGS = dict(
-    max_seq_length=128, max_predictions_per_seq=20, train_batch_size=32, eval_batch_size=32,
-    learning_rate=0.005, num_train_steps=1200, num_warmup_steps=100, save_checkpoints_steps=400,
-    iterations_per_loop=50, max_eval_steps=20, do_eval=True)
-
-
-def apply_demo_settings():
-    for name, value in DEMO_SETTINGS.items():
-        if not FLAGS[name].present:
-            FLAGS[name].value = value
-
 
 def main(argv):
     del argv
-    import keras
-    import tensorflow as tf
-
-    from albert_tf import AlbertConfig, checkpoints, pretraining, training
-    from albert_tf.config import preset
-    from albert_tf.distribute import get_strategy, is_chief
-    from albert_tf.input_pipeline import MaskingOptions, pretraining_dataset
-    from albert_tf.modeling import AlbertPretrainer
-    from albert_tf.optimization import create_optimizer
+    from albert_tf import pretraining
 
     logging.getLogger().setLevel(logging.INFO)
-    demo = FLAGS.input_file is None
-    if demo:
-        apply_demo_settings()
-        train_file, eval_file, spm_model = pretraining.ensure_demo_data(
-            os.path.join(FLAGS.output_dir, "demo_data"), FLAGS.max_seq_length,
-            FLAGS.max_predictions_per_seq, FLAGS.dupe_factor, FLAGS.random_seed)
-        import sentencepiece as spm
-        vocab_size = spm.SentencePieceProcessor(model_file=spm_model).get_piece_size()
-        config = (AlbertConfig.from_json_file(FLAGS.albert_config_file)
-                  if FLAGS.albert_config_file else preset("albert_tiny", vocab_size=vocab_size))
-        logging.info("demo mode: %s -> %s", train_file, FLAGS.output_dir)
-    else:
-        if not FLAGS.albert_config_file:
-            raise app.UsageError("--albert_config_file is required with --input_file")
-        train_file, eval_file = FLAGS.input_file, FLAGS.eval_file or FLAGS.input_file
-        config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
-    if FLAGS.max_seq_length > config.max_position_embeddings:
-        raise app.UsageError(f"--max_seq_length={FLAGS.max_seq_length} exceeds the config's "
-                             f"max_position_embeddings={config.max_position_embeddings}")
-
-    keras.mixed_precision.set_global_policy(FLAGS.dtype)
-    keras.utils.set_random_seed(FLAGS.random_seed)
-    strategy = get_strategy(FLAGS.strategy, FLAGS.use_tpu, FLAGS.tpu_name, FLAGS.tpu_zone,
-                            FLAGS.gcp_project, FLAGS.master)
-    chief = is_chief(strategy)
-    tf.io.gfile.makedirs(FLAGS.output_dir)
-    if chief:
-        config.to_json_file(os.path.join(FLAGS.output_dir, "albert_config.json"))
-
-    with strategy.scope():
-        model = AlbertPretrainer(config)
-        model.build()
-        optimizer = create_optimizer(FLAGS.learning_rate, FLAGS.num_train_steps,
-                                     FLAGS.num_warmup_steps, FLAGS.optimizer,
-                                     FLAGS.poly_power, FLAGS.start_warmup_step)
-    if FLAGS.init_checkpoint and not tf.train.latest_checkpoint(FLAGS.output_dir):
-        report = checkpoints.init_from_checkpoint(
-            model, FLAGS.init_checkpoint, allow_missing=["^cls/"],
-            init_from_group0=FLAGS.init_from_group0)
-        logging.info("initialised %d variables from %s", len(report.loaded), report.checkpoint)
-
-    dynamic = FLAGS.dynamic_masking or FLAGS.masked_lm_budget > 0
-    masking = MaskingOptions(vocab_size=config.vocab_size, mask_id=4) if dynamic else None
-    accumulation = FLAGS.gradient_accumulation_steps
-    if FLAGS.train_batch_size % (strategy.num_replicas_in_sync * accumulation):
-        raise app.UsageError(
-            f"--train_batch_size={FLAGS.train_batch_size} is not divisible by replicas "
-            f"({strategy.num_replicas_in_sync}) x --gradient_accumulation_steps ({accumulation})")
-
-    def dataset_fn(pattern, global_batch, is_training):
-        def fn(ctx):
-            return pretraining_dataset(
-                pattern, ctx.get_per_replica_batch_size(global_batch), FLAGS.max_seq_length,
-                FLAGS.max_predictions_per_seq, is_training, input_context=ctx,
-                seed=FLAGS.random_seed, dynamic_masking=dynamic, masking_options=masking)
-        return fn
-
-    def run_eval(step):
-        metrics = pretraining.evaluate(strategy, model,
-                                       dataset_fn(eval_file, FLAGS.eval_batch_size, False),
-                                       FLAGS.max_eval_steps)
-        if chief:
-            pretraining.write_eval_results(FLAGS.output_dir, metrics, step)
-            pretraining.write_eval_summaries(FLAGS.output_dir, metrics, step)
-        logging.info("eval at step %d: %s", step, json.dumps(metrics))
-        return metrics
-
-    fresh_start = tf.train.latest_checkpoint(FLAGS.output_dir) is None
-    before = None
-    if FLAGS.do_train:
-        if FLAGS.do_eval and fresh_start:  # shows what training changed
-            before = run_eval(0)
-        loop = training.LoopConfig(
-            num_train_steps=FLAGS.num_train_steps, global_batch_size=FLAGS.train_batch_size,
-            iterations_per_loop=FLAGS.iterations_per_loop,
-            save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-            keep_checkpoint_max=FLAGS.keep_checkpoint_max,
-            gradient_accumulation_steps=accumulation, jit_compile=FLAGS.use_xla)
-        trainer = training.Trainer(strategy, model, optimizer, pretraining.pretraining_loss_fn,
-                                   pretraining.METRIC_NAMES, FLAGS.output_dir, loop, chief)
-        trainer.train(dataset_fn(train_file, FLAGS.train_batch_size // accumulation, True))
-        if chief:
-            step = int(optimizer.iterations.numpy())
-            checkpoints.save_original_checkpoint(
-                model, os.path.join(FLAGS.output_dir, f"model.ckpt-{step}"), global_step=step,
-                update_checkpoint_state=False)
-    if FLAGS.do_eval:
-        step = int(optimizer.iterations.numpy())
-        if not FLAGS.do_train:
-            latest = tf.train.latest_checkpoint(FLAGS.output_dir)
-            if latest is None:
-                raise app.UsageError(f"--do_eval without --do_train needs a checkpoint in "
-                                     f"{FLAGS.output_dir}")
-            tf.train.Checkpoint(model=model).restore(latest).expect_partial()
-            step = int(latest.rsplit("-", 1)[1])
-        metrics = run_eval(step)
-        if before is not None:
-            print(f"before training: masked_lm_accuracy = {before['masked_lm_accuracy']:.4f}, "
-                  f"sentence_order_accuracy = {before['sentence_order_accuracy']:.4f}")
-        print(f"after {step} steps:")
-        print(f"masked_lm_accuracy = {metrics['masked_lm_accuracy']:.4f}")
-        print(f"sentence_order_accuracy = {metrics['sentence_order_accuracy']:.4f}")
+    if FLAGS.input_file is None:  # the demo: its settings replace flags not given
+        for name, value in pretraining.DEMO_SETTINGS.items():
+            if not FLAGS[name].present:
+                FLAGS[name].value = value
+    fields = [f.name for f in dataclasses.fields(pretraining.PretrainingOptions)]
+    options = pretraining.PretrainingOptions(**{name: FLAGS[name].value for name in fields})
+    try:
+        results = pretraining.run(options)
+    except pretraining.UsageError as err:
+        raise app.UsageError(str(err)) from None
+    before, after = results["before"], results["after"]
+    if before:
+        print(f"before training: masked_lm_accuracy = {before['masked_lm_accuracy']:.4f}, "
+              f"sentence_order_accuracy = {before['sentence_order_accuracy']:.4f}")
+    if after:
+        print(f"after {results['step']} steps:")
+        print(f"masked_lm_accuracy = {after['masked_lm_accuracy']:.4f}")
+        print(f"sentence_order_accuracy = {after['sentence_order_accuracy']:.4f}")
 
 
 if __name__ == "__main__":

@@ -107,3 +107,16 @@ def test_bad_flags(tiny_data, tmp_path):
     assert result.returncode != 0 and "max_position_embeddings=64" in result.stderr
     result = run(command(tiny_data, tmp_path / "b", "--gradient_accumulation_steps=3"))
     assert result.returncode != 0 and "not divisible" in result.stderr
+
+
+def test_demo_mode_builds_data_and_reports_accuracies(tmp_path):
+    # The README's main job, shortened: only --output_dir plus a few steps.
+    result = run([sys.executable, SCRIPT, f"--output_dir={tmp_path}", "--num_train_steps=4",
+                  "--iterations_per_loop=2", "--max_eval_steps=2", "--dupe_factor=1"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "before training: masked_lm_accuracy = " in result.stdout
+    assert "after 4 steps:" in result.stdout
+    assert sorted(os.listdir(tmp_path / "demo_data")) == ["eval.tfrecord", "train.tfrecord"]
+    config = json.loads((tmp_path / "albert_config.json").read_text())
+    assert config["hidden_size"] == 128 and config["vocab_size"] > 1000
+    assert (tmp_path / "model.ckpt-4.index").exists()
