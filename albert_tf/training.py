@@ -103,6 +103,11 @@ class Trainer:
                                 aggregation=tf.VariableAggregation.SUM)
                     for v in model.trainable_variables]
         self._train_loop = tf.function(self._loop_body)
+        if config.jit_compile:
+            # XLA compiles the forward and backward pass of one replica; the
+            # iterator, the cross-replica sum and the optimizer stay outside,
+            # where every strategy supports them.
+            self._gradients = tf.function(self._gradients, jit_compile=True)
         self._writer = (tf.summary.create_file_writer(os.path.join(output_dir, "train"))
                         if is_chief else tf.summary.create_noop_writer())
 

@@ -17,11 +17,12 @@ HERE = os.path.dirname(__file__)
 
 
 def make_trainer(model, opt, output_dir, steps, batch, accumulation=1, save_every=1000,
-                 strategy=None, loss_fn=pretraining.pretraining_loss_fn):
+                 strategy=None, loss_fn=pretraining.pretraining_loss_fn, jit_compile=False):
     strategy = strategy or tf.distribute.get_strategy()
     config = training.LoopConfig(num_train_steps=steps, global_batch_size=batch,
                                  iterations_per_loop=4, save_checkpoints_steps=save_every,
-                                 gradient_accumulation_steps=accumulation)
+                                 gradient_accumulation_steps=accumulation,
+                                 jit_compile=jit_compile)
     return training.Trainer(strategy, model, opt, loss_fn, pretraining.METRIC_NAMES,
                             str(output_dir), config)
 
@@ -139,3 +140,14 @@ def test_two_workers_equal_one_worker_with_same_global_batch(tmp_path):
         # Same examples, summed in a different order across workers: float32
         # rounding amplified by Adam where gradients are ~0.
         np.testing.assert_allclose(one[key], two[key], rtol=0, atol=1e-5)
+
+
+def test_xla_step_matches_plain_step(tmp_path):
+    strategy = tf.distribute.get_strategy()
+    plain, opt = build(strategy)
+    make_trainer(plain, opt, tmp_path / "plain", steps=3, batch=8).train(dataset_fn(8))
+    compiled, opt_xla = build(strategy)
+    make_trainer(compiled, opt_xla, tmp_path / "xla", steps=3, batch=8,
+                 jit_compile=True).train(dataset_fn(8))
+    for a, b in zip(weights(plain), weights(compiled)):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-5)
