@@ -23,235 +23,285 @@ from typing import Sequence
 
 import tensorflow as tf
 
-PRETRAINING_FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
-                             "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+PRETRAINING_FEATURE_NAMES = (
+    "input_ids",
+    "input_mask",
+    "segment_ids",
+    "masked_lm_positions",
+    "masked_lm_ids",
+    "masked_lm_weights",
+    "next_sentence_labels",
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class MaskingOptions:
-  """Dynamic-masking parameters (vocab_size and mask_id are required for dynamic masking)."""
-  vocab_size: int = 0
-  mask_id: int = -1
-  cls_id: int = 2
-  sep_id: int = 3
-  masked_lm_prob: float = 0.15
-  ngram: int = 3
-  favor_shorter_ngram: bool = True
-  do_whole_word_mask: bool = True
+    """Dynamic-masking parameters (vocab_size and mask_id are required for dynamic masking)."""
+
+    vocab_size: int = 0
+    mask_id: int = -1
+    cls_id: int = 2
+    sep_id: int = 3
+    masked_lm_prob: float = 0.15
+    ngram: int = 3
+    favor_shorter_ngram: bool = True
+    do_whole_word_mask: bool = True
 
 
-def pretraining_feature_spec(max_seq_length: int, max_predictions_per_seq: int,
-                             dynamic_masking: bool = False) -> dict:
-  """tf.io feature spec of the pretraining TFRecords (all int64 except masked_lm_weights).
+def pretraining_feature_spec(
+    max_seq_length: int, max_predictions_per_seq: int, dynamic_masking: bool = False
+) -> dict:
+    """tf.io feature spec of the pretraining TFRecords (all int64 except masked_lm_weights).
 
-  Static: input_ids/input_mask/segment_ids [S], masked_lm_positions/ids/weights [P],
-  next_sentence_labels [1]. Dynamic: adds token_boundary [S] and gives the masked features
-  zero defaults so that files without static masks parse too.
-  """
-  S, P = max_seq_length, max_predictions_per_seq
-  spec = {
-      "input_ids": tf.io.FixedLenFeature([S], tf.int64),
-      "input_mask": tf.io.FixedLenFeature([S], tf.int64),
-      "segment_ids": tf.io.FixedLenFeature([S], tf.int64),
-      "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
-  }
-  if dynamic_masking:
-    spec["token_boundary"] = tf.io.FixedLenFeature([S], tf.int64)
-    spec["masked_lm_positions"] = tf.io.FixedLenFeature([P], tf.int64, default_value=[0] * P)
-    spec["masked_lm_ids"] = tf.io.FixedLenFeature([P], tf.int64, default_value=[0] * P)
-    spec["masked_lm_weights"] = tf.io.FixedLenFeature([P], tf.float32, default_value=[0.0] * P)
-  else:
-    spec["masked_lm_positions"] = tf.io.FixedLenFeature([P], tf.int64)
-    spec["masked_lm_ids"] = tf.io.FixedLenFeature([P], tf.int64)
-    spec["masked_lm_weights"] = tf.io.FixedLenFeature([P], tf.float32)
-  return spec
+    Static: input_ids/input_mask/segment_ids [S], masked_lm_positions/ids/weights [P],
+    next_sentence_labels [1]. Dynamic: adds token_boundary [S] and gives the masked features
+    zero defaults so that files without static masks parse too.
+    """
+    S, P = max_seq_length, max_predictions_per_seq
+    spec = {
+        "input_ids": tf.io.FixedLenFeature([S], tf.int64),
+        "input_mask": tf.io.FixedLenFeature([S], tf.int64),
+        "segment_ids": tf.io.FixedLenFeature([S], tf.int64),
+        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+    }
+    if dynamic_masking:
+        spec["token_boundary"] = tf.io.FixedLenFeature([S], tf.int64)
+        spec["masked_lm_positions"] = tf.io.FixedLenFeature([P], tf.int64, default_value=[0] * P)
+        spec["masked_lm_ids"] = tf.io.FixedLenFeature([P], tf.int64, default_value=[0] * P)
+        spec["masked_lm_weights"] = tf.io.FixedLenFeature([P], tf.float32, default_value=[0.0] * P)
+    else:
+        spec["masked_lm_positions"] = tf.io.FixedLenFeature([P], tf.int64)
+        spec["masked_lm_ids"] = tf.io.FixedLenFeature([P], tf.int64)
+        spec["masked_lm_weights"] = tf.io.FixedLenFeature([P], tf.float32)
+    return spec
 
 
 def _expand_patterns(input_patterns) -> list[str]:
-  if isinstance(input_patterns, str):
-    input_patterns = input_patterns.split(",")
-  files = []
-  for p in input_patterns:
-    p = p.strip()
-    if not p:
-      continue
-    matches = sorted(tf.io.gfile.glob(p))
-    if not matches:
-      raise ValueError(f"input pattern {p!r} matches no file")
-    files.extend(m for m in matches if m not in files)
-  if not files:
-    raise ValueError("no input files given")
-  return files
+    if isinstance(input_patterns, str):
+        input_patterns = input_patterns.split(",")
+    files = []
+    for p in input_patterns:
+        p = p.strip()
+        if not p:
+            continue
+        matches = sorted(tf.io.gfile.glob(p))
+        if not matches:
+            raise ValueError(f"input pattern {p!r} matches no file")
+        files.extend(m for m in matches if m not in files)
+    if not files:
+        raise ValueError("no input files given")
+    return files
 
 
-def dynamic_mask(features: dict, seed: tf.Tensor, max_predictions_per_seq: int,
-                 options: MaskingOptions) -> dict:
-  """Draws an n-gram mask for one example (unbatched), pure TF.
+def dynamic_mask(
+    features: dict, seed: tf.Tensor, max_predictions_per_seq: int, options: MaskingOptions
+) -> dict:
+    """Draws an n-gram mask for one example (unbatched), pure TF.
 
-  Args:
-    features: dict with int64/int32 input_ids [S] (original tokens), input_mask [S],
-      token_boundary [S].
-    seed: int64 [2] stateless seed for this example.
-  Returns:
-    dict: input_ids [S] (masked) and masked_lm_positions/masked_lm_ids int32 [P],
-    masked_lm_weights float32 [P].
-  """
-  o = options
-  P = max_predictions_per_seq
-  ids = tf.cast(features["input_ids"], tf.int32)
-  S = tf.shape(ids)[0]
-  n = tf.reduce_sum(tf.cast(features["input_mask"], tf.int32))
-  pos = tf.range(S)
-  special = tf.logical_or(tf.equal(ids, o.cls_id), tf.equal(ids, o.sep_id))
-  cand = tf.logical_and(pos < n, tf.logical_not(special))
-  nsp = tf.cast(tf.where(cand)[:, 0], tf.int32)                 # candidate positions, sorted
-  num_cand = tf.shape(nsp)[0]
-  if o.do_whole_word_mask:
-    new_word = tf.gather(tf.cast(features["token_boundary"], tf.int32), nsp) > 0
-    new_word = tf.logical_or(new_word, tf.range(num_cand) == 0)  # first candidate opens a word
-  else:
-    new_word = tf.ones([num_cand], tf.bool)
-  word_starts = tf.concat([tf.cast(tf.where(new_word)[:, 0], tf.int32), [num_cand]], 0)
-  num_words = tf.shape(word_starts)[0] - 1
-
-  # float64 + half-to-even rounding, as Python's round() in the builder.
-  ntp = tf.cast(tf.round(tf.cast(n, tf.float64) * o.masked_lm_prob), tf.int32)
-  ntp = tf.minimum(P, tf.maximum(1, ntp))
-
-  seeds = tf.random.experimental.stateless_split(seed, num=5)
-  order = tf.argsort(tf.random.stateless_uniform([num_words], seeds[0]))
-  probs = [1.0 / k for k in range(1, o.ngram + 1)]
-  if not o.favor_shorter_ngram:
-    probs = probs[::-1]
-  logits = tf.math.log(tf.constant([probs], tf.float32))
-  glens = tf.random.stateless_categorical(logits, tf.maximum(num_words, 1), seeds[1],
-                                          dtype=tf.int32)[0] + 1
-  gs = tf.range(1, o.ngram + 1)
-  cidx = tf.range(num_cand)
-
-  def body(i, count, covered):
-    j = order[i]
-    g = glens[i]
-    ends = tf.gather(word_starts, tf.minimum(j + gs, num_words))
-    sizes = ends - word_starts[j]
-    fits = tf.logical_and(gs <= g, count + sizes <= ntp)
-    # The builder tries g, g-1, ..., 1 and takes the first that fits (sizes grow with g).
-    size = tf.reduce_max(tf.where(fits, sizes, 0))
-    span = tf.logical_and(cidx >= word_starts[j], cidx < word_starts[j] + size)
-    ok = tf.logical_and(size > 0, tf.logical_not(tf.reduce_any(tf.logical_and(span, covered))))
-    covered = tf.where(ok, tf.logical_or(covered, span), covered)
-    count = tf.where(ok, count + size, count)
-    return i + 1, count, covered
-
-  def cond(i, count, covered):
-    return tf.logical_and(i < num_words, count < ntp)
-
-  _, _, covered = tf.while_loop(cond, body, (0, 0, tf.zeros([num_cand], tf.bool)))
-  chosen = tf.boolean_mask(nsp, covered)                          # sorted positions, <= P
-  m = tf.shape(chosen)[0]
-  labels = tf.gather(ids, chosen)
-  u1 = tf.random.stateless_uniform([m], seeds[2])
-  u2 = tf.random.stateless_uniform([m], seeds[3])
-  rand_ids = tf.random.stateless_uniform([m], seeds[4], minval=0, maxval=o.vocab_size,
-                                         dtype=tf.int32)
-  new_vals = tf.where(u1 < 0.8, o.mask_id, tf.where(u2 < 0.5, labels, rand_ids))
-  masked_ids = tf.tensor_scatter_nd_update(ids, chosen[:, None], new_vals)
-  pad = P - m
-  return {
-      "input_ids": masked_ids,
-      "masked_lm_positions": tf.pad(chosen, [[0, pad]]),
-      "masked_lm_ids": tf.pad(labels, [[0, pad]]),
-      "masked_lm_weights": tf.pad(tf.ones([m], tf.float32), [[0, pad]]),
-  }
-
-
-def pretraining_dataset(input_patterns: str | Sequence[str], batch_size: int,
-                        max_seq_length: int, max_predictions_per_seq: int, is_training: bool,
-                        input_context: tf.distribute.InputContext | None = None,
-                        seed: int | None = None, dynamic_masking: bool = False,
-                        masking_options: MaskingOptions | None = None,
-                        shuffle_buffer_size: int = 100, repeat: bool = True,
-                        num_parallel_calls: int = tf.data.AUTOTUNE) -> tf.data.Dataset:
-  """Batched pretraining features.
-
-  Training: files shuffled and repeated, interleaved (cycle length min(4, #files)), records
-  shuffled (buffer `shuffle_buffer_size`, the original's 100). Eval: files in order. Batches
-  drop the remainder. With `seed` set, everything (file order, interleave, shuffles, dynamic
-  masks) is deterministic and the iterator is checkpointable with tf.train.Checkpoint; with
-  `seed=None` training reads are non-deterministic ("sloppy") like the original.
-
-  Args:
-    input_patterns: comma-separated string or list of globs.
-    batch_size: per-replica batch size (use input_context.get_per_replica_batch_size).
-    input_context: shards files (or records, if fewer files than pipelines) by
-      input_pipeline_id / num_input_pipelines.
-    dynamic_masking: draw masks on the fly (needs masking_options.vocab_size and mask_id).
-  Returns:
-    Dataset of dicts: input_ids, input_mask, segment_ids int32 [B, S];
-    masked_lm_positions, masked_lm_ids int32 [B, P]; masked_lm_weights float32 [B, P];
-    next_sentence_labels int32 [B].
-  """
-  if batch_size < 1:
-    raise ValueError(f"batch_size={batch_size}: must be >= 1")
-  if dynamic_masking:
-    masking_options = masking_options or MaskingOptions()
-    if masking_options.vocab_size < 1 or masking_options.mask_id < 0:
-      raise ValueError("dynamic_masking needs masking_options with vocab_size >= 1 and "
-                       f"mask_id >= 0, got {masking_options}")
-  files = _expand_patterns(input_patterns)
-  deterministic = seed is not None or not is_training
-  op_seed = seed if seed is not None else random.randrange(1 << 31)
-
-  d = tf.data.Dataset.from_tensor_slices(files)
-  shard_records = False
-  if input_context is not None and input_context.num_input_pipelines > 1:
-    if len(files) >= input_context.num_input_pipelines:
-      d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    Args:
+      features: dict with int64/int32 input_ids [S] (original tokens), input_mask [S],
+        token_boundary [S].
+      seed: int64 [2] stateless seed for this example.
+    Returns:
+      dict: input_ids [S] (masked) and masked_lm_positions/masked_lm_ids int32 [P],
+      masked_lm_weights float32 [P].
+    """
+    o = options
+    P = max_predictions_per_seq
+    ids = tf.cast(features["input_ids"], tf.int32)
+    S = tf.shape(ids)[0]
+    n = tf.reduce_sum(tf.cast(features["input_mask"], tf.int32))
+    pos = tf.range(S)
+    special = tf.logical_or(tf.equal(ids, o.cls_id), tf.equal(ids, o.sep_id))
+    cand = tf.logical_and(pos < n, tf.logical_not(special))
+    nsp = tf.cast(tf.where(cand)[:, 0], tf.int32)  # candidate positions, sorted
+    num_cand = tf.shape(nsp)[0]
+    if o.do_whole_word_mask:
+        new_word = tf.gather(tf.cast(features["token_boundary"], tf.int32), nsp) > 0
+        new_word = tf.logical_or(new_word, tf.range(num_cand) == 0)  # first candidate opens a word
     else:
-      shard_records = True
-  n_files = len(files)
-  if is_training:
-    d = d.shuffle(n_files, seed=op_seed, reshuffle_each_iteration=True)
-    if repeat:
-      d = d.repeat()
-    d = d.interleave(tf.data.TFRecordDataset, cycle_length=min(4, n_files),
-                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
-  else:
-    d = d.flat_map(tf.data.TFRecordDataset)  # files in order
-  if shard_records:
-    d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-  if is_training:
-    d = d.shuffle(shuffle_buffer_size, seed=op_seed + 1, reshuffle_each_iteration=True)
-  elif repeat:
-    d = d.repeat()
+        new_word = tf.ones([num_cand], tf.bool)
+    word_starts = tf.concat([tf.cast(tf.where(new_word)[:, 0], tf.int32), [num_cand]], 0)
+    num_words = tf.shape(word_starts)[0] - 1
 
-  spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq, dynamic_masking)
-  P = max_predictions_per_seq
+    # float64 + half-to-even rounding, as Python's round() in the builder.
+    ntp = tf.cast(tf.round(tf.cast(n, tf.float64) * o.masked_lm_prob), tf.int32)
+    ntp = tf.minimum(P, tf.maximum(1, ntp))
 
-  def parse(index, record):
-    ex = tf.io.parse_single_example(record, spec)
-    out = {k: tf.cast(ex[k], tf.int32) for k in ("input_ids", "input_mask", "segment_ids",
-                                                  "masked_lm_positions", "masked_lm_ids")}
-    out["masked_lm_weights"] = ex["masked_lm_weights"]
-    out["next_sentence_labels"] = tf.cast(ex["next_sentence_labels"][0], tf.int32)
+    seeds = tf.random.experimental.stateless_split(seed, num=5)
+    order = tf.argsort(tf.random.stateless_uniform([num_words], seeds[0]))
+    probs = [1.0 / k for k in range(1, o.ngram + 1)]
+    if not o.favor_shorter_ngram:
+        probs = probs[::-1]
+    logits = tf.math.log(tf.constant([probs], tf.float32))
+    glens = (
+        tf.random.stateless_categorical(logits, tf.maximum(num_words, 1), seeds[1], dtype=tf.int32)[
+            0
+        ]
+        + 1
+    )
+    gs = tf.range(1, o.ngram + 1)
+    cidx = tf.range(num_cand)
+
+    def body(i, count, covered):
+        j = order[i]
+        g = glens[i]
+        ends = tf.gather(word_starts, tf.minimum(j + gs, num_words))
+        sizes = ends - word_starts[j]
+        fits = tf.logical_and(gs <= g, count + sizes <= ntp)
+        # The builder tries g, g-1, ..., 1 and takes the first that fits (sizes grow with g).
+        size = tf.reduce_max(tf.where(fits, sizes, 0))
+        span = tf.logical_and(cidx >= word_starts[j], cidx < word_starts[j] + size)
+        ok = tf.logical_and(size > 0, tf.logical_not(tf.reduce_any(tf.logical_and(span, covered))))
+        covered = tf.where(ok, tf.logical_or(covered, span), covered)
+        count = tf.where(ok, count + size, count)
+        return i + 1, count, covered
+
+    def cond(i, count, covered):
+        return tf.logical_and(i < num_words, count < ntp)
+
+    _, _, covered = tf.while_loop(cond, body, (0, 0, tf.zeros([num_cand], tf.bool)))
+    chosen = tf.boolean_mask(nsp, covered)  # sorted positions, <= P
+    m = tf.shape(chosen)[0]
+    labels = tf.gather(ids, chosen)
+    u1 = tf.random.stateless_uniform([m], seeds[2])
+    u2 = tf.random.stateless_uniform([m], seeds[3])
+    rand_ids = tf.random.stateless_uniform(
+        [m], seeds[4], minval=0, maxval=o.vocab_size, dtype=tf.int32
+    )
+    new_vals = tf.where(u1 < 0.8, o.mask_id, tf.where(u2 < 0.5, labels, rand_ids))
+    masked_ids = tf.tensor_scatter_nd_update(ids, chosen[:, None], new_vals)
+    pad = P - m
+    return {
+        "input_ids": masked_ids,
+        "masked_lm_positions": tf.pad(chosen, [[0, pad]]),
+        "masked_lm_ids": tf.pad(labels, [[0, pad]]),
+        "masked_lm_weights": tf.pad(tf.ones([m], tf.float32), [[0, pad]]),
+    }
+
+
+def pretraining_dataset(
+    input_patterns: str | Sequence[str],
+    batch_size: int,
+    max_seq_length: int,
+    max_predictions_per_seq: int,
+    is_training: bool,
+    input_context: tf.distribute.InputContext | None = None,
+    seed: int | None = None,
+    dynamic_masking: bool = False,
+    masking_options: MaskingOptions | None = None,
+    shuffle_buffer_size: int = 100,
+    repeat: bool = True,
+    num_parallel_calls: int = tf.data.AUTOTUNE,
+) -> tf.data.Dataset:
+    """Batched pretraining features.
+
+    Training: files shuffled and repeated, interleaved (cycle length min(4, #files)), records
+    shuffled (buffer `shuffle_buffer_size`, the original's 100). Eval: files in order. Batches
+    drop the remainder. With `seed` set, everything (file order, interleave, shuffles, dynamic
+    masks) is deterministic and the iterator is checkpointable with tf.train.Checkpoint; with
+    `seed=None` training reads are non-deterministic ("sloppy") like the original.
+
+    Args:
+      input_patterns: comma-separated string or list of globs.
+      batch_size: per-replica batch size (use input_context.get_per_replica_batch_size).
+      input_context: shards files (or records, if fewer files than pipelines) by
+        input_pipeline_id / num_input_pipelines.
+      dynamic_masking: draw masks on the fly (needs masking_options.vocab_size and mask_id).
+    Returns:
+      Dataset of dicts: input_ids, input_mask, segment_ids int32 [B, S];
+      masked_lm_positions, masked_lm_ids int32 [B, P]; masked_lm_weights float32 [B, P];
+      next_sentence_labels int32 [B].
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size={batch_size}: must be >= 1")
     if dynamic_masking:
-      # Undo static masks (no-op for unmasked files: their weights default to 0).
-      real = out["masked_lm_weights"] > 0
-      pos = tf.boolean_mask(out["masked_lm_positions"], real)
-      orig = tf.tensor_scatter_nd_update(out["input_ids"], pos[:, None],
-                                         tf.boolean_mask(out["masked_lm_ids"], real))
-      ex_seed = tf.stack([tf.constant(op_seed, tf.int64), index])
-      out.update(dynamic_mask({"input_ids": orig, "input_mask": out["input_mask"],
-                               "token_boundary": ex["token_boundary"]},
-                              ex_seed, P, masking_options))
-      for k, s in (("input_ids", max_seq_length), ("masked_lm_positions", P),
-                   ("masked_lm_ids", P), ("masked_lm_weights", P)):
-        out[k] = tf.ensure_shape(out[k], [s])
-    return out
+        masking_options = masking_options or MaskingOptions()
+        if masking_options.vocab_size < 1 or masking_options.mask_id < 0:
+            raise ValueError(
+                "dynamic_masking needs masking_options with vocab_size >= 1 and "
+                f"mask_id >= 0, got {masking_options}"
+            )
+    files = _expand_patterns(input_patterns)
+    deterministic = seed is not None or not is_training
+    op_seed = seed if seed is not None else random.randrange(1 << 31)
 
-  # The element counter keys the stateless masking RNG: new masks every epoch, and it is part
-  # of the (checkpointable) iterator state.
-  d = d.enumerate()
-  d = d.map(parse, num_parallel_calls=num_parallel_calls, deterministic=deterministic)
-  d = d.batch(batch_size, drop_remainder=True)
-  return d.prefetch(tf.data.AUTOTUNE)
+    d = tf.data.Dataset.from_tensor_slices(files)
+    shard_records = False
+    if input_context is not None and input_context.num_input_pipelines > 1:
+        if len(files) >= input_context.num_input_pipelines:
+            d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        else:
+            shard_records = True
+    n_files = len(files)
+    if is_training:
+        d = d.shuffle(n_files, seed=op_seed, reshuffle_each_iteration=True)
+        if repeat:
+            d = d.repeat()
+        d = d.interleave(
+            tf.data.TFRecordDataset,
+            cycle_length=min(4, n_files),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=deterministic,
+        )
+    else:
+        d = d.flat_map(tf.data.TFRecordDataset)  # files in order
+    if shard_records:
+        d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    if is_training:
+        d = d.shuffle(shuffle_buffer_size, seed=op_seed + 1, reshuffle_each_iteration=True)
+    elif repeat:
+        d = d.repeat()
+
+    spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq, dynamic_masking)
+    P = max_predictions_per_seq
+
+    def parse(index, record):
+        ex = tf.io.parse_single_example(record, spec)
+        out = {
+            k: tf.cast(ex[k], tf.int32)
+            for k in (
+                "input_ids",
+                "input_mask",
+                "segment_ids",
+                "masked_lm_positions",
+                "masked_lm_ids",
+            )
+        }
+        out["masked_lm_weights"] = ex["masked_lm_weights"]
+        out["next_sentence_labels"] = tf.cast(ex["next_sentence_labels"][0], tf.int32)
+        if dynamic_masking:
+            # Undo static masks (no-op for unmasked files: their weights default to 0).
+            real = out["masked_lm_weights"] > 0
+            pos = tf.boolean_mask(out["masked_lm_positions"], real)
+            orig = tf.tensor_scatter_nd_update(
+                out["input_ids"], pos[:, None], tf.boolean_mask(out["masked_lm_ids"], real)
+            )
+            ex_seed = tf.stack([tf.constant(op_seed, tf.int64), index])
+            out.update(
+                dynamic_mask(
+                    {
+                        "input_ids": orig,
+                        "input_mask": out["input_mask"],
+                        "token_boundary": ex["token_boundary"],
+                    },
+                    ex_seed,
+                    P,
+                    masking_options,
+                )
+            )
+            for k, s in (
+                ("input_ids", max_seq_length),
+                ("masked_lm_positions", P),
+                ("masked_lm_ids", P),
+                ("masked_lm_weights", P),
+            ):
+                out[k] = tf.ensure_shape(out[k], [s])
+        return out
+
+    # The element counter keys the stateless masking RNG: new masks every epoch, and it is part
+    # of the (checkpointable) iterator state.
+    d = d.enumerate()
+    d = d.map(parse, num_parallel_calls=num_parallel_calls, deterministic=deterministic)
+    d = d.batch(batch_size, drop_remainder=True)
+    return d.prefetch(tf.data.AUTOTUNE)

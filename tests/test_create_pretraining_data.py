@@ -15,144 +15,206 @@ SPM = os.path.join(ROOT, "data", "demo", "spm.model")
 
 pytestmark = pytest.mark.skipif(not os.path.exists(SPM), reason="demo spm.model not generated")
 
-WORDS = ["the", "cat", "sat", "on", "a", "mat", "running", "quickly", "caf\u00e9", "1990,",
-         "it's", "(x)", "well...", "Zebra", "unbelievable", "x=y", "naive", "\u20ac5"]
+WORDS = [
+    "the",
+    "cat",
+    "sat",
+    "on",
+    "a",
+    "mat",
+    "running",
+    "quickly",
+    "caf\u00e9",
+    "1990,",
+    "it's",
+    "(x)",
+    "well...",
+    "Zebra",
+    "unbelievable",
+    "x=y",
+    "naive",
+    "\u20ac5",
+]
 
 
 def _write_corpus(d, files=2, docs=60, seed=0):
-  r = random.Random(seed)
-  paths = []
-  for k in range(files):
-    p = d / f"part-{k}.txt"
-    with open(p, "w", encoding="utf-8") as f:
-      for _ in range(docs):
-        for _ in range(r.randint(1, 9)):
-          f.write(" ".join(r.choice(WORDS) for _ in range(r.randint(1, 30))) + "\n")
-        f.write("\n")
-    paths.append(p)
-  return paths
+    r = random.Random(seed)
+    paths = []
+    for k in range(files):
+        p = d / f"part-{k}.txt"
+        with open(p, "w", encoding="utf-8") as f:
+            for _ in range(docs):
+                for _ in range(r.randint(1, 9)):
+                    f.write(" ".join(r.choice(WORDS) for _ in range(r.randint(1, 30))) + "\n")
+                f.write("\n")
+        paths.append(p)
+    return paths
 
 
 def _run(tmp, *extra, out="out.tfrecord", inp=None):
-  args = ["prog", f"--input_file={inp or str(tmp / 'part-*.txt')}",
-          f"--output_file={','.join(str(tmp / o) for o in out.split(','))}",
-          f"--spm_model_file={SPM}", "--max_seq_length=64", "--max_predictions_per_seq=8",
-          "--dupe_factor=2", "--num_workers=1", *extra]
-  from absl import flags
-  flags.FLAGS.unparse_flags()
-  return cpd.main(args)
+    args = [
+        "prog",
+        f"--input_file={inp or str(tmp / 'part-*.txt')}",
+        f"--output_file={','.join(str(tmp / o) for o in out.split(','))}",
+        f"--spm_model_file={SPM}",
+        "--max_seq_length=64",
+        "--max_predictions_per_seq=8",
+        "--dupe_factor=2",
+        "--num_workers=1",
+        *extra,
+    ]
+    from absl import flags
+
+    flags.FLAGS.unparse_flags()
+    return cpd.main(args)
 
 
 def _records(path):
-  import tensorflow as tf
-  return [tf.train.Example.FromString(r) for r in
-          tf.data.TFRecordDataset(str(path)).as_numpy_iterator()]
+    import tensorflow as tf
+
+    return [
+        tf.train.Example.FromString(r)
+        for r in tf.data.TFRecordDataset(str(path)).as_numpy_iterator()
+    ]
 
 
 def _leftovers(tmp):
-  return sorted(p.name for p in tmp.iterdir() if p.suffix != ".txt")
+    return sorted(p.name for p in tmp.iterdir() if p.suffix != ".txt")
 
 
 def test_output_invariants(tmp_path):
-  from albert_tf import tokenization
-  _write_corpus(tmp_path)
-  assert _run(tmp_path, out="a.tfrecord,b.tfrecord") == 0
-  assert _leftovers(tmp_path) == ["a.tfrecord", "b.tfrecord"]   # temp files/dirs removed
-  recs = _records(tmp_path / "a.tfrecord") + _records(tmp_path / "b.tfrecord")
-  assert abs(len(_records(tmp_path / "a.tfrecord")) - len(_records(tmp_path / "b.tfrecord"))) <= 1
-  tok = tokenization.FullTokenizer(spm_model_file=SPM)
-  sp = tok.special_ids()
-  labels = []
-  for ex in recs:
-    f = {k: np.array(v.int64_list.value or v.float_list.value) for k, v in ex.features.feature.items()}
-    assert set(f) == set(pi.FEATURE_NAMES_MASKED)
-    assert f["input_ids"].shape == (64,) and f["masked_lm_ids"].shape == (8,)
-    n = int(f["input_mask"].sum())
-    assert (f["input_mask"][:n] == 1).all() and (f["input_mask"][n:] == 0).all()
-    ids = f["input_ids"].astype(np.int64)
-    assert (ids[n:] == 0).all() and ids[0] == sp["cls"] and ids[n - 1] == sp["sep"]
-    seps = np.flatnonzero(ids[:n] == sp["sep"])
-    assert len(seps) == 2
-    la = seps[0] - 1
-    seg = f["segment_ids"]
-    assert (seg[:la + 2] == 0).all() and (seg[la + 2:n] == 1).all() and (seg[n:] == 0).all()
-    w = f["masked_lm_weights"]
-    m = int(w.sum())
-    assert 1 <= m <= min(8, max(1, round(n * 0.15))) and (w[:m] == 1).all() and (w[m:] == 0).all()
-    pos = f["masked_lm_positions"][:m].astype(np.int64)
-    assert (np.diff(pos) > 0).all() and pos.min() > 0 and pos.max() < n - 1 and la + 1 not in pos
-    assert (f["masked_lm_positions"][m:] == 0).all() and (f["masked_lm_ids"][m:] == 0).all()
-    orig = ids.copy()
-    orig[pos] = f["masked_lm_ids"][:m]
-    pieces = tok.convert_ids_to_tokens(orig[:n])
-    exp = [1 if i in (0, la + 1, n - 1) else int(pi.is_start_piece_sp(p))
-           for i, p in enumerate(pieces)]
-    assert list(f["token_boundary"][:n]) == exp and (f["token_boundary"][n:] == 0).all()
-    labels.append(int(f["next_sentence_labels"][0]))
-  assert 0.35 < np.mean(labels) < 0.9
+    from albert_tf import tokenization
+
+    _write_corpus(tmp_path)
+    assert _run(tmp_path, out="a.tfrecord,b.tfrecord") == 0
+    assert _leftovers(tmp_path) == ["a.tfrecord", "b.tfrecord"]  # temp files/dirs removed
+    recs = _records(tmp_path / "a.tfrecord") + _records(tmp_path / "b.tfrecord")
+    assert abs(len(_records(tmp_path / "a.tfrecord")) - len(_records(tmp_path / "b.tfrecord"))) <= 1
+    tok = tokenization.FullTokenizer(spm_model_file=SPM)
+    sp = tok.special_ids()
+    labels = []
+    for ex in recs:
+        f = {
+            k: np.array(v.int64_list.value or v.float_list.value)
+            for k, v in ex.features.feature.items()
+        }
+        assert set(f) == set(pi.FEATURE_NAMES_MASKED)
+        assert f["input_ids"].shape == (64,) and f["masked_lm_ids"].shape == (8,)
+        n = int(f["input_mask"].sum())
+        assert (f["input_mask"][:n] == 1).all() and (f["input_mask"][n:] == 0).all()
+        ids = f["input_ids"].astype(np.int64)
+        assert (ids[n:] == 0).all() and ids[0] == sp["cls"] and ids[n - 1] == sp["sep"]
+        seps = np.flatnonzero(ids[:n] == sp["sep"])
+        assert len(seps) == 2
+        la = seps[0] - 1
+        seg = f["segment_ids"]
+        assert (seg[: la + 2] == 0).all() and (seg[la + 2 : n] == 1).all() and (seg[n:] == 0).all()
+        w = f["masked_lm_weights"]
+        m = int(w.sum())
+        assert (
+            1 <= m <= min(8, max(1, round(n * 0.15))) and (w[:m] == 1).all() and (w[m:] == 0).all()
+        )
+        pos = f["masked_lm_positions"][:m].astype(np.int64)
+        assert (
+            (np.diff(pos) > 0).all() and pos.min() > 0 and pos.max() < n - 1 and la + 1 not in pos
+        )
+        assert (f["masked_lm_positions"][m:] == 0).all() and (f["masked_lm_ids"][m:] == 0).all()
+        orig = ids.copy()
+        orig[pos] = f["masked_lm_ids"][:m]
+        pieces = tok.convert_ids_to_tokens(orig[:n])
+        exp = [
+            1 if i in (0, la + 1, n - 1) else int(pi.is_start_piece_sp(p))
+            for i, p in enumerate(pieces)
+        ]
+        assert list(f["token_boundary"][:n]) == exp and (f["token_boundary"][n:] == 0).all()
+        labels.append(int(f["next_sentence_labels"][0]))
+    assert 0.35 < np.mean(labels) < 0.9
 
 
 def test_deterministic_and_independent_of_workers(tmp_path):
-  _write_corpus(tmp_path, files=3, docs=20)
-  assert _run(tmp_path, out="w1.tfrecord") == 0
-  assert _run(tmp_path, "--num_workers=2", out="w2.tfrecord") == 0
-  assert _run(tmp_path, "--random_seed=7", out="s7.tfrecord") == 0
-  a, b, c = ((tmp_path / n).read_bytes() for n in ("w1.tfrecord", "w2.tfrecord", "s7.tfrecord"))
-  assert a == b and a != c
+    _write_corpus(tmp_path, files=3, docs=20)
+    assert _run(tmp_path, out="w1.tfrecord") == 0
+    assert _run(tmp_path, "--num_workers=2", out="w2.tfrecord") == 0
+    assert _run(tmp_path, "--random_seed=7", out="s7.tfrecord") == 0
+    a, b, c = ((tmp_path / n).read_bytes() for n in ("w1.tfrecord", "w2.tfrecord", "s7.tfrecord"))
+    assert a == b and a != c
 
 
 def test_chunked_units_are_deterministic(tmp_path):
-  _write_corpus(tmp_path, files=1, docs=200)
-  units = cpd.plan_units([str(tmp_path / "part-0.txt")], 8192)
-  assert len(units) > 3 and units[0].start == 0
-  assert all(u.end == v.start for u, v in zip(units, units[1:]))
-  assert _run(tmp_path, "--chunk_size_mb=0.01", out="c1.tfrecord") == 0
-  assert _run(tmp_path, "--chunk_size_mb=0.01", "--num_workers=2", out="c2.tfrecord") == 0
-  assert (tmp_path / "c1.tfrecord").read_bytes() == (tmp_path / "c2.tfrecord").read_bytes()
+    _write_corpus(tmp_path, files=1, docs=200)
+    units = cpd.plan_units([str(tmp_path / "part-0.txt")], 8192)
+    assert len(units) > 3 and units[0].start == 0
+    assert all(u.end == v.start for u, v in zip(units, units[1:]))
+    assert _run(tmp_path, "--chunk_size_mb=0.01", out="c1.tfrecord") == 0
+    assert _run(tmp_path, "--chunk_size_mb=0.01", "--num_workers=2", out="c2.tfrecord") == 0
+    assert (tmp_path / "c1.tfrecord").read_bytes() == (tmp_path / "c2.tfrecord").read_bytes()
 
 
 def test_write_unmasked(tmp_path):
-  _write_corpus(tmp_path, files=1, docs=20)
-  assert _run(tmp_path, "--write_unmasked", out="u.tfrecord") == 0
-  for ex in _records(tmp_path / "u.tfrecord"):
-    assert set(ex.features.feature) == set(pi.FEATURE_NAMES_UNMASKED)
+    _write_corpus(tmp_path, files=1, docs=20)
+    assert _run(tmp_path, "--write_unmasked", out="u.tfrecord") == 0
+    for ex in _records(tmp_path / "u.tfrecord"):
+        assert set(ex.features.feature) == set(pi.FEATURE_NAMES_UNMASKED)
 
 
-@pytest.mark.parametrize("case", ["missing_file", "glob_nothing", "empty_file", "bad_utf8",
-                                  "short_seq", "max_pred", "prob", "permutation", "no_spm"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing_file",
+        "glob_nothing",
+        "empty_file",
+        "bad_utf8",
+        "short_seq",
+        "max_pred",
+        "prob",
+        "permutation",
+        "no_spm",
+    ],
+)
 def test_errors_leave_no_outputs(tmp_path, case, capsys):
-  _write_corpus(tmp_path, files=1, docs=5)
-  extra, inp, expect = [], None, ""
-  if case == "missing_file":
-    inp, expect = str(tmp_path / "nope.txt"), "nope.txt"
-  elif case == "glob_nothing":
-    inp, expect = str(tmp_path / "zzz-*.txt"), "matches no file"
-  elif case == "empty_file":
-    (tmp_path / "part-9.txt").write_text("\n\n  \n")
-    expect = "part-9.txt"
-  elif case == "bad_utf8":
-    with open(tmp_path / "part-5.txt", "wb") as f:
-      f.write(b"good line\nsecond line\n\nbad \xff byte\n")
-    expect = "part-5.txt:4"
-  elif case == "short_seq":
-    extra, expect = ["--max_seq_length=4"], "max_seq_length"
-  elif case == "max_pred":
-    extra, expect = ["--max_predictions_per_seq=0"], "max_predictions_per_seq"
-  elif case == "prob":
-    extra, expect = ["--masked_lm_prob=1.5"], "masked_lm_prob"
-  elif case == "permutation":
-    extra, expect = ["--do_permutation"], "do_permutation"
-  elif case == "no_spm":
-    extra, expect = [f"--spm_model_file={tmp_path / 'missing.model'}"], "missing.model"
-  assert _run(tmp_path, *extra, inp=inp, out="x.tfrecord,y.tfrecord") == 1
-  assert expect in capsys.readouterr().err
-  assert _leftovers(tmp_path) == []
+    _write_corpus(tmp_path, files=1, docs=5)
+    extra, inp, expect = [], None, ""
+    if case == "missing_file":
+        inp, expect = str(tmp_path / "nope.txt"), "nope.txt"
+    elif case == "glob_nothing":
+        inp, expect = str(tmp_path / "zzz-*.txt"), "matches no file"
+    elif case == "empty_file":
+        (tmp_path / "part-9.txt").write_text("\n\n  \n")
+        expect = "part-9.txt"
+    elif case == "bad_utf8":
+        with open(tmp_path / "part-5.txt", "wb") as f:
+            f.write(b"good line\nsecond line\n\nbad \xff byte\n")
+        expect = "part-5.txt:4"
+    elif case == "short_seq":
+        extra, expect = ["--max_seq_length=4"], "max_seq_length"
+    elif case == "max_pred":
+        extra, expect = ["--max_predictions_per_seq=0"], "max_predictions_per_seq"
+    elif case == "prob":
+        extra, expect = ["--masked_lm_prob=1.5"], "masked_lm_prob"
+    elif case == "permutation":
+        extra, expect = ["--do_permutation"], "do_permutation"
+    elif case == "no_spm":
+        extra, expect = [f"--spm_model_file={tmp_path / 'missing.model'}"], "missing.model"
+    assert _run(tmp_path, *extra, inp=inp, out="x.tfrecord,y.tfrecord") == 1
+    assert expect in capsys.readouterr().err
+    assert _leftovers(tmp_path) == []
 
 
 def test_cli_subprocess_exit_code(tmp_path):
-  import subprocess
-  import sys
-  r = subprocess.run([sys.executable, "-m", "albert_tf.data.create_pretraining_data",
-                      f"--input_file={tmp_path / 'none.txt'}", f"--output_file={tmp_path / 'o'}",
-                      f"--spm_model_file={SPM}"], capture_output=True, text=True, timeout=120)
-  assert r.returncode == 1 and "none.txt" in r.stderr and not os.path.exists(tmp_path / "o")
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "albert_tf.data.create_pretraining_data",
+            f"--input_file={tmp_path / 'none.txt'}",
+            f"--output_file={tmp_path / 'o'}",
+            f"--spm_model_file={SPM}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 1 and "none.txt" in r.stderr and not os.path.exists(tmp_path / "o")

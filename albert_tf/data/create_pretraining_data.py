@@ -66,7 +66,7 @@ DEFAULT_CHUNK_SIZE_MB = 64
 
 
 class InputDataError(ValueError):
-  """Bad input or flags; the message names the file/line/field and what was expected."""
+    """Bad input or flags; the message names the file/line/field and what was expected."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -76,71 +76,73 @@ class InputDataError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Unit:
-  """A byte range [start, end) of one input file, processed independently."""
-  index: int
-  file_index: int
-  chunk_index: int
-  path: str
-  start: int
-  end: int
+    """A byte range [start, end) of one input file, processed independently."""
+
+    index: int
+    file_index: int
+    chunk_index: int
+    path: str
+    start: int
+    end: int
 
 
 def resolve_input_files(input_file: str) -> list[str]:
-  """Comma-separated globs -> sorted, de-duplicated file list; errors name the bad pattern."""
-  files: list[str] = []
-  seen = set()
-  for pattern in [p.strip() for p in input_file.split(",") if p.strip()]:
-    matches = sorted(glob.glob(pattern))
-    if not matches:
-      if glob.has_magic(pattern):
-        raise InputDataError(f"--input_file: pattern {pattern!r} matches no file")
-      raise InputDataError(f"--input_file: file {pattern!r} does not exist")
-    for m in matches:
-      if os.path.isdir(m):
-        raise InputDataError(f"--input_file: {m!r} is a directory, expected a text file")
-      if m not in seen:
-        seen.add(m)
-        files.append(m)
-  if not files:
-    raise InputDataError("--input_file is empty")
-  return files
+    """Comma-separated globs -> sorted, de-duplicated file list; errors name the bad pattern."""
+    files: list[str] = []
+    seen = set()
+    for pattern in [p.strip() for p in input_file.split(",") if p.strip()]:
+        matches = sorted(glob.glob(pattern))
+        if not matches:
+            if glob.has_magic(pattern):
+                raise InputDataError(f"--input_file: pattern {pattern!r} matches no file")
+            raise InputDataError(f"--input_file: file {pattern!r} does not exist")
+        for m in matches:
+            if os.path.isdir(m):
+                raise InputDataError(f"--input_file: {m!r} is a directory, expected a text file")
+            if m not in seen:
+                seen.add(m)
+                files.append(m)
+    if not files:
+        raise InputDataError("--input_file is empty")
+    return files
 
 
 def plan_units(files: Sequence[str], chunk_bytes: int) -> list[Unit]:
-  """Splits files into units of about `chunk_bytes`, cutting after a blank line if one is found
-  within 1 MiB of the nominal cut (else after a line end). Depends only on the files and
-  `chunk_bytes`, so outputs do not depend on the number of workers."""
-  units = []
-  for fi, path in enumerate(files):
-    size = os.path.getsize(path)
-    cuts = [0]
-    if chunk_bytes > 0 and size > chunk_bytes:
-      with open(path, "rb") as f:
-        pos = chunk_bytes
-        while pos < size:
-          f.seek(pos)
-          window = f.read(1 << 20)
-          k = window.find(b"\n\n")
-          cut = pos + k + 2 if k >= 0 else -1
-          if cut < 0:
-            k = window.find(b"\n")
-            cut = pos + k + 1 if k >= 0 else size
-          if cut >= size:
-            break
-          cuts.append(cut)
-          pos = cut + chunk_bytes
-    cuts.append(size)
-    for ci in range(len(cuts) - 1):
-      units.append(Unit(len(units), fi, ci, path, cuts[ci], cuts[ci + 1]))
-  return units
+    """Splits files into units of about `chunk_bytes`, cutting after a blank line if one is found
+    within 1 MiB of the nominal cut (else after a line end). Depends only on the files and
+    `chunk_bytes`, so outputs do not depend on the number of workers."""
+    units = []
+    for fi, path in enumerate(files):
+        size = os.path.getsize(path)
+        cuts = [0]
+        if chunk_bytes > 0 and size > chunk_bytes:
+            with open(path, "rb") as f:
+                pos = chunk_bytes
+                while pos < size:
+                    f.seek(pos)
+                    window = f.read(1 << 20)
+                    k = window.find(b"\n\n")
+                    cut = pos + k + 2 if k >= 0 else -1
+                    if cut < 0:
+                        k = window.find(b"\n")
+                        cut = pos + k + 1 if k >= 0 else size
+                    if cut >= size:
+                        break
+                    cuts.append(cut)
+                    pos = cut + chunk_bytes
+        cuts.append(size)
+        for ci in range(len(cuts) - 1):
+            units.append(Unit(len(units), fi, ci, path, cuts[ci], cuts[ci + 1]))
+    return units
 
 
 def unit_rngs(random_seed: int, unit: Unit) -> tuple[random.Random, np.random.Generator]:
-  """Per-unit RNGs derived deterministically from (random_seed, file index, chunk index)."""
-  ss = np.random.SeedSequence([random_seed & 0xFFFFFFFFFFFFFFFF, unit.file_index,
-                               unit.chunk_index])
-  py_seed = int.from_bytes(ss.generate_state(4, np.uint32).tobytes(), "little")
-  return random.Random(py_seed), np.random.default_rng(ss.spawn(1)[0])
+    """Per-unit RNGs derived deterministically from (random_seed, file index, chunk index)."""
+    ss = np.random.SeedSequence(
+        [random_seed & 0xFFFFFFFFFFFFFFFF, unit.file_index, unit.chunk_index]
+    )
+    py_seed = int.from_bytes(ss.generate_state(4, np.uint32).tobytes(), "little")
+    return random.Random(py_seed), np.random.default_rng(ss.spawn(1)[0])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,112 +151,123 @@ def unit_rngs(random_seed: int, unit: Unit) -> tuple[random.Random, np.random.Ge
 
 
 class FastTokenizer:
-  """Line -> ids, equal to `tokenizer.tokenize(preprocess_text(line))` + ids, but batched.
+    """Line -> ids, equal to `tokenizer.tokenize(preprocess_text(line))` + ids, but batched.
 
-  SentencePiece mode encodes many lines per call (C++), maps ASCII lines through a cheap
-  equivalent of `preprocess_text` (NFKD and accent stripping are identities on ASCII), and only
-  sends lines whose ids include a "<digit>," piece (the `encode_pieces` post-rule) or an unknown
-  piece next to a comma through the exact per-line tokenizer.
-  """
+    SentencePiece mode encodes many lines per call (C++), maps ASCII lines through a cheap
+    equivalent of `preprocess_text` (NFKD and accent stripping are identities on ASCII), and only
+    sends lines whose ids include a "<digit>," piece (the `encode_pieces` post-rule) or an unknown
+    piece next to a comma through the exact per-line tokenizer.
+    """
 
-  def __init__(self, tokenizer):
-    from albert_tf import tokenization  # no TensorFlow import
-    self.tok = tokenizer
-    self.lower = bool(tokenizer.do_lower_case)
-    self._preprocess_text = tokenization.preprocess_text
-    self.spm = bool(tokenizer.spm_mode)
-    if self.spm:
-      size = len(tokenizer.vocab)
-      inv = tokenizer.inv_vocab
-      self._slow_lut = np.fromiter(
-          (len(inv[i]) > 1 and inv[i][-1] == "," and inv[i][-2].isdigit() for i in range(size)),
-          dtype=bool, count=size)
-      self._unk = tokenizer.sp_model.unk_id()
+    def __init__(self, tokenizer):
+        from albert_tf import tokenization  # no TensorFlow import
 
-  def preprocess(self, line: str) -> str:
-    if not self.spm:
-      return line.strip()
-    if line.isascii():
-      out = " ".join(line.split())
-      return out.lower() if self.lower else out
-    return self._preprocess_text(line, lower=self.lower)
+        self.tok = tokenizer
+        self.lower = bool(tokenizer.do_lower_case)
+        self._preprocess_text = tokenization.preprocess_text
+        self.spm = bool(tokenizer.spm_mode)
+        if self.spm:
+            size = len(tokenizer.vocab)
+            inv = tokenizer.inv_vocab
+            self._slow_lut = np.fromiter(
+                (
+                    len(inv[i]) > 1 and inv[i][-1] == "," and inv[i][-2].isdigit()
+                    for i in range(size)
+                ),
+                dtype=bool,
+                count=size,
+            )
+            self._unk = tokenizer.sp_model.unk_id()
 
-  def encode(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Non-empty preprocessed lines -> (flat int32 ids [T], int64 lengths [len(texts)])."""
-    if not texts:
-      return np.zeros(0, np.int32), np.zeros(0, np.int64)
-    if not self.spm:
-      lists = [self.tok.convert_tokens_to_ids(self.tok.tokenize(t)) for t in texts]
-    else:
-      lists = []
-      sp = self.tok.sp_model
-      for b in range(0, len(texts), 8192):
-        lists.extend(sp.encode(texts[b:b + 8192], out_type=int, num_threads=1))
-      lens = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
-      flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int32, count=int(lens.sum()))
-      offs = np.concatenate([[0], np.cumsum(lens)])
-      slow = self._slow_lut[flat]
-      unk = flat == self._unk
-      hits = np.flatnonzero(slow | unk)
-      if hits.size:
-        lines = np.unique(np.searchsorted(offs, hits, side="right") - 1)
-        fixed = 0
-        for li in lines.tolist():
-          if not slow[offs[li]:offs[li + 1]].any() and "," not in texts[li]:
-            continue  # unknown pieces alone are encoded identically
-          lists[li] = self.tok.convert_tokens_to_ids(self.tok.tokenize(texts[li]))
-          fixed += 1
-        if not fixed:
-          return flat, lens
-    lens = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
-    flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int32, count=int(lens.sum()))
-    return flat, lens
+    def preprocess(self, line: str) -> str:
+        if not self.spm:
+            return line.strip()
+        if line.isascii():
+            out = " ".join(line.split())
+            return out.lower() if self.lower else out
+        return self._preprocess_text(line, lower=self.lower)
+
+    def encode(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Non-empty preprocessed lines -> (flat int32 ids [T], int64 lengths [len(texts)])."""
+        if not texts:
+            return np.zeros(0, np.int32), np.zeros(0, np.int64)
+        if not self.spm:
+            lists = [self.tok.convert_tokens_to_ids(self.tok.tokenize(t)) for t in texts]
+        else:
+            lists = []
+            sp = self.tok.sp_model
+            for b in range(0, len(texts), 8192):
+                lists.extend(sp.encode(texts[b : b + 8192], out_type=int, num_threads=1))
+            lens = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
+            flat = np.fromiter(
+                itertools.chain.from_iterable(lists), dtype=np.int32, count=int(lens.sum())
+            )
+            offs = np.concatenate([[0], np.cumsum(lens)])
+            slow = self._slow_lut[flat]
+            unk = flat == self._unk
+            hits = np.flatnonzero(slow | unk)
+            if hits.size:
+                lines = np.unique(np.searchsorted(offs, hits, side="right") - 1)
+                fixed = 0
+                for li in lines.tolist():
+                    if not slow[offs[li] : offs[li + 1]].any() and "," not in texts[li]:
+                        continue  # unknown pieces alone are encoded identically
+                    lists[li] = self.tok.convert_tokens_to_ids(self.tok.tokenize(texts[li]))
+                    fixed += 1
+                if not fixed:
+                    return flat, lens
+        lens = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
+        flat = np.fromiter(
+            itertools.chain.from_iterable(lists), dtype=np.int32, count=int(lens.sum())
+        )
+        return flat, lens
 
 
 def _line_number(path: str, start: int, rel: int) -> int:
-  """1-based line number of byte `start + rel` of `path`."""
-  with open(path, "rb") as f:
-    return f.read(start + rel).count(b"\n") + 1
+    """1-based line number of byte `start + rel` of `path`."""
+    with open(path, "rb") as f:
+        return f.read(start + rel).count(b"\n") + 1
 
 
 def read_unit(unit: Unit, fast: FastTokenizer) -> pi.Corpus:
-  """Reads and tokenizes one unit into a `Corpus` (documents split at blank lines, §8.2)."""
-  try:
-    with open(unit.path, "rb") as f:
-      f.seek(unit.start)
-      data = f.read(unit.end - unit.start)
-  except OSError as e:
-    raise InputDataError(f"cannot read input file {unit.path!r}: {e}") from None
-  try:
-    text = data.decode("utf-8")
-  except UnicodeDecodeError as e:
-    line = _line_number(unit.path, unit.start, e.start)
-    raise InputDataError(
-        f"{unit.path}:{line}: invalid UTF-8 byte {data[e.start:e.start + 1]!r} "
-        f"(byte offset {unit.start + e.start}); input files must be UTF-8 text") from None
-  del data
-  texts: list[str] = []
-  line_doc: list[int] = []
-  doc = 0
-  for raw in text.split("\n"):            # GFile semantics: lines end at "\n" only
-    line = fast.preprocess(raw)
-    if not line:
-      doc += 1                             # an empty line starts a new document
-    else:
-      texts.append(line)
-      line_doc.append(doc)
-  del text
-  flat, lens = fast.encode(texts)
-  keep = lens > 0
-  seg_len = lens[keep]
-  docs = np.asarray(line_doc, dtype=np.int64)[keep]
-  seg_offsets = np.zeros(seg_len.shape[0] + 1, dtype=np.int64)
-  np.cumsum(seg_len, out=seg_offsets[1:])
-  starts = np.flatnonzero(np.diff(docs)) + 1 if docs.size else np.zeros(0, np.int64)
-  doc_offsets = np.concatenate([[0], starts, [seg_len.shape[0]]]).astype(np.int64)
-  if seg_len.shape[0] == 0:
-    doc_offsets = np.zeros(1, np.int64)
-  return pi.Corpus(flat, seg_offsets, doc_offsets)
+    """Reads and tokenizes one unit into a `Corpus` (documents split at blank lines, §8.2)."""
+    try:
+        with open(unit.path, "rb") as f:
+            f.seek(unit.start)
+            data = f.read(unit.end - unit.start)
+    except OSError as e:
+        raise InputDataError(f"cannot read input file {unit.path!r}: {e}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = _line_number(unit.path, unit.start, e.start)
+        raise InputDataError(
+            f"{unit.path}:{line}: invalid UTF-8 byte {data[e.start:e.start + 1]!r} "
+            f"(byte offset {unit.start + e.start}); input files must be UTF-8 text"
+        ) from None
+    del data
+    texts: list[str] = []
+    line_doc: list[int] = []
+    doc = 0
+    for raw in text.split("\n"):  # GFile semantics: lines end at "\n" only
+        line = fast.preprocess(raw)
+        if not line:
+            doc += 1  # an empty line starts a new document
+        else:
+            texts.append(line)
+            line_doc.append(doc)
+    del text
+    flat, lens = fast.encode(texts)
+    keep = lens > 0
+    seg_len = lens[keep]
+    docs = np.asarray(line_doc, dtype=np.int64)[keep]
+    seg_offsets = np.zeros(seg_len.shape[0] + 1, dtype=np.int64)
+    np.cumsum(seg_len, out=seg_offsets[1:])
+    starts = np.flatnonzero(np.diff(docs)) + 1 if docs.size else np.zeros(0, np.int64)
+    doc_offsets = np.concatenate([[0], starts, [seg_len.shape[0]]]).astype(np.int64)
+    if seg_len.shape[0] == 0:
+        doc_offsets = np.zeros(1, np.int64)
+    return pi.Corpus(flat, seg_offsets, doc_offsets)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -264,70 +277,92 @@ def read_unit(unit: Unit, fast: FastTokenizer) -> pi.Corpus:
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-  """Everything a worker needs (picklable)."""
-  vocab_file: str | None
-  spm_model_file: str | None
-  do_lower_case: bool
-  config: pi.MaskingConfig
-  dupe_factor: int
-  random_seed: int
-  tmp_dir: str
+    """Everything a worker needs (picklable)."""
+
+    vocab_file: str | None
+    spm_model_file: str | None
+    do_lower_case: bool
+    config: pi.MaskingConfig
+    dupe_factor: int
+    random_seed: int
+    tmp_dir: str
 
 
 _WORKER: dict = {}
 
 
 def _init_worker(settings: Settings) -> None:
-  from albert_tf import tokenization
-  logging.basicConfig(level=logging.WARNING)
-  tok = tokenization.FullTokenizer(vocab_file=settings.vocab_file,
-                                   do_lower_case=settings.do_lower_case,
-                                   spm_model_file=settings.spm_model_file)
-  _WORKER["settings"] = settings
-  _WORKER["fast"] = FastTokenizer(tok)
-  _WORKER["vocab"] = pi.Vocab.from_tokenizer(tok)
+    from albert_tf import tokenization
+
+    logging.basicConfig(level=logging.WARNING)
+    tok = tokenization.FullTokenizer(
+        vocab_file=settings.vocab_file,
+        do_lower_case=settings.do_lower_case,
+        spm_model_file=settings.spm_model_file,
+    )
+    _WORKER["settings"] = settings
+    _WORKER["fast"] = FastTokenizer(tok)
+    _WORKER["vocab"] = pi.Vocab.from_tokenizer(tok)
 
 
 def process_unit(unit: Unit) -> dict:
-  """Worker: unit -> temp file of serialized examples + the write order.
+    """Worker: unit -> temp file of serialized examples + the write order.
 
-  Returns a dict with path (temp file), offsets int64 [N + 1] (record i = bytes
-  offsets[i]:offsets[i + 1]), order int64 [N] (the shuffled write order), documents,
-  instances, tokens, masked (total predictions).
-  """
-  s: Settings = _WORKER["settings"]
-  cfg = s.config
-  corpus = read_unit(unit, _WORKER["fast"])
-  if corpus.num_documents == 0:
-    if unit.chunk_index == 0 and unit.end == os.path.getsize(unit.path):
-      raise InputDataError(f"input file {unit.path!r} contains no documents "
-                           "(expected one sentence per line, blank lines between documents)")
-    return dict(unit=unit.index, path=None, offsets=np.zeros(1, np.int64),
-                order=np.zeros(0, np.int64), documents=0, instances=0, tokens=0, masked=0)
-  rng, np_rng = unit_rngs(s.random_seed, unit)
-  builder = pi.InstanceBuilder(cfg, _WORKER["vocab"], rng, np_rng)
-  order = builder.document_order(corpus)
-  path = os.path.join(s.tmp_dir, f"unit-{unit.index:06d}.bin")
-  offsets = [0]
-  tokens = masked = 0
-  with open(path, "wb", buffering=1 << 20) as f:
-    pos = 0
-    for _ in range(s.dupe_factor):
-      for inst in builder.iter_pass(corpus, order):
-        rec = pi.serialize_example(inst, cfg.max_seq_length, cfg.max_predictions_per_seq,
-                                   with_masks=cfg.do_masking)
-        f.write(rec)
-        pos += len(rec)
-        offsets.append(pos)
-        tokens += inst.input_ids.shape[0]
-        masked += inst.masked_lm_positions.shape[0]
-  n = len(offsets) - 1
-  # The original's final `rng.shuffle(instances)`: same draws as shuffling any list of length n.
-  perm = list(range(n))
-  rng.shuffle(perm)
-  return dict(unit=unit.index, path=path, offsets=np.asarray(offsets, np.int64),
-              order=np.asarray(perm, np.int64), documents=corpus.num_documents, instances=n,
-              tokens=tokens, masked=masked)
+    Returns a dict with path (temp file), offsets int64 [N + 1] (record i = bytes
+    offsets[i]:offsets[i + 1]), order int64 [N] (the shuffled write order), documents,
+    instances, tokens, masked (total predictions).
+    """
+    s: Settings = _WORKER["settings"]
+    cfg = s.config
+    corpus = read_unit(unit, _WORKER["fast"])
+    if corpus.num_documents == 0:
+        if unit.chunk_index == 0 and unit.end == os.path.getsize(unit.path):
+            raise InputDataError(
+                f"input file {unit.path!r} contains no documents "
+                "(expected one sentence per line, blank lines between documents)"
+            )
+        return dict(
+            unit=unit.index,
+            path=None,
+            offsets=np.zeros(1, np.int64),
+            order=np.zeros(0, np.int64),
+            documents=0,
+            instances=0,
+            tokens=0,
+            masked=0,
+        )
+    rng, np_rng = unit_rngs(s.random_seed, unit)
+    builder = pi.InstanceBuilder(cfg, _WORKER["vocab"], rng, np_rng)
+    order = builder.document_order(corpus)
+    path = os.path.join(s.tmp_dir, f"unit-{unit.index:06d}.bin")
+    offsets = [0]
+    tokens = masked = 0
+    with open(path, "wb", buffering=1 << 20) as f:
+        pos = 0
+        for _ in range(s.dupe_factor):
+            for inst in builder.iter_pass(corpus, order):
+                rec = pi.serialize_example(
+                    inst, cfg.max_seq_length, cfg.max_predictions_per_seq, with_masks=cfg.do_masking
+                )
+                f.write(rec)
+                pos += len(rec)
+                offsets.append(pos)
+                tokens += inst.input_ids.shape[0]
+                masked += inst.masked_lm_positions.shape[0]
+    n = len(offsets) - 1
+    # The original's final `rng.shuffle(instances)`: same draws as shuffling any list of length n.
+    perm = list(range(n))
+    rng.shuffle(perm)
+    return dict(
+        unit=unit.index,
+        path=path,
+        offsets=np.asarray(offsets, np.int64),
+        order=np.asarray(perm, np.int64),
+        documents=corpus.num_documents,
+        instances=n,
+        tokens=tokens,
+        masked=masked,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -336,119 +371,149 @@ def process_unit(unit: Unit) -> dict:
 
 
 def _check_outputs(output_files: Sequence[str]) -> None:
-  if not output_files:
-    raise InputDataError("--output_file is empty")
-  if len(set(output_files)) != len(output_files):
-    raise InputDataError(f"--output_file lists a file twice: {list(output_files)}")
-  for out in output_files:
-    d = os.path.dirname(os.path.abspath(out))
-    if not os.path.isdir(d):
-      raise InputDataError(f"--output_file: directory {d!r} of {out!r} does not exist")
-    if os.path.isdir(out):
-      raise InputDataError(f"--output_file: {out!r} is a directory")
+    if not output_files:
+        raise InputDataError("--output_file is empty")
+    if len(set(output_files)) != len(output_files):
+        raise InputDataError(f"--output_file lists a file twice: {list(output_files)}")
+    for out in output_files:
+        d = os.path.dirname(os.path.abspath(out))
+        if not os.path.isdir(d):
+            raise InputDataError(f"--output_file: directory {d!r} of {out!r} does not exist")
+        if os.path.isdir(out):
+            raise InputDataError(f"--output_file: {out!r} is a directory")
 
 
-def create_pretraining_data(input_file: str, output_file: str | Sequence[str],
-                            config: pi.MaskingConfig, *, vocab_file: str | None = None,
-                            spm_model_file: str | None = None, do_lower_case: bool = True,
-                            dupe_factor: int = 40, random_seed: int = 12345,
-                            num_workers: int | None = None,
-                            chunk_size_mb: float = DEFAULT_CHUNK_SIZE_MB,
-                            log_every_s: float = 30.0) -> dict:
-  """Library entry point of the CLI. Returns stats: documents, instances, tokens, masked,
-  units, seconds. Raises InputDataError on bad input; then no output file exists."""
-  try:
-    config.validate()
-  except ValueError as e:
-    raise InputDataError(f"invalid flag: {e}") from None
-  if dupe_factor < 1:
-    raise InputDataError(f"--dupe_factor={dupe_factor}: must be >= 1")
-  if not spm_model_file and not vocab_file:
-    raise InputDataError("need --spm_model_file (SentencePiece) or --vocab_file (WordPiece)")
-  for flag, path in (("--spm_model_file", spm_model_file),
-                     ("--vocab_file", None if spm_model_file else vocab_file)):
-    if path and not os.path.isfile(path):
-      raise InputDataError(f"{flag}: file {path!r} does not exist")
-  outputs = ([o.strip() for o in output_file.split(",") if o.strip()]
-             if isinstance(output_file, str) else list(output_file))
-  _check_outputs(outputs)
-  files = resolve_input_files(input_file)
-  units = plan_units(files, int(chunk_size_mb * (1 << 20)))
-  total_bytes = sum(u.end - u.start for u in units) or 1
-  num_workers = max(1, min(num_workers or os.cpu_count() or 1, len(units)))
-  logger.info("%d input file(s) -> %d unit(s), %d worker(s), %d output shard(s)",
-              len(files), len(units), num_workers, len(outputs))
+def create_pretraining_data(
+    input_file: str,
+    output_file: str | Sequence[str],
+    config: pi.MaskingConfig,
+    *,
+    vocab_file: str | None = None,
+    spm_model_file: str | None = None,
+    do_lower_case: bool = True,
+    dupe_factor: int = 40,
+    random_seed: int = 12345,
+    num_workers: int | None = None,
+    chunk_size_mb: float = DEFAULT_CHUNK_SIZE_MB,
+    log_every_s: float = 30.0,
+) -> dict:
+    """Library entry point of the CLI. Returns stats: documents, instances, tokens, masked,
+    units, seconds. Raises InputDataError on bad input; then no output file exists."""
+    try:
+        config.validate()
+    except ValueError as e:
+        raise InputDataError(f"invalid flag: {e}") from None
+    if dupe_factor < 1:
+        raise InputDataError(f"--dupe_factor={dupe_factor}: must be >= 1")
+    if not spm_model_file and not vocab_file:
+        raise InputDataError("need --spm_model_file (SentencePiece) or --vocab_file (WordPiece)")
+    for flag, path in (
+        ("--spm_model_file", spm_model_file),
+        ("--vocab_file", None if spm_model_file else vocab_file),
+    ):
+        if path and not os.path.isfile(path):
+            raise InputDataError(f"{flag}: file {path!r} does not exist")
+    outputs = (
+        [o.strip() for o in output_file.split(",") if o.strip()]
+        if isinstance(output_file, str)
+        else list(output_file)
+    )
+    _check_outputs(outputs)
+    files = resolve_input_files(input_file)
+    units = plan_units(files, int(chunk_size_mb * (1 << 20)))
+    total_bytes = sum(u.end - u.start for u in units) or 1
+    num_workers = max(1, min(num_workers or os.cpu_count() or 1, len(units)))
+    logger.info(
+        "%d input file(s) -> %d unit(s), %d worker(s), %d output shard(s)",
+        len(files),
+        len(units),
+        num_workers,
+        len(outputs),
+    )
 
-  import tensorflow as tf  # only the writer needs TF (workers do not import it)
+    import tensorflow as tf  # only the writer needs TF (workers do not import it)
 
-  out_dir = os.path.dirname(os.path.abspath(outputs[0]))
-  tmp_dir = tempfile.mkdtemp(prefix=".create_pretraining_data-", dir=out_dir)
-  tmp_outputs = [f"{o}.tmp-{os.getpid()}" for o in outputs]
-  settings = Settings(vocab_file, spm_model_file, do_lower_case, config, dupe_factor,
-                      random_seed, tmp_dir)
-  stats = dict(documents=0, instances=0, tokens=0, masked=0, units=len(units))
-  t0 = time.time()
-  pool = None
-  writers = []
-  ok = False
-  try:
-    writers = [tf.io.TFRecordWriter(t) for t in tmp_outputs]
-    if num_workers == 1:
-      _init_worker(settings)
-      results = map(process_unit, units)
-    else:
-      # spawn: the parent has imported TensorFlow, which is not fork-safe.
-      pool = multiprocessing.get_context("spawn").Pool(num_workers, _init_worker, (settings,))
-      results = pool.imap(process_unit, units)  # ordered: output independent of worker count
-    w = 0
-    done_bytes = 0
-    last_log = t0
-    for unit, res in zip(units, results):
-      if res["path"] is not None:
-        offs = res["offsets"]
-        with open(res["path"], "rb") as f:
-          for i in res["order"].tolist():
-            f.seek(offs[i])
-            writers[w].write(f.read(offs[i + 1] - offs[i]))
-            w = (w + 1) % len(writers)
-        os.remove(res["path"])
-      for k in ("documents", "instances", "tokens", "masked"):
-        stats[k] += res[k]
-      done_bytes += unit.end - unit.start
-      now = time.time()
-      if now - last_log >= log_every_s or unit.index == len(units) - 1:
-        last_log = now
-        el = now - t0
-        eta = el * (total_bytes - done_bytes) / max(done_bytes, 1)
-        logger.info("unit %d/%d: %d documents, %d instances (%.0f instances/s), ETA %.0f s",
-                    unit.index + 1, len(units), stats["documents"], stats["instances"],
-                    stats["instances"] / max(el, 1e-9), eta)
-    for wr in writers:
-      wr.close()
+    out_dir = os.path.dirname(os.path.abspath(outputs[0]))
+    tmp_dir = tempfile.mkdtemp(prefix=".create_pretraining_data-", dir=out_dir)
+    tmp_outputs = [f"{o}.tmp-{os.getpid()}" for o in outputs]
+    settings = Settings(
+        vocab_file, spm_model_file, do_lower_case, config, dupe_factor, random_seed, tmp_dir
+    )
+    stats = dict(documents=0, instances=0, tokens=0, masked=0, units=len(units))
+    t0 = time.time()
+    pool = None
     writers = []
-    for t, o in zip(tmp_outputs, outputs):
-      os.replace(t, o)
-    ok = True
-  finally:
-    if pool is not None:
-      if ok:
-        pool.close()
-      else:
-        pool.terminate()
-      pool.join()
-    for wr in writers:
-      wr.close()
-    if not ok:
-      for t in tmp_outputs:
-        if os.path.exists(t):
-          os.remove(t)
-    shutil.rmtree(tmp_dir, ignore_errors=True)
-  stats["seconds"] = time.time() - t0
-  logger.info("wrote %d instances from %d documents to %d file(s) in %.1f s (%.0f instances/s);"
-              " masked %.2f%% of tokens", stats["instances"], stats["documents"], len(outputs),
-              stats["seconds"], stats["instances"] / max(stats["seconds"], 1e-9),
-              100.0 * stats["masked"] / max(stats["tokens"], 1))
-  return stats
+    ok = False
+    try:
+        writers = [tf.io.TFRecordWriter(t) for t in tmp_outputs]
+        if num_workers == 1:
+            _init_worker(settings)
+            results = map(process_unit, units)
+        else:
+            # spawn: the parent has imported TensorFlow, which is not fork-safe.
+            pool = multiprocessing.get_context("spawn").Pool(num_workers, _init_worker, (settings,))
+            results = pool.imap(process_unit, units)  # ordered: output independent of worker count
+        w = 0
+        done_bytes = 0
+        last_log = t0
+        for unit, res in zip(units, results):
+            if res["path"] is not None:
+                offs = res["offsets"]
+                with open(res["path"], "rb") as f:
+                    for i in res["order"].tolist():
+                        f.seek(offs[i])
+                        writers[w].write(f.read(offs[i + 1] - offs[i]))
+                        w = (w + 1) % len(writers)
+                os.remove(res["path"])
+            for k in ("documents", "instances", "tokens", "masked"):
+                stats[k] += res[k]
+            done_bytes += unit.end - unit.start
+            now = time.time()
+            if now - last_log >= log_every_s or unit.index == len(units) - 1:
+                last_log = now
+                el = now - t0
+                eta = el * (total_bytes - done_bytes) / max(done_bytes, 1)
+                logger.info(
+                    "unit %d/%d: %d documents, %d instances (%.0f instances/s), ETA %.0f s",
+                    unit.index + 1,
+                    len(units),
+                    stats["documents"],
+                    stats["instances"],
+                    stats["instances"] / max(el, 1e-9),
+                    eta,
+                )
+        for wr in writers:
+            wr.close()
+        writers = []
+        for t, o in zip(tmp_outputs, outputs):
+            os.replace(t, o)
+        ok = True
+    finally:
+        if pool is not None:
+            if ok:
+                pool.close()
+            else:
+                pool.terminate()
+            pool.join()
+        for wr in writers:
+            wr.close()
+        if not ok:
+            for t in tmp_outputs:
+                if os.path.exists(t):
+                    os.remove(t)
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    stats["seconds"] = time.time() - t0
+    logger.info(
+        "wrote %d instances from %d documents to %d file(s) in %.1f s (%.0f instances/s);"
+        " masked %.2f%% of tokens",
+        stats["instances"],
+        stats["documents"],
+        len(outputs),
+        stats["seconds"],
+        stats["instances"] / max(stats["seconds"], 1e-9),
+        100.0 * stats["masked"] / max(stats["tokens"], 1),
+    )
+    return stats
 
 
 # ---------------------------------------------------------------------------------------------
@@ -457,78 +522,107 @@ def create_pretraining_data(input_file: str, output_file: str | Sequence[str],
 
 
 def _define_flags():
-  from absl import flags
-  f = flags
-  f.DEFINE_string("input_file", None, "Input raw text file(s): comma-separated globs.")
-  f.DEFINE_string("output_file", None, "Output TFRecord file(s), comma-separated (= shards).")
-  f.DEFINE_string("vocab_file", None, "WordPiece vocabulary (unused in SentencePiece mode).")
-  f.DEFINE_string("spm_model_file", None, "SentencePiece model; switches to SentencePiece mode.")
-  f.DEFINE_string("input_file_mode", "r", "Accepted for compatibility ('r' or 'rb'); input is "
-                  "always decoded as strict UTF-8.")
-  f.DEFINE_bool("do_lower_case", True, "Lower-case the input (SentencePiece: in preprocess_text).")
-  f.DEFINE_bool("do_whole_word_mask", True, "Mask whole words rather than single pieces.")
-  f.DEFINE_bool("do_permutation", False, "Not supported (rejected); see --helpfull.")
-  f.DEFINE_bool("favor_shorter_ngram", True, "p(n) ∝ 1/n (reversed if False).")
-  f.DEFINE_bool("random_next_sentence", False, "NSP (random other document) instead of SOP.")
-  f.DEFINE_integer("max_seq_length", 512, "Maximum sequence length.")
-  f.DEFINE_integer("ngram", 3, "Maximum n-gram length to mask.")
-  f.DEFINE_integer("max_predictions_per_seq", 20, "Maximum masked positions per sequence.")
-  f.DEFINE_integer("random_seed", 12345, "Seed of all random choices (fully reproducible).")
-  f.DEFINE_integer("dupe_factor", 40, "Passes over the data, each with fresh random choices.")
-  f.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
-  f.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter target length.")
-  f.DEFINE_integer("num_workers", None, "Worker processes (default: all cores).")
-  f.DEFINE_float("chunk_size_mb", DEFAULT_CHUNK_SIZE_MB,
-                 "Files larger than this are split into independent units (0 = never).")
-  f.DEFINE_bool("write_unmasked", False, "Write tokens + token_boundary without static masks "
-                "(for dynamic masking in the input pipeline).")
-  return flags.FLAGS
+    from absl import flags
+
+    f = flags
+    f.DEFINE_string("input_file", None, "Input raw text file(s): comma-separated globs.")
+    f.DEFINE_string("output_file", None, "Output TFRecord file(s), comma-separated (= shards).")
+    f.DEFINE_string("vocab_file", None, "WordPiece vocabulary (unused in SentencePiece mode).")
+    f.DEFINE_string("spm_model_file", None, "SentencePiece model; switches to SentencePiece mode.")
+    f.DEFINE_string(
+        "input_file_mode",
+        "r",
+        "Accepted for compatibility ('r' or 'rb'); input is " "always decoded as strict UTF-8.",
+    )
+    f.DEFINE_bool(
+        "do_lower_case", True, "Lower-case the input (SentencePiece: in preprocess_text)."
+    )
+    f.DEFINE_bool("do_whole_word_mask", True, "Mask whole words rather than single pieces.")
+    f.DEFINE_bool("do_permutation", False, "Not supported (rejected); see --helpfull.")
+    f.DEFINE_bool("favor_shorter_ngram", True, "p(n) ∝ 1/n (reversed if False).")
+    f.DEFINE_bool("random_next_sentence", False, "NSP (random other document) instead of SOP.")
+    f.DEFINE_integer("max_seq_length", 512, "Maximum sequence length.")
+    f.DEFINE_integer("ngram", 3, "Maximum n-gram length to mask.")
+    f.DEFINE_integer("max_predictions_per_seq", 20, "Maximum masked positions per sequence.")
+    f.DEFINE_integer("random_seed", 12345, "Seed of all random choices (fully reproducible).")
+    f.DEFINE_integer("dupe_factor", 40, "Passes over the data, each with fresh random choices.")
+    f.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+    f.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter target length.")
+    f.DEFINE_integer("num_workers", None, "Worker processes (default: all cores).")
+    f.DEFINE_float(
+        "chunk_size_mb",
+        DEFAULT_CHUNK_SIZE_MB,
+        "Files larger than this are split into independent units (0 = never).",
+    )
+    f.DEFINE_bool(
+        "write_unmasked",
+        False,
+        "Write tokens + token_boundary without static masks "
+        "(for dynamic masking in the input pipeline).",
+    )
+    return flags.FLAGS
 
 
 def main(argv=None) -> int:
-  """CLI entry: returns the exit status (0 ok, 1 bad input/flags)."""
-  from absl import flags
-  FLAGS = flags.FLAGS
-  if "input_file" not in FLAGS:
-    _define_flags()
-  try:
-    FLAGS(argv if argv is not None else sys.argv)
-  except flags.Error as e:
-    sys.stderr.write(f"error: {e}\n")
-    return 1
-  logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-  try:
-    missing = [n for n in ("input_file", "output_file") if not FLAGS[n].value]
-    if missing:
-      raise InputDataError("missing required flag(s): " + ", ".join("--" + m for m in missing))
-    if FLAGS.do_permutation:
-      raise InputDataError(
-          "--do_permutation is not supported: the original writes masked arrays of twice "
-          "--max_predictions_per_seq that its own reader cannot parse (ORIGINAL_RELEASE §15 "
-          "item 21); it was not used in the paper")
-    if FLAGS.input_file_mode not in ("r", "rb"):
-      raise InputDataError(f"--input_file_mode={FLAGS.input_file_mode!r}: expected 'r' or 'rb'")
-    if FLAGS.num_workers is not None and FLAGS.num_workers < 1:
-      raise InputDataError(f"--num_workers={FLAGS.num_workers}: must be >= 1")
-    config = pi.MaskingConfig(
-        max_seq_length=FLAGS.max_seq_length, short_seq_prob=FLAGS.short_seq_prob,
-        masked_lm_prob=FLAGS.masked_lm_prob,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq, ngram=FLAGS.ngram,
-        favor_shorter_ngram=FLAGS.favor_shorter_ngram,
-        do_whole_word_mask=FLAGS.do_whole_word_mask,
-        random_next_sentence=FLAGS.random_next_sentence,
-        do_masking=not FLAGS.write_unmasked)
-    create_pretraining_data(
-        FLAGS.input_file, FLAGS.output_file, config, vocab_file=FLAGS.vocab_file,
-        spm_model_file=FLAGS.spm_model_file, do_lower_case=FLAGS.do_lower_case,
-        dupe_factor=FLAGS.dupe_factor, random_seed=FLAGS.random_seed,
-        num_workers=FLAGS.num_workers, chunk_size_mb=FLAGS.chunk_size_mb)
-  except InputDataError as e:
-    logger.error("%s", e)
-    sys.stderr.write(f"error: {e}\n")
-    return 1
-  return 0
+    """CLI entry: returns the exit status (0 ok, 1 bad input/flags)."""
+    from absl import flags
+
+    FLAGS = flags.FLAGS
+    if "input_file" not in FLAGS:
+        _define_flags()
+    try:
+        FLAGS(argv if argv is not None else sys.argv)
+    except flags.Error as e:
+        sys.stderr.write(f"error: {e}\n")
+        return 1
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        missing = [n for n in ("input_file", "output_file") if not FLAGS[n].value]
+        if missing:
+            raise InputDataError(
+                "missing required flag(s): " + ", ".join("--" + m for m in missing)
+            )
+        if FLAGS.do_permutation:
+            raise InputDataError(
+                "--do_permutation is not supported: the original writes masked arrays of twice "
+                "--max_predictions_per_seq that its own reader cannot parse (ORIGINAL_RELEASE §15 "
+                "item 21); it was not used in the paper"
+            )
+        if FLAGS.input_file_mode not in ("r", "rb"):
+            raise InputDataError(
+                f"--input_file_mode={FLAGS.input_file_mode!r}: expected 'r' or 'rb'"
+            )
+        if FLAGS.num_workers is not None and FLAGS.num_workers < 1:
+            raise InputDataError(f"--num_workers={FLAGS.num_workers}: must be >= 1")
+        config = pi.MaskingConfig(
+            max_seq_length=FLAGS.max_seq_length,
+            short_seq_prob=FLAGS.short_seq_prob,
+            masked_lm_prob=FLAGS.masked_lm_prob,
+            max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+            ngram=FLAGS.ngram,
+            favor_shorter_ngram=FLAGS.favor_shorter_ngram,
+            do_whole_word_mask=FLAGS.do_whole_word_mask,
+            random_next_sentence=FLAGS.random_next_sentence,
+            do_masking=not FLAGS.write_unmasked,
+        )
+        create_pretraining_data(
+            FLAGS.input_file,
+            FLAGS.output_file,
+            config,
+            vocab_file=FLAGS.vocab_file,
+            spm_model_file=FLAGS.spm_model_file,
+            do_lower_case=FLAGS.do_lower_case,
+            dupe_factor=FLAGS.dupe_factor,
+            random_seed=FLAGS.random_seed,
+            num_workers=FLAGS.num_workers,
+            chunk_size_mb=FLAGS.chunk_size_mb,
+        )
+    except InputDataError as e:
+        logger.error("%s", e)
+        sys.stderr.write(f"error: {e}\n")
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+    sys.exit(main())
