@@ -110,6 +110,25 @@ def worker_matmul(args):
     print("RESULT " + json.dumps({"peak": out}))
 
 
+def _local_peak(dtype, runs=3, reps=2, n=2048):
+    """A short tf.matmul peak probe (FLOP/s), taken next to a model's timed calls.
+
+    On a shared machine the available compute drifts by 2x or more within minutes;
+    MFU against a probe taken at the same time is far more meaningful than
+    against the one global peak measured at the start.
+    """
+    import tensorflow as tf
+    a = tf.cast(tf.random.normal([n, n]), dtype)
+    bs = [tf.cast(tf.random.normal([n, n]), dtype) for _ in range(reps)]
+
+    @tf.function(jit_compile=False)
+    def chain(a, bs):
+        return tf.add_n([tf.cast(tf.matmul(a, b)[0, 0], tf.float32) for b in bs])
+
+    times = _time_calls(lambda: chain(a, bs).numpy(), 1, runs)
+    return 2 * n ** 3 * reps / statistics.median(times)
+
+
 def worker_model(args):
     impl, dtype, xla, mode = args.impl, args.dtype, bool(args.xla), args.mode
     train = mode == "train"
@@ -210,11 +229,15 @@ def worker_model(args):
     t0 = time.perf_counter()
     call()  # first call: tracing / compilation
     first = time.perf_counter() - t0
+    peak_dtype = "bfloat16" if dtype == "mixed_bfloat16" else "float32"
+    peak_before = _local_peak(peak_dtype)
     times = _time_calls(call, args.warmup, args.runs)
+    peak_after = _local_peak(peak_dtype)
     med = statistics.median(times)
     print("RESULT " + json.dumps({
         "impl": impl, "dtype": dtype, "xla": xla, "mode": mode, "batch": batch,
-        "first_call_s": first, "times": times, "median_s": med, "seq_per_s": batch / med}))
+        "first_call_s": first, "times": times,
+        "local_peak": (peak_before + peak_after) / 2, "local_peaks": [peak_before, peak_after], "median_s": med, "seq_per_s": batch / med}))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -308,8 +331,10 @@ def main(argv=None):
         args.runs, args.warmup = min(args.runs, 3), 0
     impls = [i for i in IMPLS if not args.only or i in args.only.split(",")]
     start = time.perf_counter()
+    args.load_start = _machine()[3]
 
-    peak, err = _run_sub(["--impl", "matmul"], args, args.timeout)
+    peak_args = argparse.Namespace(**{**vars(args), "runs": max(args.runs, 5)})
+    peak, err = _run_sub(["--impl", "matmul"], peak_args, args.timeout)
     peak = peak["peak"] if peak else {}
     print(f"matmul peak: {peak or err}", flush=True)
 
@@ -321,62 +346,75 @@ def main(argv=None):
         if missing:
             notes[impl] = missing
             print(f"{impl}: skipped, {missing}", flush=True)
-            continue
-        for dtype in DTYPES:
-            for xla in ((0,) if impl == "hf_torch" or (args.quick and impl == "keras_hub")
-                        else (0, 1)):
-                for mode in MODES:
-                    r, err = _run_sub(["--impl", impl, "--dtype", dtype, "--xla", str(xla),
-                                       "--mode", mode], args, args.timeout)
-                    key = (impl, dtype, xla, mode)
-                    if r is None:
-                        notes[key] = err
-                        print(f"{key}: {err}", flush=True)
-                        continue
-                    results[key] = r
-                    print(f"{key}: {r['seq_per_s']:.2f} seq/s (median of {len(r['times'])}, "
-                          f"first call {r['first_call_s']:.1f}s)", flush=True)
+    # Most important configurations first (float32 without XLA, all models), and the
+    # table rewritten after each one, so that an interrupted run still leaves results.
+    plan = [(impl, dtype, xla, mode)
+            for xla in (0, 1) for dtype in DTYPES for impl in impls for mode in MODES
+            if impl not in notes
+            and not (xla and impl == "hf_torch")
+            and not (xla and args.quick and impl == "keras_hub")]
+    for key in plan:
+        impl, dtype, xla, mode = key
+        r, err = _run_sub(["--impl", impl, "--dtype", dtype, "--xla", str(xla),
+                           "--mode", mode], args, args.timeout)
+        if r is None:
+            notes[key] = err
+            print(f"{key}: {err}", flush=True)
+        else:
+            results[key] = r
+            print(f"{key}: {r['seq_per_s']:.2f} seq/s (median of {len(r['times'])}, "
+                  f"first call {r['first_call_s']:.1f}s)", flush=True)
+        _write(cfg, args, argv, results, notes, peak, impls, start, final=False)
+    _write(cfg, args, argv, results, notes, peak, impls, start, final=True)
+    return 0
 
+
+def _write(cfg, args, argv, results, notes, peak, impls, start, final):
     elapsed = time.perf_counter() - start
     table = _table(cfg, args, results, notes, peak, impls)
     model, ncpu, isa, load = _machine()
-    cmd = "python bench/bench_model.py " + " ".join(a for a in (argv or sys.argv[1:]))
+    cmd = "python bench/bench_model.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = "\n".join([
         "# ALBERT-base encoder throughput (CPU)",
         "",
-        f"Command: `{cmd.strip()}` (total wall time {elapsed / 60:.1f} min)",
+        f"Command: `{cmd.strip()}` (total wall time {elapsed / 60:.1f} min"
+        f"{'' if final else ', PARTIAL: run still in progress or interrupted'})",
         "",
         f"Machine: {model}, nproc {ncpu}, ISA {' '.join(isa)}, "
-        f"load average at end {load}; {platform.python_version()}; {_versions()}.",
+        f"load average (1/5/15 min) at start {args.load_start}, at end {load} (shared machine: "
+        f"other jobs were running); {platform.python_version()}; {_versions()}.",
         "",
         f"Config `albert_base_v2` (L=12 shared, H=768, E=128, F=3072, heads 12), random "
         f"weights, seq {args.seq}; inference batch {args.infer_batch}, forward+backward batch "
         f"{args.train_batch} (gradients of sum(sequence_output) w.r.t. all trainable "
         f"variables). Sequences/s = batch / median of {args.runs} timed calls after warm-up; "
         f"each configuration in its own process. MFU = analytic matmul FLOP/s / measured "
-        f"tf.matmul 2048^3 peak of the same dtype "
+        f"tf.matmul 2048^3 peak of the same dtype: 'local' = mean of two short probes taken "
+        f"in the same process right before and after the timed calls; 'start' = the peak "
+        f"measured once at the start "
         f"(float32 {peak.get('float32', float('nan')) / 1e9:.1f} GFLOP/s, "
         f"bfloat16 {peak.get('bfloat16', float('nan')) / 1e9:.1f} GFLOP/s).",
         "",
         table,
         "",
     ])
-    print(text)
+    if final:
+        print(text)
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:
             f.write(text)
-    return 0
 
 
 def _table(cfg, args, results, notes, peak, impls):
     names = {"ours": "albert_tf (ours)", "keras_hub": "keras-hub AlbertBackbone (TF)",
              "hf_torch": "HF transformers AlbertModel (PyTorch)"}
-    rows = ["| model | dtype | XLA | mode | batch | seq/s | vs keras-hub | vs HF | MFU |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| model | dtype | XLA | mode | batch | seq/s | vs keras-hub | vs HF | model GFLOP/s "
+            "| MFU (local peak) | MFU (start peak) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for impl in impls:
         if impl in notes:
-            rows.append(f"| {names[impl]} | - | - | - | - | skipped: {notes[impl]} | | | |")
+            rows.append(f"| {names[impl]} | - | - | - | - | skipped: {notes[impl]} | | | | | |")
             continue
         for dtype in DTYPES:
             for xla in (0, 1):
@@ -389,7 +427,7 @@ def _table(cfg, args, results, notes, peak, impls):
                     xla_s = "-" if impl == "hf_torch" else ("yes" if xla else "no")
                     if key in notes:
                         rows.append(f"| {names[impl]} | {dtype} | {xla_s} | {label} | {batch} "
-                                    f"| {notes[key]} | | | |")
+                                    f"| {notes[key]} | | | | | |")
                         continue
                     r = results[key]
                     sps = r["seq_per_s"]
@@ -405,9 +443,12 @@ def _table(cfg, args, results, notes, peak, impls):
                     pk = peak.get("bfloat16" if dtype == "mixed_bfloat16" else "float32")
                     flops = model_flops(cfg, batch, args.seq, mode == "train") / r["median_s"]
                     mfu = f"{100 * flops / pk:.0f}%" if pk else "n/a"
+                    lp = r.get("local_peak")
+                    mfu_local = f"{100 * flops / lp:.0f}%" if lp else "n/a"
+                    gfl = f"{flops / 1e9:.0f}"
                     rows.append(f"| {names[impl]} | {dtype} | {xla_s} | {label} | {batch} | "
                                 f"{sps:.2f} | {ratio('keras_hub')} | {ratio('hf_torch')} | "
-                                f"{mfu} |")
+                                f"{gfl} | {mfu_local} | {mfu} |")
     return "\n".join(rows)
 
 
