@@ -521,55 +521,106 @@ def create_pretraining_data(
 # ---------------------------------------------------------------------------------------------
 
 
-def _define_flags():
+def define_flags():
+    """The CLI's flags, in their own FlagValues (calling main() in a process that has other
+    absl flags, e.g. a test session or a notebook, then never collides with them)."""
     from absl import flags
 
-    f = flags
-    f.DEFINE_string("input_file", None, "Input raw text file(s): comma-separated globs.")
-    f.DEFINE_string("output_file", None, "Output TFRecord file(s), comma-separated (= shards).")
-    f.DEFINE_string("vocab_file", None, "WordPiece vocabulary (unused in SentencePiece mode).")
-    f.DEFINE_string("spm_model_file", None, "SentencePiece model; switches to SentencePiece mode.")
-    f.DEFINE_string(
+    values = flags.FlagValues()
+
+    flags.DEFINE_string(
+        "input_file", None, "Input raw text file(s): comma-separated globs.", flag_values=values
+    )
+    flags.DEFINE_string(
+        "output_file",
+        None,
+        "Output TFRecord file(s), comma-separated (= shards).",
+        flag_values=values,
+    )
+    flags.DEFINE_string(
+        "vocab_file",
+        None,
+        "WordPiece vocabulary (unused in SentencePiece mode).",
+        flag_values=values,
+    )
+    flags.DEFINE_string(
+        "spm_model_file",
+        None,
+        "SentencePiece model; switches to SentencePiece mode.",
+        flag_values=values,
+    )
+    flags.DEFINE_string(
         "input_file_mode",
         "r",
         "Accepted for compatibility ('r' or 'rb'); input is " "always decoded as strict UTF-8.",
+        flag_values=values,
     )
-    f.DEFINE_bool(
-        "do_lower_case", True, "Lower-case the input (SentencePiece: in preprocess_text)."
+    flags.DEFINE_bool(
+        "do_lower_case",
+        True,
+        "Lower-case the input (SentencePiece: in preprocess_text).",
+        flag_values=values,
     )
-    f.DEFINE_bool("do_whole_word_mask", True, "Mask whole words rather than single pieces.")
-    f.DEFINE_bool("do_permutation", False, "Not supported (rejected); see --helpfull.")
-    f.DEFINE_bool("favor_shorter_ngram", True, "p(n) ∝ 1/n (reversed if False).")
-    f.DEFINE_bool("random_next_sentence", False, "NSP (random other document) instead of SOP.")
-    f.DEFINE_integer("max_seq_length", 512, "Maximum sequence length.")
-    f.DEFINE_integer("ngram", 3, "Maximum n-gram length to mask.")
-    f.DEFINE_integer("max_predictions_per_seq", 20, "Maximum masked positions per sequence.")
-    f.DEFINE_integer("random_seed", 12345, "Seed of all random choices (fully reproducible).")
-    f.DEFINE_integer("dupe_factor", 40, "Passes over the data, each with fresh random choices.")
-    f.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
-    f.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter target length.")
-    f.DEFINE_integer("num_workers", None, "Worker processes (default: all cores).")
-    f.DEFINE_float(
+    flags.DEFINE_bool(
+        "do_whole_word_mask",
+        True,
+        "Mask whole words rather than single pieces.",
+        flag_values=values,
+    )
+    flags.DEFINE_bool(
+        "do_permutation", False, "Not supported (rejected); see --helpfull.", flag_values=values
+    )
+    flags.DEFINE_bool(
+        "favor_shorter_ngram", True, "p(n) ∝ 1/n (reversed if False).", flag_values=values
+    )
+    flags.DEFINE_bool(
+        "random_next_sentence",
+        False,
+        "NSP (random other document) instead of SOP.",
+        flag_values=values,
+    )
+    flags.DEFINE_integer("max_seq_length", 512, "Maximum sequence length.", flag_values=values)
+    flags.DEFINE_integer("ngram", 3, "Maximum n-gram length to mask.", flag_values=values)
+    flags.DEFINE_integer(
+        "max_predictions_per_seq", 20, "Maximum masked positions per sequence.", flag_values=values
+    )
+    flags.DEFINE_integer(
+        "random_seed", 12345, "Seed of all random choices (fully reproducible).", flag_values=values
+    )
+    flags.DEFINE_integer(
+        "dupe_factor",
+        40,
+        "Passes over the data, each with fresh random choices.",
+        flag_values=values,
+    )
+    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.", flag_values=values)
+    flags.DEFINE_float(
+        "short_seq_prob", 0.1, "Probability of a shorter target length.", flag_values=values
+    )
+    flags.DEFINE_integer(
+        "num_workers", None, "Worker processes (default: all cores).", flag_values=values
+    )
+    flags.DEFINE_float(
         "chunk_size_mb",
         DEFAULT_CHUNK_SIZE_MB,
         "Files larger than this are split into independent units (0 = never).",
+        flag_values=values,
     )
-    f.DEFINE_bool(
+    flags.DEFINE_bool(
         "write_unmasked",
         False,
         "Write tokens + token_boundary without static masks "
         "(for dynamic masking in the input pipeline).",
+        flag_values=values,
     )
-    return flags.FLAGS
+    return values
 
 
 def main(argv=None) -> int:
     """CLI entry: returns the exit status (0 ok, 1 bad input/flags)."""
     from absl import flags
 
-    FLAGS = flags.FLAGS
-    if "input_file" not in FLAGS:
-        _define_flags()
+    FLAGS = define_flags()
     try:
         FLAGS(argv if argv is not None else sys.argv)
     except flags.Error as e:
