@@ -31,7 +31,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import checkpoints, metrics as glue
+from albert_tf import checkpoints, fileio, metrics as glue
 from albert_tf.config import AlbertConfig
 from albert_tf.heads import OutputProjection
 from albert_tf.modeling import AlbertModel
@@ -197,22 +197,10 @@ def compute_metrics(task_name, arrays):
 # --------------------------------------------------------------------------------------
 # Files of the output folder
 # --------------------------------------------------------------------------------------
-def _atomic_write(path, text):
-    tmp = f"{path}.tmp"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-        f.write(text)
-    tf.io.gfile.rename(tmp, path, overwrite=True)
-
-
 def append_eval_results(output_dir, metrics, global_step):
     """Appends a "key = value" block (global_step first) to eval_results.txt."""
     path = os.path.join(output_dir, EVAL_RESULTS)
-    previous = ""
-    if tf.io.gfile.exists(path):
-        with tf.io.gfile.GFile(path) as f:
-            previous = f.read()
-    lines = [f"global_step = {global_step}"] + [f"{k} = {metrics[k]}" for k in sorted(metrics)]
-    _atomic_write(path, previous + "\n".join(lines) + "\n")
+    fileio.append_eval_results(path, metrics, global_step)
     return path
 
 
@@ -285,7 +273,7 @@ class CheckpointSelector:
                 update_checkpoint_state=False)  # the `checkpoint` file stays the trainer's
             self.best = {"global_step": int(step), "key": self.key, "value": float(value),
                          "checkpoint": BEST_PREFIX, "metrics": result}
-            _atomic_write(os.path.join(self.output_dir, BEST_FILE),
+            fileio.atomic_write_text(os.path.join(self.output_dir, BEST_FILE),
                           json.dumps(self.best, indent=2, sort_keys=True) + "\n")
             _logger.info("new best %s = %.4f at step %d -> %s", self.key, value, step, BEST_PREFIX)
         return result

@@ -14,8 +14,9 @@ import dataclasses
 import json
 import logging
 import os
-import tempfile
 from typing import Any
+
+from albert_tf.fileio import atomic_write_text
 
 _logger = logging.getLogger(__name__)
 
@@ -159,17 +160,7 @@ class AlbertConfig:
 
     def to_json_file(self, path: str | os.PathLike) -> None:
         """Writes atomically (temporary file in the same folder, then rename)."""
-        path = os.fspath(path)
-        folder = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=".albert_config.", dir=folder)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(self.to_json_string())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        atomic_write_text(path, self.to_json_string())
 
     def replace(self, **changes) -> "AlbertConfig":
         new = copy.deepcopy(self)

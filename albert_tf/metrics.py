@@ -14,10 +14,11 @@ from __future__ import annotations
 import logging
 import math
 import os
-import tempfile
 from typing import Sequence
 
 import numpy as np
+
+from albert_tf.fileio import atomic_write_text
 
 _logger = logging.getLogger(__name__)
 
@@ -176,20 +177,6 @@ def selection_key(task_name: str) -> str:
     return "eval_accuracy"
 
 
-def _atomic_write(path: str, text: str) -> None:
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
 def glue_submission_filename(task_name: str) -> str:
     """``<TASK>.tsv`` as the GLUE server expects (e.g. ``MNLI-m.tsv`` for mnli)."""
     return GLUE_SUBMISSION_NAMES[_check_task(task_name)] + ".tsv"
@@ -230,7 +217,7 @@ def write_glue_submission(output_dir: str, task_name: str, guids: Sequence,
             value = str(label_list[index])
         lines.append(f"{guid}\t{value}")
     path = os.path.join(output_dir, glue_submission_filename(key))
-    _atomic_write(path, "\n".join(lines) + "\n")
+    atomic_write_text(path, "\n".join(lines) + "\n")
     return path
 
 
@@ -245,7 +232,7 @@ def write_test_results(path: str, outputs) -> str:
     if arr.ndim != 2:
         raise ValueError(f"expected [N] or [N, C] outputs, got shape {arr.shape}")
     text = "".join("\t".join(_format_float(x) for x in row) + "\n" for row in arr)
-    _atomic_write(path, text)
+    atomic_write_text(path, text)
     return path
 
 

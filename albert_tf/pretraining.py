@@ -15,6 +15,7 @@ import pathlib
 import tensorflow as tf
 
 from albert_tf import losses
+from albert_tf.fileio import append_eval_results
 
 _logger = logging.getLogger(__name__)
 
@@ -61,17 +62,7 @@ def evaluate(strategy, model, dataset_fn, max_eval_steps):
 def write_eval_results(output_dir, metrics, global_step):
     """Appends "key = value" lines (the original's eval_results.txt) atomically."""
     path = os.path.join(output_dir, "eval_results.txt")
-    previous = ""
-    if tf.io.gfile.exists(path):
-        with tf.io.gfile.GFile(path) as f:
-            previous = f.read()
-    lines = [f"global_step = {global_step}"] + [
-        f"{k} = {metrics[k]}" for k in sorted(metrics)]
-    text = previous + "\n".join(lines) + "\n"
-    tmp = path + ".tmp"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-        f.write(text)
-    tf.io.gfile.rename(tmp, path, overwrite=True)
+    append_eval_results(path, metrics, global_step)
     return path
 
 

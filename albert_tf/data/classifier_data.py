@@ -29,6 +29,8 @@ import os
 import tempfile
 from typing import Any, Iterable, Sequence
 
+from albert_tf.fileio import atomic_write_text
+
 _logger = logging.getLogger(__name__)
 
 # Bump when the feature layout or the conversion rules change, so old caches are not reused.
@@ -769,19 +771,6 @@ def feature_cache_key(task_name: str, split: str, *, max_seq_length: int, do_low
     return h.hexdigest()[:16]
 
 
-def _atomic_write_text(path: str, text: str) -> None:
-    directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
 def cached_features(task_name: str, split: str, data_dir: str | None, cache_dir: str, tokenizer,
                     max_seq_length: int, *, do_lower_case: bool,
                     spm_model_file: str | None = None, vocab_file: str | None = None,
@@ -846,7 +835,7 @@ def cached_features(task_name: str, split: str, data_dir: str | None, cache_dir:
             "max_seq_length": max_seq_length, "do_lower_case": do_lower_case,
             "data_files": data_files, "spm_model_file": spm_model_file,
             "vocab_file": vocab_file, "extra": extra, "format": FEATURE_FORMAT_VERSION}
-    _atomic_write_text(meta_path, json.dumps(meta, indent=2, sort_keys=True))
+    atomic_write_text(meta_path, json.dumps(meta, indent=2, sort_keys=True))
     return CachedFeatures(path, count, key, False)
 
 
