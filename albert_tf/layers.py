@@ -38,8 +38,8 @@ def gelu_tanh(x):
     inference graphs (the elementwise chain then costs no extra memory pass).
     """
     x = tf.convert_to_tensor(x)
-    c = tf.cast(_GELU_C, x.dtype)
-    return 0.5 * x * (1.0 + tf.tanh(c * (x + tf.cast(_GELU_A, x.dtype) * x * x * x)))
+    c = tf.constant(_GELU_C, x.dtype)
+    return 0.5 * x * (1.0 + tf.tanh(c * (x + tf.constant(_GELU_A, x.dtype) * x * x * x)))
 
 
 @tf.custom_gradient
@@ -51,8 +51,8 @@ def gelu_tanh_trainable(x):
       d/dx 0.5 x (1 + t) = 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2),
     with t = tanh(u), u = c (x + a x^3). Same math, float32 rounding only.
     """
-    c = tf.cast(_GELU_C, x.dtype)
-    a = tf.cast(_GELU_A, x.dtype)
+    c = tf.constant(_GELU_C, x.dtype)
+    a = tf.constant(_GELU_A, x.dtype)
     x2 = x * x
     t = tf.tanh(c * x * (1.0 + a * x2))
     half_x = 0.5 * x

@@ -1,0 +1,84 @@
+"""Layers: GELU, layer norm and their hand-written training gradients."""
+
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import albert_numpy
+from albert_tf import layers
+from albert_tf.modeling import AlbertPretrainer
+from test_modeling import make_inputs, tiny
+
+
+def test_gelu_is_the_tanh_approximation():
+    x = np.linspace(-6, 6, 101)
+    got = layers.gelu_tanh(tf.constant(x, tf.float64)).numpy()
+    np.testing.assert_allclose(got, albert_numpy.gelu_tanh(x), rtol=1e-12, atol=1e-12)
+    erf_form = 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+    assert np.max(np.abs(got - erf_form)) > 1e-4  # not TF's default (exact) GELU
+
+
+def test_layer_norm_epsilon_and_formula():
+    ln = layers.LayerNorm()
+    ln.build((None, 5))
+    ln.gamma.assign([1.0, 2.0, 0.5, 1.0, 3.0])
+    ln.beta.assign([0.0, 0.1, -0.2, 0.3, 0.0])
+    x = np.random.default_rng(0).normal(size=(4, 5)) * 1e-5  # tiny variance: epsilon matters
+    want = albert_numpy.layer_norm(x, ln.beta.numpy(), ln.gamma.numpy(), eps=1e-12)
+    for training in (False, True):
+        got = ln(tf.constant(x, tf.float32), training=training).numpy()
+        np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-4)
+    assert layers.LAYER_NORM_EPSILON == 1e-12
+
+
+def test_custom_gelu_gradient_equals_autodiff():
+    x = tf.constant(np.linspace(-5, 5, 257), tf.float64)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        plain = layers.gelu_tanh(x)
+        custom = layers.gelu_tanh_trainable(x)
+    np.testing.assert_allclose(custom.numpy(), plain.numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(tape.gradient(custom, x).numpy(), tape.gradient(plain, x).numpy(),
+                               rtol=1e-10, atol=1e-12)
+
+
+def test_custom_layer_norm_gradient_equals_autodiff():
+    rng = np.random.default_rng(1)
+    x = tf.constant(rng.normal(size=(3, 4, 6)), tf.float64)
+    gamma = tf.constant(rng.normal(size=6) + 1.0, tf.float64)
+    beta = tf.constant(rng.normal(size=6), tf.float64)
+    upstream = tf.constant(rng.normal(size=(3, 4, 6)), tf.float64)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([x, gamma, beta])
+        custom = layers._layer_norm_trainable(x, gamma, beta, 1e-12)
+        mean, var = tf.nn.moments(x, axes=[-1], keepdims=True)
+        plain = (x - mean) * tf.math.rsqrt(var + 1e-12) * gamma + beta
+        custom_loss = tf.reduce_sum(custom * upstream)
+        plain_loss = tf.reduce_sum(plain * upstream)
+    np.testing.assert_allclose(custom.numpy(), plain.numpy(), rtol=1e-10, atol=1e-12)
+    for a, b in zip(tape.gradient(custom_loss, [x, gamma, beta]),
+                    tape.gradient(plain_loss, [x, gamma, beta])):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize("act", ["gelu", "relu"])
+def test_training_gradients_equal_inference_path_gradients(act):
+    # Without dropout, training=True only switches to the hand-written
+    # gradients: the gradients of the whole model must agree.
+    cfg = tiny(num_hidden_groups=2, inner_group_num=2, hidden_act=act)
+    model = AlbertPretrainer(cfg)
+    model.build()
+    inputs = make_inputs(cfg)
+
+    def grads(training):
+        with tf.GradientTape() as tape:
+            out = model(inputs, training=training)
+            loss = tf.reduce_sum(out["mlm_logits"] ** 2) + tf.reduce_sum(out["sop_logits"])
+        return tape.gradient(loss, model.trainable_variables)
+
+    for a, b, v in zip(grads(True), grads(False), model.trainable_variables):
+        a, b = tf.convert_to_tensor(a).numpy(), tf.convert_to_tensor(b).numpy()
+        scale = max(np.max(np.abs(b)), 1e-3)
+        assert np.max(np.abs(a - b)) / scale < 1e-4, v.path
