@@ -375,28 +375,73 @@ def is_object_based(path) -> bool:
     return OBJECT_GRAPH_KEY in checkpoint_variable_shapes(path)
 
 
-def init_from_checkpoint(model, path, *, allow_missing=(), init_from_group0=False):
+def restore_object_checkpoint(model, prefix) -> list[str]:
+    """Restores the encoder and the heads present from one of our `ckpt-<step>` files.
+
+    The root object is `model` (albert_tf.training writes model, optimizer,
+    iterator). The encoder must match completely; each head attribute of
+    HEAD_SCOPES is restored when the checkpoint holds it (shapes must agree)
+    and otherwise keeps its initial values. Returns the restored attribute
+    names ("albert" first). Raises CheckpointMismatchError when the encoder is
+    not there.
+    """
+    _ensure_built(model)
+    encoder = encoder_of(model)
+    try:
+        status = tf.train.Checkpoint(model=tf.train.Checkpoint(albert=encoder)).restore(prefix)
+        status.expect_partial().assert_existing_objects_matched()
+    except (AssertionError, ValueError) as err:
+        raise CheckpointMismatchError(
+            f"checkpoint {prefix!r} does not hold this model's encoder (object path "
+            f"model/albert/...): {str(err)[:500]}") from None
+    restored = ["albert"]
+    for name in HEAD_SCOPES:
+        head = getattr(model, name, None) if model is not encoder else None
+        if head is None:
+            continue
+        # A variable is listed under one object path only (often the optimizer's), so
+        # presence is decided by the object graph: unmatched = head absent (kept fresh).
+        try:
+            tf.train.Checkpoint(model=tf.train.Checkpoint(**{name: head})).restore(
+                prefix).expect_partial().assert_existing_objects_matched()
+        except AssertionError:
+            continue
+        except ValueError as err:
+            raise CheckpointMismatchError(
+                f"checkpoint {prefix!r}: head {name!r} does not match: {str(err)[:500]}") from None
+        restored.append(name)
+    return restored
+
+
+def _original_names_of(model, attribute):
+    """Original names of the variables of `model.<attribute>` (encoder or head)."""
+    if attribute == "albert":
+        return set(original_variable_map(encoder_of(model)))
+    return {_join(HEAD_SCOPES[attribute], suffix)
+            for suffix, _ in _head_table(getattr(model, attribute))}
+
+
+def init_from_checkpoint(model, path, *, allow_missing=(), init_from_group0=False) -> LoadReport:
     """Initial weights from an original-format checkpoint or one of ours.
 
-    Ours (object-based `ckpt-<step>` of albert_tf.training, holding a
-    `model` with an `albert` encoder) restore the encoder by object
-    structure; the original format goes through `load_original_checkpoint`.
-    Raises CheckpointMismatchError when nothing (or not the whole encoder)
-    could be filled.
+    Original format: `load_original_checkpoint` (same arguments). Ours
+    (object-based `ckpt-<step>`): `restore_object_checkpoint`; a head it does
+    not hold must match `allow_missing`. Raises CheckpointMismatchError when
+    the model cannot be filled (nothing is then assigned from an original
+    checkpoint; an object checkpoint fails before any head is read).
     """
     prefix = resolve_checkpoint_path(path)
     if not is_object_based(prefix):
         return load_original_checkpoint(model, prefix, allow_missing=allow_missing,
                                         init_from_group0=init_from_group0)
-    _ensure_built(model)
-    encoder = encoder_of(model)
-    holder = tf.train.Checkpoint(model=tf.train.Checkpoint(albert=encoder))
-    status = holder.restore(prefix).expect_partial()
-    try:
-        status.assert_existing_objects_matched()
-    except AssertionError as err:
+    restored = restore_object_checkpoint(model, prefix)
+    names = original_variable_map(model)
+    loaded = set().union(*(_original_names_of(model, a) for a in restored))
+    absent = [n for n in names if n not in loaded]
+    allowed = [re.compile(p) for p in allow_missing]
+    refused = [n for n in absent if not any(p.search(n) for p in allowed)]
+    if refused:
         raise CheckpointMismatchError(
-            f"checkpoint {prefix!r} does not hold this model's encoder: {err}") from None
-    names = [n for n in original_variable_map(encoder)]
-    return LoadReport(checkpoint=prefix, loaded=names, missing_allowed=[], ignored=[],
-                      source={})
+            f"checkpoint {prefix!r} holds no values for: {', '.join(refused)}")
+    return LoadReport(checkpoint=prefix, loaded=[n for n in names if n in loaded],
+                      missing_allowed=absent, ignored=[], source={})

@@ -235,9 +235,7 @@ def object_checkpoints(output_dir):
 
 def restore_trained(model, prefix):
     """Restores an AlbertClassifier from one of its training checkpoints (ckpt-<step>)."""
-    from albert_tf.release import restore_object_checkpoint
-
-    parts = restore_object_checkpoint(model, prefix, heads=("classifier",))
+    parts = checkpoints.restore_object_checkpoint(model, prefix)
     if "classifier" not in parts:
         raise ClassifierError(f"{prefix}: holds no classifier head (model/classifier)")
 
@@ -313,17 +311,9 @@ def init_from_checkpoint(model, path):
             prefix = checkpoints.resolve_checkpoint_path(path)
     except FileNotFoundError as err:
         raise ClassifierError(f"--init_checkpoint={path}: {err}") from None
-    keys = release.tf_checkpoint_keys(prefix)
-    if release.OBJECT_GRAPH_KEY in keys:
-        try:
-            parts = release.restore_object_checkpoint(model, prefix, heads=("classifier",))
-        except checkpoints.CheckpointMismatchError as err:
-            raise ClassifierError(f"--init_checkpoint={path}: nothing loaded: {err}") from None
-        fresh = "" if "classifier" in parts else "; fresh classifier head"
-        return f"restored {', '.join(parts)} from object checkpoint {prefix}{fresh}"
+    object_based = checkpoints.is_object_based(prefix)
     try:
-        report = checkpoints.load_original_checkpoint(model, prefix,
-                                                      allow_missing=[r"^output_"])
+        report = checkpoints.init_from_checkpoint(model, prefix, allow_missing=[r"^output_"])
     except checkpoints.CheckpointMismatchError as err:
         lines = str(err).splitlines()
         detail = "\n".join(lines[:12] + ([f"  ... ({len(lines) - 12} more lines)"]
@@ -333,7 +323,8 @@ def init_from_checkpoint(model, path):
     if not report.loaded:
         raise ClassifierError(f"--init_checkpoint={path}: no variable matched")
     fresh = "; fresh classifier head" if report.missing_allowed else ""
-    return f"loaded {len(report.loaded)} variables from {prefix}{fresh}"
+    kind = "object checkpoint" if object_based else "original-format checkpoint"
+    return f"loaded {len(report.loaded)} variables from {kind} {prefix}{fresh}"
 
 
 # --------------------------------------------------------------------------------------

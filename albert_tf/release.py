@@ -28,7 +28,6 @@ VOCAB_NAME = "30k-clean.vocab"
 CHECKPOINT_NAME = "model.ckpt-best"
 # Heads may be missing from a release; the encoder (`bert/`) may not.
 HEAD_ALLOW_MISSING = (r"^(?!bert/)",)
-OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"  # marks tf.train.Checkpoint files
 
 
 @dataclasses.dataclass
@@ -112,10 +111,7 @@ def load_release(folder, model_cls=None, *, albert_config_file=None, spm_model_f
     config = AlbertConfig.from_json_file(albert_config_file or files.config_file)
     model = (model_cls or AlbertModel)(config, **model_kwargs)
     model.build()
-    if OBJECT_GRAPH_KEY in tf_checkpoint_keys(files.checkpoint):
-        restore_object_checkpoint(model, files.checkpoint)
-    else:
-        checkpoints.load_original_checkpoint(model, files.checkpoint, allow_missing=allow_missing)
+    checkpoints.init_from_checkpoint(model, files.checkpoint, allow_missing=allow_missing)
     spm = spm_model_file or files.spm_model_file
     vocab = vocab_file or (None if spm else files.vocab_file)
     tokenizer = None
@@ -127,55 +123,6 @@ def load_release(folder, model_cls=None, *, albert_config_file=None, spm_model_f
     return config, model, tokenizer
 
 
-def tf_checkpoint_keys(prefix) -> set:
-    import tensorflow as tf
-
-    return set(tf.train.load_checkpoint(prefix).get_variable_to_shape_map())
-
-
-def restore_object_checkpoint(model, prefix, heads=("classifier",)):
-    """Restores the encoder (and the named heads where present) from one of our
-    object-based checkpoints (`ckpt-<step>`, root object `model`).
-
-    The encoder must be matched completely; a head is restored when the checkpoint
-    holds it (its shapes must agree) and otherwise keeps its initialization.
-    Returns the list of restored parts ("albert", and head names).
-    Raises CheckpointMismatchError when the encoder is not in the checkpoint.
-    """
-    import tensorflow as tf
-
-    from albert_tf import checkpoints
-
-    encoder = checkpoints.encoder_of(model)
-    try:
-        status = tf.train.Checkpoint(model=tf.train.Checkpoint(albert=encoder)).restore(prefix)
-        status.expect_partial().assert_existing_objects_matched()
-    except (AssertionError, ValueError) as err:
-        raise checkpoints.CheckpointMismatchError(
-            f"checkpoint {prefix!r} does not hold this model's encoder (object path "
-            f"model/albert/...): {str(err)[:500]}") from None
-    restored = ["albert"]
-    if model is not encoder:
-        for name in heads:
-            head = getattr(model, name, None)
-            if head is None:
-                continue
-            # Variables appear in the key list under one object path only (often the
-            # optimizer's), so presence is decided by the object graph: unmatched
-            # objects = head absent (kept fresh); a shape conflict = error.
-            try:
-                tf.train.Checkpoint(model=tf.train.Checkpoint(**{name: head})).restore(
-                    prefix).expect_partial().assert_existing_objects_matched()
-            except AssertionError:
-                continue
-            except ValueError as err:
-                raise checkpoints.CheckpointMismatchError(
-                    f"checkpoint {prefix!r}: head {name!r} does not match: {str(err)[:500]}"
-                ) from None
-            restored.append(name)
-    return restored
-
-
 __all__ = ["load_release", "release_files", "is_release_folder", "ReleaseFiles",
-           "restore_object_checkpoint", "CONFIG_NAME", "SPM_MODEL_NAME", "VOCAB_NAME",
+           "CONFIG_NAME", "SPM_MODEL_NAME", "VOCAB_NAME",
            "CHECKPOINT_NAME"]

@@ -294,3 +294,21 @@ def test_optimizer_slots_round_trip_under_original_names(tmp_path):
     bare = save_original_checkpoint(model, str(tmp_path / "bare" / "model.ckpt"))
     with pytest.raises(CheckpointMismatchError, match="adam_m"):
         load_original_checkpoint(clone, bare, optimizer=clone_opt)
+
+
+def test_init_from_object_checkpoint(tmp_path):
+    from albert_tf.checkpoints import init_from_checkpoint
+    cfg = tiny(num_hidden_groups=2)
+    encoder_only = AlbertModel(cfg)
+    encoder_only.build()
+    prefix = tf.train.Checkpoint(model=encoder_only).save(str(tmp_path / "ckpt"))
+    # A pretrainer needs heads the checkpoint does not have: refused, naming them...
+    with pytest.raises(CheckpointMismatchError, match="cls/seq_relationship/output_weights"):
+        init_from_checkpoint(AlbertPretrainer(cfg), prefix)
+    # ...unless they may stay fresh.
+    model = AlbertPretrainer(cfg)
+    report = init_from_checkpoint(model, prefix, allow_missing=["^cls/"])
+    assert len(report.missing_allowed) == 7
+    for name, variable in original_variable_map(encoder_only).items():
+        np.testing.assert_array_equal(original_variable_map(model)[name].numpy(),
+                                      variable.numpy())
