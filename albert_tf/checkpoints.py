@@ -387,13 +387,20 @@ def restore_object_checkpoint(model, prefix) -> list[str]:
     """
     _ensure_built(model)
     encoder = encoder_of(model)
-    try:
-        status = tf.train.Checkpoint(model=tf.train.Checkpoint(albert=encoder)).restore(prefix)
-        status.expect_partial().assert_existing_objects_matched()
-    except (AssertionError, ValueError) as err:
+    # The encoder sits at model/albert (a pretrainer or task model was saved) or is
+    # the saved model itself (an AlbertModel was saved).
+    errors = []
+    for holder in (tf.train.Checkpoint(model=tf.train.Checkpoint(albert=encoder)),
+                   tf.train.Checkpoint(model=encoder)):
+        try:
+            holder.restore(prefix).expect_partial().assert_existing_objects_matched()
+            break
+        except (AssertionError, ValueError) as err:
+            errors.append(str(err)[:300])
+    else:
         raise CheckpointMismatchError(
             f"checkpoint {prefix!r} does not hold this model's encoder (object path "
-            f"model/albert/...): {str(err)[:500]}") from None
+            f"model/albert/... or model/...): {errors[0]}") from None
     restored = ["albert"]
     for name in HEAD_SCOPES:
         head = getattr(model, name, None) if model is not encoder else None
