@@ -137,7 +137,8 @@ def _step_fn(impl, preset_name, dtype, xla, batch, seq, threads):
         y, w = data["masked_lm_ids"], data["masked_lm_weights"]
 
         def call():
-            return float(model.train_on_batch(x, y, sample_weight=w))
+            out = model.train_on_batch(x, y, sample_weight=w)
+            return float(out[0] if isinstance(out, (list, tuple)) else out)
         return call
     import numpy as np
     import torch
