@@ -45,7 +45,7 @@ def command(data, output_dir, *extra):
             f"--input_file={data / 'train.tfrecord'}",
             f"--albert_config_file={data / 'albert_config.json'}",
             "--max_seq_length=32", "--max_predictions_per_seq=5", "--train_batch_size=8",
-            "--eval_batch_size=8", "--num_train_steps=12", "--num_warmup_steps=2",
+            "--eval_batch_size=8", "--num_train_steps=60", "--num_warmup_steps=2",
             "--learning_rate=0.01", "--save_checkpoints_steps=2", "--iterations_per_loop=2",
             "--max_eval_steps=3", *extra]
 
@@ -62,9 +62,9 @@ def test_end_to_end_and_resume_after_sigkill(tiny_data, tmp_path):
     assert "sentence_order_accuracy = " in result.stdout
     results = (straight / "eval_results.txt").read_text()
     for key in ("masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy",
-                "sentence_order_loss", "global_step = 12"):
+                "sentence_order_loss", "global_step = 60"):
         assert key in results
-    assert (straight / "model.ckpt-12.index").exists()  # original-format export
+    assert (straight / "model.ckpt-60.index").exists()  # original-format export
     assert os.listdir(straight / "train") and os.listdir(straight / "eval")
 
     killed = tmp_path / "killed"
@@ -72,18 +72,19 @@ def test_end_to_end_and_resume_after_sigkill(tiny_data, tmp_path):
     proc = subprocess.Popen(command(tiny_data, killed), env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
-    while not (killed / "ckpt-6.index").exists():
+    # Killed right after its second checkpoint, with 56 steps still to go.
+    while not (killed / "ckpt-4.index").exists():
         assert proc.poll() is None, "run ended before it could be killed"
         assert time.time() < deadline
-        time.sleep(0.2)
+        time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert not (killed / "model.ckpt-12.index").exists()
+    assert not (killed / "model.ckpt-60.index").exists()
     resumed = run(command(tiny_data, killed))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resumed from" in resumed.stderr
-    want = read_checkpoint_values(str(straight / "model.ckpt-12"))
-    got = read_checkpoint_values(str(killed / "model.ckpt-12"))
+    want = read_checkpoint_values(str(straight / "model.ckpt-60"))
+    got = read_checkpoint_values(str(killed / "model.ckpt-60"))
     assert sorted(want) == sorted(got)
     for name in want:
         np.testing.assert_array_equal(want[name], got[name], err_msg=name)
