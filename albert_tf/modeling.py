@@ -222,14 +222,3 @@ class AlbertPretrainer(keras.Model):
     def from_config(cls, config):
         return cls(AlbertConfig.from_dict(config["config"]),
                    name=config.get("name", "albert_pretrainer"))
-
-
-def dummy_inputs(config: AlbertConfig, batch_size=1, seq_length=2, max_predictions=1):
-    """Small all-zero inputs that build every variable of a model."""
-    shape = (batch_size, seq_length)
-    return {
-        "input_ids": tf.zeros(shape, tf.int32),
-        "input_mask": tf.ones(shape, tf.int32),
-        "segment_ids": tf.zeros(shape, tf.int32),
-        "masked_lm_positions": tf.zeros((batch_size, max_predictions), tf.int32),
-    }
