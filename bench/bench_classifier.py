@@ -80,13 +80,9 @@ def child(impl, config_name, seq, batch, runs, labels):
         import keras_hub
         import tensorflow as tf
 
-        backbone = keras_hub.models.AlbertBackbone(
-            vocabulary_size=cfg.vocab_size, num_layers=cfg.num_hidden_layers,
-            num_heads=cfg.num_attention_heads, num_groups=cfg.num_hidden_groups,
-            num_inner_repetitions=cfg.inner_group_num, embedding_dim=cfg.embedding_size,
-            hidden_dim=cfg.hidden_size, intermediate_dim=cfg.intermediate_size,
-            dropout=0.0, max_sequence_length=cfg.max_position_embeddings,
-            num_segments=cfg.type_vocab_size)
+        from bench_model import keras_hub_backbone  # same folder; shared with the other benches
+
+        backbone = keras_hub_backbone(cfg)
         model = keras_hub.models.AlbertTextClassifier(
             backbone=backbone, num_classes=labels, preprocessor=None, activation="softmax",
             dropout=0.1)

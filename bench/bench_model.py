@@ -129,6 +129,19 @@ def _local_peak(dtype, runs=3, reps=2, n=2048):
     return 2 * n ** 3 * reps / statistics.median(times)
 
 
+def keras_hub_backbone(cfg):
+    """keras-hub's AlbertBackbone with the sizes of an AlbertConfig (random weights)."""
+    import keras_hub
+
+    return keras_hub.models.AlbertBackbone(
+        vocabulary_size=cfg.vocab_size, num_layers=cfg.num_hidden_layers,
+        num_heads=cfg.num_attention_heads, embedding_dim=cfg.embedding_size,
+        hidden_dim=cfg.hidden_size, intermediate_dim=cfg.intermediate_size,
+        num_groups=cfg.num_hidden_groups, num_inner_repetitions=cfg.inner_group_num,
+        dropout=0.0, max_sequence_length=cfg.max_position_embeddings,
+        num_segments=cfg.type_vocab_size)
+
+
 def worker_model(args):
     impl, dtype, xla, mode = args.impl, args.dtype, bool(args.xla), args.mode
     train = mode == "train"
@@ -146,15 +159,7 @@ def worker_model(args):
             inputs = {"input_ids": tf.constant(ids), "input_mask": tf.constant(mask),
                       "segment_ids": tf.constant(seg)}
         else:
-            import keras_hub
-            model = keras_hub.models.AlbertBackbone(
-                vocabulary_size=cfg.vocab_size, num_layers=cfg.num_hidden_layers,
-                num_heads=cfg.num_attention_heads, embedding_dim=cfg.embedding_size,
-                hidden_dim=cfg.hidden_size, intermediate_dim=cfg.intermediate_size,
-                num_groups=cfg.num_hidden_groups,
-                num_inner_repetitions=cfg.inner_group_num, dropout=0.0,
-                max_sequence_length=cfg.max_position_embeddings,
-                num_segments=cfg.type_vocab_size)
+            model = keras_hub_backbone(cfg)
             inputs = {"token_ids": tf.constant(ids), "padding_mask": tf.constant(mask),
                       "segment_ids": tf.constant(seg)}
         model(inputs)  # build eagerly (random weights)

@@ -121,13 +121,7 @@ def _step_fn(impl, preset_name, dtype, xla, batch, seq, threads):
         import keras
         import keras_hub
         keras.mixed_precision.set_global_policy(dtype)
-        backbone = keras_hub.models.AlbertBackbone(
-            vocabulary_size=cfg.vocab_size, num_layers=cfg.num_hidden_layers,
-            num_heads=cfg.num_attention_heads, embedding_dim=cfg.embedding_size,
-            hidden_dim=cfg.hidden_size, intermediate_dim=cfg.intermediate_size,
-            num_groups=cfg.num_hidden_groups, num_inner_repetitions=cfg.inner_group_num,
-            dropout=0.0, max_sequence_length=cfg.max_position_embeddings,
-            num_segments=cfg.type_vocab_size)
+        backbone = bm.keras_hub_backbone(cfg)
         model = keras_hub.models.AlbertMaskedLM(backbone, preprocessor=None)
         model.compile(optimizer=keras.optimizers.Lamb(1e-4, global_clipnorm=1.0),
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -236,7 +230,6 @@ def _write_tfrecord(path, n, seq, vocab):
 
 
 def worker_pipeline(args):
-    import tensorflow as tf
     from albert_tf.input_pipeline import pretraining_dataset
     folder = tempfile.mkdtemp(prefix="bench_pipe_")
     path = os.path.join(folder, "data.tfrecord")
