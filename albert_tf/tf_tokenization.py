@@ -13,10 +13,27 @@ whitespace (`str.isspace`), combining characters (`unicodedata.combining`), digi
 ICU (`tensorflow_text.normalize_utf8`). The model proto is held by the tensorflow-text op as a
 graph constant, so the tokenizer is tracked and saved with a SavedModel.
 
-Known limit: tensorflow-text bundles its own SentencePiece build. When two segmentations of a word
-have exactly the same score (the same multiset of pieces in a different order, e.g. "0"+"00" vs
-"00"+"0"), its Viterbi may break the tie differently from the Python package. The ids then differ
-only in order within that word; tests check that this is the only kind of difference.
+Exact Viterbi ties. tensorflow-text's `SentencepieceTokenizer` bundles SentencePiece 0.1.96, whose
+unigram Viterbi adds a piece score to a path score in double precision and compares that with the
+stored float32 best, while the Python package (0.2.x) adds and compares in float32; both keep the
+first candidate on equality. When two segmentations round to the same float32 score (e.g. "0"+"000"
+vs "000"+"0" for "0000" in the demo model) the two pick different ones. So segmentation runs in
+two stages (`_encode_pieces`):
+
+1. the 0.1.96 op normalizes (its normalizer is the same as 0.2.x's); its pieces, joined, are the
+   normalized text, and its unknown pieces give the surfaces of unknown runs;
+2. `tensorflow_text.FastSentencepieceTokenizer` runs the Viterbi on that text with a rewritten
+   model: identity normalizer, user-defined pieces scored with 0.2.x's length bonus, unused pieces
+   dropped. Its Viterbi does the same float32 additions in the same order with the same strict
+   comparison as 0.2.x. It charges the unknown penalty per byte rather than per character, so
+   every character without a single-character piece is first replaced by one ASCII byte that no
+   piece contains; that is exact when every character of every piece has its own piece (checked
+   when the tokenizer is built; `exact_ties` says whether the two-stage path is used, and a
+   warning names the reason when it is not).
+
+Remaining limit: the Python package (0.2.3 here; 0.2.0 did not) re-centres path scores once their
+magnitude exceeds 1e5 (about 10,000 pieces in one string); past that point near-ties may still
+resolve differently. Sampling (`encode_pieces(sample=True)`) has no in-graph equivalent.
 """
 
 from __future__ import annotations
@@ -24,9 +41,12 @@ from __future__ import annotations
 import functools
 import os
 import unicodedata
+import warnings
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
+from sentencepiece import sentencepiece_model_pb2
 
 from albert_tf import tokenization
 
@@ -90,6 +110,59 @@ def _python_text_tables() -> dict:
     }
 
 
+def _sorted_member(table: tf.Tensor, values: tf.Tensor) -> tf.Tensor:
+    """Elementwise `values in table` for a sorted, non-empty int32 `table`."""
+    idx = tf.minimum(tf.searchsorted(table, values), tf.size(table) - 1)
+    return tf.equal(tf.gather(table, idx), values)
+
+
+def _exact_viterbi_model(proto: bytes):
+    """Rewrites a SentencePiece model for the float32 Viterbi of `FastSentencepieceTokenizer`.
+
+    Returns (rewritten proto bytes, sorted code points that have a single-character piece,
+    placeholder code point) or, when the rewrite cannot reproduce the Python package exactly,
+    a string with the reason.
+    """
+    model = sentencepiece_model_pb2.ModelProto()
+    model.ParseFromString(proto)
+    Piece = sentencepiece_model_pb2.ModelProto.SentencePiece
+    if model.trainer_spec.model_type != sentencepiece_model_pb2.TrainerSpec.UNIGRAM:
+        return "not a unigram model"
+    if model.trainer_spec.byte_fallback:
+        return "byte fallback is enabled"
+    normal = [p.score for p in model.pieces if p.type == Piece.NORMAL]
+    # The fast op's unknown penalty is min(0, scores) - 10; SentencePiece uses min(normal) - 10.
+    if not normal or min(normal) > 0:
+        return "no normal piece with a score <= 0"
+    unk_ids = [i for i, p in enumerate(model.pieces) if p.type == Piece.UNKNOWN]
+    if len(unk_ids) != 1:
+        return "the model does not have exactly one unknown piece"
+    matched = [p.piece for p in model.pieces if p.type in (Piece.NORMAL, Piece.USER_DEFINED)]
+    single = {p for p in matched if len(p) == 1}
+    orphans = sorted({c for p in matched for c in p} - single)
+    if orphans:
+        # Such a character is unknown on its own but matchable inside a piece, so the per-byte
+        # unknown penalty of the fast op cannot be made per-character by substitution.
+        return f"pieces contain characters without their own piece: {orphans[:5]!r}"
+    placeholder = next((cp for cp in range(1, 128) if chr(cp) not in single), None)
+    if placeholder is None:
+        return "every ASCII character is a piece"
+    for p in model.pieces:
+        if p.type == Piece.USER_DEFINED:
+            # SentencePiece 0.2.x scores a user-defined match as float(0.1 * (bytes - 1)).
+            p.score = float(np.float32(0.1 * (len(p.piece.encode("utf-8")) - 1)))
+        elif p.type == Piece.UNUSED:
+            p.type = Piece.CONTROL  # never matched in either; the fast converter rejects UNUSED
+    model.trainer_spec.unk_id = unk_ids[0]
+    spec = model.normalizer_spec
+    spec.name = "identity"
+    spec.precompiled_charsmap = b""
+    spec.add_dummy_prefix = False
+    spec.remove_extra_whitespaces = False
+    spec.escape_whitespaces = False
+    return model.SerializeToString(), sorted(ord(c) for c in single), placeholder
+
+
 class InGraphTokenizer(tf.Module):
     """Raw strings -> SentencePiece ids in-graph, identical to `FullTokenizer` + `preprocess_text`.
 
@@ -100,6 +173,7 @@ class InGraphTokenizer(tf.Module):
         `albert_tf.tokenization.encode_pieces`); default False = intended behaviour.
 
     Attributes (Python ints): pad_id, unk_id, cls_id, sep_id, mask_id, vocab_size.
+    exact_ties: bool, True when float32 ties resolve as in the Python package (see module doc).
 
     Call: `tokenizer(strings)` with `strings` tf.string [B] returns tf.RaggedTensor int32 [B, (T)].
     """
@@ -119,6 +193,20 @@ class InGraphTokenizer(tf.Module):
         with open(path, "rb") as f:
             proto = f.read()
         self._sp = tf_text.SentencepieceTokenizer(model=proto, out_type=tf.string)
+        exact = _exact_viterbi_model(proto)
+        self.exact_ties = not isinstance(exact, str)
+        self._fast = None
+        if self.exact_ties:
+            fast_proto, known, placeholder = exact
+            self._fast = tf_text.FastSentencepieceTokenizer(model=fast_proto)
+            self._known_cps = tf.constant(known, tf.int32)
+            self._placeholder = placeholder
+            self._vocab = tf.constant([py_tok.sp_model.IdToPiece(i)
+                                       for i in range(self.vocab_size)])
+        else:
+            warnings.warn(f"InGraphTokenizer({path!r}): {exact}; using tensorflow-text's "
+                          "SentencePiece Viterbi, whose ids can differ from FullTokenizer where "
+                          "two segmentations tie in float32.", stacklevel=2)
         tables = _python_text_tables()
         self._ws_re = tables["whitespace"] + "+"
         self._combining_re = tables["combining"]
@@ -151,12 +239,41 @@ class InGraphTokenizer(tf.Module):
 
     # -- encode_pieces --------------------------------------------------------------------------
 
+    def _encode_pieces(self, strings: tf.Tensor) -> tf.RaggedTensor:
+        """`sp_model.EncodeAsPieces` on tf.string [N] -> ragged tf.string [N, (T)], int64 splits."""
+        pieces = self._sp.tokenize(strings)
+        if self._fast is None:
+            return pieces
+        # Stage 1 (module doc): the 0.1.96 pieces joined are the normalized text.
+        normalized = tf.strings.reduce_join(pieces, axis=1)
+        cps = tf.strings.unicode_decode(normalized, "UTF-8")
+        flat = cps.flat_values
+        # One byte per unknown character, so the fast op charges the unknown penalty once.
+        marked = tf.where(_sorted_member(self._known_cps, flat), flat, self._placeholder)
+        ids = self._fast.tokenize(tf.strings.unicode_encode(cps.with_flat_values(marked), "UTF-8"))
+        ids = ids.with_row_splits_dtype(tf.int64)
+        flat_ids = ids.flat_values
+        # Unknown runs are the same in both stages (every character of a piece is a piece), so
+        # the k-th unknown piece of stage 1 carries the surface of the k-th one of stage 2.
+        old = pieces.flat_values
+        first = tf.strings.unicode_decode(tf.strings.substr(old, 0, 1, unit="UTF8_CHAR"), "UTF-8")
+        unknown = tf.logical_not(_sorted_member(self._known_cps, first.flat_values))
+        surfaces = tf.boolean_mask(old, unknown)
+        is_unk = tf.equal(flat_ids, self.unk_id)
+        n_unk = tf.size(surfaces)
+        check = tf.debugging.assert_equal(tf.reduce_sum(tf.cast(is_unk, tf.int32)), n_unk,
+                                          message="unknown runs differ between the two stages")
+        with tf.control_dependencies([check]):
+            rank = tf.math.cumsum(tf.cast(is_unk, tf.int32), exclusive=True)
+        unk_text = tf.gather(tf.concat([surfaces, [""]], 0), tf.where(is_unk, rank, n_unk))
+        return ids.with_flat_values(tf.where(is_unk, unk_text, tf.gather(self._vocab, flat_ids)))
+
     def _split_digit_comma(self, pieces: tf.Tensor) -> tf.RaggedTensor:
         """Digit-comma rule on flat pieces tf.string [N]; returns ragged [N, (k)] replacements."""
         fires = tf.strings.regex_full_match(pieces, self._digit_comma_re)
         # Re-encode "<piece minus comma, without ▁>"; rows where the rule does not fire get "".
         stripped = tf.strings.regex_replace(tf.strings.regex_replace(pieces, ",$", ""), _UNDERLINE, "")
-        sub = self._sp.tokenize(tf.where(fires, stripped, ""))
+        sub = self._encode_pieces(tf.where(fires, stripped, ""))
         vals = sub.flat_values
         rows = sub.value_rowids()
         if not self.faithful_py3_comma:
@@ -178,7 +295,7 @@ class InGraphTokenizer(tf.Module):
 
     def tokenize(self, preprocessed: tf.Tensor) -> tf.RaggedTensor:
         """`encode_pieces` on already preprocessed tf.string [B] -> ragged tf.string [B, (T)]."""
-        pieces = self._sp.tokenize(preprocessed)
+        pieces = self._encode_pieces(preprocessed)
         replaced = self._split_digit_comma(pieces.flat_values)
         return pieces.with_flat_values(replaced).merge_dims(1, 2)
 
