@@ -18,6 +18,8 @@ Scaling design and deviations from the original (which reads *all* files into me
   unit's instances -- with its own `random.Random` / numpy Generator seeded from
   (random_seed, file index, chunk index). Memory is bounded by one unit (its token ids plus the
   offsets of its serialized instances; the instances themselves are spilled to a temp file).
+  Workers write finished TFRecord bytes (framing and CRC included) in the final order, so the
+  parent process only appends files (in-kernel copies) and never imports TensorFlow.
 * Consequently documents are shuffled, random-document negatives (§8.3) are drawn, and instances
   are shuffled *within a unit*, not across the corpus; and documents never continue across file
   boundaries (the original glued a file without a leading blank line onto the previous file's
@@ -47,12 +49,14 @@ import dataclasses
 import glob
 import itertools
 import logging
+import mmap
 import multiprocessing
 import os
 import random
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from typing import Sequence
 
@@ -286,6 +290,7 @@ class Settings:
     dupe_factor: int
     random_seed: int
     tmp_dir: str
+    num_shards: int
 
 
 _WORKER: dict = {}
@@ -305,12 +310,20 @@ def _init_worker(settings: Settings) -> None:
     _WORKER["vocab"] = pi.Vocab.from_tokenizer(tok)
 
 
-def process_unit(unit: Unit) -> dict:
-    """Worker: unit -> temp file of serialized examples + the write order.
+def _empty_result(unit: Unit, num_shards: int) -> dict:
+    zeros = np.zeros(num_shards, np.int64)
+    return dict(
+        unit=unit.index, path=None, sizes=zeros, documents=0, instances=0, tokens=0, masked=0
+    )
 
-    Returns a dict with path (temp file), offsets int64 [N + 1] (record i = bytes
-    offsets[i]:offsets[i + 1]), order int64 [N] (the shuffled write order), documents,
-    instances, tokens, masked (total predictions).
+
+def process_unit(unit: Unit) -> dict:
+    """Worker: unit -> a temp file of TFRecord-framed examples in their final order.
+
+    The order is the original's final instance shuffle. The parent sends record j of the whole
+    output to shard j % num_shards, so the records are grouped by j % num_shards here: group r
+    goes whole to one shard. Returns a dict with path (the temp file), sizes int64 [num_shards]
+    (bytes of each group, stored one after the other), documents, instances, tokens, masked.
     """
     s: Settings = _WORKER["settings"]
     cfg = s.config
@@ -321,48 +334,78 @@ def process_unit(unit: Unit) -> dict:
                 f"input file {unit.path!r} contains no documents "
                 "(expected one sentence per line, blank lines between documents)"
             )
-        return dict(
-            unit=unit.index,
-            path=None,
-            offsets=np.zeros(1, np.int64),
-            order=np.zeros(0, np.int64),
-            documents=0,
-            instances=0,
-            tokens=0,
-            masked=0,
-        )
+        return _empty_result(unit, s.num_shards)
     rng, np_rng = unit_rngs(s.random_seed, unit)
     builder = pi.InstanceBuilder(cfg, _WORKER["vocab"], rng, np_rng)
     order = builder.document_order(corpus)
-    path = os.path.join(s.tmp_dir, f"unit-{unit.index:06d}.bin")
-    offsets = [0]
-    tokens = masked = 0
-    with open(path, "wb", buffering=1 << 20) as f:
-        pos = 0
-        for _ in range(s.dupe_factor):
-            for inst in builder.iter_pass(corpus, order):
-                rec = pi.serialize_example(
-                    inst, cfg.max_seq_length, cfg.max_predictions_per_seq, with_masks=cfg.do_masking
-                )
-                f.write(rec)
-                pos += len(rec)
-                offsets.append(pos)
-                tokens += inst.input_ids.shape[0]
-                masked += inst.masked_lm_positions.shape[0]
+    # Records in creation order go to a spill file (memory stays bounded by one batch).
+    spill = os.path.join(s.tmp_dir, f"unit-{unit.index:06d}.spill")
+    ends = []
+    tokens = masked = pos = 0
+    with open(spill, "wb") as f:
+        for batch in builder.iter_batches(corpus, order, s.dupe_factor):
+            buf, offs = pi.serialize_batch(
+                batch,
+                cfg.max_seq_length,
+                cfg.max_predictions_per_seq,
+                with_masks=cfg.do_masking,
+                tfrecord=True,
+            )
+            f.write(buf)
+            ends.append(offs[1:] + pos)
+            pos += int(offs[-1])
+            tokens += int(batch.input_ids.shape[0])
+            masked += int(batch.masked_lm_positions.shape[0])
+    offsets = [0] + np.concatenate(ends).tolist()
     n = len(offsets) - 1
     # The original's final `rng.shuffle(instances)`: same draws as shuffling any list of length n.
     perm = list(range(n))
-    rng.shuffle(perm)
+    pi.shuffle_like_random(perm, rng)
+    path = os.path.join(s.tmp_dir, f"unit-{unit.index:06d}.tfrecord")
+    sizes = np.zeros(s.num_shards, np.int64)
+    with open(spill, "rb") as src, open(path, "wb", buffering=1 << 20) as out:
+        with mmap.mmap(src.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            view = memoryview(mm)
+            write = out.write
+            for r in range(s.num_shards):
+                for i in perm[r :: s.num_shards]:
+                    write(view[offsets[i] : offsets[i + 1]])
+                    sizes[r] += offsets[i + 1] - offsets[i]
+            view.release()
+    os.remove(spill)
     return dict(
         unit=unit.index,
         path=path,
-        offsets=np.asarray(offsets, np.int64),
-        order=np.asarray(perm, np.int64),
+        sizes=sizes,
         documents=corpus.num_documents,
         instances=n,
         tokens=tokens,
         masked=masked,
     )
+
+
+def _append_range(src_fd: int, offset: int, count: int, dst_fd: int) -> None:
+    """Appends bytes [offset, offset + count) of src at dst's file position (in-kernel copy
+    where the platform has one)."""
+    while count > 0:
+        try:
+            done = os.copy_file_range(src_fd, dst_fd, count, offset)
+        except (AttributeError, OSError):  # not Linux, or not supported between these files
+            done = os.write(dst_fd, os.pread(src_fd, min(count, 1 << 24), offset))
+        if done <= 0:
+            raise OSError(f"copying a temporary unit file: {count} bytes missing")
+        offset += done
+        count -= done
+
+
+def _pool_context():
+    """Start method of the worker processes: fork where it is safe (no other threads, e.g. the
+    CLI), else forkserver (TensorFlow's threads make fork unsafe; the server is started once and
+    reused by later pools)."""
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1 and "tensorflow" not in sys.modules:
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -431,40 +474,47 @@ def create_pretraining_data(
         len(outputs),
     )
 
-    import tensorflow as tf  # only the writer needs TF (workers do not import it)
-
     out_dir = os.path.dirname(os.path.abspath(outputs[0]))
     tmp_dir = tempfile.mkdtemp(prefix=".create_pretraining_data-", dir=out_dir)
     tmp_outputs = [f"{o}.tmp-{os.getpid()}" for o in outputs]
     settings = Settings(
-        vocab_file, spm_model_file, do_lower_case, config, dupe_factor, random_seed, tmp_dir
+        vocab_file,
+        spm_model_file,
+        do_lower_case,
+        config,
+        dupe_factor,
+        random_seed,
+        tmp_dir,
+        len(outputs),
     )
     stats = dict(documents=0, instances=0, tokens=0, masked=0, units=len(units))
     t0 = time.time()
     pool = None
-    writers = []
+    shards = []
     ok = False
     try:
-        writers = [tf.io.TFRecordWriter(t) for t in tmp_outputs]
+        shards = [os.open(t, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666) for t in tmp_outputs]
         if num_workers == 1:
             _init_worker(settings)
             results = map(process_unit, units)
         else:
-            # spawn: the parent has imported TensorFlow, which is not fork-safe.
-            pool = multiprocessing.get_context("spawn").Pool(num_workers, _init_worker, (settings,))
+            pool = _pool_context().Pool(num_workers, _init_worker, (settings,))
             results = pool.imap(process_unit, units)  # ordered: output independent of worker count
-        w = 0
+        w = 0  # shard of the next record
         done_bytes = 0
         last_log = t0
         for unit, res in zip(units, results):
             if res["path"] is not None:
-                offs = res["offsets"]
-                with open(res["path"], "rb") as f:
-                    for i in res["order"].tolist():
-                        f.seek(offs[i])
-                        writers[w].write(f.read(offs[i + 1] - offs[i]))
-                        w = (w + 1) % len(writers)
+                src = os.open(res["path"], os.O_RDONLY)
+                try:
+                    pos = 0
+                    for r, size in enumerate(res["sizes"].tolist()):
+                        _append_range(src, pos, size, shards[(w + r) % len(shards)])
+                        pos += size
+                finally:
+                    os.close(src)
                 os.remove(res["path"])
+                w = (w + res["instances"]) % len(shards)
             for k in ("documents", "instances", "tokens", "masked"):
                 stats[k] += res[k]
             done_bytes += unit.end - unit.start
@@ -482,9 +532,8 @@ def create_pretraining_data(
                     stats["instances"] / max(el, 1e-9),
                     eta,
                 )
-        for wr in writers:
-            wr.close()
-        writers = []
+        while shards:
+            os.close(shards.pop())
         for t, o in zip(tmp_outputs, outputs):
             os.replace(t, o)
         ok = True
@@ -495,8 +544,8 @@ def create_pretraining_data(
             else:
                 pool.terminate()
             pool.join()
-        for wr in writers:
-            wr.close()
+        for fd in shards:
+            os.close(fd)
         if not ok:
             for t in tmp_outputs:
                 if os.path.exists(t):

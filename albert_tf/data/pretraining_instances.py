@@ -9,9 +9,11 @@ documented change of randomness is the n-gram length draw, which the original to
 *unseeded* global RNG (§15 item 14, "fix"): here it comes from a seeded `numpy.random.Generator`
 passed in by the caller, so the output is fully reproducible from the seed.
 
-No TensorFlow import: this module runs in lightweight worker processes. Examples are serialized
-to `tf.train.Example` wire format by hand (`serialize_example`), byte-compatible with what
-`tf.train.Example.SerializeToString()` parses to.
+No TensorFlow import: this module runs in lightweight worker processes. Instances are built in
+batches (`InstanceBatch`): only the RNG-ordered decisions run per instance in Python; slicing,
+masking and serialization to `tf.train.Example` wire format (`serialize_batch`, optionally with
+TFRecord framing and CRC-32C) are vectorized over the batch. The bytes equal what
+`tf.train.Example.SerializeToString()` and `tf.io.TFRecordWriter` write for the same features.
 
 Data layout of a "corpus unit" (`Corpus`):
   tokens      int32 [T]     all token ids of all segments, concatenated
@@ -26,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
-import struct
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -195,39 +196,133 @@ class Instance:
     next_sentence_label: int
 
 
+@dataclasses.dataclass
+class InstanceBatch:
+    """Consecutive instances in flat arrays (K instances, N tokens, M predictions).
+
+    input_ids:            int32 [N]     masked ids; instance k = input_ids[offsets[k]:offsets[k+1]]
+    token_boundary:       uint8 [N]
+    offsets:              int64 [K + 1]
+    a_len:                int64 [K]     length of segment A (segment_ids are 1 from a_len + 2 on)
+    next_sentence_labels: uint8 [K]
+    mask_offsets:         int64 [K + 1] predictions of instance k = [mask_offsets[k], ..[k + 1])
+    masked_lm_positions:  int32 [M]     positions within the instance, sorted per instance
+    masked_lm_ids:        int32 [M]     original ids at those positions
+    """
+
+    input_ids: np.ndarray
+    token_boundary: np.ndarray
+    offsets: np.ndarray
+    a_len: np.ndarray
+    next_sentence_labels: np.ndarray
+    mask_offsets: np.ndarray
+    masked_lm_positions: np.ndarray
+    masked_lm_ids: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.offsets.shape[0] - 1)
+
+    def instances(self) -> list[Instance]:
+        """Per-instance views (for tests and small outputs)."""
+        out = []
+        off, moff = self.offsets.tolist(), self.mask_offsets.tolist()
+        for k, (la, label) in enumerate(zip(self.a_len.tolist(), self.next_sentence_labels)):
+            n = off[k + 1] - off[k]
+            seg = np.zeros(n, np.int32)
+            seg[la + 2 :] = 1
+            out.append(
+                Instance(
+                    self.input_ids[off[k] : off[k + 1]],
+                    seg,
+                    self.token_boundary[off[k] : off[k + 1]].astype(np.int32),
+                    self.masked_lm_positions[moff[k] : moff[k + 1]],
+                    self.masked_lm_ids[moff[k] : moff[k + 1]],
+                    int(label),
+                )
+            )
+        return out
+
+    @classmethod
+    def from_instances(cls, insts: Sequence[Instance]) -> "InstanceBatch":
+        """Inverse of `instances()`; a_len is taken from the segment ids."""
+        lens = [i.input_ids.shape[0] for i in insts]
+        mlens = [i.masked_lm_positions.shape[0] for i in insts]
+        cat = lambda xs, dt: np.concatenate([np.asarray(x, dt) for x in xs] or [np.zeros(0, dt)])
+        return cls(
+            input_ids=cat([i.input_ids for i in insts], np.int32),
+            token_boundary=cat([i.token_boundary for i in insts], np.uint8),
+            offsets=np.concatenate([[0], np.cumsum(lens, dtype=np.int64)]),
+            a_len=np.asarray([int((i.segment_ids == 0).sum()) - 2 for i in insts], np.int64),
+            next_sentence_labels=np.asarray([i.next_sentence_label for i in insts], np.uint8),
+            mask_offsets=np.concatenate([[0], np.cumsum(mlens, dtype=np.int64)]),
+            masked_lm_positions=cat([i.masked_lm_positions for i in insts], np.int32),
+            masked_lm_ids=cat([i.masked_lm_ids for i in insts], np.int32),
+        )
+
+
+def _ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """Concatenation of the ranges [starts[k], starts[k] + lens[k]). int64 [lens.sum()]."""
+    total = int(lens.sum())
+    excl = np.cumsum(lens) - lens
+    return np.repeat(starts - excl, lens) + np.arange(total)
+
+
 def shuffle_like_random(x: list, rng: random.Random) -> None:
     """In-place shuffle with exactly the draws and result of `rng.shuffle(x)` (CPython 3.11+
-    `Random.shuffle` -> `_randbelow_with_getrandbits`), minus two Python calls per element: the
-    candidate shuffles are the builder's hottest loop."""
+    `Random.shuffle` -> `_randbelow_with_getrandbits`), without its per-element Python calls:
+    the candidate shuffles are the builder's hottest loop. The bit count k of `randbelow(i + 1)`
+    is constant over i in [2**(k-1) - 1, 2**k - 2], so it is hoisted out of the inner loop."""
     getrandbits = rng.getrandbits
-    for i in range(len(x) - 1, 0, -1):
-        n = i + 1
-        k = n.bit_length()
-        r = getrandbits(k)
-        while r >= n:
+    hi = len(x) - 1
+    k = len(x).bit_length()
+    while hi > 0:
+        lo = max(1, (1 << (k - 1)) - 1)
+        for i in range(hi, lo - 1, -1):
             r = getrandbits(k)
-        x[i], x[r] = x[r], x[i]
+            while r > i:
+                r = getrandbits(k)
+            x[i], x[r] = x[r], x[i]
+        hi = lo - 1
+        k -= 1
+
+
+def skip_shuffle(n: int, rng: random.Random) -> None:
+    """Consumes the draws of shuffling a list of length `n` (the result would be unused)."""
+    getrandbits = rng.getrandbits
+    hi = n - 1
+    k = n.bit_length()
+    while hi > 0:
+        lo = max(1, (1 << (k - 1)) - 1)
+        for i in range(hi, lo - 1, -1):
+            while getrandbits(k) > i:
+                pass
+        hi = lo - 1
+        k -= 1
 
 
 class _NgramSampler:
-    """Draws n-gram lengths from a seeded numpy Generator, buffered (np `choice` is ~10 µs/call)."""
+    """Draws n-gram lengths from a seeded numpy Generator, in blocks (np `choice` is ~10 µs/call).
+
+    The stream of lengths does not depend on the block size; `draw` and iteration share it.
+    """
 
     def __init__(self, np_rng: np.random.Generator, probs: np.ndarray, block: int = 4096):
         self._rng = np_rng
         self._cdf = np.cumsum(probs)
         self._cdf[-1] = 1.0
         self._block = block
-        self._buf: list[int] = []
-        self._pos = 0
+        self._it = self._stream()
+
+    def _stream(self) -> Iterator[int]:
+        while True:
+            u = self._rng.random(self._block)
+            yield from (np.searchsorted(self._cdf, u, side="right") + 1).tolist()
+
+    def __iter__(self) -> Iterator[int]:
+        return self._it
 
     def draw(self) -> int:
-        if self._pos >= len(self._buf):
-            u = self._rng.random(self._block)
-            self._buf = (np.searchsorted(self._cdf, u, side="right") + 1).tolist()
-            self._pos = 0
-        n = self._buf[self._pos]
-        self._pos += 1
-        return n
+        return next(self._it)
 
 
 class InstanceBuilder:
@@ -235,6 +330,10 @@ class InstanceBuilder:
 
     rng:    random.Random; consumed in the original's order.
     np_rng: numpy Generator for the n-gram lengths (seeded: §15 item 14 fix).
+
+    The per-instance work that depends on the random stream (segment walk, truncation, candidate
+    shuffles, n-gram picks, 80/10/10) is plain Python on ints; everything else (copying the
+    token slices, boundaries, applying masks) is done in numpy for a batch of instances at once.
     """
 
     def __init__(
@@ -246,201 +345,247 @@ class InstanceBuilder:
         self.rng = rng
         self._ngram = _NgramSampler(np_rng, config.ngram_probs())
 
-    # --- corpus level -------------------------------------------------------------------------
-
     def document_order(self, corpus: Corpus) -> list[int]:
         """The original's `rng.shuffle(all_documents)`: same draws as shuffling a list of that size."""
         order = list(range(corpus.num_documents))
-        self.rng.shuffle(order)
+        shuffle_like_random(order, self.rng)
         return order
-
-    def iter_pass(self, corpus: Corpus, order: Sequence[int]) -> Iterator[Instance]:
-        """One dupe pass: instances of every document in `order` (not shuffled)."""
-        seg_len = np.diff(corpus.seg_offsets).tolist()
-        doc_off = corpus.doc_offsets.tolist()
-        seg_off = corpus.seg_offsets.tolist()
-        for k in range(len(order)):
-            yield from self._from_document(corpus, order, k, seg_len, doc_off, seg_off)
 
     def create_instances(self, corpus: Corpus, dupe_factor: int) -> list[Instance]:
         """The original's `create_training_instances` for one unit: doc shuffle, passes, shuffle."""
         order = self.document_order(corpus)
-        instances: list[Instance] = []
-        for _ in range(dupe_factor):
-            instances.extend(self.iter_pass(corpus, order))
-        self.rng.shuffle(instances)
+        instances = [
+            inst
+            for batch in self.iter_batches(corpus, order, dupe_factor)
+            for inst in batch.instances()
+        ]
+        shuffle_like_random(instances, self.rng)
         return instances
 
-    # --- document level (spec §8.3) -----------------------------------------------------------
-
-    def _from_document(self, corpus, order, k, seg_len, doc_off, seg_off):
+    def iter_batches(
+        self, corpus: Corpus, order: Sequence[int], passes: int = 1, batch_size: int = 2048
+    ) -> Iterator[InstanceBatch]:
+        """`passes` dupe passes over the documents in `order`: all instances in creation order
+        (not shuffled), cut into batches of about `batch_size` instances (whole documents)."""
+        cfg, v = self.config, self.vocab
+        tokens = corpus.tokens
         rng = self.rng
-        cfg = self.config
-        doc = order[k]
-        first, last = doc_off[doc], doc_off[doc + 1]  # segment index range of this document
-        num_segs = last - first
+        rand = rng.random
+        getrandbits = rng.getrandbits
+        gnext = iter(self._ngram).__next__
+        seg_off = corpus.seg_offsets.tolist()
+        doc_off = corpus.doc_offsets.tolist()
+        num_docs = len(order)
         max_num_tokens = cfg.max_seq_length - 3
-        target = max_num_tokens
-        if rng.random() < cfg.short_seq_prob:
-            target = rng.randint(2, max_num_tokens)
-
-        chunk_start = None  # first segment (global index) of current chunk
-        chunk_n = 0
-        cur_len = 0
-        i = 0
-        while i < num_segs:
-            s = first + i
-            if chunk_n == 0:
-                chunk_start = s
-            chunk_n += 1
-            cur_len += seg_len[s]
-            if i == num_segs - 1 or cur_len >= target:
-                a_end = 1
-                if chunk_n >= 2:
-                    a_end = rng.randint(1, chunk_n - 1)
-                a0 = seg_off[chunk_start]
-                a1 = seg_off[chunk_start + a_end]
-                if chunk_n == 1 or (cfg.random_next_sentence and rng.random() < 0.5):
-                    label = 1
-                    target_b = target - (a1 - a0)
-                    rand_k = 0
-                    for _ in range(10):
-                        rand_k = rng.randint(0, len(order) - 1)
-                        if rand_k != k:
-                            break
-                    rdoc = order[rand_k]
-                    rfirst, rlast = doc_off[rdoc], doc_off[rdoc + 1]
-                    rstart = rng.randint(0, rlast - rfirst - 1)
-                    b0 = seg_off[rfirst + rstart]
-                    b1 = b0
-                    for j in range(rfirst + rstart, rlast):
-                        b1 = seg_off[j + 1]
-                        if b1 - b0 >= target_b:
-                            break
-                    # Unused chunk segments go back to the walk.
-                    i -= chunk_n - a_end
-                elif not cfg.random_next_sentence and rng.random() < 0.5:
-                    label = 1
-                    b0, b1 = a1, seg_off[chunk_start + chunk_n]
-                    a0, a1, b0, b1 = b0, b1, a0, a1  # swap A and B
-                else:
-                    label = 0
-                    b0, b1 = a1, seg_off[chunk_start + chunk_n]
-                a0, a1, b0, b1 = self._truncate(a0, a1, b0, b1, max_num_tokens)
-                yield self._make_instance(corpus.tokens, a0, a1, b0, b1, label)
-                chunk_n = 0
-                cur_len = 0
-            i += 1
-
-    def _truncate(self, a0, a1, b0, b1, max_num_tokens):
-        """Original truncate_seq_pair on offsets: one rng.random() per removed token."""
-        rng = self.rng
-        while (a1 - a0) + (b1 - b0) > max_num_tokens:
-            if (a1 - a0) > (b1 - b0):
-                if rng.random() < 0.5:
-                    a0 += 1
-                else:
-                    a1 -= 1
-            else:
-                if rng.random() < 0.5:
-                    b0 += 1
-                else:
-                    b1 -= 1
-        if a1 - a0 < 1 or b1 - b0 < 1:
-            raise AssertionError("empty segment after truncation")  # cannot happen for valid input
-        return a0, a1, b0, b1
-
-    # --- instance level (spec §8.4) -----------------------------------------------------------
-
-    def _make_instance(self, tokens, a0, a1, b0, b1, label) -> Instance:
-        v = self.vocab
-        la, lb = a1 - a0, b1 - b0
-        n = la + lb + 3
-        ids = np.empty(n, dtype=np.int32)
-        ids[0] = v.cls_id
-        ids[1 : la + 1] = tokens[a0:a1]
-        ids[la + 1] = v.sep_id
-        ids[la + 2 : n - 1] = tokens[b0:b1]
-        ids[n - 1] = v.sep_id
-        segment_ids = np.zeros(n, dtype=np.int32)
-        segment_ids[la + 2 :] = 1
-        boundary = v.is_start[ids].astype(np.int32)
-        boundary[0] = boundary[la + 1] = boundary[n - 1] = 1
-        if not self.config.do_masking:
-            empty = np.zeros(0, np.int32)
-            return Instance(ids, segment_ids, boundary, empty, empty, label)
-        positions, labels = self._mask(ids, boundary, la)
-        return Instance(ids, segment_ids, boundary, positions, labels, label)
-
-    def _mask(self, ids: np.ndarray, boundary: np.ndarray, la: int):
-        """N-gram masking in place on `ids`. Returns (positions, labels), sorted by position."""
-        cfg = self.config
-        rng = self.rng
-        n = ids.shape[0]
-        if cfg.masked_lm_prob == 0:
-            return np.zeros(0, np.int32), np.zeros(0, np.int32)
-        # Non-special positions in order; [CLS]/[SEP] never are candidates, and whole-word grouping
-        # ignores the middle [SEP] (a continuation at the start of B joins A's last word, §15 #16).
-        nsp = np.concatenate([np.arange(1, la + 1), np.arange(la + 2, n - 1)])
-        if cfg.do_whole_word_mask:
-            new_word = boundary[nsp].astype(bool)
-            new_word[0] = True  # the first candidate always opens a word
-            word_starts = np.flatnonzero(new_word).tolist()
-        else:
-            word_starts = list(range(nsp.shape[0]))
-        num_words = len(word_starts)
-        word_starts.append(nsp.shape[0])
-        nsp_list = nsp.tolist()
-
-        num_to_predict = min(
-            cfg.max_predictions_per_seq, max(1, int(round(n * cfg.masked_lm_prob)))
+        short_prob = cfg.short_seq_prob
+        nsp = cfg.random_next_sentence
+        do_mask = cfg.do_masking and cfg.masked_lm_prob > 0
+        prob, max_pred, wwm = (
+            cfg.masked_lm_prob,
+            cfg.max_predictions_per_seq,
+            cfg.do_whole_word_mask,
         )
-        max_n = cfg.ngram
-        order = list(range(num_words))
-        shuffle_like_random(order, rng)  # the original's rng.shuffle(ngram_indexes)
+        mask_id = v.mask_id
+        random_ids = v.random_ids.tolist()
+        vsize = len(random_ids)
+        vbits = vsize.bit_length()
+        # Word starts as corpus-level tables: word j of an instance is found in O(1) from the
+        # number of start pieces before a position (cs) and the start positions (sp).
+        is_start = v.is_start[tokens]
+        idx_t = np.int32 if tokens.shape[0] < 2**31 - 1 else np.int64
+        cs = memoryview(np.concatenate([[0], np.cumsum(is_start, dtype=idx_t)]).astype(idx_t))
+        sp = memoryview(np.flatnonzero(is_start).astype(idx_t))
 
-        covered = set()
-        picked: list[int] = []
-        orig = ids.tolist()
-        for j in order:
-            if len(picked) >= num_to_predict:
-                break
-            g = self._ngram.draw()
-            # The (g)-gram starting at word j; clipped at the end of the sequence (§15 item 16).
-            size = word_starts[min(j + g, num_words)] - word_starts[j]
-            g -= 1
-            while len(picked) + size > num_to_predict:
-                if g == 0:
+        def randbelow(n):  # random.Random._randbelow_with_getrandbits
+            k = n.bit_length()
+            r = getrandbits(k)
+            while r >= n:
+                r = getrandbits(k)
+            return r
+
+        A0, LA, B0, LB, LBL, MCNT, MPOS, MREP = ([] for _ in range(8))
+
+        def mask(a0, la, b0, lb):
+            """One instance's n-gram masking; appends its picks to MPOS/MREP/MCNT."""
+            ntp = min(max_pred, max(1, int(round((la + lb + 3) * prob))))
+            if wwm:
+                # Candidates are A then B (the middle [SEP] is skipped, so a continuation piece
+                # at the start of B extends A's last word, §15 item 16); the first one opens a word.
+                ca = cs[a0 + 1]
+                wa = 1 + cs[a0 + la] - ca
+                cb = cs[b0]
+                nw = wa + cs[b0 + lb] - cb
+            else:
+                nw = la + lb
+            end = la + lb
+
+            def word_start(j):  # candidate index of word j's first piece (j == nw: the end)
+                if not wwm:
+                    return j
+                if j >= nw:
+                    return end
+                if j < wa:
+                    return sp[ca + j - 1] - a0 if j else 0
+                return la + sp[cb + j - wa] - b0
+
+            order = list(range(nw))
+            shuffle_like_random(order, rng)  # the original's rng.shuffle(ngram_indexes)
+            covered = bytearray(nw)  # by word: spans are whole words
+            picked = 0
+            for j in order:
+                if picked >= ntp:
                     break
-                size = word_starts[min(j + g, num_words)] - word_starts[j]
-                g -= 1
-            if len(picked) + size > num_to_predict:
-                continue
-            start = word_starts[j]
-            span = nsp_list[start : start + size]
-            if any(p in covered for p in span):
-                continue
-            for p in span:
-                covered.add(p)
-                if rng.random() < 0.8:
-                    ids[p] = self.vocab.mask_id
-                elif rng.random() < 0.5:
-                    pass  # keep the original token
-                else:
-                    ids[p] = self.vocab.random_ids[rng.randint(0, self.vocab.size - 1)]
-                picked.append(p)
+                g = gnext()
+                # The g-gram starting at word j, clipped at the end; shorter if it is too long.
+                c0 = word_start(j)
+                while True:
+                    j1 = min(j + g, nw)
+                    c1 = word_start(j1)
+                    g -= 1
+                    if picked + c1 - c0 <= ntp or g == 0:
+                        break
+                if picked + c1 - c0 > ntp or covered.find(1, j, j1) >= 0:
+                    continue
+                covered[j:j1] = b"\x01" * (j1 - j)
+                for c in range(c0, c1):
+                    MPOS.append(c + 1 if c < la else c + 2)
+                    if rand() < 0.8:
+                        MREP.append(mask_id)
+                    elif rand() < 0.5:
+                        MREP.append(-1)  # keep the original token
+                    else:
+                        r = getrandbits(vbits)
+                        while r >= vsize:
+                            r = getrandbits(vbits)
+                        MREP.append(random_ids[r])
+                picked += c1 - c0
+            # The original shuffles the candidates again (for permutation targets, unused here);
+            # the draws are consumed all the same.
+            skip_shuffle(nw, rng)
+            MCNT.append(picked)
 
-        # The original shuffles the candidate list again (for permutation targets, unused here);
-        # the draws are consumed all the same.
-        shuffle_like_random(order, rng)
-        picked.sort()
-        positions = np.asarray(picked, dtype=np.int32)
-        labels = np.asarray([orig[p] for p in picked], dtype=np.int32)
-        return positions, labels
+        for _ in range(passes):
+            for k in range(num_docs):
+                doc = order[k]
+                first, last = doc_off[doc], doc_off[doc + 1]  # segment range of this document
+                num_segs = last - first
+                target = max_num_tokens
+                if rand() < short_prob:
+                    target = 2 + randbelow(max_num_tokens - 1)
+                chunk_start = 0  # first segment (global index) of the current chunk
+                chunk_n = 0
+                i = 0
+                while i < num_segs:
+                    s = first + i
+                    if chunk_n == 0:
+                        chunk_start = s
+                    chunk_n += 1
+                    if i == num_segs - 1 or seg_off[s + 1] - seg_off[chunk_start] >= target:
+                        a_end = 1 + randbelow(chunk_n - 1) if chunk_n >= 2 else 1
+                        a0 = seg_off[chunk_start]
+                        a1 = seg_off[chunk_start + a_end]
+                        if chunk_n == 1 or (nsp and rand() < 0.5):
+                            label = 1
+                            target_b = target - (a1 - a0)
+                            rand_k = 0
+                            for _ in range(10):
+                                rand_k = randbelow(num_docs)
+                                if rand_k != k:
+                                    break
+                            rdoc = order[rand_k]
+                            rfirst, rlast = doc_off[rdoc], doc_off[rdoc + 1]
+                            j = rfirst + randbelow(rlast - rfirst)
+                            b0 = b1 = seg_off[j]
+                            while j < rlast:
+                                b1 = seg_off[j + 1]
+                                if b1 - b0 >= target_b:
+                                    break
+                                j += 1
+                            i -= chunk_n - a_end  # unused chunk segments go back to the walk
+                        elif not nsp and rand() < 0.5:
+                            label = 1
+                            a0, a1, b0, b1 = a1, seg_off[chunk_start + chunk_n], a0, a1  # swap
+                        else:
+                            label = 0
+                            b0, b1 = a1, seg_off[chunk_start + chunk_n]
+                        # The original's truncate_seq_pair: one draw per removed token.
+                        while (a1 - a0) + (b1 - b0) > max_num_tokens:
+                            if (a1 - a0) > (b1 - b0):
+                                if rand() < 0.5:
+                                    a0 += 1
+                                else:
+                                    a1 -= 1
+                            elif rand() < 0.5:
+                                b0 += 1
+                            else:
+                                b1 -= 1
+                        A0.append(a0)
+                        LA.append(a1 - a0)
+                        B0.append(b0)
+                        LB.append(b1 - b0)
+                        LBL.append(label)
+                        if do_mask:
+                            mask(a0, a1 - a0, b0, b1 - b0)
+                        chunk_n = 0
+                    i += 1
+                if len(A0) >= batch_size:
+                    yield self._assemble(tokens, is_start, A0, LA, B0, LB, LBL, MCNT, MPOS, MREP)
+                    for lst in (A0, LA, B0, LB, LBL, MCNT, MPOS, MREP):
+                        lst.clear()
+        if A0:
+            yield self._assemble(tokens, is_start, A0, LA, B0, LB, LBL, MCNT, MPOS, MREP)
+
+    def _assemble(self, tokens, is_start, A0, LA, B0, LB, LBL, MCNT, MPOS, MREP) -> InstanceBatch:
+        """Instances as [CLS] tokens[a0:a0+la] [SEP] tokens[b0:b0+lb] [SEP] with masks applied."""
+        v = self.vocab
+        la = np.asarray(LA, np.int64)
+        lb = np.asarray(LB, np.int64)
+        if la.min() < 1 or lb.min() < 1:
+            raise AssertionError("empty segment after truncation")  # cannot happen
+        n = la + lb + 3
+        offsets = np.zeros(n.shape[0] + 1, np.int64)
+        np.cumsum(n, out=offsets[1:])
+        start = offsets[:-1]
+        # A and B slices interleaved per instance, in output order.
+        dst = _ranges(
+            np.stack([start + 1, start + la + 2], 1).ravel(), np.stack([la, lb], 1).ravel()
+        )
+        src = _ranges(
+            np.stack([np.asarray(A0), np.asarray(B0)], 1).ravel(), np.stack([la, lb], 1).ravel()
+        )
+        ids = np.empty(int(offsets[-1]), np.int32)
+        boundary = np.ones(ids.shape[0], np.uint8)  # specials are boundaries
+        ids[dst] = tokens[src]
+        boundary[dst] = is_start[src]
+        ids[start] = v.cls_id
+        ids[start + la + 1] = v.sep_id
+        ids[offsets[1:] - 1] = v.sep_id
+        cnt = np.asarray(MCNT if MCNT else np.zeros(n.shape[0]), np.int64)
+        mask_offsets = np.zeros(n.shape[0] + 1, np.int64)
+        np.cumsum(cnt, out=mask_offsets[1:])
+        pos = np.asarray(MPOS, np.int64) + np.repeat(start, cnt)
+        rep = np.asarray(MREP, np.int64)
+        # Positions sorted per instance (instances are disjoint increasing ranges of `pos`).
+        srt = np.argsort(pos, kind="stable")
+        pos, rep = pos[srt], rep[srt]
+        labels = ids[pos]
+        sel = rep >= 0
+        ids[pos[sel]] = rep[sel]
+        return InstanceBatch(
+            input_ids=ids,
+            token_boundary=boundary,
+            offsets=offsets,
+            a_len=la,
+            next_sentence_labels=np.asarray(LBL, np.uint8),
+            mask_offsets=mask_offsets,
+            masked_lm_positions=(pos - np.repeat(start, cnt)).astype(np.int32),
+            masked_lm_ids=labels,
+        )
 
 
 # ---------------------------------------------------------------------------------------------
-# Serialization: tf.train.Example wire format without protobuf objects.
+# Serialization: tf.train.Example wire format (and TFRecord framing) without protobuf objects,
+# for a whole batch at once.
 # ---------------------------------------------------------------------------------------------
 
 FEATURE_NAMES_MASKED = (
@@ -474,184 +619,349 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
-def encode_varints(values: np.ndarray) -> bytes:
-    """Protobuf varints of a non-negative integer array, vectorized. -> bytes."""
+def _varint_columns(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Protobuf varints of non-negative ints [N] -> (bytes uint8 [N, G], valid bool [N, G])."""
     v = np.asarray(values, dtype=np.int64)
-    if v.size == 0:
-        return b""
-    if v.min() < 0:
-        raise ValueError("negative values cannot be written as compact varints here")
-    v = v.astype(np.uint64)
-    groups = max(1, (int(v.max()).bit_length() + 6) // 7)
-    shifts = np.arange(groups, dtype=np.uint64) * np.uint64(7)
-    parts = ((v[:, None] >> shifts[None, :]) & np.uint64(0x7F)).astype(np.uint8)
-    nbytes = np.ones(v.shape[0], dtype=np.int64)
-    for g in range(1, groups):
-        nbytes += v >= np.uint64(1 << (7 * g))
-    col = np.arange(groups)[None, :]
-    parts[col < (nbytes[:, None] - 1)] |= 0x80  # continuation bits
-    return parts[col < nbytes[:, None]].tobytes()
+    if v.size and v.min() < 0:
+        raise ValueError("negative values cannot be written as varints here")
+    groups = max(1, (int(v.max()).bit_length() + 6) // 7) if v.size else 1
+    shifts = np.arange(groups, dtype=np.int64) * 7
+    cols = (v[:, None] >> shifts) & 0x7F
+    nbytes = _vlen(v)
+    valid = np.arange(groups) < nbytes[:, None]
+    cols[:, :-1] |= np.where(valid[:, 1:], 0x80, 0)  # continuation bits
+    return cols.astype(np.uint8), valid
 
 
-def _ld(field: int, payload: bytes) -> bytes:
-    """Length-delimited protobuf field."""
-    return _varint((field << 3) | 2) + _varint(len(payload)) + payload
+def _varint_flat(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Varints of ints [N] concatenated -> (bytes uint8 [B], byte count per value int64 [N])."""
+    cols, valid = _varint_columns(values)
+    return cols[valid], valid.sum(1)
 
 
-_KEY_CACHE: dict[str, bytes] = {}
+def _fixed_prefix(name: str, kind_field: int, payload_len: int) -> bytes:
+    """Map entry + Feature + list headers of a feature whose packed payload has a fixed length."""
+    lst = _varint((1 << 3) | 2) + _varint(payload_len)  # XList.value (packed)
+    feat = _varint((kind_field << 3) | 2) + _varint(len(lst) + payload_len)
+    key = _varint((1 << 3) | 2) + _varint(len(name)) + name.encode("utf-8")
+    inner = len(feat) + len(lst) + payload_len
+    entry = key + _varint((2 << 3) | 2) + _varint(inner)
+    return _varint((1 << 3) | 2) + _varint(len(entry) + inner) + entry + feat + lst
 
 
-def _feature_entry(name: str, feature: bytes) -> bytes:
-    key = _KEY_CACHE.get(name)
-    if key is None:
-        key = _KEY_CACHE[name] = _ld(1, name.encode("utf-8"))
-    return _ld(1, key + _ld(2, feature))  # Features.feature map entry
+class _Crc32c:
+    """CRC-32C (Castagnoli, as in TFRecord framing) of many records at once, in numpy.
 
-
-def _int64_feature(values: np.ndarray, pad: int) -> bytes:
-    payload = encode_varints(values) + b"\x00" * pad  # zero pads are one 0x00 byte each
-    return _ld(3, _ld(1, payload))  # Feature.int64_list -> Int64List.value (packed)
-
-
-def _float_feature(values: np.ndarray) -> bytes:
-    payload = np.asarray(values, dtype="<f4").tobytes()
-    return _ld(2, _ld(1, payload))  # Feature.float_list -> FloatList.value (packed)
-
-
-class ExampleSerializer:
-    """Fast `tf.train.Example` bytes for fixed (max_seq_length, max_predictions_per_seq).
-
-    Headers of the fixed-size features are precomputed; varints of ids come from a lookup table
-    (values < 2**21, i.e. at most 3 bytes), so one instance costs a handful of numpy calls.
+    The CRC is affine in the message bits: crc(M) = zeros[len(M)] ^ XOR_i T[e_i][M[i]], where
+    e_i is the number of bytes after byte i and T[e][b] is the CRC (init 0, no final xor) of b
+    followed by e zero bytes. Zero bytes -- most of a padded example -- contribute nothing, and
+    runs of a constant byte cost O(1) through prefix XORs of a column of T.
     """
 
-    _LUT_BITS = 21
+    _POLY = 0x82F63B78
+    MAX_CONST = 64  # longest constant piece (feature headers)
 
-    def __init__(self, max_seq_length: int, max_predictions_per_seq: int, with_masks: bool = True):
-        self.S, self.P, self.with_masks = max_seq_length, max_predictions_per_seq, with_masks
-        vals = np.arange(1 << self._LUT_BITS, dtype=np.int64)
-        self._lut_len = (1 + (vals >= 1 << 7) + (vals >= 1 << 14)).astype(np.int64)
-        lut = np.stack([vals & 0x7F, (vals >> 7) & 0x7F, (vals >> 14) & 0x7F], 1).astype(np.uint8)
-        lut[:, 0] |= (self._lut_len > 1).astype(np.uint8) << 7
-        lut[:, 1] |= (self._lut_len > 2).astype(np.uint8) << 7
-        self._lut = lut
-        self._col = np.arange(3)[None, :]
-        S, P = max_seq_length, max_predictions_per_seq
-        # Prefix of a fixed-payload-length int64 feature: everything before the packed payload.
-        self._fixed_int_prefix = {
-            name: self._prefix(name, 3, S)
-            for name in ("input_mask", "segment_ids", "token_boundary")
-        }
-        self._weights_prefix = self._prefix("masked_lm_weights", 2, 4 * P)
-        self._label_prefix = self._prefix("next_sentence_labels", 3, 1)
+    def __init__(self):
+        t = np.arange(256, dtype=np.uint32)
+        for _ in range(8):
+            t = np.where(t & 1, (t >> 1) ^ np.uint32(self._POLY), t >> 1).astype(np.uint32)
+        self.byte_table = t
+        self.rows = 0
+        self._consts: dict = {}
+        self.grow(1024)
+
+    def grow(self, rows: int) -> None:
+        """Makes the tables cover messages of at least `rows` bytes."""
+        if rows <= self.rows:
+            return
+        rows = max(rows, 2 * self.rows)
+        t = self.byte_table
+        tab = np.empty((rows + self.MAX_CONST + 4, 256), np.uint32)
+        tab[0] = t
+        for e in range(1, tab.shape[0]):
+            prev = tab[e - 1]
+            tab[e] = t[prev & 0xFF] ^ (prev >> 8)
+        self.table = tab
+        self.flat = tab.ravel()
+        zeros = np.empty(rows + 1, np.uint32)
+        c = 0xFFFFFFFF
+        zl = t.tolist()
+        for n in range(rows + 1):
+            zeros[n] = c ^ 0xFFFFFFFF
+            c = zl[c & 0xFF] ^ (c >> 8)
+        self.zeros = zeros
+        # ones[x] = XOR of T[y][1] for y < x: a run of 0x01 bytes whose last byte has e bytes
+        # after it and length l contributes ones[e + l] ^ ones[e].
+        self.ones = np.concatenate([[0], np.bitwise_xor.accumulate(tab[:, 1])]).astype(np.uint32)
+        # A float32 1.0 (00 00 80 3f) whose last byte is at e contributes f[e]; floats4[e] =
+        # XOR of f[e + 4i], i >= 0, so m floats ending at e contribute floats4[e] ^ floats4[e+4m].
+        f = np.zeros(rows + 8 * 4, np.uint32)
+        f[: rows + 3] = tab[: rows + 3, 0x3F] ^ tab[1 : rows + 4, 0x80]
+        for r in range(4):
+            f[r::4] = np.bitwise_xor.accumulate(f[r::4][::-1])[::-1]
+        self.floats4 = f
+        self.rows = rows
+        self._consts = {}
+
+    def const(self, data: bytes) -> np.ndarray:
+        """c[e]: contribution of `data` whose last byte has e bytes after it. uint32 [rows]."""
+        c = self._consts.get(data)
+        if c is None:
+            if len(data) > self.MAX_CONST:
+                raise ValueError(f"constant piece of {len(data)} bytes")
+            c = np.zeros(self.rows, np.uint32)
+            for j, b in enumerate(data):
+                if b:
+                    s = len(data) - 1 - j
+                    c ^= self.table[s : s + self.rows, b]
+            self._consts[data] = c
+        return c
+
+    def scattered(self, e: np.ndarray, values: np.ndarray, lens: np.ndarray) -> np.ndarray:
+        """XOR of T[e][value] per segment: values/e flat [sum(lens)], lens [K] -> uint32 [K]."""
+        contrib = self.flat[e * 256 + values]
+        acc = np.zeros(contrib.shape[0] + 1, np.uint32)
+        np.bitwise_xor.accumulate(contrib, out=acc[1:])
+        ends = np.cumsum(lens)
+        return acc[ends] ^ acc[ends - lens]
 
     @staticmethod
-    def _prefix(name: str, kind_field: int, payload_len: int) -> bytes:
-        """Bytes of map entry + Feature + list headers for a payload of `payload_len` bytes."""
-        lst = _varint((1 << 3) | 2) + _varint(payload_len)  # XList.value (packed)
-        feat = _varint((kind_field << 3) | 2) + _varint(len(lst) + payload_len)
-        key = _ld(1, name.encode("utf-8"))
-        entry_len = (
-            len(key)
-            + 1
-            + len(_varint(len(feat) + len(lst) + payload_len))
-            + len(feat)
-            + len(lst)
-            + payload_len
-        )
-        return (
-            _varint((1 << 3) | 2)
-            + _varint(entry_len)
-            + key
-            + _varint((2 << 3) | 2)
-            + _varint(len(feat) + len(lst) + payload_len)
-            + feat
-            + lst
-        )
-
-    def _varints(self, v: np.ndarray) -> bytes:
-        if v.size and int(v.max()) >= (1 << self._LUT_BITS):
-            return encode_varints(v)
-        return self._lut[v][self._col < self._lut_len[v][:, None]].tobytes()
-
-    def __call__(self, inst: "Instance") -> bytes:
-        S, P = self.S, self.P
-        n = inst.input_ids.shape[0]
-        if n > S:
-            raise ValueError(f"instance of length {n} exceeds max_seq_length={S}")
-        if inst.input_ids.size and int(inst.input_ids.min()) < 0:
-            raise ValueError("negative token id")
-        pad = S - n
-        zpad = b"\x00" * pad
-        fp = self._fixed_int_prefix
-        parts = [
-            _feature_entry("input_ids", _ld(3, _ld(1, self._varints(inst.input_ids) + zpad))),
-            fp["input_mask"],
-            b"\x01" * n,
-            zpad,
-            fp["segment_ids"],
-            inst.segment_ids.astype(np.uint8).tobytes(),
-            zpad,
-            fp["token_boundary"],
-            inst.token_boundary.astype(np.uint8).tobytes(),
-            zpad,
-        ]
-        if self.with_masks:
-            m = inst.masked_lm_positions.shape[0]
-            if m > P:
-                raise ValueError(f"{m} predictions exceed max_predictions_per_seq={P}")
-            mpad = b"\x00" * (P - m)
-            parts += [
-                _feature_entry(
-                    "masked_lm_positions",
-                    _ld(3, _ld(1, self._varints(inst.masked_lm_positions) + mpad)),
-                ),
-                _feature_entry(
-                    "masked_lm_ids", _ld(3, _ld(1, self._varints(inst.masked_lm_ids) + mpad))
-                ),
-                self._weights_prefix,
-                _ONE_F32 * m,
-                b"\x00\x00\x00\x00" * (P - m),
-            ]
-        parts += [self._label_prefix, bytes((inst.next_sentence_label,))]
-        body = b"".join(parts)
-        return _varint((1 << 3) | 2) + _varint(len(body)) + body  # Example.features
+    def mask(crc: np.ndarray) -> np.ndarray:
+        """TFRecord's masked CRC."""
+        crc = crc.astype(np.uint32)
+        return ((crc >> 15) | (crc << 17)) + np.uint32(0xA282EAD8)
 
 
-_ONE_F32 = np.float32(1.0).astype("<f4").tobytes()
-_SERIALIZERS: dict = {}
+_CRC: list = []
+
+
+def _crc() -> _Crc32c:
+    if not _CRC:
+        _CRC.append(_Crc32c())
+    return _CRC[0]
+
+
+class _RecordLayout:
+    """Builds K records of varying length in one zero-initialized uint8 buffer.
+
+    Pieces are appended in record order; each is zeros, a constant, a run of one byte value, or
+    per-record content from a flat source. `finish` places them and computes the CRC-32C of every
+    record when `tfrecord` (then the buffer holds TFRecord-framed records).
+    """
+
+    def __init__(self, num: int, tfrecord: bool):
+        self.K = num
+        self.tfrecord = tfrecord
+        self.pieces: list = []  # (kind, lens int64 [K], payload)
+
+    def _add(self, kind, lens, payload=None):
+        self.pieces.append((kind, np.broadcast_to(np.asarray(lens, np.int64), (self.K,)), payload))
+
+    def zeros(self, lens):
+        self._add("zeros", lens)
+
+    def const(self, data: bytes):
+        self._add("const", len(data), data)
+
+    def ones(self, lens):
+        self._add("ones", lens)
+
+    def floats_one(self, count):
+        """`count` float32 1.0 values."""
+        self._add("floats", 4 * np.asarray(count, np.int64))
+
+    def content(self, flat: np.ndarray, lens):
+        """Record k gets the next lens[k] bytes of `flat` (uint8, in record order)."""
+        self._add("content", lens, flat)
+
+    def finish(self) -> tuple[np.ndarray, np.ndarray]:
+        """-> (buffer uint8 [total], record offsets int64 [K + 1])."""
+        K = self.K
+        head = 12 if self.tfrecord else 0  # uint64 length + masked CRC of the length
+        tail = 4 if self.tfrecord else 0  # masked CRC of the data
+        rel = np.zeros(K, np.int64)  # start of the next piece within the data
+        starts = []
+        for _, lens, _ in self.pieces:
+            starts.append(rel.copy())
+            rel += lens
+        data_len = rel
+        offsets = np.zeros(K + 1, np.int64)
+        np.cumsum(data_len + head + tail, out=offsets[1:])
+        base = offsets[:-1] + head  # absolute start of each record's data
+        buf = np.zeros(int(offsets[-1]), np.uint8)
+        crc = _crc() if self.tfrecord else None
+        if crc is not None:
+            crc.grow(int(data_len.max(initial=0)) + 1)
+            acc = crc.zeros[data_len].copy()
+        for (kind, lens, payload), rstart in zip(self.pieces, starts):
+            start = base + rstart
+            after = data_len - rstart - lens  # bytes after the piece's last byte
+            if kind == "zeros":
+                continue
+            if kind == "const":
+                n = len(payload)
+                buf[start[:, None] + np.arange(n)] = np.frombuffer(payload, np.uint8)
+                if crc is not None:
+                    acc ^= crc.const(payload)[after]
+            elif kind == "ones":
+                buf[_ranges(start, lens)] = 1
+                if crc is not None:
+                    acc ^= crc.ones[after + lens] ^ crc.ones[after]
+            elif kind == "floats":
+                count = lens // 4
+                at = np.repeat(start, count) + 4 * _ranges(np.zeros(K, np.int64), count)
+                buf[at + 2] = 0x80  # float32 1.0 = 00 00 80 3f (little-endian)
+                buf[at + 3] = 0x3F
+                if crc is not None:
+                    acc ^= crc.floats4[after] ^ crc.floats4[after + lens]
+            else:
+                dst = _ranges(start, lens)
+                buf[dst] = payload
+                if crc is not None:
+                    e = np.repeat(base + data_len - 1, lens) - dst
+                    acc ^= crc.scattered(e, payload, lens)
+        if crc is not None:
+            hdr = data_len.astype("<u8").view(np.uint8).reshape(K, 8)
+            lcrc = crc.zeros[8] ^ np.bitwise_xor.reduce(crc.table[7 - np.arange(8), hdr], axis=1)
+            buf[offsets[:-1, None] + np.arange(8)] = hdr
+            buf[offsets[:-1, None] + 8 + np.arange(4)] = (
+                crc.mask(lcrc).astype("<u4").view(np.uint8).reshape(K, 4)
+            )
+            buf[(base + data_len)[:, None] + np.arange(4)] = (
+                crc.mask(acc).astype("<u4").view(np.uint8).reshape(K, 4)
+            )
+        return buf, offsets
+
+
+def _vlen(x: np.ndarray) -> np.ndarray:
+    """Byte count of the varints of non-negative ints. int64 [N]."""
+    x = np.asarray(x, np.int64)
+    n = np.ones(x.shape, np.int64)
+    y = x >> 7
+    while y.any():
+        n += y > 0
+        y = y >> 7
+    return n
+
+
+def _segment_sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Sums of values[offsets[k]:offsets[k + 1]]. int64 [K]."""
+    c = np.zeros(values.shape[0] + 1, np.int64)
+    np.cumsum(values, out=c[1:])
+    return c[offsets[1:]] - c[offsets[:-1]]
+
+
+def _header(num: int, parts: Sequence) -> tuple[np.ndarray, np.ndarray]:
+    """Per-record byte strings from constant bytes and varint fields (int arrays [K]).
+
+    -> (bytes of all records concatenated uint8, length per record int64 [K])."""
+    cols, valid = [], []
+    for part in parts:
+        if isinstance(part, bytes):
+            cols.append(np.broadcast_to(np.frombuffer(part, np.uint8), (num, len(part))))
+            valid.append(np.ones(cols[-1].shape, bool))
+        else:
+            c, v = _varint_columns(part)
+            cols.append(c)
+            valid.append(v)
+    cols, valid = np.concatenate(cols, 1), np.concatenate(valid, 1)
+    return cols[valid], valid.sum(1)
+
+
+def _variable_entry(name: str, payload_len: np.ndarray):
+    """Header of a feature map entry whose packed int64 payload has `payload_len` bytes.
+
+    -> (header bytes flat, header lengths [K], total entry lengths [K])."""
+    list_len = 1 + _vlen(payload_len) + payload_len  # Int64List
+    feat_len = 1 + _vlen(list_len) + list_len  # Feature
+    key = b"\x0a" + _varint(len(name)) + name.encode("utf-8")
+    entry_len = len(key) + 1 + _vlen(feat_len) + feat_len  # Features.feature map entry
+    flat, lens = _header(
+        payload_len.shape[0],
+        [b"\x0a", entry_len, key + b"\x12", feat_len, b"\x1a", list_len, b"\x0a", payload_len],
+    )
+    return flat, lens, 1 + _vlen(entry_len) + entry_len
+
+
+def serialize_batch(
+    batch: InstanceBatch,
+    max_seq_length: int,
+    max_predictions_per_seq: int,
+    with_masks: bool = True,
+    tfrecord: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """tf.train.Example bytes of every instance of `batch`, padded, with the original's features
+    (spec §8.7); with `tfrecord`, each framed as a TFRecord (length, CRC-32C) ready to append
+    to a .tfrecord file.
+
+    input_ids/input_mask/segment_ids/token_boundary: int64 [max_seq_length], zero-padded.
+    masked_lm_positions/masked_lm_ids: int64 [max_predictions_per_seq], masked_lm_weights: float
+    (1.0 real / 0.0 pad) -- omitted when `with_masks` is False. next_sentence_labels: int64 [1].
+    Returns (bytes uint8 [total], record offsets int64 [K + 1]).
+    """
+    S, P = max_seq_length, max_predictions_per_seq
+    K = len(batch)
+    n = np.diff(batch.offsets)
+    if K and n.max() > S:
+        raise ValueError(f"instance of length {int(n.max())} exceeds max_seq_length={S}")
+    pad = S - n
+    ids_bytes, ids_vlen = _varint_flat(batch.input_ids)
+    ids_payload = _segment_sums(ids_vlen, batch.offsets) + pad
+    ids_head, ids_head_len, ids_entry = _variable_entry("input_ids", ids_payload)
+    fixed = {
+        name: _fixed_prefix(name, 3, S) for name in ("input_mask", "segment_ids", "token_boundary")
+    }
+    label_prefix = _fixed_prefix("next_sentence_labels", 3, 1)
+    body = ids_entry + sum(len(p) + S for p in fixed.values()) + len(label_prefix) + 1
+    if with_masks:
+        m = np.diff(batch.mask_offsets)
+        if K and m.max() > P:
+            raise ValueError(f"{int(m.max())} predictions exceed max_predictions_per_seq={P}")
+        masked = []
+        for name, values in (
+            ("masked_lm_positions", batch.masked_lm_positions),
+            ("masked_lm_ids", batch.masked_lm_ids),
+        ):
+            flat, vlen = _varint_flat(values)
+            payload = _segment_sums(vlen, batch.mask_offsets)
+            head, head_len, entry = _variable_entry(name, payload + P - m)
+            masked.append((head, head_len, flat, payload))
+            body = body + entry
+        weights_prefix = _fixed_prefix("masked_lm_weights", 2, 4 * P)
+        body = body + len(weights_prefix) + 4 * P
+    top, top_len = _header(K, [b"\x0a", body])  # Example.features
+
+    out = _RecordLayout(K, tfrecord)
+    out.content(top, top_len)
+    out.content(ids_head, ids_head_len)
+    out.content(ids_bytes, ids_payload - pad)
+    out.zeros(pad)
+    out.const(fixed["input_mask"])
+    out.ones(n)
+    out.zeros(pad)
+    out.const(fixed["segment_ids"])
+    out.zeros(batch.a_len + 2)
+    out.ones(n - batch.a_len - 2)
+    out.zeros(pad)
+    out.const(fixed["token_boundary"])
+    out.content(batch.token_boundary, n)
+    out.zeros(pad)
+    if with_masks:
+        for head, head_len, flat, payload in masked:
+            out.content(head, head_len)
+            out.content(flat, payload)
+            out.zeros(P - m)
+        out.const(weights_prefix)
+        out.floats_one(m)
+        out.zeros(4 * (P - m))
+    out.const(label_prefix)
+    out.content(np.asarray(batch.next_sentence_labels, np.uint8), 1)
+    return out.finish()
 
 
 def serialize_example(
     inst: Instance, max_seq_length: int, max_predictions_per_seq: int, with_masks: bool = True
 ) -> bytes:
-    """tf.train.Example bytes of a padded instance with the original's features (spec §8.7).
-
-    input_ids/input_mask/segment_ids/token_boundary: int64 [max_seq_length], zero-padded.
-    masked_lm_positions/masked_lm_ids: int64 [max_predictions_per_seq], masked_lm_weights: float
-    (1.0 real / 0.0 pad) -- omitted when `with_masks` is False. next_sentence_labels: int64 [1].
-    """
-    key = (max_seq_length, max_predictions_per_seq, with_masks)
-    ser = _SERIALIZERS.get(key)
-    if ser is None:
-        ser = _SERIALIZERS[key] = ExampleSerializer(*key)
-    return ser(inst)
-
-
-# Simple length-prefixed record stream used between worker processes and the writer.
-_LEN = struct.Struct("<I")
-
-
-def write_record_stream(fileobj, records: Sequence[bytes]) -> None:
-    for r in records:
-        fileobj.write(_LEN.pack(len(r)))
-        fileobj.write(r)
-
-
-def read_record_stream(fileobj) -> Iterator[bytes]:
-    while True:
-        head = fileobj.read(4)
-        if not head:
-            return
-        (size,) = _LEN.unpack(head)
-        yield fileobj.read(size)
+    """tf.train.Example bytes of one padded instance; see `serialize_batch`."""
+    batch = InstanceBatch.from_instances([inst])
+    return serialize_batch(batch, max_seq_length, max_predictions_per_seq, with_masks)[0].tobytes()
