@@ -389,12 +389,12 @@ class InstanceBuilder:
         random_ids = v.random_ids.tolist()
         vsize = len(random_ids)
         vbits = vsize.bit_length()
-        # Word starts as corpus-level tables: word j of an instance is found in O(1) from the
-        # number of start pieces before a position (cs) and the start positions (sp).
+        # The word starts of a side of an instance are a slice of the corpus' start positions
+        # (sp), found from the number of start pieces before each position (cs).
         is_start = v.is_start[tokens]
         idx_t = np.int32 if tokens.shape[0] < 2**31 - 1 else np.int64
         cs = memoryview(np.concatenate([[0], np.cumsum(is_start, dtype=idx_t)]).astype(idx_t))
-        sp = memoryview(np.flatnonzero(is_start).astype(idx_t))
+        sp = np.flatnonzero(is_start).astype(idx_t)
 
         def randbelow(n):  # random.Random._randbelow_with_getrandbits
             k = n.bit_length()
@@ -405,29 +405,23 @@ class InstanceBuilder:
 
         A0, LA, B0, LB, LBL, MCNT, MPOS, MREP = ([] for _ in range(8))
 
+        mpos, mrep = MPOS.append, MREP.append
+
         def mask(a0, la, b0, lb):
             """One instance's n-gram masking; appends its picks to MPOS/MREP/MCNT."""
             ntp = min(max_pred, max(1, int(round((la + lb + 3) * prob))))
             if wwm:
-                # Candidates are A then B (the middle [SEP] is skipped, so a continuation piece
-                # at the start of B extends A's last word, §15 item 16); the first one opens a word.
-                ca = cs[a0 + 1]
-                wa = 1 + cs[a0 + la] - ca
-                cb = cs[b0]
-                nw = wa + cs[b0 + lb] - cb
+                # Candidate index of the first piece of every word, then the end. Candidates are
+                # A then B (the middle [SEP] is skipped, so a continuation piece at the start of B
+                # extends A's last word, §15 item 16); the first candidate always opens a word.
+                starts = [0]
+                starts += (sp[cs[a0 + 1] : cs[a0 + la]] - a0).tolist()
+                starts += (sp[cs[b0] : cs[b0 + lb]] + (la - b0)).tolist()
+                nw = len(starts)
+                starts.append(la + lb)
             else:
                 nw = la + lb
-            end = la + lb
-
-            def word_start(j):  # candidate index of word j's first piece (j == nw: the end)
-                if not wwm:
-                    return j
-                if j >= nw:
-                    return end
-                if j < wa:
-                    return sp[ca + j - 1] - a0 if j else 0
-                return la + sp[cb + j - wa] - b0
-
+                starts = range(nw + 1)
             order = list(range(nw))
             shuffle_like_random(order, rng)  # the original's rng.shuffle(ngram_indexes)
             covered = bytearray(nw)  # by word: spans are whole words
@@ -437,10 +431,10 @@ class InstanceBuilder:
                     break
                 g = gnext()
                 # The g-gram starting at word j, clipped at the end; shorter if it is too long.
-                c0 = word_start(j)
+                c0 = starts[j]
                 while True:
-                    j1 = min(j + g, nw)
-                    c1 = word_start(j1)
+                    j1 = j + g if j + g < nw else nw
+                    c1 = starts[j1]
                     g -= 1
                     if picked + c1 - c0 <= ntp or g == 0:
                         break
@@ -448,16 +442,16 @@ class InstanceBuilder:
                     continue
                 covered[j:j1] = b"\x01" * (j1 - j)
                 for c in range(c0, c1):
-                    MPOS.append(c + 1 if c < la else c + 2)
+                    mpos(c + 1 if c < la else c + 2)
                     if rand() < 0.8:
-                        MREP.append(mask_id)
+                        mrep(mask_id)
                     elif rand() < 0.5:
-                        MREP.append(-1)  # keep the original token
+                        mrep(-1)  # keep the original token
                     else:
                         r = getrandbits(vbits)
                         while r >= vsize:
                             r = getrandbits(vbits)
-                        MREP.append(random_ids[r])
+                        mrep(random_ids[r])
                 picked += c1 - c0
             # The original shuffles the candidates again (for permutation targets, unused here);
             # the draws are consumed all the same.
@@ -619,24 +613,35 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
-def _varint_columns(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Protobuf varints of non-negative ints [N] -> (bytes uint8 [N, G], valid bool [N, G])."""
-    v = np.asarray(values, dtype=np.int64)
+def _vlen(x: np.ndarray) -> np.ndarray:
+    """Byte count of the varints of non-negative ints. int64 [N]."""
+    x = np.asarray(x, np.int64)
+    n = np.ones(x.shape, np.int64)
+    if x.size:
+        for g in range(1, (int(x.max()).bit_length() + 6) // 7):
+            n += x >= (1 << (7 * g))
+    return n
+
+
+def _varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Protobuf varints of non-negative ints [N], concatenated.
+
+    -> (bytes uint8 [B], byte count per value int64 [N])."""
+    v = np.asarray(values)
     if v.size and v.min() < 0:
         raise ValueError("negative values cannot be written as varints here")
-    groups = max(1, (int(v.max()).bit_length() + 6) // 7) if v.size else 1
-    shifts = np.arange(groups, dtype=np.int64) * 7
-    cols = (v[:, None] >> shifts) & 0x7F
+    v = v.astype(np.int64, copy=False)
     nbytes = _vlen(v)
-    valid = np.arange(groups) < nbytes[:, None]
-    cols[:, :-1] |= np.where(valid[:, 1:], 0x80, 0)  # continuation bits
-    return cols.astype(np.uint8), valid
-
-
-def _varint_flat(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Varints of ints [N] concatenated -> (bytes uint8 [B], byte count per value int64 [N])."""
-    cols, valid = _varint_columns(values)
-    return cols[valid], valid.sum(1)
+    at = np.cumsum(nbytes) - nbytes
+    out = np.empty(int(nbytes.sum()) + int(nbytes.max(initial=1)), np.uint8)
+    # Every value writes all G byte slots, highest first: a slot past a value's last byte is
+    # overwritten later by a lower slot of a following value (or lies in the cut-off tail).
+    for g in range(int(nbytes.max(initial=1)) - 1, -1, -1):
+        b = (v >> (7 * g)).astype(np.uint8) & np.uint8(0x7F)
+        b |= (nbytes > g + 1).view(np.uint8) << np.uint8(7)  # continuation bit
+        out[at + g] = b
+    out = out[: out.shape[0] - int(nbytes.max(initial=1))]
+    return out, nbytes
 
 
 def _fixed_prefix(name: str, kind_field: int, payload_len: int) -> bytes:
@@ -833,17 +838,6 @@ class _RecordLayout:
         return buf, offsets
 
 
-def _vlen(x: np.ndarray) -> np.ndarray:
-    """Byte count of the varints of non-negative ints. int64 [N]."""
-    x = np.asarray(x, np.int64)
-    n = np.ones(x.shape, np.int64)
-    y = x >> 7
-    while y.any():
-        n += y > 0
-        y = y >> 7
-    return n
-
-
 def _segment_sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Sums of values[offsets[k]:offsets[k + 1]]. int64 [K]."""
     c = np.zeros(values.shape[0] + 1, np.int64)
@@ -852,20 +846,24 @@ def _segment_sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 
 
 def _header(num: int, parts: Sequence) -> tuple[np.ndarray, np.ndarray]:
-    """Per-record byte strings from constant bytes and varint fields (int arrays [K]).
+    """Per-record byte strings from constant bytes and varint fields (int arrays [num]).
 
-    -> (bytes of all records concatenated uint8, length per record int64 [K])."""
-    cols, valid = [], []
-    for part in parts:
-        if isinstance(part, bytes):
-            cols.append(np.broadcast_to(np.frombuffer(part, np.uint8), (num, len(part))))
-            valid.append(np.ones(cols[-1].shape, bool))
-        else:
-            c, v = _varint_columns(part)
-            cols.append(c)
-            valid.append(v)
-    cols, valid = np.concatenate(cols, 1), np.concatenate(valid, 1)
-    return cols[valid], valid.sum(1)
+    -> (bytes of all records concatenated uint8, length per record int64 [num])."""
+    pieces = [
+        (
+            (np.tile(np.frombuffer(p, np.uint8), num), np.full(num, len(p), np.int64))
+            if isinstance(p, bytes)
+            else _varints(p)
+        )
+        for p in parts
+    ]
+    lens = np.stack([n for _, n in pieces], 1)  # [num, parts]
+    total = lens.sum(1)
+    at = (np.cumsum(total) - total)[:, None] + np.cumsum(lens, 1) - lens
+    out = np.empty(int(total.sum()), np.uint8)
+    for j, (flat, n) in enumerate(pieces):
+        out[_ranges(at[:, j], n)] = flat
+    return out, total
 
 
 def _variable_entry(name: str, payload_len: np.ndarray):
@@ -905,7 +903,7 @@ def serialize_batch(
     if K and n.max() > S:
         raise ValueError(f"instance of length {int(n.max())} exceeds max_seq_length={S}")
     pad = S - n
-    ids_bytes, ids_vlen = _varint_flat(batch.input_ids)
+    ids_bytes, ids_vlen = _varints(batch.input_ids)
     ids_payload = _segment_sums(ids_vlen, batch.offsets) + pad
     ids_head, ids_head_len, ids_entry = _variable_entry("input_ids", ids_payload)
     fixed = {
@@ -922,7 +920,7 @@ def serialize_batch(
             ("masked_lm_positions", batch.masked_lm_positions),
             ("masked_lm_ids", batch.masked_lm_ids),
         ):
-            flat, vlen = _varint_flat(values)
+            flat, vlen = _varints(values)
             payload = _segment_sums(vlen, batch.mask_offsets)
             head, head_len, entry = _variable_entry(name, payload + P - m)
             masked.append((head, head_len, flat, payload))
