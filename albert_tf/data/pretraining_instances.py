@@ -403,12 +403,13 @@ class InstanceBuilder:
                 r = getrandbits(k)
             return r
 
-        A0, LA, B0, LB, LBL, MCNT, MPOS, MREP = ([] for _ in range(8))
-
-        mpos, mrep = MPOS.append, MREP.append
+        # Per instance: INST gets (a0, la, b0, lb, label), MCNT the number of predictions; per
+        # prediction: MCAND its candidate index (0..la+lb-1), MREP its replacement id (-1: keep).
+        INST, MCNT, MCAND, MREP = [], [], [], []
+        inst, mcand, mrep = INST.extend, MCAND.extend, MREP.append
 
         def mask(a0, la, b0, lb):
-            """One instance's n-gram masking; appends its picks to MPOS/MREP/MCNT."""
+            """One instance's n-gram masking; appends its picks to MCNT/MCAND/MREP."""
             ntp = min(max_pred, max(1, int(round((la + lb + 3) * prob))))
             if wwm:
                 # Candidate index of the first piece of every word, then the end. Candidates are
@@ -441,8 +442,8 @@ class InstanceBuilder:
                 if picked + c1 - c0 > ntp or covered.find(1, j, j1) >= 0:
                     continue
                 covered[j:j1] = b"\x01" * (j1 - j)
-                for c in range(c0, c1):
-                    mpos(c + 1 if c < la else c + 2)
+                mcand(range(c0, c1))
+                for _ in range(c1 - c0):
                     if rand() < 0.8:
                         mrep(mask_id)
                     elif rand() < 0.5:
@@ -513,40 +514,33 @@ class InstanceBuilder:
                                 b0 += 1
                             else:
                                 b1 -= 1
-                        A0.append(a0)
-                        LA.append(a1 - a0)
-                        B0.append(b0)
-                        LB.append(b1 - b0)
-                        LBL.append(label)
+                        inst((a0, a1 - a0, b0, b1 - b0, label))
                         if do_mask:
                             mask(a0, a1 - a0, b0, b1 - b0)
                         chunk_n = 0
                     i += 1
-                if len(A0) >= batch_size:
-                    yield self._assemble(tokens, is_start, A0, LA, B0, LB, LBL, MCNT, MPOS, MREP)
-                    for lst in (A0, LA, B0, LB, LBL, MCNT, MPOS, MREP):
+                if len(INST) >= 5 * batch_size:
+                    yield self._assemble(tokens, is_start, INST, MCNT, MCAND, MREP)
+                    for lst in (INST, MCNT, MCAND, MREP):
                         lst.clear()
-        if A0:
-            yield self._assemble(tokens, is_start, A0, LA, B0, LB, LBL, MCNT, MPOS, MREP)
+        if INST:
+            yield self._assemble(tokens, is_start, INST, MCNT, MCAND, MREP)
 
-    def _assemble(self, tokens, is_start, A0, LA, B0, LB, LBL, MCNT, MPOS, MREP) -> InstanceBatch:
+    def _assemble(self, tokens, is_start, INST, MCNT, MCAND, MREP) -> InstanceBatch:
         """Instances as [CLS] tokens[a0:a0+la] [SEP] tokens[b0:b0+lb] [SEP] with masks applied."""
         v = self.vocab
-        la = np.asarray(LA, np.int64)
-        lb = np.asarray(LB, np.int64)
+        a0, la, b0, lb, label = np.asarray(INST, np.int64).reshape(-1, 5).T
         if la.min() < 1 or lb.min() < 1:
             raise AssertionError("empty segment after truncation")  # cannot happen
+        K = la.shape[0]
         n = la + lb + 3
-        offsets = np.zeros(n.shape[0] + 1, np.int64)
+        offsets = np.zeros(K + 1, np.int64)
         np.cumsum(n, out=offsets[1:])
         start = offsets[:-1]
         # A and B slices interleaved per instance, in output order.
-        dst = _ranges(
-            np.stack([start + 1, start + la + 2], 1).ravel(), np.stack([la, lb], 1).ravel()
-        )
-        src = _ranges(
-            np.stack([np.asarray(A0), np.asarray(B0)], 1).ravel(), np.stack([la, lb], 1).ravel()
-        )
+        lens = np.stack([la, lb], 1).ravel()
+        dst = _ranges(np.stack([start + 1, start + la + 2], 1).ravel(), lens)
+        src = _ranges(np.stack([a0, b0], 1).ravel(), lens)
         ids = np.empty(int(offsets[-1]), np.int32)
         boundary = np.ones(ids.shape[0], np.uint8)  # specials are boundaries
         ids[dst] = tokens[src]
@@ -554,25 +548,28 @@ class InstanceBuilder:
         ids[start] = v.cls_id
         ids[start + la + 1] = v.sep_id
         ids[offsets[1:] - 1] = v.sep_id
-        cnt = np.asarray(MCNT if MCNT else np.zeros(n.shape[0]), np.int64)
-        mask_offsets = np.zeros(n.shape[0] + 1, np.int64)
+        cnt = np.asarray(MCNT, np.int64) if MCNT else np.zeros(K, np.int64)
+        mask_offsets = np.zeros(K + 1, np.int64)
         np.cumsum(cnt, out=mask_offsets[1:])
-        pos = np.asarray(MPOS, np.int64) + np.repeat(start, cnt)
+        # Candidate c is position c + 1 in A and c + 2 in B (after the middle [SEP]).
+        cand = np.asarray(MCAND, np.int64)
+        pos = cand + 1 + (cand >= np.repeat(la, cnt))
         rep = np.asarray(MREP, np.int64)
-        # Positions sorted per instance (instances are disjoint increasing ranges of `pos`).
-        srt = np.argsort(pos, kind="stable")
+        # Each instance's predictions sorted by position (global positions keep instances apart).
+        srt = np.argsort(pos + np.repeat(start, cnt), kind="stable")
         pos, rep = pos[srt], rep[srt]
-        labels = ids[pos]
+        at = pos + np.repeat(start, cnt)
+        labels = ids[at]
         sel = rep >= 0
-        ids[pos[sel]] = rep[sel]
+        ids[at[sel]] = rep[sel]
         return InstanceBatch(
             input_ids=ids,
             token_boundary=boundary,
             offsets=offsets,
             a_len=la,
-            next_sentence_labels=np.asarray(LBL, np.uint8),
+            next_sentence_labels=label.astype(np.uint8),
             mask_offsets=mask_offsets,
-            masked_lm_positions=(pos - np.repeat(start, cnt)).astype(np.int32),
+            masked_lm_positions=pos.astype(np.int32),
             masked_lm_ids=labels,
         )
 
