@@ -311,9 +311,14 @@ def _init_worker(settings: Settings) -> None:
 
 
 def _empty_result(unit: Unit, num_shards: int) -> dict:
-    zeros = np.zeros(num_shards, np.int64)
     return dict(
-        unit=unit.index, path=None, sizes=zeros, documents=0, instances=0, tokens=0, masked=0
+        unit=unit.index,
+        path=None,
+        sizes=[0] * num_shards,
+        documents=0,
+        instances=0,
+        tokens=0,
+        masked=0,
     )
 
 
@@ -322,8 +327,9 @@ def process_unit(unit: Unit) -> dict:
 
     The order is the original's final instance shuffle. The parent sends record j of the whole
     output to shard j % num_shards, so the records are grouped by j % num_shards here: group r
-    goes whole to one shard. Returns a dict with path (the temp file), sizes int64 [num_shards]
-    (bytes of each group, stored one after the other), documents, instances, tokens, masked.
+    goes whole to one shard. Returns a dict with path (the temp file), sizes (list of
+    num_shards ints: bytes of each group, stored one after the other), documents, instances,
+    tokens, masked.
     """
     s: Settings = _WORKER["settings"]
     cfg = s.config
@@ -362,15 +368,18 @@ def process_unit(unit: Unit) -> dict:
     perm = list(range(n))
     pi.shuffle_like_random(perm, rng)
     path = os.path.join(s.tmp_dir, f"unit-{unit.index:06d}.tfrecord")
-    sizes = np.zeros(s.num_shards, np.int64)
+    sizes = []
     with open(spill, "rb") as src, open(path, "wb", buffering=1 << 20) as out:
         with mmap.mmap(src.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             view = memoryview(mm)
             write = out.write
             for r in range(s.num_shards):
+                size = 0
                 for i in perm[r :: s.num_shards]:
-                    write(view[offsets[i] : offsets[i + 1]])
-                    sizes[r] += offsets[i + 1] - offsets[i]
+                    a, b = offsets[i], offsets[i + 1]
+                    write(view[a:b])
+                    size += b - a
+                sizes.append(size)
             view.release()
     os.remove(spill)
     return dict(
@@ -508,7 +517,7 @@ def create_pretraining_data(
                 src = os.open(res["path"], os.O_RDONLY)
                 try:
                     pos = 0
-                    for r, size in enumerate(res["sizes"].tolist()):
+                    for r, size in enumerate(res["sizes"]):
                         _append_range(src, pos, size, shards[(w + r) % len(shards)])
                         pos += size
                 finally:

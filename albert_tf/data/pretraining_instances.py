@@ -244,17 +244,29 @@ class InstanceBatch:
 
     @classmethod
     def from_instances(cls, insts: Sequence[Instance]) -> "InstanceBatch":
-        """Inverse of `instances()`; a_len is taken from the segment ids."""
-        lens = [i.input_ids.shape[0] for i in insts]
-        mlens = [i.masked_lm_positions.shape[0] for i in insts]
-        cat = lambda xs, dt: np.concatenate([np.asarray(x, dt) for x in xs] or [np.zeros(0, dt)])
+        """Inverse of `instances()`. Segment ids must be 0 for [CLS] A [SEP] and 1 for B [SEP]."""
+        a_len = []
+        for i in insts:
+            seg = np.asarray(i.segment_ids)
+            la = int((seg == 0).sum()) - 2
+            if not np.array_equal(seg, np.arange(seg.shape[0]) >= la + 2):
+                raise ValueError("segment_ids must be 0 for [CLS] A [SEP], then 1 for B [SEP]")
+            a_len.append(la)
+
+        def cat(arrays, dtype):
+            return np.concatenate([np.asarray(x, dtype) for x in arrays] or [np.zeros(0, dtype)])
+
         return cls(
             input_ids=cat([i.input_ids for i in insts], np.int32),
             token_boundary=cat([i.token_boundary for i in insts], np.uint8),
-            offsets=np.concatenate([[0], np.cumsum(lens, dtype=np.int64)]),
-            a_len=np.asarray([int((i.segment_ids == 0).sum()) - 2 for i in insts], np.int64),
+            offsets=np.concatenate(
+                [[0], np.cumsum([len(i.input_ids) for i in insts], dtype=np.int64)]
+            ),
+            a_len=np.asarray(a_len, np.int64),
             next_sentence_labels=np.asarray([i.next_sentence_label for i in insts], np.uint8),
-            mask_offsets=np.concatenate([[0], np.cumsum(mlens, dtype=np.int64)]),
+            mask_offsets=np.concatenate(
+                [[0], np.cumsum([len(i.masked_lm_ids) for i in insts], dtype=np.int64)]
+            ),
             masked_lm_positions=cat([i.masked_lm_positions for i in insts], np.int32),
             masked_lm_ids=cat([i.masked_lm_ids for i in insts], np.int32),
         )
