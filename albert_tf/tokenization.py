@@ -48,6 +48,7 @@ __all__ = [
     "SPIECE_UNDERLINE",
     "preprocess_text",
     "encode_pieces",
+    "split_digit_comma_piece",
     "encode_ids",
     "load_vocab",
     "load_spm_model",
@@ -125,23 +126,29 @@ def encode_pieces(
         pieces = sp_model.EncodeAsPieces(text)
     out: list[str] = []
     for piece in pieces:
-        if not _is_digit_comma_piece(piece):
+        if _is_digit_comma_piece(piece):
+            out.extend(split_digit_comma_piece(sp_model, piece, faithful_py3))
+        else:
             out.append(piece)
-            continue
-        sub = sp_model.EncodeAsPieces(piece[:-1].replace(SPIECE_UNDERLINE, ""))
-        if (
-            not faithful_py3
-            and not piece.startswith(SPIECE_UNDERLINE)
-            and sub
-            and sub[0].startswith(SPIECE_UNDERLINE)
-        ):
-            if len(sub[0]) == 1:
-                sub = sub[1:]
-            else:
-                sub[0] = sub[0][1:]
-        out.extend(sub)
-        out.append(",")
     return out
+
+
+def split_digit_comma_piece(
+    sp_model: spm.SentencePieceProcessor, piece: str, faithful_py3: bool = False
+) -> list[str]:
+    """The pieces that `encode_pieces` puts in place of one "<digit>," piece (see there)."""
+    sub = sp_model.EncodeAsPieces(piece[:-1].replace(SPIECE_UNDERLINE, ""))
+    if (
+        not faithful_py3
+        and not piece.startswith(SPIECE_UNDERLINE)
+        and sub
+        and sub[0].startswith(SPIECE_UNDERLINE)
+    ):
+        if len(sub[0]) == 1:
+            sub = sub[1:]
+        else:
+            sub[0] = sub[0][1:]
+    return [*sub, ","]
 
 
 def encode_ids(

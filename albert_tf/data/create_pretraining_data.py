@@ -157,10 +157,11 @@ def unit_rngs(random_seed: int, unit: Unit) -> tuple[random.Random, np.random.Ge
 class FastTokenizer:
     """Line -> ids, equal to `tokenizer.tokenize(preprocess_text(line))` + ids, but batched.
 
-    SentencePiece mode encodes many lines per call (C++), maps ASCII lines through a cheap
-    equivalent of `preprocess_text` (NFKD and accent stripping are identities on ASCII), and only
-    sends lines whose ids include a "<digit>," piece (the `encode_pieces` post-rule) or an unknown
-    piece next to a comma through the exact per-line tokenizer.
+    SentencePiece mode encodes many lines per call (C++) and maps ASCII lines through a cheap
+    equivalent of `preprocess_text` (NFKD and accent stripping are identities on ASCII). The
+    `encode_pieces` post-rule replaces every "<digit>," piece on its own, so it is applied per
+    id (cached); only lines with an unknown piece and a comma (the piece's text is unknown) go
+    through the exact per-line tokenizer.
     """
 
     def __init__(self, tokenizer):
@@ -169,6 +170,8 @@ class FastTokenizer:
         self.tok = tokenizer
         self.lower = bool(tokenizer.do_lower_case)
         self._preprocess_text = tokenization.preprocess_text
+        self._split_piece = tokenization.split_digit_comma_piece
+        self._split_cache: dict[int, tuple[int, ...]] = {}
         self.spm = bool(tokenizer.spm_mode)
         if self.spm:
             size = len(tokenizer.vocab)
@@ -181,7 +184,19 @@ class FastTokenizer:
                 dtype=bool,
                 count=size,
             )
+            self._slow_ids = frozenset(np.flatnonzero(self._slow_lut).tolist())
             self._unk = tokenizer.sp_model.unk_id()
+
+    def _split(self, piece_id: int) -> tuple[int, ...]:
+        """Ids that replace the "<digit>," piece `piece_id`."""
+        out = self._split_cache.get(piece_id)
+        if out is None:
+            tok = self.tok
+            pieces = self._split_piece(
+                tok.sp_model, tok.inv_vocab[piece_id], tok.faithful_py3_comma
+            )
+            out = self._split_cache[piece_id] = tuple(tok.convert_tokens_to_ids(pieces))
+        return out
 
     def preprocess(self, line: str) -> str:
         if not self.spm:
@@ -213,10 +228,17 @@ class FastTokenizer:
             if hits.size:
                 lines = np.unique(np.searchsorted(offs, hits, side="right") - 1)
                 fixed = 0
+                slow_ids, split = self._slow_ids, self._split
                 for li in lines.tolist():
-                    if not slow[offs[li] : offs[li + 1]].any() and "," not in texts[li]:
+                    a, b = offs[li], offs[li + 1]
+                    if unk[a:b].any() and "," in texts[li]:
+                        lists[li] = self.tok.convert_tokens_to_ids(self.tok.tokenize(texts[li]))
+                    elif slow[a:b].any():
+                        lists[li] = [
+                            x for i in lists[li] for x in (split(i) if i in slow_ids else (i,))
+                        ]
+                    else:
                         continue  # unknown pieces alone are encoded identically
-                    lists[li] = self.tok.convert_tokens_to_ids(self.tok.tokenize(texts[li]))
                     fixed += 1
                 if not fixed:
                     return flat, lens
