@@ -51,6 +51,7 @@ import itertools
 import logging
 import mmap
 import multiprocessing
+import operator
 import os
 import random
 import shutil
@@ -198,13 +199,22 @@ class FastTokenizer:
             out = self._split_cache[piece_id] = tuple(tok.convert_tokens_to_ids(pieces))
         return out
 
-    def preprocess(self, line: str) -> str:
+    def preprocess_lines(self, text: str) -> list[str]:
+        """`preprocess_text` of every line of `text` (lines end at "\\n" only, as with GFile)."""
+        lines = text.split("\n")
         if not self.spm:
-            return line.strip()
-        if line.isascii():
-            out = " ".join(line.split())
-            return out.lower() if self.lower else out
-        return self._preprocess_text(line, lower=self.lower)
+            return [line.strip() for line in lines]
+        pp, lower = self._preprocess_text, self.lower
+        # On ASCII, preprocess_text is " ".join(line.split()) (+ lower): NFKD and accent
+        # stripping are identities.
+        if lower:
+            return [
+                " ".join(line.split()).lower() if line.isascii() else pp(line, lower=True)
+                for line in lines
+            ]
+        return [
+            " ".join(line.split()) if line.isascii() else pp(line, lower=False) for line in lines
+        ]
 
     def encode(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Non-empty preprocessed lines -> (flat int32 ids [T], int64 lengths [len(texts)])."""
@@ -272,21 +282,14 @@ def read_unit(unit: Unit, fast: FastTokenizer) -> pi.Corpus:
             f"(byte offset {unit.start + e.start}); input files must be UTF-8 text"
         ) from None
     del data
-    texts: list[str] = []
-    line_doc: list[int] = []
-    doc = 0
-    for raw in text.split("\n"):  # GFile semantics: lines end at "\n" only
-        line = fast.preprocess(raw)
-        if not line:
-            doc += 1  # an empty line starts a new document
-        else:
-            texts.append(line)
-            line_doc.append(doc)
+    lines = fast.preprocess_lines(text)
     del text
-    flat, lens = fast.encode(texts)
+    empty = np.fromiter(map(operator.not_, lines), dtype=bool, count=len(lines))
+    line_doc = np.cumsum(empty)[~empty]  # an empty line starts a new document
+    flat, lens = fast.encode([line for line in lines if line])
     keep = lens > 0
     seg_len = lens[keep]
-    docs = np.asarray(line_doc, dtype=np.int64)[keep]
+    docs = line_doc[keep]
     seg_offsets = np.zeros(seg_len.shape[0] + 1, dtype=np.int64)
     np.cumsum(seg_len, out=seg_offsets[1:])
     starts = np.flatnonzero(np.diff(docs)) + 1 if docs.size else np.zeros(0, np.int64)
