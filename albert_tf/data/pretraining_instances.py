@@ -733,7 +733,7 @@ class _Crc32c:
 
     def scattered(self, e: np.ndarray, values: np.ndarray, lens: np.ndarray) -> np.ndarray:
         """XOR of T[e][value] per segment: values/e flat [sum(lens)], lens [K] -> uint32 [K]."""
-        contrib = self.flat[e * 256 + values]
+        contrib = self.flat[(e << 8) | values]
         acc = np.zeros(contrib.shape[0] + 1, np.uint32)
         np.bitwise_xor.accumulate(contrib, out=acc[1:])
         ends = np.cumsum(lens)
@@ -829,10 +829,15 @@ class _RecordLayout:
                 if crc is not None:
                     acc ^= crc.floats4[after] ^ crc.floats4[after + lens]
             else:
-                dst = _ranges(start, lens)
-                buf[dst] = payload
+                excl = np.cumsum(lens) - lens
+                step = np.arange(int(lens.sum()), dtype=np.int32)
+                buf[np.repeat(start - excl, lens) + step] = payload
                 if crc is not None:
-                    e = np.repeat(base + data_len - 1, lens) - dst
+                    # Table row of each byte: bytes after it in its record.
+                    e = (
+                        np.repeat((base + data_len - 1 - start + excl).astype(np.int32), lens)
+                        - step
+                    )
                     acc ^= crc.scattered(e, payload, lens)
         if crc is not None:
             hdr = data_len.astype("<u8").view(np.uint8).reshape(K, 8)
