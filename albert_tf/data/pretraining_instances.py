@@ -624,7 +624,7 @@ def _varint(value: int) -> bytes:
 
 def _vlen(x: np.ndarray) -> np.ndarray:
     """Byte count of the varints of non-negative ints. int64 [N]."""
-    x = np.asarray(x, np.int64)
+    x = np.asarray(x)
     n = np.ones(x.shape, np.int64)
     if x.size:
         for g in range(1, (int(x.max()).bit_length() + 6) // 7):
@@ -637,19 +637,21 @@ def _varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     -> (bytes uint8 [B], byte count per value int64 [N])."""
     v = np.asarray(values)
+    if v.dtype.kind not in "iu":
+        v = v.astype(np.int64)
     if v.size and v.min() < 0:
         raise ValueError("negative values cannot be written as varints here")
-    v = v.astype(np.int64, copy=False)
     nbytes = _vlen(v)
+    width = int(nbytes.max(initial=1))
     at = np.cumsum(nbytes) - nbytes
-    out = np.empty(int(nbytes.sum()) + int(nbytes.max(initial=1)), np.uint8)
+    out = np.empty(int(nbytes.sum()) + width, np.uint8)
     # Every value writes all G byte slots, highest first: a slot past a value's last byte is
     # overwritten later by a lower slot of a following value (or lies in the cut-off tail).
-    for g in range(int(nbytes.max(initial=1)) - 1, -1, -1):
+    for g in range(width - 1, -1, -1):
         b = (v >> (7 * g)).astype(np.uint8) & np.uint8(0x7F)
         b |= (nbytes > g + 1).view(np.uint8) << np.uint8(7)  # continuation bit
         out[at + g] = b
-    out = out[: out.shape[0] - int(nbytes.max(initial=1))]
+    out = out[: out.shape[0] - width]
     return out, nbytes
 
 
