@@ -392,11 +392,12 @@ class InstanceBuilder:
         short_prob = cfg.short_seq_prob
         nsp = cfg.random_next_sentence
         do_mask = cfg.do_masking and cfg.masked_lm_prob > 0
-        prob, max_pred, wwm = (
-            cfg.masked_lm_prob,
-            cfg.max_predictions_per_seq,
-            cfg.do_whole_word_mask,
-        )
+        wwm = cfg.do_whole_word_mask
+        # The original's num_to_predict for every sequence length.
+        num_to_predict = [
+            min(cfg.max_predictions_per_seq, max(1, int(round(n * cfg.masked_lm_prob))))
+            for n in range(cfg.max_seq_length + 1)
+        ]
         mask_id = v.mask_id
         random_ids = v.random_ids.tolist()
         vsize = len(random_ids)
@@ -422,7 +423,7 @@ class InstanceBuilder:
 
         def mask(a0, la, b0, lb):
             """One instance's n-gram masking; appends its picks to MCNT/MCAND/MREP."""
-            ntp = min(max_pred, max(1, int(round((la + lb + 3) * prob))))
+            ntp = num_to_predict[la + lb + 3]
             if wwm:
                 # Candidate index of the first piece of every word, then the end. Candidates are
                 # A then B (the middle [SEP] is skipped, so a continuation piece at the start of B
