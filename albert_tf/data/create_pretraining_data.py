@@ -439,7 +439,13 @@ def _pool_context():
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1 and "tensorflow" not in sys.modules:
         return multiprocessing.get_context("fork")
-    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if "forkserver" not in methods:
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    # Workers fork from a server that has imported the worker code (numpy, SentencePiece), so
+    # they start in milliseconds; applies when this call starts the server.
+    ctx.set_forkserver_preload([__name__, "albert_tf.tokenization"])
+    return ctx
 
 
 # ---------------------------------------------------------------------------------------------
