@@ -185,6 +185,29 @@ def test_serialization_parses_with_tensorflow():
     assert "masked_lm_ids" not in ex2.features.feature
 
 
+def test_tfrecord_framing_equals_tf_writer(tmp_path):
+    """serialize_batch(tfrecord=True) writes what tf.io.TFRecordWriter writes (length, CRC-32C)."""
+    tf = pytest.importorskip("tensorflow")
+    for cfg in (
+        pi.MaskingConfig(max_seq_length=64, max_predictions_per_seq=10),
+        pi.MaskingConfig(max_seq_length=200, do_masking=False),
+    ):
+        corpus, vocab = _synthetic(120)
+        b = pi.InstanceBuilder(cfg, vocab, random.Random(5), np.random.default_rng(5))
+        S, P, masked = cfg.max_seq_length, cfg.max_predictions_per_seq, cfg.do_masking
+        for batch in b.iter_batches(corpus, b.document_order(corpus), 2, batch_size=100):
+            raw, offs = pi.serialize_batch(batch, S, P, with_masks=masked)
+            framed, _ = pi.serialize_batch(batch, S, P, with_masks=masked, tfrecord=True)
+            path = str(tmp_path / "ref.tfrecord")
+            with tf.io.TFRecordWriter(path) as w:
+                for k, inst in enumerate(batch.instances()):
+                    rec = raw[offs[k] : offs[k + 1]].tobytes()
+                    assert rec == pi.serialize_example(inst, S, P, with_masks=masked)
+                    w.write(rec)
+            with open(path, "rb") as f:
+                assert f.read() == framed.tobytes()
+
+
 def _load_bench():
     path = os.path.join(ROOT, "bench", "bench_create_pretraining_data.py")
     spec = importlib.util.spec_from_file_location("bench_cpd", path)

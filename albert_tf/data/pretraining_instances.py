@@ -695,17 +695,31 @@ class _Crc32c:
         t = self.byte_table
         tab = np.empty((rows + self.MAX_CONST + 4, 256), np.uint32)
         tab[0] = t
-        for e in range(1, tab.shape[0]):
-            prev = tab[e - 1]
-            tab[e] = t[prev & 0xFF] ^ (prev >> 8)
+        for e in range(1, 4):  # one zero byte: c -> t[c & 0xFF] ^ (c >> 8)
+            tab[e] = t[tab[e - 1] & 0xFF] ^ (tab[e - 1] >> 8)
+        # Doubling: n more zero bytes map c to XOR_j T[n - 1 - j][byte j of c] (linearity).
+        n = 4
+        while n < tab.shape[0]:
+            src = tab[: min(n, tab.shape[0] - n)]
+            out = tab[n - 1][src & 0xFF]
+            for j in range(1, 4):
+                out ^= tab[n - 1 - j][(src >> (8 * j)) & 0xFF]
+            tab[n : n + src.shape[0]] = out
+            n += src.shape[0]
         self.table = tab
         self.flat = tab.ravel()
+        # CRC of L zero bytes: the register 0xFFFFFFFF shifted by L zero bytes, inverted.
         zeros = np.empty(rows + 1, np.uint32)
         c = 0xFFFFFFFF
-        zl = t.tolist()
-        for n in range(rows + 1):
+        for n in range(4):
             zeros[n] = c ^ 0xFFFFFFFF
-            c = zl[c & 0xFF] ^ (c >> 8)
+            c = int(t[c & 0xFF]) ^ (c >> 8)
+        zeros[4:] = ~(
+            tab[3:rows, 0xFF]
+            ^ tab[2 : rows - 1, 0xFF]
+            ^ tab[1 : rows - 2, 0xFF]
+            ^ tab[: rows - 3, 0xFF]
+        )
         self.zeros = zeros
         # ones[x] = XOR of T[y][1] for y < x: a run of 0x01 bytes whose last byte has e bytes
         # after it and length l contributes ones[e + l] ^ ones[e].
