@@ -110,6 +110,11 @@ class AlbertConfig:
         """Sorted distinct group indices hit by some layer (others get no weights)."""
         return sorted({self.group_index(l) for l in range(self.num_hidden_layers)})
 
+    @property
+    def shares_weights(self) -> bool:
+        """True when some block is applied at more than one layer."""
+        return len(self.used_groups()) < self.num_hidden_layers
+
     # --- (de)serialization ------------------------------------------------
     @classmethod
     def field_names(cls) -> list[str]:

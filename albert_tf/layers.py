@@ -53,15 +53,15 @@ def gelu_tanh_trainable(x):
     """
     c = tf.constant(_GELU_C, x.dtype)
     a = tf.constant(_GELU_A, x.dtype)
-    x2 = x * x
-    t = tf.tanh(c * x * (1.0 + a * x2))
-    half_x = 0.5 * x
+    t = tf.tanh(c * x * (1.0 + a * (x * x)))
 
     def grad(dy):
-        dt = (1.0 - t * t) * (c + (3.0 * a * c) * x2)
-        return dy * (0.5 * (1.0 + t) + half_x * dt)
+        # x * x and 0.5 * x recomputed: keeping them would hold two more
+        # [B*S, F] tensors per layer until the backward pass.
+        dt = (1.0 - t * t) * (c + (3.0 * a * c) * (x * x))
+        return dy * (0.5 * (1.0 + t) + (0.5 * x) * dt)
 
-    return half_x * (1.0 + t), grad
+    return 0.5 * x * (1.0 + t), grad
 def get_activation(name):
     """Maps a config `hidden_act` to a function (None for linear)."""
     if callable(name):
@@ -340,13 +340,23 @@ class AlbertTransformerBlock(keras.layers.Layer):
             "ffn_output_bias": cast(self.ffn_output.bias),
         }
 
-    def call(self, x, attention_adder, training=False, prepared=None):
+    def call(self, x, attention_adder, training=False, prepared=None, matmul=None):
+        """`prepared`: `prepared_weights()` (computed here if None). `matmul(a, name)`:
+        the product of a [rows, in] with the kernel `prepared[name]` (default
+        `tf.matmul`; `AlbertModel` passes one that records shared-kernel uses)."""
         w = prepared if prepared is not None else self.prepared_weights()
+        if matmul is None:
+            def matmul(a, name):
+                return tf.matmul(a, w[name])
+
+        def linear(a, name):  # a [rows, in] -> [rows, out], bias added
+            return tf.nn.bias_add(matmul(a, name + "_kernel"), w[name + "_bias"])
+
         dtype = self.compute_dtype
         batch, seq = tf.shape(x)[0], tf.shape(x)[1]
         n, d, h = self.num_attention_heads, self.head_size, self.hidden_size
         x_flat = tf.reshape(x, [-1, h])
-        qkv = dense(tf.cast(x_flat, dtype), w["qkv_kernel"], w["qkv_bias"])
+        qkv = linear(tf.cast(x_flat, dtype), "qkv")
         # Split on the 2-D product (gradient: one concat) rather than slicing a
         # transposed [3, B, N, S, D] tensor (gradient: three StridedSliceGrads,
         # each materialising a zero-filled full-size tensor, plus an AddN).
@@ -364,16 +374,16 @@ class AlbertTransformerBlock(keras.layers.Layer):
             probs = self.attention_dropout(probs, training=training)
         context = tf.matmul(tf.cast(probs, dtype), heads(v))  # (B, N, S, D)
         context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, h])
-        attn = dense(context, w["attention_output_kernel"], w["attention_output_bias"])
+        attn = linear(context, "attention_output")
         if self.hidden_dropout_prob > 0:
             attn = self.hidden_dropout(attn, training=training)
         h1 = self.attention_layer_norm(tf.cast(attn, tf.float32) + x_flat,
                                        training=training)
         inter = apply_activation(
             self.hidden_act,
-            dense(tf.cast(h1, dtype), w["intermediate_kernel"], w["intermediate_bias"]),
+            linear(tf.cast(h1, dtype), "intermediate"),
             training)
-        ffn = dense(inter, w["ffn_output_kernel"], w["ffn_output_bias"])
+        ffn = linear(inter, "ffn_output")
         if self.hidden_dropout_prob > 0:
             ffn = self.hidden_dropout(ffn, training=training)
         out = self.ffn_layer_norm(tf.cast(ffn, tf.float32) + h1, training=training)

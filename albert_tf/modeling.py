@@ -17,6 +17,7 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 from albert_tf.heads import MaskedLMHead, SentenceOrderHead
 from albert_tf.layers import MASK_ADDER, AlbertEmbeddings, AlbertTransformerBlock, Dense2D
+from albert_tf.shared_kernels import run_with_summed_kernel_gradients
 
 
 def _as_config(config) -> AlbertConfig:
@@ -59,11 +60,14 @@ class AlbertModel(keras.Model):
     Outputs are float32 under every dtype policy.
     """
 
-    def __init__(self, config, **kwargs):
+    def __init__(self, config, summed_kernel_gradients=True, **kwargs):
         kwargs.setdefault("name", "albert")
         super().__init__(**kwargs)
         config = _as_config(config)
         self.config = config
+        # Training with shared blocks: each kernel's gradient as one product over
+        # its L uses (albert_tf/shared_kernels.py) instead of L summed copies.
+        self.summed_kernel_gradients = summed_kernel_gradients
         # === Layers ===
         self.embeddings = AlbertEmbeddings(
             vocab_size=config.vocab_size, embedding_size=config.embedding_size,
@@ -131,14 +135,8 @@ class AlbertModel(keras.Model):
         # [B, 1, 1, S]: -10000 on padded keys only; padded queries still computed.
         adder = (1.0 - tf.cast(input_mask, tf.float32)) * MASK_ADDER
         adder = adder[:, tf.newaxis, tf.newaxis, :]
-        # Cast/concat each used block's weights once, not once per layer.
-        prepared = {g: [block.prepared_weights() for block in blocks]
-                    for g, blocks in self.groups.items()}
-        encoder_outputs = []
-        for g in self.layer_groups:
-            for block, weights in zip(self.groups[g], prepared[g]):
-                x = block(x, adder, training=training, prepared=weights)
-                encoder_outputs.append(x)
+        encoder_outputs = self._encoder(x, adder, training)
+        x = encoder_outputs[-1]
         pooled = tf.cast(self.pooler(x[:, 0]), tf.float32)
         return {
             "sequence_output": x,
@@ -147,6 +145,32 @@ class AlbertModel(keras.Model):
             "embedding_output": embedding_output,
             "word_embedding_output": word_embedding_output,
         }
+
+    def _encoder(self, x, adder, training):
+        """The L x I block applications: [B, S, H] -> list of L * I [B, S, H]."""
+        # Cast/concat each used block's weights once, not once per layer.
+        prepared = {(g, i): block.prepared_weights()
+                    for g, blocks in self.groups.items() for i, block in enumerate(blocks)}
+
+        def run(x, weights, matmul):
+            outputs = []
+            for g in self.layer_groups:
+                for i, block in enumerate(self.groups[g]):
+                    def block_matmul(a, name, key=(g, i)):
+                        return matmul(a, key + (name,))
+                    w = {name: weights[(g, i, name)] for name in prepared[(g, i)]}
+                    x = block(x, adder, training=training, prepared=w, matmul=block_matmul)
+                    outputs.append(x)
+            return outputs
+
+        flat = {key + (name,): t for key, w in prepared.items() for name, t in w.items()}
+        if not (training and self.summed_kernel_gradients and self.config.shares_weights):
+            return run(x, flat, lambda a, key: tf.matmul(a, flat[key]))
+        kernels = {k: t for k, t in flat.items() if k[-1].endswith("_kernel")}
+        others = {k: t for k, t in flat.items() if k not in kernels}
+        return run_with_summed_kernel_gradients(
+            lambda x, tensors, matmul: run(x, {**kernels, **tensors}, matmul),
+            x, kernels, others)
 
     def _check_length(self, input_ids):
         """Returns input_ids, failing if longer than max_position_embeddings."""

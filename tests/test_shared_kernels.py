@@ -1,0 +1,124 @@
+"""Tests of albert_tf.shared_kernels: summed shared-kernel gradients equal autodiff."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import AlbertConfig
+from albert_tf.modeling import AlbertModel
+from albert_tf.shared_kernels import run_with_summed_kernel_gradients
+
+
+def _body(x, tensors, matmul):
+    """Three applications of two shared kernels, a bias and a variable scale."""
+    outputs = []
+    for _ in range(3):
+        x = tf.tanh(matmul(x, "a") + tensors["b"])
+        x = matmul(x, "c") * SCALE
+        outputs.append(x)
+    return outputs
+
+
+SCALE = tf.Variable([1.5, -0.5, 2.0], name="scale")
+
+
+def test_generic_stack_matches_numpy_gradients():
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=(4, 3)).astype(np.float32))
+    a = tf.constant(rng.normal(size=(3, 5)).astype(np.float32))
+    c = tf.constant(rng.normal(size=(5, 3)).astype(np.float32))
+    b = tf.constant(rng.normal(size=(5,)).astype(np.float32))
+    with tf.GradientTape() as tape:
+        tape.watch([x, a, c, b])
+        outs = run_with_summed_kernel_gradients(_body, x, {"a": a, "c": c}, {"b": b})
+        loss = tf.reduce_sum(outs[-1] ** 2) + tf.reduce_sum(outs[0])
+    got = tape.gradient(loss, [x, a, c, b, SCALE])
+
+    # float64 numpy reference: forward, then the chain rule by hand.
+    xs, a_, c_, b_, s_ = (t.numpy().astype(np.float64) for t in (x, a, c, b, SCALE))
+    cache, h = [], xs
+    for _ in range(3):
+        t = np.tanh(h @ a_ + b_)
+        y = t @ c_
+        cache.append((h, t, y))
+        h = y * s_
+    outs_np = [y * s_ for _, _, y in cache]
+    dout = [np.ones_like(outs_np[0]), np.zeros_like(outs_np[0]), 2 * outs_np[2]]
+    da, dc, db, ds = (np.zeros_like(v) for v in (a_, c_, b_, s_))
+    dh = np.zeros_like(outs_np[0])
+    for k in reversed(range(3)):
+        h_in, t, y = cache[k]
+        dx_out = dh + dout[k]
+        ds += np.sum(dx_out * y, axis=0)
+        dy = dx_out * s_
+        dc += t.T @ dy
+        dt = dy @ c_.T
+        dpre = dt * (1 - t ** 2)
+        db += dpre.sum(0)
+        da += h_in.T @ dpre
+        dh = dpre @ a_.T
+    for g, ref in zip(got, [dh, da, dc, db, ds]):
+        g = tf.convert_to_tensor(g).numpy()
+        np.testing.assert_allclose(g, ref, rtol=0, atol=1e-5 * np.max(np.abs(ref)))
+
+
+def _models(**overrides):
+    values = dict(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=4,
+                  num_hidden_groups=2, inner_group_num=2, num_attention_heads=2,
+                  intermediate_size=24, hidden_dropout_prob=0.0,
+                  attention_probs_dropout_prob=0.0, max_position_embeddings=32)
+    values.update(overrides)
+    cfg = AlbertConfig(**values)
+    summed, plain = AlbertModel(cfg), AlbertModel(cfg, summed_kernel_gradients=False)
+    summed.build()
+    plain.build()
+    for a, b in zip(summed.weights, plain.weights):
+        b.assign(a)
+    return cfg, summed, plain
+
+
+@pytest.mark.parametrize("mode", ["eager", "function_tape", "tf_gradients"])
+@pytest.mark.parametrize("act", ["gelu", "relu"])
+def test_model_gradients_equal_plain_autodiff(mode, act):
+    cfg, summed, plain = _models(hidden_act=act)
+    assert cfg.shares_weights
+    rng = np.random.default_rng(1)
+    inputs = {"input_ids": tf.constant(rng.integers(0, 50, (2, 7)), tf.int32),
+              "input_mask": tf.constant([[1] * 7, [1] * 5 + [0] * 2], tf.int32),
+              "segment_ids": tf.constant([[0] * 4 + [1] * 3] * 2, tf.int32)}
+
+    def loss(model):
+        out = model(inputs, training=True)
+        return (tf.reduce_sum(out["sequence_output"] ** 2) + tf.reduce_sum(out["pooled_output"])
+                + tf.reduce_sum(out["encoder_outputs"][1] * 0.5))
+
+    def tape_grads(model):
+        with tf.GradientTape() as tape:
+            value = loss(model)
+        return tape.gradient(value, model.trainable_variables)
+
+    def graph_grads(model):
+        return tf.gradients(loss(model), model.trainable_variables)
+
+    fn = {"eager": tape_grads, "function_tape": tf.function(tape_grads),
+          "tf_gradients": tf.function(graph_grads)}[mode]
+    got, want = fn(summed), fn(plain)
+    assert len(got) == len(want) == len(summed.trainable_variables)
+    for var, g, w in zip(summed.trainable_variables, got, want):
+        g, w = tf.convert_to_tensor(g).numpy(), tf.convert_to_tensor(w).numpy()
+        scale = np.max(np.abs(w)) + 1e-12
+        assert np.max(np.abs(g - w)) / scale < 2e-6, var.path
+
+
+def test_no_recording_without_training_or_sharing():
+    """Inference and unshared (BERT-shaped) models take the plain path."""
+    cfg, summed, _ = _models()
+    ids = {"input_ids": tf.constant([[1, 2, 3]], tf.int32)}
+    graph = tf.function(lambda: summed(ids, training=False)["sequence_output"])
+    ops = {op.type for op in graph.get_concrete_function().graph.get_operations()}
+    assert "IdentityN" not in ops  # the custom-gradient wrapper
+    graph = tf.function(lambda: summed(ids, training=True)["sequence_output"])
+    ops = {op.type for op in graph.get_concrete_function().graph.get_operations()}
+    assert "IdentityN" in ops
+    bert, _, _ = _models(num_hidden_groups=4, inner_group_num=1)
+    assert not bert.shares_weights
