@@ -76,6 +76,11 @@ def _variable_name(variable) -> str:
     return re.sub(r":\d+$", "", variable.name)
 
 
+def _tf_variable(variable):
+    """The tf.Variable behind a Keras variable (itself if already one)."""
+    return variable.value if isinstance(variable, keras.Variable) else variable
+
+
 def _matches_any(name: str, patterns: Sequence[str] | None) -> bool:
     return any(re.search(p, name) is not None for p in (patterns or ()))
 
@@ -178,6 +183,8 @@ class _AdamCore(keras.optimizers.Optimizer):
 
     SLOT_NAMES = ("adam_m", "adam_v")
     _use_layer_adaptation = False
+    # `apply(..., gradient_scale=)` is supported (albert_tf.training uses it).
+    accepts_gradient_scale = True
 
     def __init__(
         self,
@@ -242,7 +249,15 @@ class _AdamCore(keras.optimizers.Optimizer):
 
     # --- Keras optimizer protocol --------------------------------------
 
-    def apply(self, grads, trainable_variables=None):
+    def apply(self, grads, trainable_variables=None, gradient_scale=None):
+        """Applies one update; `gradient_scale` (a scalar, e.g. the factor of
+        `global_norm_clip_scale`) multiplies each gradient inside its own
+        update, so clipping needs no clipped copy of every gradient.
+
+        In graph mode the per-variable updates run one after another (control
+        dependencies), so only one variable's temporaries are alive at a time
+        (ALBERT-xxlarge: 0.3 GB instead of ~2 GB when all run at once).
+        """
         # Drop None gradients *before* Keras builds the optimizer, so that a
         # variable without gradient gets no slots (as in the original) and is
         # not checked against the built variable list on later steps.
@@ -255,7 +270,13 @@ class _AdamCore(keras.optimizers.Optimizer):
             if pairs:
                 grads = [g for g, _ in pairs]
                 trainable_variables = [v for _, v in pairs]
-        return super().apply(grads, trainable_variables)
+        self._gradient_scale = gradient_scale
+        self._previous_update = {}  # device -> ops the next update waits for
+        try:
+            return super().apply(grads, trainable_variables)
+        finally:
+            self._gradient_scale = None
+            self._previous_update = {}
 
     def build(self, var_list):
         if self.built:
@@ -279,11 +300,17 @@ class _AdamCore(keras.optimizers.Optimizer):
             # The original densified sparse (embedding) gradients, so every
             # row's moments decay each step; a scatter update would not.
             gradient = tf.convert_to_tensor(gradient)
-        grad = tf.cast(gradient, dtype)
+        previous = getattr(self, "_previous_update", {})
+        with tf.control_dependencies(previous.get(variable.device, [])):
+            grad = tf.identity(tf.cast(gradient, dtype))
+            param = tf.convert_to_tensor(variable)
+            m = tf.convert_to_tensor(m_var)
+            v = tf.convert_to_tensor(v_var)
+        scale = getattr(self, "_gradient_scale", None)
+        if scale is not None:
+            # The product tf.clip_by_global_norm would have made, bit for bit.
+            grad = grad * tf.cast(scale, dtype)
         lr = tf.cast(learning_rate, dtype)
-        param = tf.convert_to_tensor(variable)
-        m = tf.convert_to_tensor(m_var)
-        v = tf.convert_to_tensor(v_var)
 
         # Same operation order as the original, for float32 fidelity.
         next_m = self.beta_1 * m + (1.0 - self.beta_1) * grad
@@ -304,7 +331,14 @@ class _AdamCore(keras.optimizers.Optimizer):
         else:
             update_with_lr = lr * update
 
-        self.assign(variable, param - update_with_lr)
+        new_param = param - update_with_lr
+        if isinstance(variable, tf.Variable) and not tf.executing_eagerly():
+            ops = [variable.assign(new_param, read_value=False),
+                   _tf_variable(m_var).assign(next_m, read_value=False),
+                   _tf_variable(v_var).assign(next_v, read_value=False)]
+            previous[variable.device] = ops
+            return
+        self.assign(variable, new_param)
         self.assign(m_var, next_m)
         self.assign(v_var, next_v)
 
@@ -512,3 +546,23 @@ def clip_by_global_norm(grads: Iterable, clip_norm=1.0):
     if all(g is None for g in grads):
         return grads, tf.constant(0.0, tf.float32)
     return tf.clip_by_global_norm(grads, clip_norm)
+
+
+def global_norm_clip_scale(grads: Iterable, clip_norm=1.0):
+    """The factor `clip_by_global_norm` multiplies every gradient by.
+
+    `g * scale` equals the clipped gradient bit for bit (same formula as
+    `tf.clip_by_global_norm`: NaN when the norm is not finite), so an
+    optimizer can apply the scale inside each variable's update instead of
+    materialising a clipped copy of all gradients.
+
+    Returns:
+      `(scale, global_norm)`, float32 scalars; (1, 0) when every gradient is None.
+    """
+    present = [tf.convert_to_tensor(g) for g in grads if g is not None]
+    if not present:
+        return tf.constant(1.0, tf.float32), tf.constant(0.0, tf.float32)
+    norm = tf.linalg.global_norm(present)
+    clip = tf.cast(clip_norm, norm.dtype)
+    scale = clip * tf.minimum(1.0 / norm, tf.constant(1.0, norm.dtype) / clip)
+    return scale + (norm - norm), norm

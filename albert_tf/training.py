@@ -29,7 +29,7 @@ import time
 
 import tensorflow as tf
 
-from albert_tf.optimization import clip_by_global_norm
+from albert_tf.optimization import clip_by_global_norm, global_norm_clip_scale
 
 _logger = logging.getLogger(__name__)
 
@@ -150,8 +150,14 @@ class Trainer:
         if self.strategy.num_replicas_in_sync > 1:
             reduced = tf.distribute.get_replica_context().all_reduce(
                 tf.distribute.ReduceOp.SUM, reduced)
-        clipped, norm = clip_by_global_norm(reduced, self.config.clip_norm)
-        self.optimizer.apply(clipped, [variables[i] for i in present])
+        targets = [variables[i] for i in present]
+        if getattr(self.optimizer, "accepts_gradient_scale", False):
+            # Clipping inside each variable's update: no clipped copy of all gradients.
+            scale, norm = global_norm_clip_scale(reduced, self.config.clip_norm)
+            self.optimizer.apply(reduced, targets, gradient_scale=scale)
+        else:
+            clipped, norm = clip_by_global_norm(reduced, self.config.clip_norm)
+            self.optimizer.apply(clipped, targets)
         return norm
 
     def _step(self, features):

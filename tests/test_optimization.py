@@ -454,3 +454,52 @@ def test_clip_by_global_norm():
     np.testing.assert_allclose(small[0].numpy(), a, rtol=1e-6)
     none, zero = optimization.clip_by_global_norm([None, None])
     assert none == [None, None] and float(zero) == 0.0
+
+
+def test_global_norm_clip_scale_is_bit_identical_to_clipping():
+    rng = np.random.default_rng(3)
+    grads = [tf.constant(rng.normal(size=s).astype(F32) * 3) for s in [(3, 4), (5,), (2, 2)]]
+    for clip_norm in (1.0, 100.0):  # clipping active / inactive
+        clipped, norm = tf.clip_by_global_norm(grads, clip_norm)
+        scale, got_norm = optimization.global_norm_clip_scale([grads[0], None] + grads[1:],
+                                                              clip_norm)
+        assert float(got_norm) == float(norm)
+        for g, c in zip(grads, clipped):
+            np.testing.assert_array_equal((g * scale).numpy(), c.numpy())
+    scale, norm = optimization.global_norm_clip_scale([None])
+    assert (float(scale), float(norm)) == (1.0, 0.0)
+    # A non-finite norm makes the scale NaN, as tf.clip_by_global_norm does.
+    scale, _ = optimization.global_norm_clip_scale([tf.constant([np.inf, 1.0])])
+    assert np.isnan(float(scale))
+
+
+@pytest.mark.parametrize("kind", ["adamw", "lamb"])
+@pytest.mark.parametrize("graph", [False, True])
+def test_gradient_scale_equals_applying_clipped_gradients(kind, graph):
+    """apply(g, gradient_scale=s) == apply(g * s), bit for bit, eager and in a
+    tf.function (where the per-variable updates are chained)."""
+    rng = np.random.default_rng(4)
+    shapes = [(4, 3), (3,), (6, 2)]
+    init = [rng.normal(size=s).astype(F32) for s in shapes]
+    steps = [[rng.normal(size=s).astype(F32) * 5 for s in shapes] for _ in range(4)]
+
+    def run(use_scale):
+        variables = [keras.Variable(x, name=f"w{i}") for i, x in enumerate(init)]
+        opt = optimization.create_optimizer(0.1, 100, 0, kind)
+
+        def step(*grads):
+            scale, _ = optimization.global_norm_clip_scale(grads, 1.0)
+            if use_scale:
+                opt.apply(list(grads), variables, gradient_scale=scale)
+            else:
+                opt.apply([g * scale for g in grads], variables)
+
+        fn = tf.function(step) if graph else step
+        for grads in steps:
+            fn(*[tf.constant(g) for g in grads])
+        return [v.numpy() for v in variables], [
+            opt.get_slot(v, "adam_v").numpy() for v in variables]
+
+    (w1, v1), (w2, v2) = run(True), run(False)
+    for a, b in zip(w1 + v1, w2 + v2):
+        np.testing.assert_array_equal(a, b)
