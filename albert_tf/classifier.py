@@ -370,6 +370,7 @@ class ClassifierOptions:
     tfds_data_dir: str | None = None
     full_shuffle: bool = False
     random_seed: int = 12345
+    host_allocator: str = "tensorflow"
 
 
 @dataclasses.dataclass
@@ -497,8 +498,10 @@ def run(opts: ClassifierOptions) -> dict:
     from albert_tf import tokenization, training
     from albert_tf.data.classifier_data import classifier_dataset
     from albert_tf.distribute import get_strategy, is_chief
+    from albert_tf.host_memory import configure_host_allocator
     from albert_tf.optimization import create_optimizer
 
+    configure_host_allocator(opts.host_allocator)  # before TensorFlow's first op
     res = resolve(opts)
     task = opts.task_name.lower()
     summary = {"task": task}

@@ -146,6 +146,7 @@ class PretrainingOptions:
     dynamic_masking: bool = False
     random_seed: int = 12345
     dupe_factor: int = 10
+    host_allocator: str = "tensorflow"
 
 
 # The demo (no --input_file): these values replace flags not given on the command line.
@@ -184,10 +185,12 @@ def run(o: PretrainingOptions):
 
     from albert_tf import checkpoints, training
     from albert_tf.distribute import get_strategy, is_chief
+    from albert_tf.host_memory import configure_host_allocator
     from albert_tf.input_pipeline import MaskingOptions, pretraining_dataset
     from albert_tf.modeling import AlbertPretrainer
     from albert_tf.optimization import create_optimizer
 
+    configure_host_allocator(o.host_allocator)  # before TensorFlow's first op
     config, train_file, eval_file = _resolve_config_and_data(o)
     if o.max_seq_length > config.max_position_embeddings:
         raise UsageError(f"--max_seq_length={o.max_seq_length} exceeds the config's "

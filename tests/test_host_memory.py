@@ -1,0 +1,52 @@
+"""Tests of albert_tf.host_memory (each case in a fresh process: the allocator is
+chosen at TensorFlow's first op)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from albert_tf.host_memory import configure_host_allocator
+
+SCRIPT = """
+import json, logging, os, sys
+os.environ.pop("TF_ONEDNN_USE_SYSTEM_ALLOCATOR", None)
+import tensorflow as tf
+from albert_tf.host_memory import configure_host_allocator
+if sys.argv[1] == "late":
+    tf.matmul(tf.ones([256, 256]), tf.ones([256, 256])).numpy()
+ok = configure_host_allocator(sys.argv[2])
+x = tf.matmul(tf.ones([512, 512]), tf.ones([512, 512]))
+float(x[0, 0])
+print("RESULT " + json.dumps({"ok": ok,
+      "pool_peak": tf.config.experimental.get_memory_info("CPU:0")["peak"]}))
+"""
+
+
+def _run(when, allocator):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, when, allocator], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):]), proc.stderr
+
+
+def test_system_allocator_replaces_the_pool():
+    pooled, _ = _run("early", "tensorflow")
+    assert pooled["ok"] and pooled["pool_peak"] >= 3 * 512 * 512 * 4  # TensorFlow's pool
+    system, _ = _run("early", "system")
+    assert system["ok"] and system["pool_peak"] == 0  # malloc: no pool statistics
+
+
+def test_too_late_warns_and_reports_false():
+    late, stderr = _run("late", "system")
+    assert not late["ok"] and late["pool_peak"] > 0
+    assert "already allocated" in stderr
+
+
+def test_unknown_allocator():
+    with pytest.raises(ValueError, match="host allocator"):
+        configure_host_allocator("jemalloc")
