@@ -49,9 +49,6 @@ class LoopConfig:
     gradient_accumulation_steps: int = 1
     clip_norm: float = 1.0
     jit_compile: bool = False
-    # Sum the L per-application gradients of a shared (ALBERT) weight one at a
-    # time instead of in one AddN over all L; see Trainer._gradients.
-    low_memory_gradients: bool = True
 
     def __post_init__(self):
         for name in ("num_train_steps", "global_batch_size", "iterations_per_loop",
@@ -111,11 +108,6 @@ class Trainer:
             # iterator, the cross-replica sum and the optimizer stay outside,
             # where every strategy supports them.
             self._gradients = tf.function(self._gradients, jit_compile=True)
-        if config.low_memory_gradients:
-            # Grappler's arithmetic optimizer rewrites the running sum into one
-            # AddN over all L per-layer gradients, which keeps L weight-sized
-            # tensors alive (ALBERT-xxlarge: 12 x 0.8 GB). Process-wide setting.
-            tf.config.optimizer.set_experimental_options({"arithmetic_optimization": False})
         self._writer = (tf.summary.create_file_writer(os.path.join(output_dir, "train"))
                         if is_chief else tf.summary.create_noop_writer())
 
@@ -123,18 +115,6 @@ class Trainer:
     def _gradients(self, features):
         variables = self.model.trainable_variables
         scale = self.strategy.num_replicas_in_sync * self.config.gradient_accumulation_steps
-        if (self.config.low_memory_gradients and tf.inside_function()
-                and self.strategy.num_replicas_in_sync == 1):
-            # ALBERT applies one set of weights at every layer: each weight gets L
-            # gradients to sum. A pairwise running sum frees each one as soon as it
-            # is added (same gradient; float summation order only).
-            loss, parts = self.loss_fn(self.model, features, training=True)
-            scaled = tf.cast(loss, tf.float32) / scale
-            grads = tf.gradients(scaled, variables,
-                                 aggregation_method=tf.AggregationMethod.EXPERIMENTAL_TREE)
-            grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
-                     for g in grads]
-            return grads, {"loss": loss, **parts}
         with tf.GradientTape() as tape:
             loss, parts = self.loss_fn(self.model, features, training=True)
             scaled = tf.cast(loss, tf.float32) / scale
