@@ -192,6 +192,9 @@ def worker_train(args):
 
 def worker_memory(args):
     """Peak RSS of `steps` training steps (ru_maxrss includes model build and tracing)."""
+    if args.host_allocator != "tensorflow":
+        from albert_tf.host_memory import configure_host_allocator
+        configure_host_allocator(args.host_allocator)
     call = _step_fn(args.impl, args.preset, "float32", False, args.batch, args.seq,
                     args.threads)
     import gc
@@ -376,14 +379,17 @@ def _write_main(args, argv, res, notes, peak, start, final):
                   "(includes the interpreter, the framework and graph tracing). Target for ours: "
                   "<= 6 GB (1 GB = 2^30 bytes).", "",
                   "| model | peak RSS GB | RSS after build GB | step s |", "|---|---|---|---|"]
-        for impl in args.impls:
+        labels = {"ours": "ours (TensorFlow's pool, default)",
+                  "ours_system": "ours, `--host_allocator=system`"}
+        for impl in [i for impl in args.impls
+                     for i in ([impl, "ours_system"] if impl == "ours" else [impl])]:
             key = ("memory", impl)
             if key in res:
                 r = res[key]
-                lines.append(f"| {impl} | {r['max_rss_gb']:.2f} | {r['build_rss_gb']:.2f} | "
+                lines.append(f"| {labels.get(impl, impl)} | {r['max_rss_gb']:.2f} | {r['build_rss_gb']:.2f} | "
                              f"{', '.join(f'{t:.0f}' for t in r['times'])} |")
             else:
-                lines.append(f"| {impl} | {notes.get(key, 'not run')} | | |")
+                lines.append(f"| {labels.get(impl, impl)} | {notes.get(key, 'not run')} | | |")
         lines.append("")
     if args.out:
         with open(args.out, "w") as f:
@@ -452,7 +458,7 @@ def main(argv=None):
     p.add_argument("--seqs", default="128:16,512:4", help="seq:batch list for speed")
     p.add_argument("--table2_batch", type=int, default=4)
     p.add_argument("--table2_runs", type=int, default=2)
-    p.add_argument("--mem_steps", type=int, default=2)
+    p.add_argument("--mem_steps", type=int, default=4)
     p.add_argument("--skip_memory_peers", action="store_true")
     p.add_argument("--timeout", type=int, default=1200)
     p.add_argument("--out", default=os.path.join(HERE, "results", "pretraining.md"))
@@ -467,6 +473,7 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=16, help=argparse.SUPPRESS)
     p.add_argument("--seq", type=int, default=128, help=argparse.SUPPRESS)
     p.add_argument("--local_peak", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--host_allocator", default="tensorflow", help=argparse.SUPPRESS)
     p.add_argument("--matmul_reps", type=int, default=8, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
 
@@ -531,9 +538,12 @@ def main(argv=None):
             if impl != "ours" and args.skip_memory_peers:
                 notes[("memory", impl)] = "skipped (--skip_memory_peers / --quick)"
                 continue
-            plan.append((("memory", impl), ["--kind", "memory", "--impl", impl, "--preset",
-                                            "albert_xxlarge_v2", "--batch", 2, "--seq", 128],
-                         args.mem_steps))
+            mem = ["--kind", "memory", "--impl", impl, "--preset", "albert_xxlarge_v2",
+                   "--batch", 2, "--seq", 128]
+            plan.append((("memory", impl), mem, args.mem_steps))
+            if impl == "ours":
+                plan.append((("memory", "ours_system"), mem + ["--host_allocator", "system"],
+                             args.mem_steps))
     if "table2" in args.parts:
         for name in TABLE2:
             plan.append((("table2", name), ["--kind", "train", "--preset", name, "--batch",
