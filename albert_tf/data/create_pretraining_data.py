@@ -45,6 +45,7 @@ of them remain.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import itertools
@@ -347,14 +348,14 @@ def _empty_result(unit: Unit, num_shards: int) -> dict:
     )
 
 
-def process_unit(unit: Unit) -> dict:
-    """Worker: unit -> a temp file of TFRecord-framed examples in their final order.
+def process_unit(unit: Unit, sinks: Sequence | None = None) -> dict:
+    """Worker: unit -> TFRecord-framed examples in their final order.
 
-    The order is the original's final instance shuffle. The parent sends record j of the whole
-    output to shard j % num_shards, so the records are grouped by j % num_shards here: group r
-    goes whole to one shard. Returns a dict with path (the temp file), sizes (list of
-    num_shards ints: bytes of each group, stored one after the other), documents, instances,
-    tokens, masked.
+    The order is the original's final instance shuffle. Record j of the whole output goes to
+    shard j % num_shards, so the records are grouped by j % num_shards here: group r goes whole
+    to one shard. Group r is written to sinks[r] (binary files) if given, else all groups one
+    after the other to a temp file. Returns a dict with path (the temp file or None), sizes
+    (list of num_shards ints: bytes of each group), documents, instances, tokens, masked.
     """
     s: Settings = _WORKER["settings"]
     cfg = s.config
@@ -392,20 +393,23 @@ def process_unit(unit: Unit) -> dict:
     # The original's final `rng.shuffle(instances)`: same draws as shuffling any list of length n.
     perm = list(range(n))
     pi.shuffle_like_random(perm, rng)
-    path = os.path.join(s.tmp_dir, f"unit-{unit.index:06d}.tfrecord")
-    sizes = []
-    with open(spill, "rb") as src, open(path, "wb", buffering=1 << 20) as out:
-        with mmap.mmap(src.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            view = memoryview(mm)
-            write = out.write
-            for r in range(s.num_shards):
-                size = 0
-                for i in perm[r :: s.num_shards]:
-                    a, b = offsets[i], offsets[i + 1]
-                    write(view[a:b])
-                    size += b - a
-                sizes.append(size)
-            view.release()
+    path = None
+    with contextlib.ExitStack() as stack:
+        if sinks is None:
+            path = os.path.join(s.tmp_dir, f"unit-{unit.index:06d}.tfrecord")
+            sinks = [stack.enter_context(open(path, "wb", buffering=1 << 20))] * s.num_shards
+        src = stack.enter_context(open(spill, "rb"))
+        mm = stack.enter_context(mmap.mmap(src.fileno(), 0, access=mmap.ACCESS_READ))
+        view = memoryview(mm)
+        sizes = []
+        for r in range(s.num_shards):
+            write, size = sinks[r].write, 0
+            for i in perm[r :: s.num_shards]:
+                a, b = offsets[i], offsets[i + 1]
+                write(view[a:b])
+                size += b - a
+            sizes.append(size)
+        view.release()
     os.remove(spill)
     return dict(
         unit=unit.index,
@@ -533,28 +537,33 @@ def create_pretraining_data(
     shards = []
     ok = False
     try:
-        shards = [os.open(t, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666) for t in tmp_outputs]
-        if num_workers == 1:
+        shards = [open(t, "wb", buffering=1 << 20) for t in tmp_outputs]
+        num_shards = len(shards)
+        results = None
+        if num_workers == 1:  # in this process, writing straight into the shards
             _init_worker(settings)
-            results = map(process_unit, units)
         else:
             pool = _pool_context().Pool(num_workers, _init_worker, (settings,))
             results = pool.imap(process_unit, units)  # ordered: output independent of worker count
         w = 0  # shard of the next record
         done_bytes = 0
         last_log = t0
-        for unit, res in zip(units, results):
-            if res["path"] is not None:
+        for unit in units:
+            if results is None:
+                res = process_unit(unit, [shards[(w + r) % num_shards] for r in range(num_shards)])
+            else:
+                res = next(results)
+            if res["path"] is not None:  # a worker's unit file: appended by in-kernel copies
                 src = os.open(res["path"], os.O_RDONLY)
                 try:
                     pos = 0
                     for r, size in enumerate(res["sizes"]):
-                        _append_range(src, pos, size, shards[(w + r) % len(shards)])
+                        _append_range(src, pos, size, shards[(w + r) % num_shards].fileno())
                         pos += size
                 finally:
                     os.close(src)
                 os.remove(res["path"])
-                w = (w + res["instances"]) % len(shards)
+            w = (w + res["instances"]) % num_shards
             for k in ("documents", "instances", "tokens", "masked"):
                 stats[k] += res[k]
             done_bytes += unit.end - unit.start
@@ -573,7 +582,7 @@ def create_pretraining_data(
                     eta,
                 )
         while shards:
-            os.close(shards.pop())
+            shards.pop().close()
         for t, o in zip(tmp_outputs, outputs):
             os.replace(t, o)
         ok = True
@@ -584,8 +593,9 @@ def create_pretraining_data(
             else:
                 pool.terminate()
             pool.join()
-        for fd in shards:
-            os.close(fd)
+        for f in shards:  # only after an error: their contents are discarded
+            with contextlib.suppress(OSError):
+                f.close()
         if not ok:
             for t in tmp_outputs:
                 if os.path.exists(t):
