@@ -10,7 +10,10 @@ each kernel's gradient is computed once,
     dW = sum_l x_l^T dy_l = [x_1; ...; x_L]^T [dy_1; ...; dy_L],
 
 from the stacked inputs x_l [rows, in] and output gradients dy_l [rows, out]
-(activation-sized). Same gradient as autodiff up to float summation order.
+(activation-sized), or, where the activations are larger than the kernel (big
+batches of small models), as a running sum in backward order that frees each
+term as soon as it is added. Same gradient as autodiff up to float summation
+order.
 """
 
 from __future__ import annotations
@@ -23,10 +26,27 @@ import tensorflow as tf
 Matmul = Callable[[tf.Tensor, Hashable], tf.Tensor]
 
 
+def _stacking_is_cheaper(inputs, kernel) -> bool:
+    """Whether stacking the L uses moves fewer bytes than L - 1 weight-sized adds.
+
+    Stacking copies L * rows * (in + out) values (read and write); the running
+    sum reads two and writes one weight-sized tensor per add. Large kernels and
+    few rows (ALBERT-xxlarge, small batch) stack; ALBERT-base at batch 16 sums.
+    Unknown row counts stack (the choice with the bounded memory).
+    """
+    rows = [a.shape[0] for a in inputs]
+    n_in, n_out = kernel.shape
+    if any(r is None for r in rows) or n_in is None or n_out is None:
+        return True
+    stack_bytes = 2 * sum(rows) * (n_in + n_out)
+    sum_bytes = 3 * (len(rows) - 1) * n_in * n_out
+    return stack_bytes < sum_bytes
+
+
 def run_with_summed_kernel_gradients(
         body: Callable[[tf.Tensor, Mapping[Hashable, tf.Tensor], Matmul], Sequence[tf.Tensor]],
         x: tf.Tensor, kernels: Mapping[Hashable, tf.Tensor],
-        tensors: Mapping[Hashable, tf.Tensor]) -> list[tf.Tensor]:
+        tensors: Mapping[Hashable, tf.Tensor], method: str = "auto") -> list[tf.Tensor]:
     """Runs `body` with recorded kernel products and a summed kernel gradient.
 
     Args:
@@ -37,10 +57,13 @@ def run_with_summed_kernel_gradients(
       x: the differentiable input of the stack.
       kernels: 2-D kernels [in, out] by key (any dtype; products keep it).
       tensors: other tensors `body` needs, by key.
+      method: "stack", "sum" or "auto" (by `_stacking_is_cheaper`, per kernel).
 
     Returns:
       The list of `body`'s outputs.
     """
+    if method not in ("auto", "stack", "sum"):
+        raise ValueError(f"method must be 'auto', 'stack' or 'sum', got {method!r}")
     kernel_keys = list(kernels)
     tensor_keys = list(tensors)
     n_kernels = len(kernel_keys)
@@ -79,14 +102,22 @@ def run_with_summed_kernel_gradients(
                 dys = [next(d_products) for _ in uses[key]]
                 if not inputs:
                     d_kernels.append(tf.zeros_like(kernel_values[key]))
-                    continue
-                # One product with inner dimension L * rows instead of L products
-                # and an L-term sum of weight-sized tensors. One kernel at a time,
-                # so only one kernel's stacked inputs and gradients are alive.
-                with tf.control_dependencies(previous):
-                    stacked = tf.concat(inputs, 0), tf.concat(dys, 0)
-                d_kernels.append(tf.matmul(*stacked, transpose_a=True))
-                previous = [d_kernels[-1]]
+                elif method == "stack" or (
+                        method == "auto" and _stacking_is_cheaper(inputs, kernel_values[key])):
+                    # One kernel at a time, so only one kernel's stacked inputs and
+                    # gradients are alive.
+                    with tf.control_dependencies(previous):
+                        stacked = tf.concat(inputs, 0), tf.concat(dys, 0)
+                    d_kernels.append(tf.matmul(*stacked, transpose_a=True))
+                    previous = [d_kernels[-1]]
+                else:
+                    # Running sum from the last use back: each term is added as soon
+                    # as the backward pass reaches its layer.
+                    total = None
+                    for a, dy in reversed(list(zip(inputs, dys))):
+                        term = tf.matmul(a, dy, transpose_a=True)
+                        total = term if total is None else total + term
+                    d_kernels.append(total)
             input_grads = [dx] + d_kernels + list(d_tensors)
             if variables is None:
                 return input_grads

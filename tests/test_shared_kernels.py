@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig
+from albert_tf import AlbertConfig, shared_kernels
 from albert_tf.modeling import AlbertModel
 from albert_tf.shared_kernels import run_with_summed_kernel_gradients
 
@@ -22,7 +22,8 @@ def _body(x, tensors, matmul):
 SCALE = tf.Variable([1.5, -0.5, 2.0], name="scale")
 
 
-def test_generic_stack_matches_numpy_gradients():
+@pytest.mark.parametrize("method", ["stack", "sum", "auto"])
+def test_generic_stack_matches_numpy_gradients(method):
     rng = np.random.default_rng(0)
     x = tf.constant(rng.normal(size=(4, 3)).astype(np.float32))
     a = tf.constant(rng.normal(size=(3, 5)).astype(np.float32))
@@ -30,7 +31,8 @@ def test_generic_stack_matches_numpy_gradients():
     b = tf.constant(rng.normal(size=(5,)).astype(np.float32))
     with tf.GradientTape() as tape:
         tape.watch([x, a, c, b])
-        outs = run_with_summed_kernel_gradients(_body, x, {"a": a, "c": c}, {"b": b})
+        outs = run_with_summed_kernel_gradients(_body, x, {"a": a, "c": c}, {"b": b},
+                                                method=method)
         loss = tf.reduce_sum(outs[-1] ** 2) + tf.reduce_sum(outs[0])
     got = tape.gradient(loss, [x, a, c, b, SCALE])
 
@@ -77,9 +79,12 @@ def _models(**overrides):
     return cfg, summed, plain
 
 
-@pytest.mark.parametrize("mode", ["eager", "function_tape", "tf_gradients"])
-@pytest.mark.parametrize("act", ["gelu", "relu"])
-def test_model_gradients_equal_plain_autodiff(mode, act):
+@pytest.mark.parametrize("mode,act,method", [
+    ("eager", "gelu", "stack"), ("eager", "relu", "sum"), ("function_tape", "gelu", "stack"),
+    ("function_tape", "relu", "sum"), ("tf_gradients", "gelu", "sum"),
+    ("tf_gradients", "relu", "stack")])
+def test_model_gradients_equal_plain_autodiff(mode, act, method, monkeypatch):
+    monkeypatch.setattr(shared_kernels, "_stacking_is_cheaper", lambda *a: method == "stack")
     cfg, summed, plain = _models(hidden_act=act)
     assert cfg.shares_weights
     rng = np.random.default_rng(1)
@@ -122,3 +127,12 @@ def test_no_recording_without_training_or_sharing():
     assert "IdentityN" in ops
     bert, _, _ = _models(num_hidden_groups=4, inner_group_num=1)
     assert not bert.shares_weights
+
+
+def test_stacking_choice_follows_bytes_moved():
+    big_kernel = tf.zeros([4096, 16384])  # ALBERT-xxlarge FFN, 256 rows per use
+    assert shared_kernels._stacking_is_cheaper([tf.zeros([256, 4096])] * 12, big_kernel)
+    small_kernel = tf.zeros([768, 3072])  # ALBERT-base FFN, 2048 rows per use
+    assert not shared_kernels._stacking_is_cheaper([tf.zeros([2048, 768])] * 12, small_kernel)
+    with pytest.raises(ValueError, match="method"):
+        run_with_summed_kernel_gradients(_body, tf.zeros([1, 3]), {}, {}, method="tree")
