@@ -400,7 +400,7 @@ def process_unit(unit: Unit, sinks: Sequence | None = None) -> dict:
             sinks = [stack.enter_context(open(path, "wb", buffering=1 << 20))] * s.num_shards
         src = stack.enter_context(open(spill, "rb"))
         mm = stack.enter_context(mmap.mmap(src.fileno(), 0, access=mmap.ACCESS_READ))
-        view = memoryview(mm)
+        view = stack.enter_context(memoryview(mm))
         sizes = []
         for r in range(s.num_shards):
             write, size = sinks[r].write, 0
@@ -409,7 +409,6 @@ def process_unit(unit: Unit, sinks: Sequence | None = None) -> dict:
                 write(view[a:b])
                 size += b - a
             sizes.append(size)
-        view.release()
     os.remove(spill)
     return dict(
         unit=unit.index,
