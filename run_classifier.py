@@ -57,10 +57,11 @@ flags.DEFINE_string("export_dir", None, "Write a SavedModel (serving_default ove
 flags.DEFINE_float("threshold_to_export", float("nan"),
                    "If set, the SavedModel also outputs this constant as `threshold`.")
 # --- ours -------------------------------------------------------------------
-flags.DEFINE_enum("host_allocator", "tensorflow", ["tensorflow", "system"],
-                  "CPU tensor memory: TensorFlow's pool (fastest) or malloc with 1 MiB mmap "
-                  "threshold (lowest peak memory: ALBERT-xxlarge b2 step 4.7 vs 6.3 GB; "
-                  "ALBERT-base steps ~35% slower). See albert_tf/host_memory.py.")
+flags.DEFINE_enum("host_allocator", "auto", ["auto", "tensorflow", "system"],
+                  "CPU tensor memory: TensorFlow's pool (fastest for small models) or malloc "
+                  "with a 1 MiB mmap threshold (lowest peak memory: ALBERT-xxlarge b2 step "
+                  "4.8 vs 6.0 GB; ALBERT-base steps ~35% slower); auto = malloc from 100M "
+                  "parameters on. See albert_tf/host_memory.py.")
 flags.DEFINE_enum("strategy", "default", ["default", "mirrored", "multi_worker"],
                   "Distribution strategy when not on TPU.")
 flags.DEFINE_bool("use_tfds", False, "Read GLUE from TensorFlow Datasets instead of TSVs.")

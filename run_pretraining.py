@@ -56,10 +56,11 @@ flags.DEFINE_enum("dtype", "float32", ["float32", "mixed_bfloat16"], "Keras dtyp
 flags.DEFINE_bool("dynamic_masking", False, "Draw n-gram masks on the fly each epoch.")
 flags.DEFINE_string("eval_file", None, "Eval TFRecords (default: --input_file, as the original).")
 flags.DEFINE_integer("random_seed", 12345, "Seed of data order and initialisation.")
-flags.DEFINE_enum("host_allocator", "tensorflow", ["tensorflow", "system"],
-                  "CPU tensor memory: TensorFlow's pool (fastest) or malloc with 1 MiB mmap "
-                  "threshold (lowest peak memory: ALBERT-xxlarge b2 step 4.7 vs 6.3 GB; "
-                  "ALBERT-base steps ~35% slower). See albert_tf/host_memory.py.")
+flags.DEFINE_enum("host_allocator", "auto", ["auto", "tensorflow", "system"],
+                  "CPU tensor memory: TensorFlow's pool (fastest for small models) or malloc "
+                  "with a 1 MiB mmap threshold (lowest peak memory: ALBERT-xxlarge b2 step "
+                  "4.8 vs 6.0 GB; ALBERT-base steps ~35% slower); auto = malloc from 100M "
+                  "parameters on. See albert_tf/host_memory.py.")
 flags.DEFINE_integer("dupe_factor", 10, "Demo only: passes over the demo corpus.")
 
 

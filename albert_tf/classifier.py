@@ -370,7 +370,7 @@ class ClassifierOptions:
     tfds_data_dir: str | None = None
     full_shuffle: bool = False
     random_seed: int = 12345
-    host_allocator: str = "tensorflow"
+    host_allocator: str = "auto"
 
 
 @dataclasses.dataclass
@@ -501,8 +501,9 @@ def run(opts: ClassifierOptions) -> dict:
     from albert_tf.host_memory import configure_host_allocator
     from albert_tf.optimization import create_optimizer
 
-    configure_host_allocator(opts.host_allocator)  # before TensorFlow's first op
     res = resolve(opts)
+    configure_host_allocator(opts.host_allocator,  # before TensorFlow's first op
+                             num_parameters=res.config.num_parameters())
     task = opts.task_name.lower()
     summary = {"task": task}
     keras.utils.set_random_seed(opts.random_seed)

@@ -115,6 +115,16 @@ class AlbertConfig:
         """True when some block is applied at more than one layer."""
         return len(self.used_groups()) < self.num_hidden_layers
 
+    def num_parameters(self) -> int:
+        """Parameters of the encoder incl. the pooler (no pretraining heads)."""
+        e, h, f = self.embedding_size, self.hidden_size, self.intermediate_size
+        embeddings = (self.vocab_size + self.type_vocab_size + self.max_position_embeddings) * e
+        embeddings += 2 * e  # layer norm
+        projection = e * h + h if e != h else 0
+        block = 4 * (h * h + h) + 2 * h + (h * f + f) + (f * h + h) + 2 * h
+        blocks = len(self.used_groups()) * self.inner_group_num * block
+        return embeddings + projection + blocks + h * h + h
+
     # --- (de)serialization ------------------------------------------------
     @classmethod
     def field_names(cls) -> list[str]:

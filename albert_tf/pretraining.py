@@ -146,7 +146,7 @@ class PretrainingOptions:
     dynamic_masking: bool = False
     random_seed: int = 12345
     dupe_factor: int = 10
-    host_allocator: str = "tensorflow"
+    host_allocator: str = "auto"
 
 
 # The demo (no --input_file): these values replace flags not given on the command line.
@@ -190,8 +190,13 @@ def run(o: PretrainingOptions):
     from albert_tf.modeling import AlbertPretrainer
     from albert_tf.optimization import create_optimizer
 
-    configure_host_allocator(o.host_allocator)  # before TensorFlow's first op
+    # Before TensorFlow's first op; "auto" needs the model size (the demo data,
+    # built with TensorFlow, only comes with the tiny demo model: the pool).
+    if o.host_allocator != "auto":
+        configure_host_allocator(o.host_allocator)
     config, train_file, eval_file = _resolve_config_and_data(o)
+    if o.host_allocator == "auto":
+        configure_host_allocator("auto", num_parameters=config.num_parameters())
     if o.max_seq_length > config.max_position_embeddings:
         raise UsageError(f"--max_seq_length={o.max_seq_length} exceeds the config's "
                          f"max_position_embeddings={config.max_position_embeddings}")

@@ -50,3 +50,14 @@ def test_too_late_warns_and_reports_false():
 def test_unknown_allocator():
     with pytest.raises(ValueError, match="host allocator"):
         configure_host_allocator("jemalloc")
+
+
+def test_auto_picks_malloc_for_large_models_only():
+    from albert_tf.config import preset
+    from albert_tf.host_memory import resolve_allocator
+    assert resolve_allocator("auto", preset("albert_xxlarge_v2").num_parameters()) == "system"
+    assert resolve_allocator("auto", preset("albert_xlarge_v2").num_parameters()) == "tensorflow"
+    assert resolve_allocator("auto", preset("albert_base_v2").num_parameters()) == "tensorflow"
+    assert resolve_allocator("auto") == "tensorflow"
+    assert resolve_allocator("system", 10) == "system"
+    assert resolve_allocator("tensorflow", 10 ** 9) == "tensorflow"

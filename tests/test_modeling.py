@@ -225,6 +225,16 @@ def _count_in_graph(model_cls, cfg):
 def test_parameter_counts_of_released_configs(name):
     from albert_tf.config import preset
     assert _count_in_graph(AlbertModel, preset(name)) == RELEASED_COUNTS[name]
+    assert preset(name).num_parameters() == RELEASED_COUNTS[name]
+
+
+def test_num_parameters_with_groups_and_inner_groups():
+    from albert_tf.config import preset
+    cfg = preset("albert_tiny").replace(num_hidden_layers=6, num_hidden_groups=3,
+                                        inner_group_num=2)
+    assert cfg.num_parameters() == _count_in_graph(AlbertModel, cfg)
+    unshared = preset("albert_tiny").replace(embedding_size=preset("albert_tiny").hidden_size)
+    assert unshared.num_parameters() == _count_in_graph(AlbertModel, unshared)
 
 
 @pytest.mark.parametrize("name", sorted(PRETRAINING_TOTALS))
