@@ -379,8 +379,9 @@ def _write_main(args, argv, res, notes, peak, start, final):
                   "(includes the interpreter, the framework and graph tracing). Target for ours: "
                   "<= 6 GB (1 GB = 2^30 bytes).", "",
                   "| model | peak RSS GB | RSS after build GB | step s |", "|---|---|---|---|"]
-        labels = {"ours": "ours (TensorFlow's pool, default)",
-                  "ours_system": "ours, `--host_allocator=system`"}
+        labels = {"ours": "ours, `--host_allocator=tensorflow` (the pool)",
+                  "ours_system": "ours, `--host_allocator=system` (what `auto`, the default, "
+                                 "picks for xxlarge)"}
         for impl in [i for impl in args.impls
                      for i in ([impl, "ours_system"] if impl == "ours" else [impl])]:
             key = ("memory", impl)
