@@ -417,7 +417,7 @@ def _write_table2(args, argv, res, notes, start, final):
     for name in TABLE2:
         cfg = albert_config.preset(name)
         fl = pretraining_flops(cfg, 1, 128)
-        params = _param_count(cfg)
+        params = cfg.num_parameters() / 1e6
         key = ("table2", name)
         if key not in res:
             lines.append(f"| {name} | {params:.0f} | {fl / 1e9:.1f} | "
@@ -435,15 +435,6 @@ def _write_table2(args, argv, res, notes, start, final):
             f.write("\n".join(lines))
     if final:
         print("\n".join(lines))
-
-
-def _param_count(cfg):
-    h, e, f, v = cfg.hidden_size, cfg.embedding_size, cfg.intermediate_size, cfg.vocab_size
-    layer = 4 * (h * h + h) + 2 * h + (h * f + f) + (f * h + h) + 2 * h
-    groups = cfg.num_hidden_groups
-    emb = (v + cfg.max_position_embeddings + cfg.type_vocab_size) * e + 2 * e
-    proj = (e * h + h) if e != h else 0
-    return (emb + proj + groups * layer + h * h + h) / 1e6
 
 
 def main(argv=None):
