@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from albert_tf.data import create_pretraining_data as cpd
+from albert_tf.data import example_serialization as es
 from albert_tf.data import pretraining_instances as pi
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -98,7 +99,7 @@ def test_output_invariants(tmp_path):
             k: np.array(v.int64_list.value or v.float_list.value)
             for k, v in ex.features.feature.items()
         }
-        assert set(f) == set(pi.FEATURE_NAMES_MASKED)
+        assert set(f) == set(es.FEATURE_NAMES_MASKED)
         assert f["input_ids"].shape == (64,) and f["masked_lm_ids"].shape == (8,)
         n = int(f["input_mask"].sum())
         assert (f["input_mask"][:n] == 1).all() and (f["input_mask"][n:] == 0).all()
@@ -154,7 +155,7 @@ def test_write_unmasked(tmp_path):
     _write_corpus(tmp_path, files=1, docs=20)
     assert _run(tmp_path, "--write_unmasked", out="u.tfrecord") == 0
     for ex in _records(tmp_path / "u.tfrecord"):
-        assert set(ex.features.feature) == set(pi.FEATURE_NAMES_UNMASKED)
+        assert set(ex.features.feature) == set(es.FEATURE_NAMES_UNMASKED)
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,6 @@
 """Tests of the pretraining tf.data pipeline: shapes/dtypes, drop_remainder, sharding,
 determinism + iterator checkpointing, and dynamic-vs-static masking statistics."""
 
-import os
 import random
 
 import numpy as np
@@ -9,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import input_pipeline as ip
+from albert_tf.data import example_serialization as es
 from albert_tf.data import pretraining_instances as pi
 
 S, P, V, MASK = 64, 10, 3000, 4
@@ -59,7 +59,7 @@ def files(tmp_path_factory):
                             inst.masked_lm_ids,
                             inst.next_sentence_label,
                         )
-                    w.write(pi.serialize_example(inst, S, P, with_masks=masked))
+                    w.write(es.serialize_example(inst, S, P, with_masks=masked))
             out[kind] = (path, len(insts))
     return out
 

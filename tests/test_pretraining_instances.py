@@ -9,7 +9,9 @@ import random
 import numpy as np
 import pytest
 
+from albert_tf.data import example_serialization as es
 from albert_tf.data import pretraining_instances as pi
+from instance_fixtures import synthetic_corpus as _synthetic
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -45,24 +47,6 @@ def test_shuffle_like_random_is_exact():
         a.shuffle(x)
         pi.shuffle_like_random(y, b)
         assert x == y and a.random() == b.random()
-
-
-def _synthetic(num_docs=300, seed=0, vocab=5000):
-    """Corpus whose token at flat index t is 10 + t % (vocab - 10): A/B slices are consecutive."""
-    r = random.Random(seed)
-    docs, t = [], 0
-    for _ in range(num_docs):
-        doc = []
-        for _ in range(r.randint(1, 10)):
-            n = r.randint(1, 40)
-            doc.append([10 + (t + k) % (vocab - 10) for k in range(n)])
-            t += n
-        docs.append(doc)
-    corpus = pi.Corpus.from_documents(docs)
-    pieces = ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"] + [
-        ("\u2581w%d" % i) if r.random() < 0.6 else ("x%s" % "abc"[i % 3]) for i in range(5, vocab)
-    ]
-    return corpus, pi.Vocab.from_pieces(pieces, spm_mode=True)
 
 
 def _build(cfg, seed=1, dupe=3, num_docs=300):
@@ -161,53 +145,6 @@ def test_config_validation():
             pi.MaskingConfig(**bad).validate()
 
 
-def test_serialization_parses_with_tensorflow():
-    tf = pytest.importorskip("tensorflow")
-    inst = pi.Instance(
-        np.array([2, 300, 40000, 3, 2**22, 3], np.int32),
-        np.array([0, 0, 0, 0, 1, 1], np.int32),
-        np.array([1, 1, 0, 1, 1, 1], np.int32),
-        np.array([1, 4], np.int32),
-        np.array([300, 2**22], np.int32),
-        1,
-    )
-    ex = tf.train.Example.FromString(pi.serialize_example(inst, 8, 3))
-    f = ex.features.feature
-    assert list(f["input_ids"].int64_list.value) == [2, 300, 40000, 3, 2**22, 3, 0, 0]
-    assert list(f["input_mask"].int64_list.value) == [1] * 6 + [0, 0]
-    assert list(f["segment_ids"].int64_list.value) == [0, 0, 0, 0, 1, 1, 0, 0]
-    assert list(f["token_boundary"].int64_list.value) == [1, 1, 0, 1, 1, 1, 0, 0]
-    assert list(f["masked_lm_positions"].int64_list.value) == [1, 4, 0]
-    assert list(f["masked_lm_ids"].int64_list.value) == [300, 2**22, 0]
-    assert list(f["masked_lm_weights"].float_list.value) == [1.0, 1.0, 0.0]
-    assert list(f["next_sentence_labels"].int64_list.value) == [1]
-    ex2 = tf.train.Example.FromString(pi.serialize_example(inst, 8, 3, with_masks=False))
-    assert "masked_lm_ids" not in ex2.features.feature
-
-
-def test_tfrecord_framing_equals_tf_writer(tmp_path):
-    """serialize_batch(tfrecord=True) writes what tf.io.TFRecordWriter writes (length, CRC-32C)."""
-    tf = pytest.importorskip("tensorflow")
-    for cfg in (
-        pi.MaskingConfig(max_seq_length=64, max_predictions_per_seq=10),
-        pi.MaskingConfig(max_seq_length=200, do_masking=False),
-    ):
-        corpus, vocab = _synthetic(120)
-        b = pi.InstanceBuilder(cfg, vocab, random.Random(5), np.random.default_rng(5))
-        S, P, masked = cfg.max_seq_length, cfg.max_predictions_per_seq, cfg.do_masking
-        for batch in b.iter_batches(corpus, b.document_order(corpus), 2, batch_size=100):
-            raw, offs = pi.serialize_batch(batch, S, P, with_masks=masked)
-            framed, _ = pi.serialize_batch(batch, S, P, with_masks=masked, tfrecord=True)
-            path = str(tmp_path / "ref.tfrecord")
-            with tf.io.TFRecordWriter(path) as w:
-                for k, inst in enumerate(batch.instances()):
-                    rec = raw[offs[k] : offs[k + 1]].tobytes()
-                    assert rec == pi.serialize_example(inst, S, P, with_masks=masked)
-                    w.write(rec)
-            with open(path, "rb") as f:
-                assert f.read() == framed.tobytes()
-
-
 def _load_bench():
     path = os.path.join(ROOT, "bench", "bench_create_pretraining_data.py")
     spec = importlib.util.spec_from_file_location("bench_cpd", path)
@@ -269,7 +206,7 @@ def test_equal_to_original_structure_port(tmp_path):
     b = pi.InstanceBuilder(
         cfg, pi.Vocab.from_tokenizer(tok), random.Random(7), np.random.default_rng(9)
     )
-    ours = [pi.serialize_example(i, 48, 7) for i in b.create_instances(corpus, 2)]
+    ours = [es.serialize_example(i, 48, 7) for i in b.create_instances(corpus, 2)]
     theirs = list(tf.data.TFRecordDataset(base_out).as_numpy_iterator())
     assert len(ours) == len(theirs) > 50
     for a, c in zip(ours, theirs):

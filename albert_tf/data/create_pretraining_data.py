@@ -64,6 +64,7 @@ from typing import Sequence
 
 import numpy as np
 
+from albert_tf.data import example_serialization as es
 from albert_tf.data import pretraining_instances as pi
 
 logger = logging.getLogger(__name__)
@@ -376,7 +377,7 @@ def process_unit(unit: Unit, sinks: Sequence | None = None) -> dict:
     tokens = masked = pos = 0
     with open(spill, "wb") as f:
         for batch in builder.iter_batches(corpus, order, s.dupe_factor):
-            buf, offs = pi.serialize_batch(
+            buf, offs = es.serialize_batch(
                 batch,
                 cfg.max_seq_length,
                 cfg.max_predictions_per_seq,
