@@ -91,7 +91,9 @@ class AlbertClassifier(keras.Model):
         self.built = True
 
     def call(self, inputs, training=False):
-        encoded = self.albert(inputs, training=training)
+        # Only the pooled [CLS] row is used: the last block computes just that row.
+        no_rows = tf.zeros([tf.shape(inputs["input_ids"])[0], 0], tf.int32)
+        encoded = self.albert(inputs, training=training, output_positions=no_rows)
         pooled = encoded["pooled_output"]
         if training and self.classifier_dropout > 0:
             pooled = self.dropout(pooled, training=True)

@@ -41,8 +41,10 @@ class MaskedLMHead(keras.layers.Layer):
             autocast=False)  # added to float32 logits
 
     def call(self, sequence_output, positions, embedding_table):
-        gathered = tf.gather(sequence_output, positions, batch_dims=1)  # (B, Pm, H)
-        batch, num = tf.shape(positions)[0], tf.shape(positions)[1]
+        """positions None: `sequence_output` is already [B, Pm, H] at the masked positions."""
+        gathered = (sequence_output if positions is None
+                    else tf.gather(sequence_output, positions, batch_dims=1))  # (B, Pm, H)
+        batch, num = tf.shape(gathered)[0], tf.shape(gathered)[1]
         x = tf.reshape(gathered, [-1, sequence_output.shape[-1]])
         x = self.layer_norm(self.transform(x))
         dtype = self.compute_dtype

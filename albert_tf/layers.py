@@ -340,10 +340,14 @@ class AlbertTransformerBlock(keras.layers.Layer):
             "ffn_output_bias": cast(self.ffn_output.bias),
         }
 
-    def call(self, x, attention_adder, training=False, prepared=None, matmul=None):
+    def call(self, x, attention_adder, training=False, prepared=None, matmul=None,
+             query_positions=None):
         """`prepared`: `prepared_weights()` (computed here if None). `matmul(a, name)`:
         the product of a [rows, in] with the kernel `prepared[name]` (default
-        `tf.matmul`; `AlbertModel` passes one that records shared-kernel uses)."""
+        `tf.matmul`; `AlbertModel` passes one that records shared-kernel uses).
+        `query_positions` int32 [B, P]: compute the output only at these positions
+        (keys and values still from all S) -> [B, P, H]; the rows equal those of
+        the full output (float rounding aside)."""
         w = prepared if prepared is not None else self.prepared_weights()
         if matmul is None:
             def matmul(a, name):
@@ -361,18 +365,26 @@ class AlbertTransformerBlock(keras.layers.Layer):
         # transposed [3, B, N, S, D] tensor (gradient: three StridedSliceGrads,
         # each materialising a zero-filled full-size tensor, plus an AddN).
         q, k, v = tf.split(qkv, 3, axis=-1)
+        rows = seq
+        if query_positions is not None:
+            # Only these rows go on: attention queries, residuals, FFN (Q is still
+            # computed for all rows, inside the fused QKV product).
+            rows = tf.shape(query_positions)[1]
+            q = tf.reshape(tf.gather(tf.reshape(q, [batch, seq, h]), query_positions,
+                                     batch_dims=1), [-1, h])
+            x_flat = tf.reshape(tf.gather(x, query_positions, batch_dims=1), [-1, h])
 
-        def heads(t):  # [B*S, H] -> [B, N, S, D]
-            return tf.transpose(tf.reshape(t, [batch, seq, n, d]), [0, 2, 1, 3])
+        def heads(t, length=seq):  # [B*length, H] -> [B, N, length, D]
+            return tf.transpose(tf.reshape(t, [batch, length, n, d]), [0, 2, 1, 3])
 
-        scores = tf.matmul(heads(q), heads(k), transpose_b=True)  # (B, N, S, S)
+        scores = tf.matmul(heads(q, rows), heads(k), transpose_b=True)  # (B, N, rows, S)
         # The original scales the product (not q) by 1/sqrt(D).
         scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(d))
         scores = scores + attention_adder
         probs = tf.nn.softmax(scores, axis=-1)
         if self.attention_probs_dropout_prob > 0:
             probs = self.attention_dropout(probs, training=training)
-        context = tf.matmul(tf.cast(probs, dtype), heads(v))  # (B, N, S, D)
+        context = tf.matmul(tf.cast(probs, dtype), heads(v))  # (B, N, rows, D)
         context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, h])
         attn = linear(context, "attention_output")
         if self.hidden_dropout_prob > 0:
@@ -387,7 +399,7 @@ class AlbertTransformerBlock(keras.layers.Layer):
         if self.hidden_dropout_prob > 0:
             ffn = self.hidden_dropout(ffn, training=training)
         out = self.ffn_layer_norm(tf.cast(ffn, tf.float32) + h1, training=training)
-        return tf.reshape(out, [batch, seq, h])
+        return tf.reshape(out, [batch, rows, h])
 
     def get_config(self):
         return {**super().get_config(), "hidden_size": self.hidden_size,

@@ -113,7 +113,12 @@ class AlbertModel(keras.Model):
         self.pooler.build((None, c.hidden_size))
         self.built = True
 
-    def call(self, inputs, training=False):
+    def call(self, inputs, training=False, output_positions=None):
+        """See the class docstring. `output_positions` int32 [B, P] (optional): the
+        last block computes only the [CLS] row and these rows, which is all a
+        classifier (P = 0) or the masked-LM head needs; `sequence_output` is then
+        [B, P, H] with row p = the full output's row output_positions[:, p], and
+        the last entry of `encoder_outputs` holds the [CLS] row and those rows."""
         if not isinstance(inputs, dict):
             raise TypeError("AlbertModel expects a dict with input_ids, input_mask, "
                             f"segment_ids; got {type(inputs).__name__}")
@@ -135,32 +140,42 @@ class AlbertModel(keras.Model):
         # [B, 1, 1, S]: -10000 on padded keys only; padded queries still computed.
         adder = (1.0 - tf.cast(input_mask, tf.float32)) * MASK_ADDER
         adder = adder[:, tf.newaxis, tf.newaxis, :]
-        encoder_outputs = self._encoder(x, adder, training)
+        query_positions = None
+        if output_positions is not None:
+            output_positions = tf.cast(output_positions, tf.int32)
+            cls = tf.zeros([tf.shape(output_positions)[0], 1], tf.int32)
+            query_positions = tf.concat([cls, output_positions], axis=1)
+        encoder_outputs = self._encoder(x, adder, training, query_positions)
         x = encoder_outputs[-1]
         pooled = tf.cast(self.pooler(x[:, 0]), tf.float32)
         return {
-            "sequence_output": x,
+            "sequence_output": x if output_positions is None else x[:, 1:],
             "pooled_output": pooled,
             "encoder_outputs": encoder_outputs,
             "embedding_output": embedding_output,
             "word_embedding_output": word_embedding_output,
         }
 
-    def _encoder(self, x, adder, training):
-        """The L x I block applications: [B, S, H] -> list of L * I [B, S, H]."""
+    def _encoder(self, x, adder, training, query_positions=None):
+        """The L x I block applications: [B, S, H] -> list of L * I [B, S, H] (the
+        last one [B, P, H] at `query_positions` [B, P] when given)."""
         # Cast/concat each used block's weights once, not once per layer.
         prepared = {(g, i): block.prepared_weights()
                     for g, blocks in self.groups.items() for i, block in enumerate(blocks)}
 
+        applications = [(g, i) for g in self.layer_groups for i in range(len(self.groups[g]))]
+
         def run(x, weights, matmul):
             outputs = []
-            for g in self.layer_groups:
-                for i, block in enumerate(self.groups[g]):
-                    def block_matmul(a, name, key=(g, i)):
-                        return matmul(a, key + (name,))
-                    w = {name: weights[(g, i, name)] for name in prepared[(g, i)]}
-                    x = block(x, adder, training=training, prepared=w, matmul=block_matmul)
-                    outputs.append(x)
+            for k, (g, i) in enumerate(applications):
+                def block_matmul(a, name, key=(g, i)):
+                    return matmul(a, key + (name,))
+                w = {name: weights[(g, i, name)] for name in prepared[(g, i)]}
+                last = k == len(applications) - 1
+                x = self.groups[g][i](x, adder, training=training, prepared=w,
+                                      matmul=block_matmul,
+                                      query_positions=query_positions if last else None)
+                outputs.append(x)
             return outputs
 
         flat = {key + (name,): t for key, w in prepared.items() for name, t in w.items()}
@@ -210,13 +225,19 @@ class AlbertPretrainer(keras.Model):
       mlm_logits [B, Pm, V] float32 (decoder tied to the embedding table),
       sop_logits [B, 2] float32 (label 0 = original order, 1 = swapped).
     Losses and metrics of the original are in albert_tf/losses.py.
+
+    `full_sequence_output=False` (what pretraining uses): the last block
+    computes only the [CLS] row and the masked positions, the only rows the
+    two heads read (same logits; `sequence_output` is then [B, Pm, H] at
+    the masked positions).
     """
 
-    def __init__(self, config, **kwargs):
+    def __init__(self, config, full_sequence_output=True, **kwargs):
         kwargs.setdefault("name", "albert_pretrainer")
         super().__init__(**kwargs)
         config = _as_config(config)
         self.config = config
+        self.full_sequence_output = full_sequence_output
         self.albert = AlbertModel(config, name="albert")
         self.masked_lm = MaskedLMHead(
             embedding_size=config.embedding_size, vocab_size=config.vocab_size,
@@ -232,8 +253,12 @@ class AlbertPretrainer(keras.Model):
         self.built = True
 
     def call(self, inputs, training=False):
-        outputs = dict(self.albert(inputs, training=training))
         positions = _int_input(inputs, "masked_lm_positions")
+        if self.full_sequence_output:
+            outputs = dict(self.albert(inputs, training=training))
+        else:
+            outputs = dict(self.albert(inputs, training=training, output_positions=positions))
+            positions = None  # sequence_output holds the masked rows already
         outputs["mlm_logits"] = self.masked_lm(
             outputs["sequence_output"], positions, self.albert.embedding_table)
         outputs["sop_logits"] = self.sentence_order(outputs["pooled_output"])

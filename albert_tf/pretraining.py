@@ -215,7 +215,7 @@ def run(o: PretrainingOptions):
         config.to_json_file(os.path.join(o.output_dir, "albert_config.json"))
 
     with strategy.scope():
-        model = AlbertPretrainer(config)
+        model = AlbertPretrainer(config, full_sequence_output=False)
         model.build()
         optimizer = create_optimizer(o.learning_rate, o.num_train_steps, o.num_warmup_steps,
                                      o.optimizer, o.poly_power, o.start_warmup_step)

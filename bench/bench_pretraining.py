@@ -102,7 +102,7 @@ def _step_fn(impl, preset_name, dtype, xla, batch, seq, threads):
         from albert_tf.optimization import create_optimizer
         from albert_tf.pretraining import METRIC_NAMES, pretraining_loss_fn
         strategy = tf.distribute.get_strategy()
-        model = AlbertPretrainer(cfg)
+        model = AlbertPretrainer(cfg, full_sequence_output=False)  # as pretraining.run
         model.build()
         optimizer = create_optimizer(1e-4, 1000, 10, "lamb")
         loop = training.LoopConfig(num_train_steps=10 ** 6, global_batch_size=batch,
