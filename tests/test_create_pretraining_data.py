@@ -10,33 +10,12 @@ import pytest
 from albert_tf.data import create_pretraining_data as cpd
 from albert_tf.data import example_serialization as es
 from albert_tf.data import pretraining_instances as pi
+from instance_fixtures import write_documents
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPM = os.path.join(ROOT, "data", "demo", "spm.model")
 
 pytestmark = pytest.mark.skipif(not os.path.exists(SPM), reason="demo spm.model not generated")
-
-WORDS = [
-    "the",
-    "cat",
-    "sat",
-    "on",
-    "a",
-    "mat",
-    "running",
-    "quickly",
-    "caf\u00e9",
-    "1990,",
-    "it's",
-    "(x)",
-    "well...",
-    "Zebra",
-    "unbelievable",
-    "x=y",
-    "naive",
-    "\u20ac5",
-]
-
 
 def _write_corpus(d, files=2, docs=60, seed=0):
     r = random.Random(seed)
@@ -44,10 +23,7 @@ def _write_corpus(d, files=2, docs=60, seed=0):
     for k in range(files):
         p = d / f"part-{k}.txt"
         with open(p, "w", encoding="utf-8") as f:
-            for _ in range(docs):
-                for _ in range(r.randint(1, 9)):
-                    f.write(" ".join(r.choice(WORDS) for _ in range(r.randint(1, 30))) + "\n")
-                f.write("\n")
+            write_documents(f, r, docs, max_sentences=9, max_words=30)
         paths.append(p)
     return paths
 

@@ -12,6 +12,7 @@ import pytest
 from albert_tf.data import example_serialization as es
 from albert_tf.data import pretraining_instances as pi
 from instance_fixtures import synthetic_corpus as _synthetic
+from instance_fixtures import write_documents
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -164,30 +165,9 @@ def test_equal_to_original_structure_port(tmp_path):
 
     bench = _load_bench()
     r = random.Random(3)
-    words = [
-        "the",
-        "cat",
-        "sat",
-        "on",
-        "a",
-        "mat",
-        "running",
-        "quickly",
-        "caf\u00e9",
-        "1990,",
-        "it's",
-        "(x)",
-        "well...",
-        "Zebra",
-        "unbelievable",
-        "x=y",
-    ]
     path = tmp_path / "c.txt"
     with open(path, "w", encoding="utf-8") as f:
-        for _ in range(40):
-            for _ in range(r.randint(1, 8)):
-                f.write(" ".join(r.choice(words) for _ in range(r.randint(1, 25))) + "\n")
-            f.write("\n")
+        write_documents(f, r, 40, max_sentences=8, max_words=25)
     tok = tokenization.FullTokenizer(spm_model_file=spm_model, do_lower_case=True)
     cfg = pi.MaskingConfig(max_seq_length=48, max_predictions_per_seq=7, short_seq_prob=0.3)
     base_out = str(tmp_path / "base.tfrecord")
