@@ -210,11 +210,14 @@ class AlbertModel(keras.Model):
         return self.embeddings.word_embeddings
 
     def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name}
+        return {"config": self.config.to_dict(), "name": self.name,
+                "summed_kernel_gradients": self.summed_kernel_gradients}
 
     @classmethod
     def from_config(cls, config):
-        return cls(AlbertConfig.from_dict(config["config"]), name=config.get("name", "albert"))
+        return cls(AlbertConfig.from_dict(config["config"]),
+                   summed_kernel_gradients=config.get("summed_kernel_gradients", True),
+                   name=config.get("name", "albert"))
 
 
 class AlbertPretrainer(keras.Model):
@@ -265,9 +268,11 @@ class AlbertPretrainer(keras.Model):
         return outputs
 
     def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name}
+        return {"config": self.config.to_dict(), "name": self.name,
+                "full_sequence_output": self.full_sequence_output}
 
     @classmethod
     def from_config(cls, config):
         return cls(AlbertConfig.from_dict(config["config"]),
+                   full_sequence_output=config.get("full_sequence_output", True),
                    name=config.get("name", "albert_pretrainer"))

@@ -246,6 +246,11 @@ def test_outputs_and_config_round_trip():
     model = AlbertModel(cfg)
     clone = AlbertModel.from_config(model.get_config())
     assert clone.config == cfg
+    plain = AlbertModel.from_config(AlbertModel(cfg, summed_kernel_gradients=False).get_config())
+    assert not plain.summed_kernel_gradients
+    rows = AlbertPretrainer.from_config(
+        AlbertPretrainer(cfg, full_sequence_output=False).get_config())
+    assert rows.config == cfg and not rows.full_sequence_output
     out = model(make_inputs(cfg))
     assert set(out) >= {"sequence_output", "pooled_output", "encoder_outputs", "embedding_output"}
 
