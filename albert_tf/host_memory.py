@@ -2,13 +2,13 @@
 
 TensorFlow's oneDNN CPU build allocates tensors from a BFC pool that never
 returns memory and fragments: an ALBERT-xxlarge training step at batch 2 holds
-at most 4.4 GiB of tensors, but the process reaches 6.4 GiB of resident memory,
-growing from step to step. `use_system_allocator` makes TensorFlow take tensor
+at most 4.4 GiB of tensors, but the process reaches 6.0 GiB of resident memory,
+growing from step to step. `configure_host_allocator("system")` makes TensorFlow take tensor
 buffers from malloc instead and fixes glibc's mmap threshold, so that every
 buffer of 1 MiB or more is its own mapping, returned to the system when freed
 (glibc otherwise raises the threshold as large blocks are freed and serves
 them from its heap, which fragments the same way). Measured peak RSS for that
-step: 4.7 GiB instead of 6.4 GiB; see bench/results/pretraining_memory.md.
+step: 4.7 GiB instead of 6.0 GiB; see bench/results/pretraining_memory.md.
 
 Both settings are process-wide and must be made before TensorFlow runs its
 first op (the allocator is chosen then).

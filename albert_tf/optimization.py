@@ -227,6 +227,9 @@ class _AdamCore(keras.optimizers.Optimizer):
         self._adaptation_exclusions = (
             self._layer_adaptation_arg or self._decay_exclusions
         )
+        # Set for the duration of one `apply` (see there).
+        self._gradient_scale = None
+        self._previous_update = {}
 
     # --- exclusion rules (original `_do_use_weight_decay` and
     # `_do_layer_adaptation`), on the variable's path --------------------
@@ -300,16 +303,15 @@ class _AdamCore(keras.optimizers.Optimizer):
             # The original densified sparse (embedding) gradients, so every
             # row's moments decay each step; a scatter update would not.
             gradient = tf.convert_to_tensor(gradient)
-        previous = getattr(self, "_previous_update", {})
+        previous = self._previous_update
         with tf.control_dependencies(previous.get(variable.device, [])):
             grad = tf.identity(tf.cast(gradient, dtype))
             param = tf.convert_to_tensor(variable)
             m = tf.convert_to_tensor(m_var)
             v = tf.convert_to_tensor(v_var)
-        scale = getattr(self, "_gradient_scale", None)
-        if scale is not None:
+        if self._gradient_scale is not None:
             # The product tf.clip_by_global_norm would have made, bit for bit.
-            grad = grad * tf.cast(scale, dtype)
+            grad = grad * tf.cast(self._gradient_scale, dtype)
         lr = tf.cast(learning_rate, dtype)
 
         # Same operation order as the original, for float32 fidelity.

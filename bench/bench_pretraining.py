@@ -52,6 +52,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import bench_model as bm  # noqa: E402  (shared helpers: FLOPs, timing, peaks, machine)
+from albert_tf.fileio import atomic_write_text  # noqa: E402
 
 IMPLS = ("ours", "keras_hub", "hf_torch")
 DTYPES = ("float32", "mixed_bfloat16")
@@ -392,9 +393,13 @@ def _write_main(args, argv, res, notes, peak, start, final):
             else:
                 lines.append(f"| {labels.get(impl, impl)} | {notes.get(key, 'not run')} | | |")
         lines.append("")
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines))
+    _emit(lines, args.out, final)
+
+
+def _emit(lines, path, final):
+    """Writes a results table to `path` (if any); prints it after the last run."""
+    if path:
+        atomic_write_text(path, "\n".join(lines))
     if final:
         print("\n".join(lines))
 
@@ -430,11 +435,7 @@ def _write_table2(args, argv, res, notes, start, final):
                      f"{f'{sp:.2f}' if sp else 'n/a'} | {bflops / fl:.2f} | "
                      f"{f'{sp / (bflops / fl):.2f}' if sp else 'n/a'} | {PAPER_SPEEDUP[name]} |")
     lines.append("")
-    if args.table2_out:
-        with open(args.table2_out, "w") as f:
-            f.write("\n".join(lines))
-    if final:
-        print("\n".join(lines))
+    _emit(lines, args.table2_out, final)
 
 
 def main(argv=None):
