@@ -62,6 +62,8 @@ def gelu_tanh_trainable(x):
         return dy * (0.5 * (1.0 + t) + (0.5 * x) * dt)
 
     return 0.5 * x * (1.0 + t), grad
+
+
 def get_activation(name):
     """Maps a config `hidden_act` to a function (None for linear)."""
     if callable(name):
