@@ -19,15 +19,13 @@ import math
 import keras
 import tensorflow as tf
 
+from albert_tf import fused_elementwise
+
 # The original's layer norm (tf.contrib.layers.layer_norm) hard-codes 1e-12 for
 # float32; Keras' default 1e-3 would change every output.
 LAYER_NORM_EPSILON = 1e-12
 # Added to attention scores of padded keys (the original's constant).
 MASK_ADDER = -10000.0
-
-
-_GELU_C = math.sqrt(2.0 / math.pi)
-_GELU_A = 0.044715
 
 
 def gelu_tanh(x):
@@ -38,30 +36,21 @@ def gelu_tanh(x):
     inference graphs (the elementwise chain then costs no extra memory pass).
     """
     x = tf.convert_to_tensor(x)
-    c = tf.constant(_GELU_C, x.dtype)
-    return 0.5 * x * (1.0 + tf.tanh(c * (x + tf.constant(_GELU_A, x.dtype) * x * x * x)))
+    c = tf.constant(fused_elementwise.GELU_C, x.dtype)
+    a = tf.constant(fused_elementwise.GELU_A, x.dtype)
+    return 0.5 * x * (1.0 + tf.tanh(c * (x + a * x * x * x)))
 
 
 @tf.custom_gradient
 def gelu_tanh_trainable(x):
-    """`gelu_tanh` with a hand-written gradient, for graphs that differentiate.
-
-    Autodiff of the op chain keeps ~6 intermediates of the [B*S, F] activation
-    and emits ~15 elementwise ops; this keeps x and tanh(u) only:
-      d/dx 0.5 x (1 + t) = 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2),
-    with t = tanh(u), u = c (x + a x^3). Same math, float32 rounding only.
-    """
-    c = tf.constant(_GELU_C, x.dtype)
-    a = tf.constant(_GELU_A, x.dtype)
-    t = tf.tanh(c * x * (1.0 + a * (x * x)))
-
+    """`gelu_tanh` for graphs that differentiate: forward and gradient are each
+    one XLA-fused loop (albert_tf/fused_elementwise.py), and only x is kept for
+    the gradient (autodiff of the op chain keeps ~6 [B*S, F] intermediates and
+    emits ~15 elementwise ops)."""
     def grad(dy):
-        # x * x and 0.5 * x recomputed: keeping them would hold two more
-        # [B*S, F] tensors per layer until the backward pass.
-        dt = (1.0 - t * t) * (c + (3.0 * a * c) * (x * x))
-        return dy * (0.5 * (1.0 + t) + (0.5 * x) * dt)
+        return fused_elementwise.gelu_tanh_backward(dy, x)
 
-    return 0.5 * x * (1.0 + t), grad
+    return fused_elementwise.gelu_tanh(x), grad
 
 
 def get_activation(name):
@@ -107,35 +96,35 @@ def truncated_normal(stddev):
     return keras.initializers.TruncatedNormal(stddev=stddev)
 
 
-def _layer_norm_trainable(x, gamma, beta, epsilon):
-    """Layer norm over the last axis with a hand-written gradient.
+def _layer_norm_trainable(x, residual, gamma, beta, epsilon):
+    """LN(x + residual) (residual may be None) with the closed-form gradient of
+    `fused_elementwise.layer_norm_backward` (autodiff through the moments emits
+    ~25 elementwise ops and reductions per layer norm); only xhat and rstd are
+    kept for it. The residual's gradient is dx itself, x's is dx in x's dtype."""
+    if residual is None:
+        @tf.custom_gradient
+        def layer_norm(x, gamma, beta):
+            out, xhat, rstd = fused_elementwise.layer_norm_forward(x, None, gamma, beta, epsilon)
 
-    Autodiff through tf.nn.moments and the affine form emits ~25 elementwise
-    ops and reductions per layer norm; the closed form below needs 5 products
-    and 4 reductions (xhat = (x - mean) * rstd, g = dy * gamma):
-      dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),
-      dgamma = sum(dy * xhat), dbeta = sum(dy).
-    Same math as the inference path, float32 rounding only.
-    """
+            def grad(dy):
+                dx, dgamma, dbeta = fused_elementwise.layer_norm_backward(dy, xhat, rstd, gamma)
+                return tf.cast(dx, x.dtype), dgamma, dbeta
+
+            return out, grad
+
+        return layer_norm(x, gamma, beta)
 
     @tf.custom_gradient
-    def layer_norm(x, gamma, beta):
-        mean = tf.reduce_mean(x, axis=-1, keepdims=True)
-        centered = x - mean
-        rstd = tf.math.rsqrt(
-            tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True) + epsilon)
-        xhat = centered * rstd
+    def residual_layer_norm(x, residual, gamma, beta):
+        out, xhat, rstd = fused_elementwise.layer_norm_forward(x, residual, gamma, beta, epsilon)
 
         def grad(dy):
-            outer = list(range(dy.shape.rank - 1))
-            g = dy * gamma
-            dx = rstd * (g - tf.reduce_mean(g, axis=-1, keepdims=True)
-                         - xhat * tf.reduce_mean(g * xhat, axis=-1, keepdims=True))
-            return dx, tf.reduce_sum(dy * xhat, axis=outer), tf.reduce_sum(dy, axis=outer)
+            dx, dgamma, dbeta = fused_elementwise.layer_norm_backward(dy, xhat, rstd, gamma)
+            return tf.cast(dx, x.dtype), dx, dgamma, dbeta
 
-        return xhat * gamma + beta, grad
+        return out, grad
 
-    return layer_norm(x, gamma, beta)
+    return residual_layer_norm(x, residual, gamma, beta)
 
 
 class LayerNorm(keras.layers.Layer):
@@ -155,14 +144,14 @@ class LayerNorm(keras.layers.Layer):
         self.beta = self.add_weight(name="beta", shape=(width,), initializer="zeros")
         self.gamma = self.add_weight(name="gamma", shape=(width,), initializer="ones")
 
-    def call(self, x, training=False):
-        x = tf.cast(x, tf.float32)
+    def call(self, x, training=False, residual=None):
+        """LN(x + residual); `residual` (float32, x's shape) is optional. The
+        sum is part of the fused loop, so it costs no separate pass."""
+        gamma = tf.convert_to_tensor(self.gamma)
+        beta = tf.convert_to_tensor(self.beta)
         if training:
-            return _layer_norm_trainable(x, tf.convert_to_tensor(self.gamma),
-                                         tf.convert_to_tensor(self.beta), self.epsilon)
-        mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
-        inv = tf.math.rsqrt(variance + self.epsilon) * self.gamma
-        return x * inv + (self.beta - mean * inv)
+            return _layer_norm_trainable(x, residual, gamma, beta, self.epsilon)
+        return fused_elementwise.layer_norm(x, residual, gamma, beta, self.epsilon)
 
     def get_config(self):
         return {**super().get_config(), "epsilon": self.epsilon}
@@ -363,36 +352,43 @@ class AlbertTransformerBlock(keras.layers.Layer):
         n, d, h = self.num_attention_heads, self.head_size, self.hidden_size
         x_flat = tf.reshape(x, [-1, h])
         qkv = linear(tf.cast(x_flat, dtype), "qkv")
-        # Split on the 2-D product (gradient: one concat) rather than slicing a
-        # transposed [3, B, N, S, D] tensor (gradient: three StridedSliceGrads,
-        # each materialising a zero-filled full-size tensor, plus an AddN).
-        q, k, v = tf.split(qkv, 3, axis=-1)
         rows = seq
-        if query_positions is not None:
-            # Only these rows go on: attention queries, residuals, FFN (Q is still
-            # computed for all rows, inside the fused QKV product).
-            rows = tf.shape(query_positions)[1]
-            q = tf.reshape(tf.gather(tf.reshape(q, [batch, seq, h]), query_positions,
-                                     batch_dims=1), [-1, h])
-            x_flat = tf.reshape(tf.gather(x, query_positions, batch_dims=1), [-1, h])
 
         def heads(t, length=seq):  # [B*length, H] -> [B, N, length, D]
             return tf.transpose(tf.reshape(t, [batch, length, n, d]), [0, 2, 1, 3])
 
-        scores = tf.matmul(heads(q, rows), heads(k), transpose_b=True)  # (B, N, rows, S)
+        if not training and query_positions is None:
+            # One transpose of the whole product to [3, B, N, S, D]; slices of
+            # its leading axis are views, so no split pass is needed.
+            qkv_heads = tf.transpose(tf.reshape(qkv, [batch, seq, 3, n, d]), [2, 0, 3, 1, 4])
+            q_heads, k_heads, v_heads = qkv_heads[0], qkv_heads[1], qkv_heads[2]
+        else:
+            # Split on the 2-D product (gradient: one concat) rather than slicing
+            # the transposed tensor (gradient: three StridedSliceGrads, each
+            # materialising a zero-filled full-size tensor, plus an AddN).
+            q, k, v = tf.split(qkv, 3, axis=-1)
+            if query_positions is not None:
+                # Only these rows go on: attention queries, residuals, FFN (Q is
+                # still computed for all rows, inside the fused QKV product).
+                rows = tf.shape(query_positions)[1]
+                q = tf.reshape(tf.gather(tf.reshape(q, [batch, seq, h]), query_positions,
+                                         batch_dims=1), [-1, h])
+                x_flat = tf.reshape(tf.gather(x, query_positions, batch_dims=1), [-1, h])
+            q_heads, k_heads, v_heads = heads(q, rows), heads(k), heads(v)
+
+        scores = tf.matmul(q_heads, k_heads, transpose_b=True)  # (B, N, rows, S)
         # The original scales the product (not q) by 1/sqrt(D).
         scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(d))
         scores = scores + attention_adder
         probs = tf.nn.softmax(scores, axis=-1)
         if self.attention_probs_dropout_prob > 0:
             probs = self.attention_dropout(probs, training=training)
-        context = tf.matmul(tf.cast(probs, dtype), heads(v))  # (B, N, rows, D)
+        context = tf.matmul(tf.cast(probs, dtype), v_heads)  # (B, N, rows, D)
         context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, h])
         attn = linear(context, "attention_output")
         if self.hidden_dropout_prob > 0:
             attn = self.hidden_dropout(attn, training=training)
-        h1 = self.attention_layer_norm(tf.cast(attn, tf.float32) + x_flat,
-                                       training=training)
+        h1 = self.attention_layer_norm(attn, residual=x_flat, training=training)
         inter = apply_activation(
             self.hidden_act,
             linear(tf.cast(h1, dtype), "intermediate"),
@@ -400,7 +396,7 @@ class AlbertTransformerBlock(keras.layers.Layer):
         ffn = linear(inter, "ffn_output")
         if self.hidden_dropout_prob > 0:
             ffn = self.hidden_dropout(ffn, training=training)
-        out = self.ffn_layer_norm(tf.cast(ffn, tf.float32) + h1, training=training)
+        out = self.ffn_layer_norm(ffn, residual=h1, training=training)
         return tf.reshape(out, [batch, rows, h])
 
     def get_config(self):

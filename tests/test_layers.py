@@ -52,7 +52,7 @@ def test_custom_layer_norm_gradient_equals_autodiff():
     upstream = tf.constant(rng.normal(size=(3, 4, 6)), tf.float64)
     with tf.GradientTape(persistent=True) as tape:
         tape.watch([x, gamma, beta])
-        custom = layers._layer_norm_trainable(x, gamma, beta, 1e-12)
+        custom = layers._layer_norm_trainable(x, None, gamma, beta, 1e-12)
         mean, var = tf.nn.moments(x, axes=[-1], keepdims=True)
         plain = (x - mean) * tf.math.rsqrt(var + 1e-12) * gamma + beta
         custom_loss = tf.reduce_sum(custom * upstream)
@@ -61,6 +61,42 @@ def test_custom_layer_norm_gradient_equals_autodiff():
     for a, b in zip(tape.gradient(custom_loss, [x, gamma, beta]),
                     tape.gradient(plain_loss, [x, gamma, beta])):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_layer_norm_residual_is_added_before_normalising(training):
+    rng = np.random.default_rng(4)
+    ln = layers.LayerNorm()
+    ln.build((None, 16))
+    ln.gamma.assign(rng.normal(size=16) + 1.0)
+    ln.beta.assign(rng.normal(size=16))
+    x, residual = (tf.constant(rng.normal(size=(5, 16)), tf.float32) for _ in range(2))
+    upstream = tf.constant(rng.normal(size=(5, 16)), tf.float32)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([x, residual])
+        fused = ln(x, residual=residual, training=training)
+        summed = ln(x + residual, training=training)
+        fused_loss = tf.reduce_sum(fused * upstream)
+        summed_loss = tf.reduce_sum(summed * upstream)
+    np.testing.assert_allclose(fused.numpy(), summed.numpy(), rtol=1e-6, atol=1e-6)
+    want = tape.gradient(summed_loss, x).numpy()
+    for got in tape.gradient(fused_loss, [x, residual]):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_layer_norm_of_bfloat16_input_normalises_in_float32():
+    ln = layers.LayerNorm()
+    ln.build((None, 8))
+    x = tf.cast(tf.random.stateless_normal([3, 8], seed=[1, 2]), tf.bfloat16)
+    residual = tf.random.stateless_normal([3, 8], seed=[3, 4])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        out = ln(x, residual=residual, training=True)
+    assert out.dtype == tf.float32
+    assert tape.gradient(out, x).dtype == tf.bfloat16
+    want = albert_numpy.layer_norm(tf.cast(x, tf.float32).numpy() + residual.numpy(),
+                                   ln.beta.numpy(), ln.gamma.numpy(), eps=1e-12)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("act", ["gelu", "relu"])

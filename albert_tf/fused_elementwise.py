@@ -1,0 +1,147 @@
+"""The encoder's elementwise math, with its memory-bound parts fused by XLA.
+
+On CPU the encoder runs fastest as a plain TensorFlow graph, where oneDNN does
+the matrix products (XLA's own CPU products are slower, bench/results/model.md).
+But in such a graph every elementwise op is a separate pass over memory: the
+GELU gradient alone is about ten passes over a [B*S, F] tensor. Functions made
+with `_xla_or_plain` are a `tf.function(jit_compile=True)` each: called from a
+plain graph one becomes a single XLA cluster (one loop over its inputs), and
+inside an XLA graph (`jit_compile=True`, TPU) it is simply inlined.
+
+What is fused, and what is not (measured on the bench machine):
+  * GELU of the training graphs, forward and gradient: one loop each (the
+    inference graphs keep oneDNN's MatMul + BiasAdd + GELU fusion instead).
+  * The layer-norm gradient: its row means are matrix-vector products (one
+    read on all cores) and the rest one loop. XLA's CPU reductions run on one
+    core, so the layer-norm forward, all reductions, stays plain TensorFlow.
+  * float32 only: for bfloat16, XLA's CPU loops were slower than TensorFlow's
+    own kernels.
+
+Results equal the plain ops to float32 rounding (XLA's tanh differs in the
+last bits). `disabled()` makes everything traced inside it use the plain ops,
+for comparisons and for builds without XLA's JIT.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+
+import tensorflow as tf
+
+GELU_C = math.sqrt(2.0 / math.pi)
+GELU_A = 0.044715
+
+_state = threading.local()
+
+
+def enabled():
+    """Whether the XLA-compiled versions are used by calls traced now."""
+    return getattr(_state, "enabled", True)
+
+
+@contextlib.contextmanager
+def disabled():
+    """Within this block the functions below run as plain TensorFlow ops."""
+    previous = enabled()
+    _state.enabled = False
+    try:
+        yield
+    finally:
+        _state.enabled = previous
+
+
+def _xla_or_plain(fn):
+    """fn as one XLA cluster for float32 arguments (unless `disabled()`)."""
+    compiled = tf.function(fn, jit_compile=True, reduce_retracing=True)
+
+    def call(*args):
+        # float32 only: for bfloat16, XLA's CPU loops measured slower than
+        # TensorFlow's own elementwise kernels (bench/bench_model.py).
+        use_xla = enabled() and args[0].dtype == tf.float32
+        return (compiled if use_xla else fn)(*args)
+
+    call.__name__ = fn.__name__
+    call.__doc__ = fn.__doc__
+    return call
+
+
+def _gelu_tanh(x):  # public: gelu_tanh
+    """GELU (tanh form) of x, any shape: 0.5 x (1 + tanh(c (x + a x^3)))."""
+    c = tf.constant(GELU_C, x.dtype)
+    a = tf.constant(GELU_A, x.dtype)
+    return 0.5 * x * (1.0 + tf.tanh(c * x * (1.0 + a * (x * x))))
+
+
+def _gelu_tanh_backward(dy, x):  # public: gelu_tanh_backward
+    """dy times d gelu / dx = 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2),
+    t = tanh(c (x + a x^3)) recomputed from x: a tanh is cheaper than a pass
+    over memory, and nothing but x is kept for the gradient."""
+    c = tf.constant(GELU_C, x.dtype)
+    a = tf.constant(GELU_A, x.dtype)
+    x2 = x * x
+    t = tf.tanh(c * x * (1.0 + a * x2))
+    dt = (1.0 - t * t) * (c + (3.0 * a * c) * x2)
+    return dy * (0.5 * (1.0 + t) + (0.5 * x) * dt)
+
+
+gelu_tanh = _xla_or_plain(_gelu_tanh)
+gelu_tanh_backward = _xla_or_plain(_gelu_tanh_backward)
+
+
+def _sum_input(x, residual):
+    if x.dtype in (tf.bfloat16, tf.float16):  # mixed precision: normalise in float32
+        x = tf.cast(x, tf.float32)
+    return x if residual is None else x + residual
+
+
+def layer_norm(x, residual, gamma, beta, epsilon):
+    """LN(x + residual) over the last axis, [..., H] -> float32 [..., H]
+    (inference form). `residual` (float32) may be None; x may be bfloat16."""
+    s = _sum_input(x, residual)
+    mean = tf.reduce_mean(s, axis=-1, keepdims=True)
+    centered = s - mean
+    variance = tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True)
+    return beta + centered * (tf.math.rsqrt(variance + epsilon) * gamma)
+
+
+def layer_norm_forward(x, residual, gamma, beta, epsilon):
+    """LN(x + residual) -> (output, xhat, rstd): xhat [..., H] the normalised
+    input and rstd [..., 1] the reciprocal standard deviation, for the gradient."""
+    s = _sum_input(x, residual)
+    mean = tf.reduce_mean(s, axis=-1, keepdims=True)
+    centered = s - mean
+    rstd = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True)
+                         + epsilon)
+    xhat = centered * rstd
+    return xhat * gamma + beta, xhat, rstd
+
+
+def _layer_norm_input_gradient(dy, xhat, rstd, gamma, mean_g, mean_gxhat):
+    """rstd * (dy * gamma - mean_g - xhat * mean_gxhat): [..., H], the row means
+    [..., 1] given."""
+    return rstd * (dy * gamma - mean_g - xhat * mean_gxhat)
+
+
+_fused_layer_norm_input_gradient = _xla_or_plain(_layer_norm_input_gradient)
+
+
+def layer_norm_backward(dy, xhat, rstd, gamma):
+    """Closed-form layer-norm gradient, dy and xhat [..., H], rstd [..., 1]:
+      dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dy * gamma,
+      dgamma = sum(dy * xhat), dbeta = sum(dy) over all leading axes.
+    The row means are matrix-vector products (mean(g) = dy . gamma / H), which
+    read their input once on all cores; the rest is one fused loop."""
+    width = tf.shape(dy)[-1]
+    rows_dy = tf.reshape(dy, [-1, width])  # any rank: [rows, H]
+    rows_p = rows_dy * tf.reshape(xhat, [-1, width])
+    column = tf.reshape(gamma, [-1, 1]) / tf.cast(width, gamma.dtype)
+    lead = tf.shape(dy)[:-1]
+
+    def row_mean(rows):  # [rows, H] -> [..., 1]
+        return tf.reshape(tf.matmul(rows, column), tf.concat([lead, [1]], axis=0))
+
+    dx = _fused_layer_norm_input_gradient(dy, xhat, rstd, gamma, row_mean(rows_dy),
+                                          row_mean(rows_p))
+    return dx, tf.reduce_sum(rows_p, axis=0), tf.reduce_sum(rows_dy, axis=0)

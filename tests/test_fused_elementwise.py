@@ -1,0 +1,99 @@
+"""fused_elementwise: the XLA-fused GELU and layer-norm gradient against float64
+references written from the math, and when XLA is (not) used."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import albert_numpy
+from albert_tf import fused_elementwise as fe
+
+
+def _xla_functions(fn, spec):
+    """Names of the XLA-compiled functions a trace of fn(spec) calls."""
+    graph = tf.function(fn).get_concrete_function(spec).graph.as_graph_def()
+    return [f.signature.name for f in graph.library.function if f.attr["_XlaMustCompile"].b]
+
+
+def _gelu_grid():
+    rng = np.random.default_rng(0)
+    return np.concatenate([np.linspace(-8, 8, 4001), rng.normal(size=4000) * 3]).astype(np.float32)
+
+
+def test_gelu_matches_float64_reference():
+    x = _gelu_grid()
+    got = fe.gelu_tanh(tf.constant(x)).numpy()
+    want = albert_numpy.gelu_tanh(x.astype(np.float64))
+    # Absolute 1e-6: for x < -4, 1 + tanh(u) cancels in float32 (TensorFlow's
+    # own tanh gives the same 7e-7 there).
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+
+
+def test_gelu_gradient_matches_float64_finite_differences():
+    x = _gelu_grid()
+    dy = np.random.default_rng(1).normal(size=x.shape).astype(np.float32)
+    got = fe.gelu_tanh_backward(tf.constant(dy), tf.constant(x)).numpy()
+    x64, h = x.astype(np.float64), 1e-6
+    slope = (albert_numpy.gelu_tanh(x64 + h) - albert_numpy.gelu_tanh(x64 - h)) / (2 * h)
+    np.testing.assert_allclose(got, dy * slope, rtol=1e-5, atol=1e-5)
+
+
+def _layer_norm_reference_gradients(x, gamma, beta, dy):
+    """float64 autodiff of the textbook layer norm (eps 1e-12)."""
+    x, gamma, beta = (tf.constant(a, tf.float64) for a in (x, gamma, beta))
+    with tf.GradientTape() as tape:
+        tape.watch([x, gamma, beta])
+        mean, var = tf.nn.moments(x, axes=[-1], keepdims=True)
+        y = (x - mean) / tf.sqrt(var + 1e-12) * gamma + beta
+        loss = tf.reduce_sum(y * tf.constant(dy, tf.float64))
+    return [g.numpy() for g in tape.gradient(loss, [x, gamma, beta])]
+
+
+@pytest.mark.parametrize("shape", [(37, 48), (3, 5, 64)])
+def test_layer_norm_backward_matches_float64_autodiff(shape):
+    rng = np.random.default_rng(2)
+    x = (rng.normal(size=shape) * 3 + 1).astype(np.float32)
+    gamma = (rng.normal(size=shape[-1]) + 1).astype(np.float32)
+    beta = rng.normal(size=shape[-1]).astype(np.float32)
+    dy = rng.normal(size=shape).astype(np.float32)
+    _, xhat, rstd = fe.layer_norm_forward(tf.constant(x), None, gamma, beta, 1e-12)
+    got = fe.layer_norm_backward(tf.constant(dy), xhat, rstd, tf.constant(gamma))
+    for g, w, name in zip(got, _layer_norm_reference_gradients(x, gamma, beta, dy),
+                          ("dx", "dgamma", "dbeta")):
+        assert g.shape == w.shape, name
+        scale = np.max(np.abs(w))
+        assert np.max(np.abs(g.numpy() - w)) / scale < 1e-5, name
+
+
+def test_layer_norm_forward_adds_the_residual_first():
+    rng = np.random.default_rng(3)
+    x, residual = (rng.normal(size=(6, 32)).astype(np.float32) for _ in range(2))
+    gamma, beta = rng.normal(size=32).astype(np.float32), rng.normal(size=32).astype(np.float32)
+    want = albert_numpy.layer_norm((x + residual).astype(np.float64), beta, gamma, eps=1e-12)
+    for out in (fe.layer_norm(x, residual, gamma, beta, 1e-12),
+                fe.layer_norm_forward(tf.constant(x), residual, gamma, beta, 1e-12)[0]):
+        np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_xla_only_for_float32_and_not_when_disabled():
+    f32 = tf.TensorSpec([4, 8], tf.float32)
+    assert len(_xla_functions(fe.gelu_tanh, f32)) == 1
+    assert len(_xla_functions(lambda dy: fe.gelu_tanh_backward(dy, dy), f32)) == 1
+    assert len(_xla_functions(
+        lambda dy: fe.layer_norm_backward(dy, dy, dy[:, :1], dy[0]), f32)) == 1
+    assert _xla_functions(fe.gelu_tanh, tf.TensorSpec([4, 8], tf.bfloat16)) == []
+    with fe.disabled():
+        assert not fe.enabled()
+        assert _xla_functions(fe.gelu_tanh, f32) == []
+    assert fe.enabled()
+
+
+def test_disabled_gives_the_same_numbers():
+    x = tf.constant(_gelu_grid())
+    dy = tf.random.stateless_normal(x.shape, seed=[0, 1])
+    with fe.disabled():
+        plain = tf.function(fe.gelu_tanh)(x).numpy()
+        plain_grad = tf.function(fe.gelu_tanh_backward)(dy, x).numpy()
+    np.testing.assert_allclose(fe.gelu_tanh(x).numpy(), plain, rtol=2e-6, atol=1e-6)
+    np.testing.assert_allclose(fe.gelu_tanh_backward(dy, x).numpy(), plain_grad,
+                               rtol=1e-5, atol=1e-5)
