@@ -27,6 +27,8 @@ import uuid
 
 import tensorflow as tf
 
+from albert_tf import fused_elementwise
+
 _logger = logging.getLogger(__name__)
 
 
@@ -107,8 +109,11 @@ def export_classifier(model, export_dir, max_seq_length, *, spm_model_file=None,
     os.makedirs(parent, exist_ok=True)
     tmp = os.path.join(parent, f".tmp-export-{uuid.uuid4().hex}")
     try:
-        signatures = module.signatures()
-        tf.saved_model.save(module, tmp, signatures=signatures)
+        # Plain ops only: the serving graph must load on builds without oneDNN
+        # kernels or XLA (TF Serving, ARM).
+        with fused_elementwise.disabled():
+            signatures = module.signatures()
+            tf.saved_model.save(module, tmp, signatures=signatures)
         extra = os.path.join(tmp, "assets.extra")
         os.makedirs(extra, exist_ok=True)
         if label_list is not None:

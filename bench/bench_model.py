@@ -1,7 +1,8 @@
 """Benchmark: ALBERT-base encoder throughput on CPU, ours vs keras-hub vs HF transformers.
 
     python bench/bench_model.py [--runs 5] [--quick] [--seq 128] [--infer_batch 32]
-        [--train_batch 16] [--out bench/results/model.md]
+        [--train_batch 16] [--only ours,keras_hub] [--dtypes float32] [--xla_modes 0]
+        [--rounds 5] [--out bench/results/model.md]
 
 Measures sequences/s (median of --runs timed calls after warm-up) of
 `albert_tf.config.preset("albert_base_v2")` with random weights at seq 128:
@@ -319,6 +320,12 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--matmul_reps", type=int, default=8)
     p.add_argument("--only", default="", help="comma list of impls to run (default all)")
+    p.add_argument("--dtypes", default=",".join(DTYPES), help="comma list of dtypes to run")
+    p.add_argument("--xla_modes", default="0,1",
+                   help="XLA settings to run: 0 (off), 1 (jit_compile), or 0,1")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="repeat the whole plan this many times, interleaved; a row reports "
+                        "the median over rounds and the ratios the median of per-round ratios")
     p.add_argument("--out", default=os.path.join(HERE, "results", "model.md"))
     p.add_argument("--timeout", type=int, default=900, help="per-configuration seconds")
     # worker-only
@@ -353,23 +360,30 @@ def main(argv=None):
             print(f"{impl}: skipped, {missing}", flush=True)
     # Most important configurations first (float32 without XLA, all models), and the
     # table rewritten after each one, so that an interrupted run still leaves results.
+    dtypes = [d for d in DTYPES if d in args.dtypes.split(",")]
+    xla_modes = [x for x in (0, 1) if str(x) in args.xla_modes.split(",")]
     plan = [(impl, dtype, xla, mode)
-            for xla in (0, 1) for dtype in DTYPES for impl in impls for mode in MODES
+            for xla in xla_modes for dtype in dtypes for impl in impls for mode in MODES
             if impl not in notes
             and not (xla and impl == "hf_torch")
             and not (xla and args.quick and impl == "keras_hub")]
-    for key in plan:
-        impl, dtype, xla, mode = key
-        r, err = _run_sub(["--impl", impl, "--dtype", dtype, "--xla", str(xla),
-                           "--mode", mode], args, args.timeout)
-        if r is None:
-            notes[key] = err
-            print(f"{key}: {err}", flush=True)
-        else:
-            results[key] = r
-            print(f"{key}: {r['seq_per_s']:.2f} seq/s (median of {len(r['times'])}, "
-                  f"first call {r['first_call_s']:.1f}s)", flush=True)
-        _write(cfg, args, argv, results, notes, peak, impls, start, final=False)
+    for round_index in range(args.rounds):
+        for key in plan:
+            if key in notes:
+                continue
+            impl, dtype, xla, mode = key
+            r, err = _run_sub(["--impl", impl, "--dtype", dtype, "--xla", str(xla),
+                               "--mode", mode], args, args.timeout)
+            if r is None:
+                notes[key] = err
+                results.pop(key, None)
+                print(f"{key}: {err}", flush=True)
+            else:
+                results.setdefault(key, []).append(r)
+                print(f"round {round_index + 1}/{args.rounds} {key}: "
+                      f"{r['seq_per_s']:.2f} seq/s (median of {len(r['times'])}, "
+                      f"first call {r['first_call_s']:.1f}s)", flush=True)
+            _write(cfg, args, argv, results, notes, peak, impls, start, final=False)
     _write(cfg, args, argv, results, notes, peak, impls, start, final=True)
     return 0
 
@@ -393,7 +407,11 @@ def _write(cfg, args, argv, results, notes, peak, impls, start, final):
         f"weights, seq {args.seq}; inference batch {args.infer_batch}, forward+backward batch "
         f"{args.train_batch} (gradients of sum(sequence_output) w.r.t. all trainable "
         f"variables). Sequences/s = batch / median of {args.runs} timed calls after warm-up; "
-        f"each configuration in its own process. MFU = analytic matmul FLOP/s / measured "
+        f"each configuration in its own process"
+        + (f"; {args.rounds} rounds, the plan run once per round: seq/s is the median over "
+           f"rounds (range in brackets), 'vs' ratios the median of the per-round ratios"
+           if args.rounds > 1 else "")
+        + f". MFU = analytic matmul FLOP/s / measured "
         f"tf.matmul 2048^3 peak of the same dtype: 'local' = mean of two short probes taken "
         f"in the same process right before and after the timed calls; 'start' = the peak "
         f"measured once at the start "
@@ -409,6 +427,13 @@ def _write(cfg, args, argv, results, notes, peak, impls, start, final):
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:
             f.write(text)
+
+
+def _over_rounds(rounds, batch):
+    """One configuration's per-round results -> the median round's figures."""
+    sps = statistics.median(r["seq_per_s"] for r in rounds)
+    return {"seq_per_s": sps, "median_s": batch / sps,
+            "local_peak": statistics.median(r["local_peak"] for r in rounds)}
 
 
 def _table(cfg, args, results, notes, peak, impls):
@@ -434,7 +459,8 @@ def _table(cfg, args, results, notes, peak, impls):
                         rows.append(f"| {names[impl]} | {dtype} | {xla_s} | {label} | {batch} "
                                     f"| {notes[key]} | | | | | |")
                         continue
-                    r = results[key]
+                    rounds = results[key]
+                    r = _over_rounds(rounds, batch)
                     sps = r["seq_per_s"]
 
                     def ratio(peer_impl):
@@ -443,7 +469,11 @@ def _table(cfg, args, results, notes, peak, impls):
                         # keras-hub: same XLA setting; HF: its only (eager) setting.
                         peer = results.get((peer_impl, dtype, 0 if peer_impl == "hf_torch"
                                             else xla, mode))
-                        return f"{sps / peer['seq_per_s']:.2f}" if peer else "n/a"
+                        if not peer:
+                            return "n/a"
+                        # Paired by round: both ran minutes apart under the same load.
+                        pairs = [a["seq_per_s"] / b["seq_per_s"] for a, b in zip(rounds, peer)]
+                        return f"{statistics.median(pairs):.2f}"
 
                     pk = peak.get("bfloat16" if dtype == "mixed_bfloat16" else "float32")
                     flops = model_flops(cfg, batch, args.seq, mode == "train") / r["median_s"]
@@ -451,9 +481,11 @@ def _table(cfg, args, results, notes, peak, impls):
                     lp = r.get("local_peak")
                     mfu_local = f"{100 * flops / lp:.0f}%" if lp else "n/a"
                     gfl = f"{flops / 1e9:.0f}"
+                    spread = ("" if len(rounds) == 1 else " (%.2f-%.2f)" % (
+                        min(x["seq_per_s"] for x in rounds), max(x["seq_per_s"] for x in rounds)))
                     rows.append(f"| {names[impl]} | {dtype} | {xla_s} | {label} | {batch} | "
-                                f"{sps:.2f} | {ratio('keras_hub')} | {ratio('hf_torch')} | "
-                                f"{gfl} | {mfu_local} | {mfu} |")
+                                f"{sps:.2f}{spread} | {ratio('keras_hub')} | "
+                                f"{ratio('hf_torch')} | {gfl} | {mfu_local} | {mfu} |")
     return "\n".join(rows)
 
 

@@ -52,6 +52,20 @@ def _python_features(pairs):
             for k in ("input_ids", "input_mask", "segment_ids")}
 
 
+def _saved_ops(export_dir):
+    """Op types in a SavedModel's graph and functions, and its XLA-compiled functions."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel()
+    with open(os.path.join(export_dir, "saved_model.pb"), "rb") as f:
+        saved.ParseFromString(f.read())
+    graph = saved.meta_graphs[0].graph_def
+    op_types = {n.op for n in graph.node}
+    op_types |= {n.op for fn in graph.library.function for n in fn.node_def}
+    xla = [fn.signature.name for fn in graph.library.function if fn.attr["_XlaMustCompile"].b]
+    return op_types, xla
+
+
 def test_export_round_trip_in_fresh_process(tmp_path):
     model = AlbertClassifier(tiny_config(), 2)
     model.build()
@@ -61,6 +75,10 @@ def test_export_round_trip_in_fresh_process(tmp_path):
                                    text_pair=True, label_list=["0", "1"], task_name="mrpc",
                                    threshold=0.5)
     assert (tmp_path / "export" / "assets.extra" / "labels.txt").read_text() == "0\n1\n"
+    # Portable serving graph: no oneDNN-only kernels, no XLA clusters.
+    op_types, xla = _saved_ops(export_dir)
+    assert "_MklLayerNorm" not in op_types and "MatMul" in op_types
+    assert xla == []
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".tmp")]
     np.savez(tmp_path / "ids.npz", **features)
     result = tmp_path / "result.npz"

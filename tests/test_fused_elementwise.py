@@ -97,3 +97,28 @@ def test_disabled_gives_the_same_numbers():
     np.testing.assert_allclose(fe.gelu_tanh(x).numpy(), plain, rtol=2e-6, atol=1e-6)
     np.testing.assert_allclose(fe.gelu_tanh_backward(dy, x).numpy(), plain_grad,
                                rtol=1e-5, atol=1e-5)
+
+
+def _graph_op_types(fn, *args, jit_compile=False):
+    graph = tf.function(fn, jit_compile=jit_compile).get_concrete_function(*args).graph
+    return {op.type for op in graph.get_operations()}
+
+
+@pytest.mark.skipif(not fe._onednn_layer_norm_registered(),
+                    reason="TensorFlow built without oneDNN's layer-norm kernel")
+def test_inference_layer_norm_uses_onednn_kernel_only_where_it_can():
+    rng = np.random.default_rng(5)
+    x, residual = (rng.normal(size=(2, 7, 48)).astype(np.float32) for _ in range(2))
+    gamma, beta = rng.normal(size=48).astype(np.float32), rng.normal(size=48).astype(np.float32)
+    want = albert_numpy.layer_norm((x + residual).astype(np.float64), beta, gamma, eps=1e-12)
+
+    def ln(x, residual):
+        return fe.layer_norm(x, residual, gamma, beta, 1e-12)
+
+    args = (tf.constant(x), tf.constant(residual))
+    assert "_MklLayerNorm" in _graph_op_types(ln, *args)
+    assert "_MklLayerNorm" not in _graph_op_types(ln, *args, jit_compile=True)
+    with fe.disabled():
+        assert "_MklLayerNorm" not in _graph_op_types(ln, *args)
+    for got in (tf.function(ln)(*args), tf.function(ln, jit_compile=True)(*args), ln(*args)):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
