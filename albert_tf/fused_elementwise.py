@@ -15,7 +15,8 @@ What is fused, and what is not (measured on the bench machine):
     inference graphs keep oneDNN's MatMul + BiasAdd + GELU fusion instead).
   * The layer-norm gradient: its row means are matrix-vector products (one
     read on all cores) and the rest one loop. XLA's CPU reductions run on one
-    core, so the layer-norm forward, all reductions, stays plain TensorFlow.
+    core, so the training layer-norm forward, mostly reductions, stays plain
+    TensorFlow.
   * float32 only: for bfloat16, XLA's CPU loops were slower than TensorFlow's
     own kernels.
 
@@ -45,13 +46,13 @@ _state = threading.local()
 
 
 def enabled():
-    """Whether the XLA-compiled versions are used by calls traced now."""
+    """Whether calls traced now use the fused kernels (XLA loops, oneDNN layer norm)."""
     return getattr(_state, "enabled", True)
 
 
 @contextlib.contextmanager
 def disabled():
-    """Within this block the functions below run as plain TensorFlow ops."""
+    """Within this block (this thread) the functions below trace as plain TensorFlow ops."""
     previous = enabled()
     _state.enabled = False
     try:

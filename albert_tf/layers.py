@@ -145,8 +145,9 @@ class LayerNorm(keras.layers.Layer):
         self.gamma = self.add_weight(name="gamma", shape=(width,), initializer="ones")
 
     def call(self, x, training=False, residual=None):
-        """LN(x + residual); `residual` (float32, x's shape) is optional. The
-        sum is part of the fused loop, so it costs no separate pass."""
+        """LN(x + residual) -> float32, x's shape; `residual` (float32, x's
+        shape) is optional. Inference graphs run it as one oneDNN kernel where
+        TensorFlow has one (albert_tf/fused_elementwise.py)."""
         gamma = tf.convert_to_tensor(self.gamma)
         beta = tf.convert_to_tensor(self.beta)
         if training:
