@@ -37,7 +37,6 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.framework import op_def_registry, ops
 from tensorflow.python.ops import control_flow_util
-from tensorflow.python.util import _pywrap_util_port
 
 GELU_C = math.sqrt(2.0 / math.pi)
 GELU_A = 0.044715
@@ -125,8 +124,13 @@ def _onednn_layer_norm_usable(s):
 
 @functools.cache
 def _onednn_layer_norm_registered():
-    return (_pywrap_util_port.IsMklEnabled()
-            and op_def_registry.get("_MklLayerNorm") is not None)
+    try:  # TensorFlow internals: if they move, fall back to the plain ops
+        from tensorflow.python.util import _pywrap_util_port
+
+        return bool(_pywrap_util_port.IsMklEnabled()
+                    and op_def_registry.get("_MklLayerNorm") is not None)
+    except (ImportError, AttributeError):
+        return False
 
 
 def _onednn_layer_norm(s, gamma, beta, epsilon):
