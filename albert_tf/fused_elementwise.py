@@ -150,10 +150,7 @@ def layer_norm(x, residual, gamma, beta, epsilon):
     s = _sum_input(x, residual)
     if _onednn_layer_norm_usable(s):
         return _onednn_layer_norm(s, gamma, beta, epsilon)
-    mean = tf.reduce_mean(s, axis=-1, keepdims=True)
-    centered = s - mean
-    variance = tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True)
-    return beta + centered * (tf.math.rsqrt(variance + epsilon) * gamma)
+    return layer_norm_forward(s, None, gamma, beta, epsilon)[0]
 
 
 def layer_norm_forward(x, residual, gamma, beta, epsilon):

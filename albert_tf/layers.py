@@ -101,30 +101,20 @@ def _layer_norm_trainable(x, residual, gamma, beta, epsilon):
     `fused_elementwise.layer_norm_backward` (autodiff through the moments emits
     ~25 elementwise ops and reductions per layer norm); only xhat and rstd are
     kept for it. The residual's gradient is dx itself, x's is dx in x's dtype."""
-    if residual is None:
-        @tf.custom_gradient
-        def layer_norm(x, gamma, beta):
-            out, xhat, rstd = fused_elementwise.layer_norm_forward(x, None, gamma, beta, epsilon)
-
-            def grad(dy):
-                dx, dgamma, dbeta = fused_elementwise.layer_norm_backward(dy, xhat, rstd, gamma)
-                return tf.cast(dx, x.dtype), dgamma, dbeta
-
-            return out, grad
-
-        return layer_norm(x, gamma, beta)
+    residuals = [] if residual is None else [residual]
 
     @tf.custom_gradient
-    def residual_layer_norm(x, residual, gamma, beta):
-        out, xhat, rstd = fused_elementwise.layer_norm_forward(x, residual, gamma, beta, epsilon)
+    def layer_norm(x, gamma, beta, *residuals):
+        out, xhat, rstd = fused_elementwise.layer_norm_forward(
+            x, residuals[0] if residuals else None, gamma, beta, epsilon)
 
         def grad(dy):
             dx, dgamma, dbeta = fused_elementwise.layer_norm_backward(dy, xhat, rstd, gamma)
-            return tf.cast(dx, x.dtype), dx, dgamma, dbeta
+            return (tf.cast(dx, x.dtype), dgamma, dbeta) + (dx,) * len(residuals)
 
         return out, grad
 
-    return residual_layer_norm(x, residual, gamma, beta)
+    return layer_norm(x, gamma, beta, *residuals)
 
 
 class LayerNorm(keras.layers.Layer):
