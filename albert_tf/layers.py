@@ -50,7 +50,10 @@ def gelu_tanh_trainable(x):
     def grad(dy):
         return fused_elementwise.gelu_tanh_backward(dy, x)
 
-    return fused_elementwise.gelu_tanh(x), grad
+    # The gradient is `grad`; without stop_gradient a recording tape would make
+    # TensorFlow run the compiled loop's "forward" variant, which also writes
+    # out every intermediate for autodiff (5x slower, bench/bench_model.py).
+    return fused_elementwise.gelu_tanh(tf.stop_gradient(x)), grad
 
 
 def get_activation(name):
