@@ -1,7 +1,7 @@
 """Benchmark: GLUE classifier eval throughput (examples/s) on CPU, ours vs peers.
 
     python bench/bench_classifier.py [--config albert_base_v2] [--seq 128] [--batch 32]
-        [--runs 5] [--labels 2] [--out bench/results/classifier.md]
+        [--runs 5] [--rounds 1] [--labels 2] [--out bench/results/classifier.md]
 
 Same configuration, random weights, random token ids with a realistic mask (3/4 of the
 sequence real), inference mode, class probabilities computed:
@@ -15,7 +15,10 @@ sequence real), inference mode, class probabilities computed:
     GELU) under torch.inference_mode, softmax applied, torch threads = nproc.
 
 Each implementation runs in its own subprocess. Reported: median examples/s of --runs
-timed calls after 2 warm-up calls. A peer that is not installed is skipped with a note.
+timed calls after 2 warm-up calls; with --rounds N, every implementation runs once per
+round and the table gives medians over rounds and medians of the per-round ratios (single
+runs scatter by several percent on a shared machine). A peer that is not installed is
+skipped with a note.
 """
 
 from __future__ import annotations
@@ -119,12 +122,29 @@ def child(impl, config_name, seq, batch, runs, labels):
     print(json.dumps({"impl": impl, "examples_per_s": batch / seconds, "seconds": seconds}))
 
 
+def _run_child(impl, args):
+    """(examples/s, "") from one subprocess, or (None, why it failed)."""
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", impl, "--config", args.config,
+         "--seq", str(args.seq), "--batch", str(args.batch), "--runs", str(args.runs),
+         "--labels", str(args.labels)], capture_output=True, text=True,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "3"})
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
+    if proc.returncode or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        return None, f"skipped: {tail[:160]}"
+    return json.loads(lines[-1])["examples_per_s"], ""
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="albert_base_v2")
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run every implementation this many times, round after round; "
+                             "report medians over rounds and medians of per-round ratios")
     parser.add_argument("--labels", type=int, default=2)
     parser.add_argument("--impls", default=",".join(IMPLS))
     parser.add_argument("--out", default=os.path.join(HERE, "results", "classifier.md"))
@@ -133,31 +153,39 @@ def main():
     if args.child:
         child(args.child, args.config, args.seq, args.batch, args.runs, args.labels)
         return
-    rows = []
-    for impl in args.impls.split(","):
-        proc = subprocess.run(
-            [sys.executable, __file__, "--child", impl, "--config", args.config,
-             "--seq", str(args.seq), "--batch", str(args.batch), "--runs", str(args.runs),
-             "--labels", str(args.labels)], capture_output=True, text=True,
-            env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "3"})
-        lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
-        if proc.returncode or not lines:
-            tail = (proc.stderr.strip().splitlines() or ["?"])[-1]
-            rows.append((impl, None, f"skipped: {tail[:160]}"))
-        else:
-            result = json.loads(lines[-1])
-            rows.append((impl, result["examples_per_s"], ""))
-        print(rows[-1], flush=True)
-    ours = next((r[1] for r in rows if r[0] == "ours"), None)
+    impls = args.impls.split(",")
+    per_round = {impl: [] for impl in impls}  # examples/s, one per round
+    notes = {}
+    for round_index in range(args.rounds):
+        for impl in impls:
+            if impl in notes:
+                continue
+            eps, note = _run_child(impl, args)
+            if eps is None:
+                notes[impl] = note
+            else:
+                per_round[impl].append(eps)
+            print(f"round {round_index + 1}/{args.rounds} {impl}: {eps or note}", flush=True)
+    ours = per_round.get("ours") if "ours" not in notes else None
+    cmd = "python bench/bench_classifier.py " + " ".join(sys.argv[1:])
     text = [f"# GLUE classifier eval throughput ({args.config}, seq {args.seq}, batch "
             f"{args.batch}, float32, CPU)", "",
+            f"Command: `{cmd.strip()}`", "",
             f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "
-            f"median of {args.runs} runs.", "",
+            f"examples/s = batch / median of {args.runs} timed calls"
+            + (f"; {args.rounds} rounds (each implementation once per round): the median over "
+               f"rounds (range in brackets), ratios the median of the per-round ratios"
+               if args.rounds > 1 else "") + ".", "",
             "| implementation | examples/s | ours / peer | note |", "|---|---|---|---|"]
-    for impl, eps, note in rows:
-        ratio = f"{ours / eps:.2f}" if eps and ours else ""
-        text.append(f"| {impl} | {eps:.1f} | {ratio} | {note} |" if eps else
-                    f"| {impl} | - | | {note} |")
+    for impl in impls:
+        runs = per_round[impl]
+        if impl in notes or not runs:
+            text.append(f"| {impl} | - | | {notes.get(impl, '')} |")
+            continue
+        spread = "" if len(runs) == 1 else f" ({min(runs):.1f}-{max(runs):.1f})"
+        ratio = (f"{statistics.median(a / b for a, b in zip(ours, runs)):.2f}"
+                 if ours else "")
+        text.append(f"| {impl} | {statistics.median(runs):.1f}{spread} | {ratio} | |")
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     tmp = args.out + ".tmp"
     with open(tmp, "w") as f:

@@ -1,7 +1,7 @@
 """Benchmark: full ALBERT pretraining step on CPU, ours vs keras-hub vs HF transformers.
 
     python bench/bench_pretraining.py [--quick] [--runs 3] [--only ours,keras_hub,hf_torch]
-        [--parts speed,pipeline,memory,table2] [--out bench/results/pretraining.md]
+        [--parts speed,pipeline,memory,table2] [--rounds 1] [--out bench/results/pretraining.md]
         [--table2_out bench/results/table2_speed.md]
 
 Parts (each configuration in its own subprocess, helpers shared with bench/bench_model.py):
@@ -19,6 +19,9 @@ Parts (each configuration in its own subprocess, helpers shared with bench/bench
     - HF transformers PyTorch `AlbertForPreTraining` (MLM labels on the 20 positions, -100
       elsewhere, + SOP labels), torch.optim.AdamW (torch has no LAMB) + clip_grad_norm_(1.0);
       bf16 via torch.autocast("cpu"); no XLA.
+  With --rounds N the speed plan runs N times, round after round: a row is the median over
+  rounds (range in brackets) and each ratio the median of the per-round ratios (ours and a
+  peer ran minutes apart under the same load: single runs scatter by several percent here).
   MFU = analytic FLOP/s / measured tf.matmul peak of the same dtype (bench_model's probes:
   'local' = mean of two probes in the same process right before/after the timed calls);
   forward+backward = 3 x forward, forward = bench_model.model_flops (encoder + pooler)
@@ -311,12 +314,22 @@ def _speed_tables(args, res, notes, peak):
                                    "| | | | | | | |")
                     if key not in res:
                         continue
-                    r = res[key]
+                    rounds = res[key]
+                    r = _over_rounds(rounds, batch)
                     eps = r["examples_per_s"]
 
                     def rel(k):
-                        p = res.get(k)
-                        return f"{eps / p['examples_per_s']:.2f}" if p else "n/a"
+                        peer = res.get(k)
+                        if not peer:
+                            return "n/a"
+                        # Paired by round: both ran minutes apart under the same load.
+                        return "%.2f" % statistics.median(
+                            a["examples_per_s"] / b["examples_per_s"]
+                            for a, b in zip(rounds, peer))
+
+                    spread = ("" if len(rounds) == 1 else " (%.2f-%.2f)" % (
+                        min(x["examples_per_s"] for x in rounds),
+                        max(x["examples_per_s"] for x in rounds)))
 
                     flops = pretraining_flops(cfg, batch, seq) / r["median_s"]
                     pk = peak.get("bfloat16" if dtype == "mixed_bfloat16" else "float32")
@@ -324,7 +337,7 @@ def _speed_tables(args, res, notes, peak):
                     mfu_l = f"{100 * flops / lp:.0f}%" if lp else "n/a"
                     mfu_s = f"{100 * flops / pk:.0f}%" if pk else "n/a"
                     out.append(
-                        f"| {names[impl]} | {dtype} | {xs} | {eps:.2f} | "
+                        f"| {names[impl]} | {dtype} | {xs} | {eps:.2f}{spread} | "
                         f"{rel(('speed', 'keras_hub', dtype, xla, seq))} | "
                         f"{rel(('speed', 'hf_torch', dtype, 0, seq))} | "
                         f"{rel(('speed', 'ours', 'float32', 0, seq))} | "
@@ -333,13 +346,25 @@ def _speed_tables(args, res, notes, peak):
     return out
 
 
+def _over_rounds(rounds, batch):
+    """One speed configuration's per-round results -> the median round's figures."""
+    eps = statistics.median(r["examples_per_s"] for r in rounds)
+    peaks = [r["local_peak"] for r in rounds if r.get("local_peak")]
+    return {"examples_per_s": eps, "median_s": batch / eps,
+            "first_call_s": statistics.median(r["first_call_s"] for r in rounds),
+            "local_peak": statistics.median(peaks) if peaks else None}
+
+
 def _write_main(args, argv, res, notes, peak, start, final):
     lines = _header("ALBERT pretraining step throughput (CPU)", args, argv, start, final)
     lines += [
         f"ALBERT-base (`albert_base_v2`: L=12 shared, H=768, E=128, F=3072, V=30000), random "
         f"weights, {PREDICTIONS} masked-LM predictions per sequence. Examples/s = batch / median "
         f"of {args.runs} timed steps after {args.warmup} warm-up step(s) (first step = "
-        f"tracing/compilation, reported separately); each configuration in its own process. "
+        f"tracing/compilation, reported separately); each configuration in its own process"
+        + (f"; {args.rounds} rounds of the speed plan: examples/s is the median over rounds "
+           f"(range in brackets), 'vs' ratios the median of the per-round ratios"
+           if args.rounds > 1 else "") + ". "
         f"Ours: `Trainer._train_loop` (MLM + SOP, LAMB, global-norm clip 1.0). keras-hub: "
         f"`AlbertMaskedLM.train_on_batch`, keras Lamb(global_clipnorm=1.0), MLM only (no SOP "
         f"head). HF: `AlbertForPreTraining` with MLM + SOP labels (its MLM decoder runs over "
@@ -365,7 +390,7 @@ def _write_main(args, argv, res, notes, peak, start, final):
             if key not in res:
                 lines.append(f"| {seq} | {batch} | {notes.get(key, 'not run')} | | |")
                 continue
-            ours = [r["examples_per_s"] for k, r in res.items()
+            ours = [_over_rounds(r, batch)["examples_per_s"] for k, r in res.items()
                     if k[:2] == ("speed", "ours") and k[4] == seq]
             best = max(ours) if ours else None
             pe = res[key]["examples_per_s"]
@@ -449,6 +474,9 @@ def main(argv=None):
     p.add_argument("--only", default="", help="comma list of impls (default all)")
     p.add_argument("--parts", default="speed,pipeline,memory,table2")
     p.add_argument("--seqs", default="128:16,512:4", help="seq:batch list for speed")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run the speed plan this many times, round after round; report "
+                        "medians over rounds and medians of per-round ratios")
     p.add_argument("--table2_batch", type=int, default=4)
     p.add_argument("--table2_runs", type=int, default=2)
     p.add_argument("--mem_steps", type=int, default=4)
@@ -497,10 +525,15 @@ def main(argv=None):
         print(f"matmul peak: {peak or err}", flush=True)
 
     def record(key, extra, runs=None):
+        if key in notes:  # failed in an earlier round
+            return
         sub_args = argparse.Namespace(**{**vars(args), "runs": runs or args.runs})
         r, err = _run_sub(extra, sub_args, args.timeout)
         if r is None:
             notes[key] = err
+            res.pop(key, None)
+        elif key[0] == "speed":
+            res.setdefault(key, []).append(r)  # one entry per round
         else:
             res[key] = r
         print(f"{key}: {err or {k: v for k, v in r.items() if k != 'times'}}", flush=True)
@@ -509,6 +542,7 @@ def main(argv=None):
             _write_table2(args, argv, res, notes, start, False)
 
     plan = []
+    speed_plan = []
     if "speed" in args.parts:
         # Most important first: seq 128 float32 without XLA for all models.
         for seq, batch in args.shapes:
@@ -519,9 +553,10 @@ def main(argv=None):
                             continue
                         if args.quick and xla and impl == "keras_hub" and seq != 128:
                             continue
-                        plan.append((("speed", impl, dtype, xla, seq),
+                        speed_plan.append((("speed", impl, dtype, xla, seq),
                                      ["--kind", "train", "--impl", impl, "--dtype", dtype,
                                       "--xla", xla, "--seq", seq, "--batch", batch], None))
+        plan += speed_plan * args.rounds
     if "pipeline" in args.parts:
         for seq, batch in args.shapes:
             plan.append((("pipeline", seq), ["--kind", "pipeline", "--seq", seq, "--batch",
