@@ -1,7 +1,8 @@
 """Benchmark: full ALBERT pretraining step on CPU, ours vs keras-hub vs HF transformers.
 
     python bench/bench_pretraining.py [--quick] [--runs 3] [--only ours,keras_hub,hf_torch]
-        [--parts speed,pipeline,memory,table2] [--rounds 1] [--out bench/results/pretraining.md]
+        [--parts speed,pipeline,memory,table2] [--rounds 1] [--dtypes float32,mixed_bfloat16]
+        [--xla_modes 0,1] [--out bench/results/pretraining.md]
         [--table2_out bench/results/table2_speed.md]
 
 Parts (each configuration in its own subprocess, helpers shared with bench/bench_model.py):
@@ -474,6 +475,9 @@ def main(argv=None):
     p.add_argument("--only", default="", help="comma list of impls (default all)")
     p.add_argument("--parts", default="speed,pipeline,memory,table2")
     p.add_argument("--seqs", default="128:16,512:4", help="seq:batch list for speed")
+    p.add_argument("--dtypes", default=",".join(DTYPES), help="speed: comma list of dtypes")
+    p.add_argument("--xla_modes", default="0,1",
+                   help="speed: XLA settings, 0 (off), 1 (jit_compile) or 0,1")
     p.add_argument("--rounds", type=int, default=1,
                    help="run the speed plan this many times, round after round; report "
                         "medians over rounds and medians of per-round ratios")
@@ -545,9 +549,11 @@ def main(argv=None):
     speed_plan = []
     if "speed" in args.parts:
         # Most important first: seq 128 float32 without XLA for all models.
+        dtypes = [d for d in DTYPES if d in args.dtypes.split(",")]
+        xla_modes = [x for x in (0, 1) if str(x) in args.xla_modes.split(",")]
         for seq, batch in args.shapes:
-            for xla in (0, 1):
-                for dtype in DTYPES:
+            for xla in xla_modes:
+                for dtype in dtypes:
                     for impl in args.impls:
                         if xla and impl == "hf_torch":
                             continue

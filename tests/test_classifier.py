@@ -10,6 +10,7 @@ from albert_tf.classifier import (AlbertClassifier, ClassifierError, init_from_c
 from albert_tf.modeling import AlbertPretrainer
 
 from classifier_fixtures import tiny_config
+from worker_fixtures import run_cluster, run_script
 
 
 def _inputs(batch=3, seq=8, seed=0):
@@ -142,3 +143,46 @@ def test_init_refuses_when_nothing_matches(config, tmp_path):
         init_from_checkpoint(model, prefix)
     with pytest.raises(ClassifierError, match="no checkpoint"):
         init_from_checkpoint(model, str(tmp_path / "missing" / "model.ckpt-3"))
+
+
+def _write_eval_file(path, n, seq, labels, seed=0):
+    """n labelled records of the classifier schema with random ids; returns the labels."""
+    from albert_tf.data.classifier_data import InputFeatures, _to_tf_example
+
+    rng = np.random.default_rng(seed)
+    label_ids = [int(i % labels) for i in range(n)]
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for i in range(n):
+            length = int(rng.integers(3, seq + 1))
+            ids = [int(t) for t in rng.integers(5, 40, length)] + [0] * (seq - length)
+            mask = [1] * length + [0] * (seq - length)
+            feature = InputFeatures(ids, mask, [0] * seq, label_ids[i])
+            writer.write(_to_tf_example(feature, False).SerializeToString())
+    return np.array(label_ids)
+
+
+@pytest.mark.slow
+def test_eval_over_replicas_and_workers_is_complete_and_in_file_order(tmp_path):
+    """GLUE eval (predict_arrays) gives every example once, in file order, with the
+    same probabilities on one device, two local replicas and two workers (11
+    examples, per-replica batch 2: the last batches are padded)."""
+    n = 11
+    eval_file = tmp_path / "eval.tf_record"
+    labels = _write_eval_file(eval_file, n, 16, 3)
+    run_script("multiworker_eval_script.py", eval_file, tmp_path / "one.npz", "default", n)
+    run_script("multiworker_eval_script.py", eval_file, tmp_path / "mirrored.npz", "mirrored2", n)
+    run_cluster("multiworker_eval_script.py",
+                lambda index: [eval_file, tmp_path / f"worker{index}.npz", "multi_worker", n])
+    one = np.load(tmp_path / "one.npz")
+    assert int(one["replicas"]) == 1
+    real = one["is_real_example"] != 0
+    np.testing.assert_array_equal(one["label_ids"][real], labels)
+    for name in ("mirrored", "worker0", "worker1"):
+        other = np.load(tmp_path / f"{name}.npz")
+        assert int(other["replicas"]) == 2, name
+        keep = other["is_real_example"] != 0
+        np.testing.assert_array_equal(other["label_ids"][keep], labels, err_msg=name)
+        for key in ("probabilities", "per_example_loss"):
+            np.testing.assert_allclose(other[key][keep], one[key][real], rtol=1e-5, atol=1e-6,
+                                       err_msg=f"{name} {key}")
+        np.testing.assert_array_equal(other["predictions"][keep], one["predictions"][real])

@@ -1,10 +1,6 @@
 """The training loop: learning, accumulation, resume, non-finite stop, workers."""
 
-import json
 import os
-import socket
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -12,8 +8,7 @@ import tensorflow as tf
 
 from albert_tf import pretraining, training
 from training_fixtures import build, dataset_fn
-
-HERE = os.path.dirname(__file__)
+from worker_fixtures import run_cluster, run_script
 
 
 def make_trainer(model, opt, output_dir, steps, batch, accumulation=1, save_every=1000,
@@ -101,37 +96,12 @@ def test_loop_config_validation():
         training.LoopConfig(num_train_steps=1, global_batch_size=1, gradient_accumulation_steps=0)
 
 
-def _free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("localhost", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 @pytest.mark.slow
 def test_two_workers_equal_one_worker_with_same_global_batch(tmp_path):
-    script = os.path.join(HERE, "multiworker_script.py")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.path.dirname(HERE)]))
-    env.pop("TF_CONFIG", None)
     single = tmp_path / "single.npz"
-    subprocess.run([sys.executable, script, str(tmp_path / "one"), str(single)], env=env,
-                   check=True, timeout=300, capture_output=True)
-    ports = _free_ports(2)
-    cluster = {"worker": [f"localhost:{p}" for p in ports]}
-    procs = []
-    for index in range(2):
-        worker_env = dict(env, TF_CONFIG=json.dumps({"cluster": cluster,
-                                                     "task": {"type": "worker", "index": index}}))
-        out = tmp_path / f"worker{index}.npz"
-        procs.append(subprocess.Popen([sys.executable, script, str(tmp_path / "two"), str(out),
-                                       "multi_worker"], env=worker_env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
-    for p in procs:
-        output, _ = p.communicate(timeout=300)
-        assert p.returncode == 0, output.decode()[-3000:]
+    run_script("multiworker_script.py", tmp_path / "one", single)
+    run_cluster("multiworker_script.py",
+                lambda index: [tmp_path / "two", tmp_path / f"worker{index}.npz", "multi_worker"])
     one = np.load(single)
     two = np.load(tmp_path / "worker0.npz")
     other = np.load(tmp_path / "worker1.npz")
