@@ -320,12 +320,7 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--matmul_reps", type=int, default=8)
     p.add_argument("--only", default="", help="comma list of impls to run (default all)")
-    p.add_argument("--dtypes", default=",".join(DTYPES), help="comma list of dtypes to run")
-    p.add_argument("--xla_modes", default="0,1",
-                   help="XLA settings to run: 0 (off), 1 (jit_compile), or 0,1")
-    p.add_argument("--rounds", type=int, default=1,
-                   help="repeat the whole plan this many times, interleaved; a row reports "
-                        "the median over rounds and the ratios the median of per-round ratios")
+    add_plan_flags(p)
     p.add_argument("--out", default=os.path.join(HERE, "results", "model.md"))
     p.add_argument("--timeout", type=int, default=900, help="per-configuration seconds")
     # worker-only
@@ -360,8 +355,7 @@ def main(argv=None):
             print(f"{impl}: skipped, {missing}", flush=True)
     # Most important configurations first (float32 without XLA, all models), and the
     # table rewritten after each one, so that an interrupted run still leaves results.
-    dtypes = [d for d in DTYPES if d in args.dtypes.split(",")]
-    xla_modes = [x for x in (0, 1) if str(x) in args.xla_modes.split(",")]
+    dtypes, xla_modes = planned_settings(args)
     plan = [(impl, dtype, xla, mode)
             for xla in xla_modes for dtype in dtypes for impl in impls for mode in MODES
             if impl not in notes
@@ -427,6 +421,23 @@ def _write(cfg, args, argv, results, notes, peak, impls, start, final):
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:
             f.write(text)
+
+
+def add_plan_flags(parser):
+    """--dtypes, --xla_modes and --rounds (shared with bench_pretraining.py)."""
+    parser.add_argument("--dtypes", default=",".join(DTYPES), help="comma list of dtypes to run")
+    parser.add_argument("--xla_modes", default="0,1",
+                        help="XLA settings to run: 0 (off), 1 (jit_compile), or 0,1")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run the plan this many times, round after round; a row reports "
+                             "the median over rounds and the ratios the median of per-round "
+                             "ratios (ours and a peer ran minutes apart under the same load)")
+
+
+def planned_settings(args):
+    """(dtypes, xla modes) selected by add_plan_flags' flags, in table order."""
+    return ([d for d in DTYPES if d in args.dtypes.split(",")],
+            [x for x in (0, 1) if str(x) in args.xla_modes.split(",")])
 
 
 def _over_rounds(rounds, batch):

@@ -59,7 +59,7 @@ import bench_model as bm  # noqa: E402  (shared helpers: FLOPs, timing, peaks, m
 from albert_tf.fileio import atomic_write_text  # noqa: E402
 
 IMPLS = ("ours", "keras_hub", "hf_torch")
-DTYPES = ("float32", "mixed_bfloat16")
+DTYPES = bm.DTYPES
 PREDICTIONS = 20
 TABLE2 = ("albert_base_v2", "albert_large_v2", "albert_xlarge_v2", "albert_xxlarge_v2",
           "bert_large")
@@ -475,12 +475,7 @@ def main(argv=None):
     p.add_argument("--only", default="", help="comma list of impls (default all)")
     p.add_argument("--parts", default="speed,pipeline,memory,table2")
     p.add_argument("--seqs", default="128:16,512:4", help="seq:batch list for speed")
-    p.add_argument("--dtypes", default=",".join(DTYPES), help="speed: comma list of dtypes")
-    p.add_argument("--xla_modes", default="0,1",
-                   help="speed: XLA settings, 0 (off), 1 (jit_compile) or 0,1")
-    p.add_argument("--rounds", type=int, default=1,
-                   help="run the speed plan this many times, round after round; report "
-                        "medians over rounds and medians of per-round ratios")
+    bm.add_plan_flags(p)  # --dtypes, --xla_modes, --rounds: of the speed part
     p.add_argument("--table2_batch", type=int, default=4)
     p.add_argument("--table2_runs", type=int, default=2)
     p.add_argument("--mem_steps", type=int, default=4)
@@ -549,8 +544,7 @@ def main(argv=None):
     speed_plan = []
     if "speed" in args.parts:
         # Most important first: seq 128 float32 without XLA for all models.
-        dtypes = [d for d in DTYPES if d in args.dtypes.split(",")]
-        xla_modes = [x for x in (0, 1) if str(x) in args.xla_modes.split(",")]
+        dtypes, xla_modes = bm.planned_settings(args)
         for seq, batch in args.shapes:
             for xla in xla_modes:
                 for dtype in dtypes:
