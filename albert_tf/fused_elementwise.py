@@ -113,13 +113,24 @@ def _onednn_layer_norm_usable(s):
     beta), so it is created directly. It exists only in TensorFlow's oneDNN
     CPU builds, has no gradient and no XLA lowering: plain ops in eager mode,
     in XLA contexts (jit_compile, TPU), with a GPU or TPU present, or without
-    oneDNN."""
-    return (enabled() and not tf.executing_eagerly()
+    oneDNN; and while `tf.saved_model.save` traces, so that a SavedModel loads
+    on any build (functions traced before the save keep their graphs: trace
+    those inside `disabled()`)."""
+    return (enabled() and not tf.executing_eagerly() and not _saving()
             and s.dtype == tf.float32 and s.shape.rank in (2, 3)
             and not control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph())
             and _onednn_layer_norm_registered()
             and not tf.config.list_logical_devices("GPU")
             and not tf.config.list_logical_devices("TPU"))
+
+
+def _saving():
+    try:  # TensorFlow internals: if they move, assume no save is under way
+        from tensorflow.python.saved_model import save_context
+
+        return save_context.in_save_context()
+    except (ImportError, AttributeError):
+        return False
 
 
 @functools.cache

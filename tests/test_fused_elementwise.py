@@ -122,3 +122,26 @@ def test_inference_layer_norm_uses_onednn_kernel_only_where_it_can():
         assert "_MklLayerNorm" not in _graph_op_types(ln, *args)
     for got in (tf.function(ln)(*args), tf.function(ln, jit_compile=True)(*args), ln(*args)):
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not fe._onednn_layer_norm_registered(),
+                    reason="TensorFlow built without oneDNN's layer-norm kernel")
+def test_saved_model_traced_by_save_has_no_onednn_layer_norm(tmp_path):
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    gamma, beta = tf.Variable(tf.ones([8])), tf.Variable(tf.zeros([8]))
+    module = tf.Module()
+    module.vars = [gamma, beta]
+    module.serve = tf.function(lambda x: fe.layer_norm(x, None, gamma, beta, 1e-12),
+                               input_signature=[tf.TensorSpec([None, 8], tf.float32)])
+    tf.saved_model.save(module, str(tmp_path))
+    saved = saved_model_pb2.SavedModel()
+    saved.ParseFromString((tmp_path / "saved_model.pb").read_bytes())
+    graph = saved.meta_graphs[0].graph_def
+    op_types = {n.op for n in graph.node} | {n.op for f in graph.library.function
+                                              for n in f.node_def}
+    assert "_MklLayerNorm" not in op_types and "Rsqrt" in op_types
+    loaded = tf.saved_model.load(str(tmp_path))
+    x = np.random.default_rng(0).normal(size=(3, 8)).astype(np.float32)
+    want = albert_numpy.layer_norm(x.astype(np.float64), np.zeros(8), np.ones(8), eps=1e-12)
+    np.testing.assert_allclose(loaded.serve(tf.constant(x)).numpy(), want, rtol=1e-5, atol=1e-5)
