@@ -1,6 +1,6 @@
 """Worker process for test_classifier: GLUE eval (`predict_arrays`) under a strategy.
 
-    python multiworker_eval_script.py EVAL_TFRECORD OUT_NPZ STRATEGY
+    python multiworker_eval_script.py EVAL_TFRECORD OUT_NPZ STRATEGY NUM_EXAMPLES
 
 STRATEGY: default, mirrored2 (MirroredStrategy over two logical CPU devices) or
 multi_worker (TF_CONFIG from the environment). The model's weights come from a
