@@ -440,11 +440,26 @@ def planned_settings(args):
             [x for x in (0, 1) if str(x) in args.xla_modes.split(",")])
 
 
-def _over_rounds(rounds, batch):
-    """One configuration's per-round results -> the median round's figures."""
-    sps = statistics.median(r["seq_per_s"] for r in rounds)
-    return {"seq_per_s": sps, "median_s": batch / sps,
-            "local_peak": statistics.median(r["local_peak"] for r in rounds)}
+def over_rounds(rounds, rate, batch):
+    """One configuration's per-round results -> the median round's figures: `rate`
+    (the throughput field, e.g. "seq_per_s"), median_s, first_call_s, local_peak."""
+    value = statistics.median(r[rate] for r in rounds)
+    peaks = [r["local_peak"] for r in rounds if r.get("local_peak")]
+    return {rate: value, "median_s": batch / value,
+            "first_call_s": statistics.median(r["first_call_s"] for r in rounds),
+            "local_peak": statistics.median(peaks) if peaks else None}
+
+
+def round_spread(rounds, rate):
+    """" (min-max)" of `rate` over several rounds; "" for one."""
+    values = [r[rate] for r in rounds]
+    return "" if len(values) == 1 else " (%.2f-%.2f)" % (min(values), max(values))
+
+
+def paired_ratio(rounds, peer_rounds, rate):
+    """Median of the per-round ratios of `rate`, as text: both ran minutes apart in
+    each round, under the same load."""
+    return "%.2f" % statistics.median(a[rate] / b[rate] for a, b in zip(rounds, peer_rounds))
 
 
 def _table(cfg, args, results, notes, peak, impls):
@@ -471,7 +486,7 @@ def _table(cfg, args, results, notes, peak, impls):
                                     f"| {notes[key]} | | | | | |")
                         continue
                     rounds = results[key]
-                    r = _over_rounds(rounds, batch)
+                    r = over_rounds(rounds, "seq_per_s", batch)
                     sps = r["seq_per_s"]
 
                     def ratio(peer_impl):
@@ -480,11 +495,7 @@ def _table(cfg, args, results, notes, peak, impls):
                         # keras-hub: same XLA setting; HF: its only (eager) setting.
                         peer = results.get((peer_impl, dtype, 0 if peer_impl == "hf_torch"
                                             else xla, mode))
-                        if not peer:
-                            return "n/a"
-                        # Paired by round: both ran minutes apart under the same load.
-                        pairs = [a["seq_per_s"] / b["seq_per_s"] for a, b in zip(rounds, peer)]
-                        return f"{statistics.median(pairs):.2f}"
+                        return paired_ratio(rounds, peer, "seq_per_s") if peer else "n/a"
 
                     pk = peak.get("bfloat16" if dtype == "mixed_bfloat16" else "float32")
                     flops = model_flops(cfg, batch, args.seq, mode == "train") / r["median_s"]
@@ -492,8 +503,7 @@ def _table(cfg, args, results, notes, peak, impls):
                     lp = r.get("local_peak")
                     mfu_local = f"{100 * flops / lp:.0f}%" if lp else "n/a"
                     gfl = f"{flops / 1e9:.0f}"
-                    spread = ("" if len(rounds) == 1 else " (%.2f-%.2f)" % (
-                        min(x["seq_per_s"] for x in rounds), max(x["seq_per_s"] for x in rounds)))
+                    spread = round_spread(rounds, "seq_per_s")
                     rows.append(f"| {names[impl]} | {dtype} | {xla_s} | {label} | {batch} | "
                                 f"{sps:.2f}{spread} | {ratio('keras_hub')} | "
                                 f"{ratio('hf_torch')} | {gfl} | {mfu_local} | {mfu} |")

@@ -316,21 +316,14 @@ def _speed_tables(args, res, notes, peak):
                     if key not in res:
                         continue
                     rounds = res[key]
-                    r = _over_rounds(rounds, batch)
+                    r = bm.over_rounds(rounds, "examples_per_s", batch)
                     eps = r["examples_per_s"]
 
                     def rel(k):
                         peer = res.get(k)
-                        if not peer:
-                            return "n/a"
-                        # Paired by round: both ran minutes apart under the same load.
-                        return "%.2f" % statistics.median(
-                            a["examples_per_s"] / b["examples_per_s"]
-                            for a, b in zip(rounds, peer))
+                        return bm.paired_ratio(rounds, peer, "examples_per_s") if peer else "n/a"
 
-                    spread = ("" if len(rounds) == 1 else " (%.2f-%.2f)" % (
-                        min(x["examples_per_s"] for x in rounds),
-                        max(x["examples_per_s"] for x in rounds)))
+                    spread = bm.round_spread(rounds, "examples_per_s")
 
                     flops = pretraining_flops(cfg, batch, seq) / r["median_s"]
                     pk = peak.get("bfloat16" if dtype == "mixed_bfloat16" else "float32")
@@ -345,15 +338,6 @@ def _speed_tables(args, res, notes, peak):
                         f"{r['first_call_s']:.1f} | {flops / 1e9:.0f} | {mfu_l} | {mfu_s} |")
         out.append("")
     return out
-
-
-def _over_rounds(rounds, batch):
-    """One speed configuration's per-round results -> the median round's figures."""
-    eps = statistics.median(r["examples_per_s"] for r in rounds)
-    peaks = [r["local_peak"] for r in rounds if r.get("local_peak")]
-    return {"examples_per_s": eps, "median_s": batch / eps,
-            "first_call_s": statistics.median(r["first_call_s"] for r in rounds),
-            "local_peak": statistics.median(peaks) if peaks else None}
 
 
 def _write_main(args, argv, res, notes, peak, start, final):
@@ -391,7 +375,8 @@ def _write_main(args, argv, res, notes, peak, start, final):
             if key not in res:
                 lines.append(f"| {seq} | {batch} | {notes.get(key, 'not run')} | | |")
                 continue
-            ours = [_over_rounds(r, batch)["examples_per_s"] for k, r in res.items()
+            ours = [bm.over_rounds(r, "examples_per_s", batch)["examples_per_s"]
+                    for k, r in res.items()
                     if k[:2] == ("speed", "ours") and k[4] == seq]
             best = max(ours) if ours else None
             pe = res[key]["examples_per_s"]
