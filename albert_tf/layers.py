@@ -297,26 +297,33 @@ class AlbertTransformerBlock(keras.layers.Layer):
         self.ffn_output.build((None, f))
         self.ffn_layer_norm.build((None, h))
 
-    def prepared_weights(self):
-        """The block's kernels and biases in the compute dtype, Q/K/V concatenated.
+    def prepared_weights(self, fused_qkv=True):
+        """The block's kernels and biases in the compute dtype.
 
         ALBERT applies one block at every layer; `AlbertModel` calls this once
         per forward pass and hands the result to every application, so the
         casts (mixed_bfloat16) and the QKV concat run once instead of L times.
         Gradients flow through the cast/concat back to the variables.
+
+        `fused_qkv`: Q/K/V as one `qkv` kernel [H, 3H] and bias [3H] (full-length
+        inference: one larger product and one transpose to heads); otherwise as
+        `query`, `key`, `value` (training: the fused product's split and its
+        gradient's concat cost more than the two extra oneDNN calls).
         """
         dtype = self.compute_dtype
 
         def cast(v):
             return tf.cast(v, dtype)
 
+        projections = (self.query, self.key, self.value)
+        if fused_qkv:
+            qkv = {"qkv_kernel": tf.concat([cast(p.kernel) for p in projections], axis=1),
+                   "qkv_bias": tf.concat([cast(p.bias) for p in projections], axis=0)}
+        else:
+            qkv = {f"{p.name}_{part}": cast(getattr(p, part))
+                   for p in projections for part in ("kernel", "bias")}
         return {
-            # One [B*S, H] x [H, 3H] product instead of three: same numbers per
-            # column, one larger (more efficient) oneDNN call.
-            "qkv_kernel": tf.concat([cast(self.query.kernel), cast(self.key.kernel),
-                                     cast(self.value.kernel)], axis=1),
-            "qkv_bias": tf.concat([cast(self.query.bias), cast(self.key.bias),
-                                   cast(self.value.bias)], axis=0),
+            **qkv,
             "attention_output_kernel": cast(self.attention_output.kernel),
             "attention_output_bias": cast(self.attention_output.bias),
             "intermediate_kernel": cast(self.intermediate.kernel),
@@ -327,13 +334,15 @@ class AlbertTransformerBlock(keras.layers.Layer):
 
     def call(self, x, attention_adder, training=False, prepared=None, matmul=None,
              query_positions=None):
-        """`prepared`: `prepared_weights()` (computed here if None). `matmul(a, name)`:
+        """`prepared`: `prepared_weights(...)` (computed here if None). `matmul(a, name)`:
         the product of a [rows, in] with the kernel `prepared[name]` (default
         `tf.matmul`; `AlbertModel` passes one that records shared-kernel uses).
         `query_positions` int32 [B, P]: compute the output only at these positions
         (keys and values still from all S) -> [B, P, H]; the rows equal those of
         the full output (float rounding aside)."""
-        w = prepared if prepared is not None else self.prepared_weights()
+        if prepared is None:
+            prepared = self.prepared_weights(not training and query_positions is None)
+        w = prepared
         if matmul is None:
             def matmul(a, name):
                 return tf.matmul(a, w[name])
@@ -345,30 +354,30 @@ class AlbertTransformerBlock(keras.layers.Layer):
         batch, seq = tf.shape(x)[0], tf.shape(x)[1]
         n, d, h = self.num_attention_heads, self.head_size, self.hidden_size
         x_flat = tf.reshape(x, [-1, h])
-        qkv = linear(tf.cast(x_flat, dtype), "qkv")
         rows = seq
 
         def heads(t, length=seq):  # [B*length, H] -> [B, N, length, D]
             return tf.transpose(tf.reshape(t, [batch, length, n, d]), [0, 2, 1, 3])
 
-        if not training and query_positions is None:
+        if "qkv_kernel" in w:
+            if query_positions is not None:
+                raise ValueError("query_positions needs the block's weights prepared "
+                                 "with fused_qkv=False")
+            qkv = linear(tf.cast(x_flat, dtype), "qkv")
             # One transpose of the whole product to [3, B, N, S, D]; slices of
             # its leading axis are views, so no split pass is needed.
             qkv_heads = tf.transpose(tf.reshape(qkv, [batch, seq, 3, n, d]), [2, 0, 3, 1, 4])
             q_heads, k_heads, v_heads = qkv_heads[0], qkv_heads[1], qkv_heads[2]
         else:
-            # Split on the 2-D product (gradient: one concat) rather than slicing
-            # the transposed tensor (gradient: three StridedSliceGrads, each
-            # materialising a zero-filled full-size tensor, plus an AddN).
-            q, k, v = tf.split(qkv, 3, axis=-1)
+            x_in = tf.cast(x_flat, dtype)
+            k_heads, v_heads = heads(linear(x_in, "key")), heads(linear(x_in, "value"))
             if query_positions is not None:
-                # Only these rows go on: attention queries, residuals, FFN (Q is
-                # still computed for all rows, inside the fused QKV product).
+                # Only these rows go on: attention queries, residuals, FFN; keys
+                # and values still come from all S.
                 rows = tf.shape(query_positions)[1]
-                q = tf.reshape(tf.gather(tf.reshape(q, [batch, seq, h]), query_positions,
-                                         batch_dims=1), [-1, h])
                 x_flat = tf.reshape(tf.gather(x, query_positions, batch_dims=1), [-1, h])
-            q_heads, k_heads, v_heads = heads(q, rows), heads(k), heads(v)
+                x_in = tf.cast(x_flat, dtype)
+            q_heads = heads(linear(x_in, "query"), rows)
 
         scores = tf.matmul(q_heads, k_heads, transpose_b=True)  # (B, N, rows, S)
         # The original scales the product (not q) by 1/sqrt(D).

@@ -160,7 +160,8 @@ class AlbertModel(keras.Model):
         """The L x I block applications: [B, S, H] -> list of L * I [B, S, H] (the
         last one [B, P, H] at `query_positions` [B, P] when given)."""
         # Cast/concat each used block's weights once, not once per layer.
-        prepared = {(g, i): block.prepared_weights()
+        fused_qkv = not training and query_positions is None
+        prepared = {(g, i): block.prepared_weights(fused_qkv)
                     for g, blocks in self.groups.items() for i, block in enumerate(blocks)}
 
         applications = [(g, i) for g in self.layer_groups for i in range(len(self.groups[g]))]
