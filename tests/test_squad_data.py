@@ -1,0 +1,265 @@
+"""SQuAD data: reading, piece/character alignment, windows, features, TFRecords."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import tokenization
+from albert_tf.data import squad_data
+from albert_tf.data.squad_data import (SquadDataError, SquadExample, align_pieces,
+                                       convert_examples_to_features, doc_spans,
+                                       max_context_span, read_squad_examples)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEMO = os.path.join(ROOT, "data", "demo")
+SPM = os.path.join(DEMO, "spm.model")
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return tokenization.FullTokenizer(spm_model_file=SPM, do_lower_case=True)
+
+
+def _write_json(tmp_path, document, name="squad.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(document, indent=1))
+    return str(path)
+
+
+def _doc(context, qas):
+    return {"version": "1.1", "data": [{"title": "t", "paragraphs": [
+        {"context": context, "qas": qas}]}]}
+
+
+# --------------------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------------------
+def test_reads_the_demo_files():
+    train = read_squad_examples(os.path.join(DEMO, "squad", "train-v1.1.json"), True)
+    dev = read_squad_examples(os.path.join(DEMO, "squad", "dev-v1.1.json"), False)
+    assert len(train) == 300 and dev
+    for e in train:
+        assert e.paragraph_text[e.start_position:][:len(e.orig_answer_text)] == e.orig_answer_text
+    assert all(e.start_position is None and e.orig_answer_text is None for e in dev)
+    v2 = read_squad_examples(os.path.join(DEMO, "squad", "train-v2.0.json"), True)
+    impossible = [e for e in v2 if e.is_impossible]
+    assert impossible and all(e.start_position == -1 and e.orig_answer_text == ""
+                              for e in impossible)
+
+
+def test_reading_errors_name_file_and_field(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.json"):
+        read_squad_examples(str(tmp_path / "nope.json"), False)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"data": [\n  {"paragraphs": ]}')
+    with pytest.raises(SquadDataError, match=r"bad.json: invalid JSON at line 2 column"):
+        read_squad_examples(str(bad), False)
+    path = _write_json(tmp_path, _doc("ctx", [{"id": "q1", "answers": []}]))
+    with pytest.raises(SquadDataError, match=r"data\[0\].paragraphs\[0\].qas\[0\] has no "
+                                             r"'question' field"):
+        read_squad_examples(path, False)
+    two = [{"id": "q1", "question": "?", "answers": [{"text": "c", "answer_start": 0}] * 2}]
+    path = _write_json(tmp_path, _doc("ctx", two))
+    read_squad_examples(path, False)  # prediction ignores answers
+    with pytest.raises(SquadDataError, match="q1.*2 answers"):
+        read_squad_examples(path, True)
+    outside = [{"id": "q1", "question": "?", "answers": [{"text": "tx", "answer_start": 2}]}]
+    with pytest.raises(SquadDataError, match=r"answers\[0\]: answer_start=2 .* does not lie"):
+        read_squad_examples(_write_json(tmp_path, _doc("ctx", outside)), True)
+    typed = [{"id": "q1", "question": "?", "answers": [{"text": "c", "answer_start": "0"}]}]
+    with pytest.raises(SquadDataError, match=r"answer_start is str, expected int"):
+        read_squad_examples(_write_json(tmp_path, _doc("ctx", typed)), True)
+
+
+# --------------------------------------------------------------------------------------
+# Alignment
+# --------------------------------------------------------------------------------------
+def _full_lcs(a, b):
+    """Plain O(n m) LCS length (reference for the banded DP)."""
+    f = np.zeros((len(a) + 1, len(b) + 1), dtype=np.int64)
+    for i in range(len(a)):
+        for j in range(len(b)):
+            f[i + 1, j + 1] = f[i, j] + 1 if a[i] == b[j] else max(f[i, j + 1], f[i + 1, j])
+    return int(f[-1, -1])
+
+
+@pytest.mark.parametrize("raw,cat", [("the  café, 1912", " the cafe, 1912"),
+                                     ("abcdef", "abXdef"), ("Rose.", " rose.")])
+def test_banded_lcs_equals_full_lcs_when_the_band_is_wide(raw, cat):
+    chars = [tokenization.preprocess_text(c, lower=True, remove_space=False) for c in raw]
+    score, back = squad_data._banded_lcs(chars, cat, abs(len(raw) - len(cat)) + 5)
+    assert score == _full_lcs(chars, list(cat))
+    assert (len(raw) - 1, len(cat) - 1) in back
+
+
+def test_banded_lcs_ignores_cells_outside_the_band():
+    # The only matches lie 3 columns right of the diagonal: a band of 2 cannot see them.
+    raw, cat = list("abc"), "xxxabc"
+    assert squad_data._banded_lcs(raw, cat, 2)[0] == 0
+    assert squad_data._banded_lcs(raw, cat, 4)[0] == 3
+
+
+def test_convert_index_rules():
+    conv = squad_data._convert_index
+    index = [None, 5, None, None, 9, None]
+    assert conv(index, 1) == 5  # filled: unchanged
+    assert conv(index, 2, is_start=True) == 6 and conv(index, 2, is_start=False) == 8
+    assert conv(index, 0, is_start=True) == 0 and conv(index, 0, is_start=False) == 4
+    assert conv(index, 5, 12, is_start=True) == 10 and conv(index, 5, 12, is_start=False) == 11
+    assert conv(index, 5) == 9  # no target length: the front value
+    assert conv([None, 0], 0, is_start=False) == 0  # rear value 0: returned as is
+    tight = [3, None, 4]
+    assert conv(tight, 1, is_start=True) == 4 and conv(tight, 1, is_start=False) == 3
+
+
+def test_every_piece_maps_to_its_raw_characters(tokenizer):
+    raw = "  Quentin bought  the CAFÉ for 74,250 pounds in 1912. "
+    pieces = tokenization.encode_pieces(tokenizer.sp_model,
+                                        tokenization.preprocess_text(raw, lower=True))
+    alignment = align_pieces(raw, pieces, do_lower_case=True)
+    assert alignment is not None
+    for piece, s, e in zip(pieces, alignment.tok_start_to_orig, alignment.tok_end_to_orig):
+        text = piece.replace(tokenization.SPIECE_UNDERLINE, "")
+        if text:
+            got = tokenization.preprocess_text(raw[s:e + 1], lower=True).replace(" ", "")
+            assert got == text, (piece, raw[s:e + 1])
+
+
+def test_unalignable_paragraph_is_dropped(tokenizer, caplog, monkeypatch):
+    assert align_pieces("abc", ["▁x", "y", "z", "w", "v"], True) is None
+    assert align_pieces("", ["▁x"], True) is None
+    monkeypatch.setattr(squad_data, "align_pieces", lambda *a: None)
+    example = SquadExample("q1", "who?", "Rose lives here.")
+    with caplog.at_level("INFO"):
+        assert list(convert_examples_to_features([example], tokenizer, 32, 8, 8, False)) == []
+    assert "q1" in caplog.text and "MISMATCH" in caplog.text
+
+
+# --------------------------------------------------------------------------------------
+# Windows and features
+# --------------------------------------------------------------------------------------
+def test_doc_spans_and_max_context():
+    assert doc_spans(10, 4, 3) == [(0, 4), (3, 4), (6, 4)]
+    assert doc_spans(3, 4, 3) == [(0, 3)]
+    assert doc_spans(9, 4, 5) == [(0, 4), (4, 4), (8, 1)]  # stride capped by the length
+    # The original's example: "bought" (position 7) has context (4 left, 0 right) in
+    # span B = (3, 5) and (1, 3) in span C = (6, 5): C owns it.
+    spans = [(0, 5), (3, 5), (6, 5)]
+    assert max_context_span(spans, 7) == 2
+    assert max_context_span(spans, 4) == 1
+    assert max_context_span([(0, 5), (2, 5)], 3) == 0  # tie (1 vs 1): the first
+    assert max_context_span([(0, 5), (2, 6)], 3) == 1  # the longer window breaks it
+    assert max_context_span(spans, 20) is None
+
+
+def test_feature_layout_and_training_positions(tokenizer):
+    examples = read_squad_examples(os.path.join(DEMO, "squad", "train-v1.1.json"), True)[:40]
+    seq, query_max = 48, 12
+    features = list(convert_examples_to_features(examples, tokenizer, seq, 16, query_max,
+                                                 True))
+    assert [f.unique_id for f in features] == list(range(1000000000,
+                                                         1000000000 + len(features)))
+    sp = tokenizer.sp_model
+    answered = 0
+    for f in features:
+        assert len(f.input_ids) == len(f.input_mask) == len(f.segment_ids) == len(f.p_mask) == seq
+        assert f.example_index is None
+        sep = f.tokens.index("[SEP]")
+        assert f.tokens[0] == "[CLS]" and f.tokens[-1] == "[SEP]" and sep <= query_max + 1
+        real = f.paragraph_len
+        assert f.input_mask == [1] * real + [0] * (seq - real)
+        assert f.segment_ids == [0] * (sep + 1) + [1] * (real - sep - 1) + [0] * (seq - real)
+        assert f.p_mask == [0] + [1] * sep + [0] * (real - sep - 2) + [1] * (seq - real + 1)
+        assert sorted(f.token_is_max_context) == list(range(sep + 1, real - 1))
+        assert len(f.tok_start_to_orig_index) == real - sep - 2
+        if f.is_impossible:
+            assert f.start_position == f.end_position == 0
+            continue
+        answered += 1
+        assert sep < f.start_position <= f.end_position < real - 1
+    assert answered >= len(examples)  # every answer lies in at least one window
+
+
+def test_answers_round_trip_to_raw_text(tokenizer):
+    # Positions -> raw characters through the window's maps gives the gold text back.
+    for name in ("train-v1.1.json", "train-v2.0.json"):
+        for e in read_squad_examples(os.path.join(DEMO, "squad", name), True):
+            feats = list(convert_examples_to_features([e], tokenizer, 64, 24, 16, True))
+            hits = []
+            for f in feats:
+                if f.is_impossible:
+                    continue
+                offset = f.tokens.index("[SEP]") + 1
+                s = f.tok_start_to_orig_index[f.start_position - offset]
+                t = f.tok_end_to_orig_index[f.end_position - offset]
+                hits.append(e.paragraph_text[s:t + 1].strip())
+            if e.is_impossible:
+                assert not hits and all(f.start_position == 0 for f in feats)
+            else:
+                assert hits and all(h == e.orig_answer_text for h in hits), (e.qas_id, hits)
+
+
+def test_prediction_features_keep_example_index_and_cover_every_token(tokenizer):
+    examples = read_squad_examples(os.path.join(DEMO, "squad", "dev-v1.1.json"), False)[:10]
+    feats = list(convert_examples_to_features(examples, tokenizer, 40, 8, 10, False))
+    for i in range(len(examples)):
+        mine = [f for f in feats if f.example_index == i]
+        assert [f.doc_span_index for f in mine] == list(range(len(mine)))
+        owned = sum(sum(f.token_is_max_context.values()) for f in mine)
+        pieces = tokenization.encode_pieces(
+            tokenizer.sp_model, tokenization.preprocess_text(examples[i].paragraph_text, lower=True))
+        assert owned == len(pieces)  # each paragraph piece has exactly one owner
+        assert all(f.start_position is None for f in mine)
+
+
+def test_window_without_the_answer_is_kept_as_impossible(tokenizer):
+    context = " ".join(["filler"] * 30) + " Rose lives here."
+    example = SquadExample("q1", "Who lives here?", context, "Rose", context.index("Rose"))
+    feats = list(convert_examples_to_features([example], tokenizer, 24, 8, 8, True))
+    assert len(feats) > 2
+    assert feats[0].is_impossible and feats[0].start_position == feats[0].end_position == 0
+    assert not feats[-1].is_impossible
+    assert feats[-1].tokens[feats[-1].start_position].replace("▁", "") == "rose"
+
+
+def test_bad_settings_are_rejected(tokenizer):
+    with pytest.raises(ValueError, match="must exceed max_query_length"):
+        list(convert_examples_to_features([], tokenizer, 10, 4, 7, False))
+    wordpiece = tokenization.FullTokenizer.__new__(tokenization.FullTokenizer)
+    wordpiece.sp_model = None
+    with pytest.raises(ValueError, match="SentencePiece"):
+        list(convert_examples_to_features([], wordpiece, 64, 4, 8, False))
+
+
+# --------------------------------------------------------------------------------------
+# TFRecords
+# --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("is_training", [True, False])
+def test_tfrecord_round_trip(tokenizer, tmp_path, is_training):
+    name = "train-v1.1.json" if is_training else "dev-v1.1.json"
+    examples = read_squad_examples(os.path.join(DEMO, "squad", name), is_training)[:12]
+    out = str(tmp_path / "features.tf_record")
+    feats = squad_data.write_features(
+        convert_examples_to_features(examples, tokenizer, 48, 16, 12, is_training), out,
+        is_training)
+    assert os.listdir(tmp_path) == ["features.tf_record"]  # no temporary left behind
+    batches = list(squad_data.squad_dataset(out, 48, 5, is_training=False,
+                                            labelled=is_training))
+    assert sum(len(b["unique_ids"]) for b in batches) == len(feats)
+    got = {k: np.concatenate([b[k].numpy() for b in batches]) for k in batches[0]}
+    assert all(v.dtype == np.int32 for v in got.values())
+    np.testing.assert_array_equal(got["unique_ids"], [f.unique_id for f in feats])
+    for key in ("input_ids", "input_mask", "segment_ids", "p_mask"):
+        np.testing.assert_array_equal(got[key], [getattr(f, key) for f in feats])
+    if is_training:
+        np.testing.assert_array_equal(got["start_positions"], [f.start_position for f in feats])
+        np.testing.assert_array_equal(got["is_impossible"], [f.is_impossible for f in feats])
+    else:
+        assert "start_positions" not in got
+        spec = squad_data.feature_spec(48, True)
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            next(iter(tf.data.TFRecordDataset(out).map(
+                lambda r: tf.io.parse_single_example(r, spec))))
