@@ -9,29 +9,24 @@ the config) -> logits = pooled . output_weights^T + output_bias (variables
 Classification: mean softmax cross-entropy, prediction = argmax. STS-B: one output,
 squeezed, mean squared error, prediction = the value.
 
-Run (§11.6, quirk 24): training writes `ckpt-<step>` every save_checkpoints_steps.
-Every checkpoint is evaluated on dev in step order (during training when --do_eval is
-given too); results are appended to eval_results.txt, the best by the task's selection
-key (accuracy; MCC for CoLA; Pearson for STS-B) is kept as `model.ckpt-best` in the
-ORIGINAL variable format (loadable by the original code) and named in `best_checkpoint`.
-Reported dev numbers are therefore best-checkpoint-on-dev, as the original's.
+Run (§11.6, quirk 24): checkpoints are evaluated on dev and the best is kept as
+`model.ckpt-best` (albert_tf/finetuning.py); the selection key is accuracy, MCC for
+CoLA, Pearson for STS-B.
 Prediction writes `<TASK>.tsv` (GLUE submission) and `test_results.tsv`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 import os
-import re
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import checkpoints, fileio, metrics as glue
+from albert_tf import checkpoints, finetuning, metrics as glue
 from albert_tf.config import AlbertConfig
 from albert_tf.heads import OutputProjection
 from albert_tf.modeling import AlbertModel
@@ -40,14 +35,10 @@ _logger = logging.getLogger(__name__)
 
 CLASSIFIER_DROPOUT = 0.1  # hard-coded in the original (quirk 9)
 SINGLE_SENTENCE_TASKS = ("cola", "sst-2")
-BEST_PREFIX = "model.ckpt-best"
-BEST_FILE = "best_checkpoint"
-EVAL_RESULTS = "eval_results.txt"
-_CKPT = re.compile(r"^ckpt-(\d+)$")
 
 
-class ClassifierError(ValueError):
-    """A user error (bad flag, missing file, unusable checkpoint) with a clear message."""
+class ClassifierError(finetuning.FineTuningError):
+    """A user error of a GLUE run (bad flag, missing file, unusable checkpoint)."""
 
 
 # --------------------------------------------------------------------------------------
@@ -165,9 +156,6 @@ def _eval_dataset_fn(path, seq_length, batch_size, num_examples, is_regression, 
 def predict_arrays(strategy, model, dataset_fn):
     """Runs the model over an eval/predict dataset; returns numpy arrays in file order:
     probabilities, predictions, per_example_loss, label_ids, is_real_example."""
-    dataset = strategy.distribute_datasets_from_function(dataset_fn)
-
-    @tf.function
     def step(features):
         out = model(features, training=False)
         return {"probabilities": out["probabilities"], "predictions": out["predictions"],
@@ -176,15 +164,10 @@ def predict_arrays(strategy, model, dataset_fn):
                 "label_ids": features["label_ids"],
                 "is_real_example": features["is_real_example"]}
 
-    parts = {}
-    for features in dataset:
-        out = strategy.run(step, args=(features,))
-        for name, value in out.items():
-            parts.setdefault(name, []).extend(
-                v.numpy() for v in strategy.experimental_local_results(value))
-    if not parts:
-        raise ClassifierError("the evaluation data produced no batch")
-    return {name: np.concatenate(values, axis=0) for name, values in parts.items()}
+    try:
+        return finetuning.collect_outputs(strategy, dataset_fn, step)
+    except finetuning.FineTuningError as err:
+        raise ClassifierError(str(err)) from None
 
 
 def compute_metrics(task_name, arrays):
@@ -196,137 +179,11 @@ def compute_metrics(task_name, arrays):
     return result
 
 
-# --------------------------------------------------------------------------------------
-# Files of the output folder
-# --------------------------------------------------------------------------------------
-def append_eval_results(output_dir, metrics, global_step):
-    """Appends a "key = value" block (global_step first) to eval_results.txt."""
-    path = os.path.join(output_dir, EVAL_RESULTS)
-    fileio.append_eval_results(path, metrics, global_step)
-    return path
-
-
-def evaluated_steps(output_dir):
-    """Steps already in eval_results.txt (so a resumed run does not redo them)."""
-    path = os.path.join(output_dir, EVAL_RESULTS)
-    if not tf.io.gfile.exists(path):
-        return set()
-    with tf.io.gfile.GFile(path) as f:
-        return {int(m) for m in re.findall(r"^global_step = (\d+)$", f.read(), re.M)}
-
-
-def read_best(output_dir):
-    """The `best_checkpoint` record (dict) or None."""
-    path = os.path.join(output_dir, BEST_FILE)
-    if not tf.io.gfile.exists(path):
-        return None
-    with tf.io.gfile.GFile(path) as f:
-        return json.loads(f.read())
-
-
-def object_checkpoints(output_dir):
-    """[(step, prefix)] of the `ckpt-<step>` files in output_dir, in step order."""
-    found = {}
-    for index in tf.io.gfile.glob(os.path.join(output_dir, "ckpt-*.index")):
-        name = os.path.basename(index)[: -len(".index")]
-        m = _CKPT.match(name)
-        if m:
-            found[int(m.group(1))] = os.path.join(output_dir, name)
-    return sorted(found.items())
-
-
-def restore_trained(model, prefix):
-    """Restores an AlbertClassifier from one of its training checkpoints (ckpt-<step>)."""
-    parts = checkpoints.restore_object_checkpoint(model, prefix)
-    if "classifier" not in parts:
-        raise ClassifierError(f"{prefix}: holds no classifier head (model/classifier)")
-
-
-class CheckpointSelector:
-    """Evaluates checkpoints and keeps the best as model.ckpt-best (original format)."""
-
-    def __init__(self, task_name, output_dir, strategy, model, eval_dataset_fn, is_chief=True):
-        self.task_name = task_name
-        self.key = glue.selection_key(task_name)
-        self.output_dir = output_dir
-        self.strategy = strategy
-        self.model = model
-        self.dataset_fn = eval_dataset_fn
-        self.is_chief = is_chief
-        self.best = read_best(output_dir)
-        self.last_metrics = None
-
-    def evaluate_current(self, step):
-        """Evaluates the model's current weights as global step `step`."""
-        arrays = predict_arrays(self.strategy, self.model, self.dataset_fn)
-        result = compute_metrics(self.task_name, arrays)
-        self.last_metrics = result
-        value = result[self.key]
-        _logger.info("eval at step %d: %s", step,
-                     ", ".join(f"{k} = {v:.4f}" for k, v in sorted(result.items())))
-        if not self.is_chief:
-            return result
-        append_eval_results(self.output_dir, result, step)
-        if self.best is None or value > self.best["value"]:
-            checkpoints.save_original_checkpoint(
-                self.model, os.path.join(self.output_dir, BEST_PREFIX), global_step=step,
-                update_checkpoint_state=False)  # the `checkpoint` file stays the trainer's
-            self.best = {"global_step": int(step), "key": self.key, "value": float(value),
-                         "checkpoint": BEST_PREFIX, "metrics": result}
-            fileio.atomic_write_text(os.path.join(self.output_dir, BEST_FILE),
-                          json.dumps(self.best, indent=2, sort_keys=True) + "\n")
-            _logger.info("new best %s = %.4f at step %d -> %s", self.key, value, step, BEST_PREFIX)
-        return result
-
-    def evaluate_pending(self):
-        """Evaluates every ckpt-<step> not yet in eval_results.txt, in step order.
-        Returns the number evaluated."""
-        done = evaluated_steps(self.output_dir)
-        count = 0
-        for step, prefix in object_checkpoints(self.output_dir):
-            if step in done:
-                continue
-            restore_trained(self.model, prefix)
-            self.evaluate_current(step)
-            count += 1
-        return count
-
-
-# --------------------------------------------------------------------------------------
-# Initialization from --init_checkpoint
-# --------------------------------------------------------------------------------------
 def init_from_checkpoint(model, path):
-    """Fills `model` from --init_checkpoint; returns a one-line description.
-
-    Accepts an original-format checkpoint (pretraining: `cls/*` ignored, fresh head;
-    or fine-tuned: head restored), one of our object-based checkpoints (`ckpt-N` of
-    run_pretraining.py or run_classifier.py: encoder restored, head where present),
-    or a release folder (albert_config.json + model.ckpt-best). Raises ClassifierError
-    when the checkpoint cannot fill the encoder (nothing loaded).
-    """
-    from albert_tf import release
-
-    try:
-        if release.is_release_folder(path):
-            prefix = release.release_files(path).checkpoint
-        else:
-            prefix = checkpoints.resolve_checkpoint_path(path)
-    except FileNotFoundError as err:
-        raise ClassifierError(f"--init_checkpoint={path}: {err}") from None
-    object_based = checkpoints.is_object_based(prefix)
-    try:
-        report = checkpoints.init_from_checkpoint(model, prefix, allow_missing=[r"^output_"])
-    except checkpoints.CheckpointMismatchError as err:
-        lines = str(err).splitlines()
-        detail = "\n".join(lines[:12] + ([f"  ... ({len(lines) - 12} more lines)"]
-                                         if len(lines) > 12 else []))
-        raise ClassifierError(f"--init_checkpoint={path}: nothing loaded; the checkpoint "
-                              f"cannot fill this model:\n{detail}") from None
-    if not report.loaded:
-        raise ClassifierError(f"--init_checkpoint={path}: no variable matched")
-    fresh = "; fresh classifier head" if report.missing_allowed else ""
-    kind = "object checkpoint" if object_based else "original-format checkpoint"
-    return f"loaded {len(report.loaded)} variables from {kind} {prefix}{fresh}"
+    """Fills an AlbertClassifier from --init_checkpoint (see finetuning.init_from_checkpoint;
+    the `output_*` head may be missing). Returns a one-line description."""
+    return finetuning.init_from_checkpoint(model, path, "classifier", [r"^output_"],
+                                           ClassifierError)
 
 
 # --------------------------------------------------------------------------------------
@@ -526,7 +383,7 @@ def run(opts: ClassifierOptions) -> dict:
     with strategy.scope():
         model = AlbertClassifier(res.config, len(res.label_list))
         model.build()
-    resuming = opts.do_train and bool(object_checkpoints(opts.output_dir))
+    resuming = opts.do_train and bool(finetuning.object_checkpoints(opts.output_dir))
     if opts.init_checkpoint and not resuming:
         message = init_from_checkpoint(model, opts.init_checkpoint)
         _logger.info("--init_checkpoint: %s", message)
@@ -537,10 +394,12 @@ def run(opts: ClassifierOptions) -> dict:
     if opts.do_eval:
         dev = _features(opts, res, tokenizer, "dev")
         summary["num_dev_examples"] = dev.num_examples
-        selector = CheckpointSelector(
-            task, opts.output_dir, strategy, model,
-            _eval_dataset_fn(dev.path, opts.max_seq_length, opts.eval_batch_size,
-                             dev.num_examples, model.is_regression, replicas), chief)
+        dev_fn = _eval_dataset_fn(dev.path, opts.max_seq_length, opts.eval_batch_size,
+                                  dev.num_examples, model.is_regression, replicas)
+        selector = finetuning.CheckpointSelector(
+            glue.selection_key(task), opts.output_dir, model,
+            lambda: compute_metrics(task, predict_arrays(strategy, model, dev_fn)),
+            "classifier", chief, ClassifierError)
 
     if opts.do_train:
         train = _features(opts, res, tokenizer, "train")
@@ -565,20 +424,7 @@ def run(opts: ClassifierOptions) -> dict:
                                       input_context=ctx, full_shuffle=opts.full_shuffle,
                                       seed=opts.random_seed)
 
-        if selector is None:
-            trainer.train(dataset_fn)
-        else:
-            # Train up to each checkpoint, then evaluate it (the original ran its eval
-            # loop beside training; here it is in-process between segments).
-            selector.evaluate_pending()  # checkpoints of an interrupted run
-            while int(optimizer.iterations.numpy()) < opts.train_step:
-                done = int(optimizer.iterations.numpy())
-                boundary = min(opts.train_step,
-                               (done // opts.save_checkpoints_steps + 1) * opts.save_checkpoints_steps)
-                trainer.config.num_train_steps = boundary
-                trainer.train(dataset_fn)
-                selector.evaluate_pending()
-        summary["train_step"] = int(optimizer.iterations.numpy())
+        summary["train_step"] = finetuning.train_and_select(trainer, dataset_fn, selector)
 
     if selector is not None:
         if not selector.evaluate_pending() and selector.best is None:
@@ -594,7 +440,8 @@ def run(opts: ClassifierOptions) -> dict:
                          selector.best["key"], selector.best["value"])
 
     if opts.do_predict or opts.export_dir:
-        summary["predict_weights"] = _final_weights(model, opts)
+        summary["predict_weights"] = finetuning.final_weights(
+            model, opts.output_dir, opts.init_checkpoint, "classifier", ClassifierError)
 
     if opts.do_predict:
         test = _features(opts, res, tokenizer, "test")
@@ -625,26 +472,6 @@ def run(opts: ClassifierOptions) -> dict:
     return summary
 
 
-def _final_weights(model, opts):
-    """Loads the weights predict/export use: output_dir's model.ckpt-best, else its latest
-    ckpt-<step>, else the --init_checkpoint weights already loaded."""
-    best = os.path.join(opts.output_dir, BEST_PREFIX)
-    if tf.io.gfile.exists(best + ".index"):
-        try:
-            checkpoints.load_original_checkpoint(model, best)
-        except checkpoints.CheckpointMismatchError as err:
-            raise ClassifierError(f"{best}: {err}") from None
-        return best
-    trained = object_checkpoints(opts.output_dir)
-    if trained:
-        restore_trained(model, trained[-1][1])
-        return trained[-1][1]
-    if opts.init_checkpoint:
-        return opts.init_checkpoint
-    raise ClassifierError(f"nothing to predict with: no {BEST_PREFIX} or ckpt-<step> in "
-                          f"{opts.output_dir} and no --init_checkpoint")
-
-
-__all__ = ["AlbertClassifier", "ClassifierOptions", "ClassifierError", "CheckpointSelector",
+__all__ = ["AlbertClassifier", "ClassifierOptions", "ClassifierError",
            "loss_fn", "per_example_loss", "predict_arrays", "compute_metrics",
            "init_from_checkpoint", "resolve", "run"]

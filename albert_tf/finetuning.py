@@ -1,0 +1,241 @@
+"""What every fine-tuning run shares (GLUE, SQuAD, RACE): its output folder,
+checkpoint selection on dev, and initialization from --init_checkpoint.
+
+Training writes `ckpt-<step>` (object-based) every save_checkpoints_steps. Every
+checkpoint is evaluated on dev in step order; results are appended to
+eval_results.txt, the best by the task's selection key is kept as
+`model.ckpt-best` in the ORIGINAL variable format (loadable by the original code)
+and described in `best_checkpoint` (JSON). Reported dev numbers are therefore
+best-checkpoint-on-dev, as the original's.
+
+A task model is an `albert` encoder plus one head attribute named in
+`checkpoints.HEAD_SCOPES`; the functions here take that attribute's name.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from typing import Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf import checkpoints, fileio
+
+_logger = logging.getLogger(__name__)
+
+BEST_PREFIX = "model.ckpt-best"
+BEST_FILE = "best_checkpoint"
+EVAL_RESULTS = "eval_results.txt"
+_CKPT = re.compile(r"^ckpt-(\d+)$")
+
+
+class FineTuningError(ValueError):
+    """A user error (bad flag, missing file, unusable checkpoint) with a clear message."""
+
+
+# --------------------------------------------------------------------------------------
+# Files of the output folder
+# --------------------------------------------------------------------------------------
+def append_eval_results(output_dir, metrics, global_step):
+    """Appends a "key = value" block (global_step first) to eval_results.txt."""
+    path = os.path.join(output_dir, EVAL_RESULTS)
+    fileio.append_eval_results(path, metrics, global_step)
+    return path
+
+
+def evaluated_steps(output_dir):
+    """Steps already in eval_results.txt (so a resumed run does not redo them)."""
+    path = os.path.join(output_dir, EVAL_RESULTS)
+    if not tf.io.gfile.exists(path):
+        return set()
+    with tf.io.gfile.GFile(path) as f:
+        return {int(m) for m in re.findall(r"^global_step = (\d+)$", f.read(), re.M)}
+
+
+def read_best(output_dir):
+    """The `best_checkpoint` record (dict) or None."""
+    path = os.path.join(output_dir, BEST_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        return json.loads(f.read())
+
+
+def object_checkpoints(output_dir):
+    """[(step, prefix)] of the `ckpt-<step>` files in output_dir, in step order."""
+    found = {}
+    for index in tf.io.gfile.glob(os.path.join(output_dir, "ckpt-*.index")):
+        name = os.path.basename(index)[: -len(".index")]
+        m = _CKPT.match(name)
+        if m:
+            found[int(m.group(1))] = os.path.join(output_dir, name)
+    return sorted(found.items())
+
+
+def restore_trained(model, prefix, head, error=FineTuningError):
+    """Restores a task model from one of its training checkpoints (ckpt-<step>);
+    `head` is the model attribute that must be in it."""
+    parts = checkpoints.restore_object_checkpoint(model, prefix)
+    if head not in parts:
+        raise error(f"{prefix}: holds no {head} head (model/{head})")
+
+
+class CheckpointSelector:
+    """Evaluates checkpoints and keeps the best as model.ckpt-best (original format).
+
+    evaluate(): metrics dict of the model's current weights; `key` names the one to
+    maximize.
+    """
+
+    def __init__(self, key: str, output_dir: str, model, evaluate: Callable[[], dict],
+                 head: str, is_chief: bool = True, error=FineTuningError):
+        self.key = key
+        self.output_dir = output_dir
+        self.model = model
+        self.evaluate = evaluate
+        self.head = head
+        self.is_chief = is_chief
+        self.error = error
+        self.best = read_best(output_dir)
+        self.last_metrics = None
+
+    def evaluate_current(self, step):
+        """Evaluates the model's current weights as global step `step`."""
+        result = self.evaluate()
+        self.last_metrics = result
+        value = result[self.key]
+        _logger.info("eval at step %d: %s", step,
+                     ", ".join(f"{k} = {v:.4f}" for k, v in sorted(result.items())))
+        if not self.is_chief:
+            return result
+        append_eval_results(self.output_dir, result, step)
+        if self.best is None or value > self.best["value"]:
+            checkpoints.save_original_checkpoint(
+                self.model, os.path.join(self.output_dir, BEST_PREFIX), global_step=step,
+                update_checkpoint_state=False)  # the `checkpoint` file stays the trainer's
+            self.best = {"global_step": int(step), "key": self.key, "value": float(value),
+                         "checkpoint": BEST_PREFIX, "metrics": result}
+            fileio.atomic_write_text(os.path.join(self.output_dir, BEST_FILE),
+                                     json.dumps(self.best, indent=2, sort_keys=True) + "\n")
+            _logger.info("new best %s = %.4f at step %d -> %s", self.key, value, step, BEST_PREFIX)
+        return result
+
+    def evaluate_pending(self):
+        """Evaluates every ckpt-<step> not yet in eval_results.txt, in step order.
+        Returns the number evaluated."""
+        done = evaluated_steps(self.output_dir)
+        count = 0
+        for step, prefix in object_checkpoints(self.output_dir):
+            if step in done:
+                continue
+            restore_trained(self.model, prefix, self.head, self.error)
+            self.evaluate_current(step)
+            count += 1
+        return count
+
+
+def train_and_select(trainer, dataset_fn, selector: CheckpointSelector | None):
+    """Trains to trainer.config.num_train_steps; with a selector, stops at every
+    checkpoint and evaluates it (the original ran its eval loop beside training; here
+    it runs in-process between segments). Returns the final step."""
+    total = trainer.config.num_train_steps
+    save = trainer.config.save_checkpoints_steps
+    if selector is None:
+        trainer.train(dataset_fn)
+    else:
+        selector.evaluate_pending()  # checkpoints of an interrupted run
+        while int(trainer.optimizer.iterations.numpy()) < total:
+            done = int(trainer.optimizer.iterations.numpy())
+            trainer.config.num_train_steps = min(total, (done // save + 1) * save)
+            trainer.train(dataset_fn)
+            selector.evaluate_pending()
+        trainer.config.num_train_steps = total
+    return int(trainer.optimizer.iterations.numpy())
+
+
+# --------------------------------------------------------------------------------------
+# Running a model over eval data
+# --------------------------------------------------------------------------------------
+def collect_outputs(strategy, dataset_fn, step_fn):
+    """Runs `step_fn(features) -> {name: tensor [batch, ...]}` on every replica over the
+    distributed dataset; returns {name: numpy array} with the batches concatenated in
+    replica order (file order when every worker reads the whole file)."""
+    dataset = strategy.distribute_datasets_from_function(dataset_fn)
+    step = tf.function(step_fn)
+    parts = {}
+    for features in dataset:
+        out = strategy.run(step, args=(features,))
+        for name, value in out.items():
+            parts.setdefault(name, []).extend(
+                v.numpy() for v in strategy.experimental_local_results(value))
+    if not parts:
+        raise FineTuningError("the evaluation data produced no batch")
+    return {name: np.concatenate(values, axis=0) for name, values in parts.items()}
+
+
+# --------------------------------------------------------------------------------------
+# Initialization from --init_checkpoint and the weights predictions use
+# --------------------------------------------------------------------------------------
+def init_from_checkpoint(model, path, head: str, head_patterns: Sequence[str],
+                         error=FineTuningError):
+    """Fills `model` from --init_checkpoint; returns a one-line description.
+
+    Accepts an original-format checkpoint (pretraining: `cls/*` ignored, fresh head;
+    or fine-tuned: head restored), one of our object-based checkpoints (`ckpt-N` of
+    run_pretraining.py or a fine-tuning run: encoder restored, head where present),
+    or a release folder (albert_config.json + model.ckpt-best). `head`: the head's
+    attribute; `head_patterns`: regexes of its original names, which may be missing. Raises `error` when
+    the checkpoint cannot fill the encoder (nothing loaded).
+    """
+    from albert_tf import release
+
+    try:
+        if release.is_release_folder(path):
+            prefix = release.release_files(path).checkpoint
+        else:
+            prefix = checkpoints.resolve_checkpoint_path(path)
+    except FileNotFoundError as err:
+        raise error(f"--init_checkpoint={path}: {err}") from None
+    object_based = checkpoints.is_object_based(prefix)
+    try:
+        report = checkpoints.init_from_checkpoint(model, prefix, allow_missing=list(head_patterns))
+    except checkpoints.CheckpointMismatchError as err:
+        lines = str(err).splitlines()
+        detail = "\n".join(lines[:12] + ([f"  ... ({len(lines) - 12} more lines)"]
+                                         if len(lines) > 12 else []))
+        raise error(f"--init_checkpoint={path}: nothing loaded; the checkpoint "
+                    f"cannot fill this model:\n{detail}") from None
+    if not report.loaded:
+        raise error(f"--init_checkpoint={path}: no variable matched")
+    fresh = f"; fresh {head} head" if report.missing_allowed else ""
+    kind = "object checkpoint" if object_based else "original-format checkpoint"
+    return f"loaded {len(report.loaded)} variables from {kind} {prefix}{fresh}"
+
+
+def final_weights(model, output_dir, init_checkpoint, head, error=FineTuningError):
+    """Loads the weights predict/export use: output_dir's model.ckpt-best, else its latest
+    ckpt-<step>, else the --init_checkpoint weights already loaded. Returns their path."""
+    best = os.path.join(output_dir, BEST_PREFIX)
+    if tf.io.gfile.exists(best + ".index"):
+        try:
+            checkpoints.load_original_checkpoint(model, best)
+        except checkpoints.CheckpointMismatchError as err:
+            raise error(f"{best}: {err}") from None
+        return best
+    trained = object_checkpoints(output_dir)
+    if trained:
+        restore_trained(model, trained[-1][1], head, error)
+        return trained[-1][1]
+    if init_checkpoint:
+        return init_checkpoint
+    raise error(f"nothing to predict with: no {BEST_PREFIX} or ckpt-<step> in "
+                f"{output_dir} and no --init_checkpoint")
+
+
+__all__ = ["FineTuningError", "CheckpointSelector", "collect_outputs", "train_and_select", "init_from_checkpoint", "final_weights",
+           "object_checkpoints", "restore_trained", "read_best", "evaluated_steps",
+           "append_eval_results", "BEST_PREFIX", "BEST_FILE", "EVAL_RESULTS"]

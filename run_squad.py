@@ -1,0 +1,93 @@
+"""SQuAD v1.1 fine-tuning (the original's run_squad_v1.py flags and defaults).
+
+    python run_squad.py --init_checkpoint=albert_base --train_file=train-v1.1.json \
+      --predict_file=dev-v1.1.json --output_dir=out/squad --do_train --do_predict \
+      --train_batch_size=48 --num_train_epochs=2 --learning_rate=5e-5
+
+--init_checkpoint may be an original-format checkpoint, one of our ckpt-<step>
+checkpoints, or the unpacked folder of a released model (its albert_config.json and
+30k-clean.model are then used unless given). See albert_tf/squad.py.
+"""
+
+import dataclasses
+import logging
+import sys
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+
+# --- the original's flags ---------------------------------------------------
+flags.DEFINE_string("albert_config_file", None, "albert_config.json of the pretrained model.")
+flags.DEFINE_string("vocab_file", None, "Not used: SQuAD features are SentencePiece only.")
+flags.DEFINE_string("spm_model_file", None, "SentencePiece model (30k-clean.model).")
+flags.DEFINE_string("output_dir", None, "Checkpoints, eval_results.txt, predictions.")
+flags.DEFINE_string("train_file", None, "SQuAD training JSON (train-v1.1.json).")
+flags.DEFINE_string("predict_file", None, "SQuAD JSON to predict (dev-v1.1.json); scored "
+                    "when it holds answers.")
+flags.DEFINE_string("train_feature_file", None, "Training features TFRecord "
+                    "(default <output_dir>/train.tf_record; always rebuilt).")
+flags.DEFINE_string("predict_feature_file", None, "Prediction features TFRecord "
+                    "(default <output_dir>/predict.tf_record; always rebuilt).")
+flags.DEFINE_string("predict_feature_left_file", None, "Accepted; prediction features are "
+                    "kept in memory instead of this pickle.")
+flags.DEFINE_string("init_checkpoint", None,
+                    "Original-format checkpoint, our ckpt-<step>, or a release folder.")
+flags.DEFINE_string("albert_hub_module_handle", None,
+                    "Not supported (TF-Hub); pass a release folder as --init_checkpoint.")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case the input.")
+flags.DEFINE_integer("max_seq_length", 384, "Sequence length (<= max_position_embeddings).")
+flags.DEFINE_integer("doc_stride", 128, "Stride between paragraph windows.")
+flags.DEFINE_integer("max_query_length", 64, "Question pieces kept.")
+flags.DEFINE_bool("do_train", False, "Fine-tune.")
+flags.DEFINE_bool("do_predict", False, "Predict --predict_file (and pick the best "
+                  "checkpoint by F1 when it holds answers).")
+flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
+flags.DEFINE_integer("predict_batch_size", 8, "Predict batch size.")
+flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate (AdamW).")
+flags.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training examples.")
+flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with linear warmup.")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint (and eval) interval.")
+flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per tf.function call.")
+flags.DEFINE_integer("n_best_size", 20, "Start and end candidates per window, and n-best "
+                     "list length.")
+flags.DEFINE_integer("max_answer_length", 30, "Longest answer in pieces.")
+flags.DEFINE_bool("use_tpu", False, "Run on a Cloud TPU (TPUStrategy).")
+flags.DEFINE_string("tpu_name", None, "Cloud TPU name or grpc:// address.")
+flags.DEFINE_string("tpu_zone", None, "GCE zone of the TPU.")
+flags.DEFINE_string("gcp_project", None, "GCP project of the TPU.")
+flags.DEFINE_string("master", None, "TPU master address (alternative to --tpu_name).")
+flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; the TPU topology decides.")
+flags.DEFINE_bool("use_einsum", True, "Accepted for compatibility.")
+# --- ours -------------------------------------------------------------------
+flags.DEFINE_integer("keep_checkpoint_max", 5, "ckpt-<step> files kept (the best is kept "
+                     "separately as model.ckpt-best).")
+flags.DEFINE_enum("strategy", "default", ["default", "mirrored", "multi_worker"],
+                  "Distribution strategy when not on TPU.")
+flags.DEFINE_integer("random_seed", 12345, "Seed of initialization and data order.")
+flags.DEFINE_enum("host_allocator", "auto", ["auto", "tensorflow", "system"],
+                  "CPU tensor memory (see run_classifier.py --helpfull).")
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    logging.getLogger().setLevel(logging.INFO)
+    from albert_tf import squad
+
+    opts = squad.SquadOptions(**{f.name: FLAGS[f.name].value
+                                 for f in dataclasses.fields(squad.SquadOptions)})
+    try:
+        summary = squad.run(opts)
+    except (squad.SquadError, FileNotFoundError) as err:
+        sys.exit(f"run_squad.py: error: {err}")
+    if "eval" in summary:
+        print("dev: " + ", ".join(f"{k} = {v:.2f}" for k, v in summary["eval"].items()))
+    for name in ("predictions.json", "nbest_predictions.json"):
+        if name in summary:
+            print(f"{name}: {summary[name]}")
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["output_dir"])
+    app.run(main)

@@ -1,0 +1,146 @@
+"""End-to-end SQuAD v1.1 runs through albert_tf.squad.run / run_squad.py."""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from albert_tf import checkpoints
+from albert_tf.squad import AlbertSquadV1, SquadError, SquadOptions, run
+
+from classifier_fixtures import DEMO_SPM, tiny_config
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEMO_SQUAD = os.path.join(REPO, "data", "demo", "squad")
+
+
+def _subset(src, dst, n_articles):
+    with open(src) as f:
+        document = json.load(f)
+    document["data"] = document["data"][:n_articles]
+    with open(dst, "w") as f:
+        json.dump(document, f)
+    return str(dst)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("squad")
+    config_file = str(root / "albert_config.json")
+    tiny_config(max_position_embeddings=96).to_json_file(config_file)
+    train = _subset(os.path.join(DEMO_SQUAD, "train-v1.1.json"), root / "train.json", 2)
+    dev = _subset(os.path.join(DEMO_SQUAD, "dev-v1.1.json"), root / "dev.json", 2)
+    return {"root": root, "config_file": config_file, "train": train, "dev": dev}
+
+
+def _opts(setup, output_dir, **kw):
+    base = dict(output_dir=str(output_dir), albert_config_file=setup["config_file"],
+                spm_model_file=DEMO_SPM, train_file=setup["train"], predict_file=setup["dev"],
+                max_seq_length=64, doc_stride=24, max_query_length=16, train_batch_size=8,
+                predict_batch_size=5, learning_rate=1e-3, num_train_epochs=1.0,
+                save_checkpoints_steps=3, iterations_per_loop=3)
+    base.update(kw)
+    return SquadOptions(**base)
+
+
+@pytest.fixture(scope="module")
+def trained(setup):
+    out = setup["root"] / "out"
+    return out, run(_opts(setup, out, do_train=True, do_predict=True))
+
+
+def test_train_and_predict(setup, trained):
+    out, summary = trained
+    steps = int(summary["num_train_examples"] / 8 * 1.0)
+    assert summary["train_step"] == steps >= 3
+    text = (out / "eval_results.txt").read_text()
+    assert text.count("global_step = ") == len(range(3, steps, 3)) + 1
+    assert "exact_match = " in text and "f1 = " in text
+    assert summary["best"]["key"] == "f1"
+    shapes = checkpoints.checkpoint_variable_shapes(str(out / "model.ckpt-best"))
+    assert shapes["cls/squad/output_weights"] == [2, 32]
+    checkpoints.load_original_checkpoint(AlbertSquadV1(tiny_config(max_position_embeddings=96)),
+                                         str(out / "model.ckpt-best"))
+    with open(setup["dev"]) as f:
+        qids = [qa["id"] for a in json.load(f)["data"] for p in a["paragraphs"] for qa in p["qas"]]
+    predictions = json.loads((out / "predictions.json").read_text())
+    nbest = json.loads((out / "nbest_predictions.json").read_text())
+    assert list(predictions) == qids == list(nbest)
+    for qid in qids:
+        assert nbest[qid][0]["text"] == predictions[qid]
+        assert sum(e["probability"] for e in nbest[qid]) == pytest.approx(1.0)
+    # The final predictions use model.ckpt-best: their score is the best one.
+    assert summary["eval"]["f1"] == pytest.approx(summary["best"]["value"])
+    assert not [p for p in os.listdir(out) if p.endswith(".tmp") or p.startswith(".")]
+
+
+def test_predict_only_reproduces_the_predictions(setup, trained, tmp_path):
+    out, _ = trained
+    summary = run(_opts(setup, tmp_path / "pred", do_predict=True,
+                        init_checkpoint=str(out / "model.ckpt-best")))
+    assert (tmp_path / "pred" / "predictions.json").read_text() == \
+        (out / "predictions.json").read_text()
+    mine = json.loads((tmp_path / "pred" / "nbest_predictions.json").read_text())
+    theirs = json.loads((out / "nbest_predictions.json").read_text())
+    for qid in mine:
+        np.testing.assert_allclose([e["probability"] for e in mine[qid]],
+                                   [e["probability"] for e in theirs[qid]], rtol=1e-5)
+    assert summary["best"]["global_step"] == 0  # the --init_checkpoint weights, scored
+
+
+@pytest.mark.parametrize("change, match", [
+    (dict(do_train=False), "at least one of"),
+    (dict(train_file=None), "--do_train needs --train_file"),
+    (dict(train_file="/nonexistent.json"), "--train_file=/nonexistent.json: file not found"),
+    (dict(max_seq_length=128), "exceeds max_position_embeddings=96"),
+    (dict(max_query_length=61), "must exceed --max_query_length=61"),
+    (dict(spm_model_file=None, vocab_file="vocab.txt"), "SentencePiece only"),
+    (dict(albert_hub_module_handle="https://tfhub.dev/google/albert_base/3"), "TF-Hub"),
+    (dict(init_checkpoint="/nonexistent/model.ckpt-1"), "--init_checkpoint"),
+])
+def test_bad_inputs_fail_before_writing(setup, tmp_path, change, match):
+    out = tmp_path / "out"
+    with pytest.raises(SquadError, match=match):
+        run(_opts(setup, out, **{"do_train": True, **change}))
+    assert not out.exists()
+
+
+def test_malformed_json_is_named_and_nothing_is_written(setup, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"data": [{"paragraphs": [{"context": "x", "qas": [{"id": "a"}]}]}]}')
+    out = tmp_path / "out"
+    with pytest.raises(SquadError, match=r"bad.json: data\[0\].paragraphs\[0\].qas\[0\] has "
+                                         r"no 'question' field"):
+        run(_opts(setup, out, do_train=True, train_file=str(bad)))
+    assert not out.exists()
+
+
+def test_cli_error_exit_code(setup, tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, os.path.join(REPO, "run_squad.py"), f"--output_dir={out}",
+         f"--albert_config_file={setup['config_file']}", f"--spm_model_file={DEMO_SPM}",
+         "--do_train"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""})
+    assert proc.returncode != 0
+    assert "run_squad.py: error: --do_train needs --train_file" in proc.stderr
+    assert not out.exists()
+
+
+def test_flags_match_options():
+    """Every SquadOptions field is a flag of run_squad.py with the same default (read in
+    a fresh process: absl flags are global, and run_classifier.py defines the same
+    names)."""
+    fields = {f.name: f.default for f in dataclasses.fields(SquadOptions)
+              if f.default is not dataclasses.MISSING}
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import run_squad; "
+            "from absl import flags; "
+            "print(json.dumps({n: flags.FLAGS[n].default for n in sys.argv[2:]}))")
+    proc = subprocess.run([sys.executable, "-c", code, REPO, *fields], capture_output=True,
+                          text=True, timeout=120, check=True)
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == fields
