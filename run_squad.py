@@ -1,4 +1,5 @@
-"""SQuAD v1.1 fine-tuning (the original's run_squad_v1.py flags and defaults).
+"""SQuAD v1.1 / v2.0 fine-tuning (the flags and defaults of the original's
+run_squad_v1.py and run_squad_v2.py; --version_2_with_negative picks v2).
 
     python run_squad.py --init_checkpoint=albert_base --train_file=train-v1.1.json \
       --predict_file=dev-v1.1.json --output_dir=out/squad --do_train --do_predict \
@@ -59,7 +60,12 @@ flags.DEFINE_string("gcp_project", None, "GCP project of the TPU.")
 flags.DEFINE_string("master", None, "TPU master address (alternative to --tpu_name).")
 flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; the TPU topology decides.")
 flags.DEFINE_bool("use_einsum", True, "Accepted for compatibility.")
+flags.DEFINE_integer("start_n_top", 5, "v2: beam width over starts.")
+flags.DEFINE_integer("end_n_top", 5, "v2: ends kept per start.")
+flags.DEFINE_float("dropout_prob", 0.1, "v2: dropout in the answer-class head (training).")
 # --- ours -------------------------------------------------------------------
+flags.DEFINE_bool("version_2_with_negative", False, "SQuAD v2.0 (run_squad_v2.py's model, "
+                  "unanswerable questions, null threshold) instead of v1.1.")
 flags.DEFINE_integer("keep_checkpoint_max", 5, "ckpt-<step> files kept (the best is kept "
                      "separately as model.ckpt-best).")
 flags.DEFINE_enum("strategy", "default", ["default", "mirrored", "multi_worker"],
@@ -83,7 +89,7 @@ def main(argv):
         sys.exit(f"run_squad.py: error: {err}")
     if "eval" in summary:
         print("dev: " + ", ".join(f"{k} = {v:.2f}" for k, v in summary["eval"].items()))
-    for name in ("predictions.json", "nbest_predictions.json"):
+    for name in ("predictions.json", "nbest_predictions.json", "null_odds.json"):
         if name in summary:
             print(f"{name}: {summary[name]}")
 

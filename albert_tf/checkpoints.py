@@ -20,7 +20,7 @@ import uuid
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.heads import MaskedLMHead, OutputProjection, SentenceOrderHead
+from albert_tf.heads import MaskedLMHead, OutputProjection, SentenceOrderHead, SquadV2Head
 from albert_tf.modeling import AlbertModel
 
 _logger = logging.getLogger(__name__)
@@ -78,6 +78,19 @@ _HEAD_TABLES = {
         ("output_weights", lambda h: h.output_weights),
         ("output_bias", lambda h: h.output_bias),
     ],
+    SquadV2Head: [
+        ("start_logits/dense/kernel", lambda h: h.start_dense.kernel),
+        ("start_logits/dense/bias", lambda h: h.start_dense.bias),
+        ("end_logits/dense_0/kernel", lambda h: h.end_dense_0.kernel),
+        ("end_logits/dense_0/bias", lambda h: h.end_dense_0.bias),
+        ("end_logits/LayerNorm/beta", lambda h: h.end_layer_norm.beta),
+        ("end_logits/LayerNorm/gamma", lambda h: h.end_layer_norm.gamma),
+        ("end_logits/dense_1/kernel", lambda h: h.end_dense_1.kernel),
+        ("end_logits/dense_1/bias", lambda h: h.end_dense_1.bias),
+        ("answer_class/dense_0/kernel", lambda h: h.answer_dense_0.kernel),
+        ("answer_class/dense_0/bias", lambda h: h.answer_dense_0.bias),
+        ("answer_class/dense_1/kernel", lambda h: h.answer_dense_1.kernel),
+    ],
 }
 # Model attribute holding a head -> the original scope of its variables
 # ("" = top level, as run_classifier.py and run_race.py create them).
@@ -87,6 +100,7 @@ HEAD_SCOPES = {
     "classifier": "",
     "multiple_choice": "",
     "squad_v1": "cls/squad",
+    "squad_v2": "",
 }
 
 

@@ -96,3 +96,75 @@ class SentenceOrderHead(OutputProjection):
     def __init__(self, initializer_range=0.02, **kwargs):
         kwargs.pop("num_outputs", None)
         super().__init__(2, initializer_range=initializer_range, **kwargs)
+
+
+class SquadV2Head(keras.layers.Layer):
+    """run_squad_v2.py's XLNet-style head [top-level scopes `start_logits`,
+    `end_logits`, `answer_class`].
+
+    start: h . w + b (dense H -> 1). end, given start vectors s: dense_1(LN(tanh(
+    [h_t ; s] . W0 + b0))) with W0 [2H, H] (computed as h . W0[:H] + s . W0[H:], the
+    same sum without building the [.., 2H] concatenation). answer class: dense_1(
+    dropout(tanh([start_feature ; h_cls] . A0 + a0))), dense_1 without bias.
+    Positions where p_mask = 1 get logit -1e30. Shapes: h [B, S, H], p_mask [B, S].
+    """
+
+    def __init__(self, hidden_size, initializer_range=0.02, dropout_prob=0.1, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.initializer_range = initializer_range
+        self.dropout_prob = dropout_prob
+        dense = dict(initializer_range=initializer_range, dtype=self.dtype_policy)
+        self.start_dense = Dense2D(1, name="start_dense", **dense)
+        self.end_dense_0 = Dense2D(hidden_size, name="end_dense_0", **dense)
+        self.end_layer_norm = LayerNorm(name="end_layer_norm")
+        self.end_dense_1 = Dense2D(1, name="end_dense_1", **dense)
+        self.answer_dense_0 = Dense2D(hidden_size, name="answer_dense_0", **dense)
+        self.answer_dense_1 = Dense2D(1, use_bias=False, name="answer_dense_1", **dense)
+        self.answer_dropout = keras.layers.Dropout(dropout_prob)
+
+    def build(self, input_shape=None):
+        h = self.hidden_size
+        self.start_dense.build((None, h))
+        self.end_dense_0.build((None, 2 * h))
+        self.end_layer_norm.build((None, h))
+        self.end_dense_1.build((None, h))
+        self.answer_dense_0.build((None, 2 * h))
+        self.answer_dense_1.build((None, h))
+
+    @staticmethod
+    def masked(logits, p_mask):
+        return logits * (1.0 - p_mask) - 1e30 * p_mask
+
+    def start_logits(self, h, p_mask):
+        """Masked start logits [B, S]."""
+        return self.masked(tf.cast(tf.squeeze(self.start_dense(h), -1), tf.float32), p_mask)
+
+    def end_logits(self, h, start_vectors, p_mask):
+        """Masked end logits: start_vectors [B, H] -> [B, S]; [B, K, H] -> [B, K, S]."""
+        dtype = self.compute_dtype
+        kernel = tf.cast(self.end_dense_0.kernel, dtype)
+        h_part = tf.matmul(tf.cast(h, dtype), kernel[:self.hidden_size])  # [B, S, H]
+        s_part = tf.matmul(tf.cast(start_vectors, dtype), kernel[self.hidden_size:])
+        if start_vectors.shape.rank == 3:  # beam: [B, K, 1, H] + [B, 1, S, H]
+            h_part, s_part, p_mask = h_part[:, None], s_part[:, :, None], p_mask[:, None]
+        else:
+            s_part = s_part[:, None]
+        hidden = tf.tanh(h_part + s_part + tf.cast(self.end_dense_0.bias, dtype))
+        logits = tf.squeeze(self.end_dense_1(self.end_layer_norm(hidden)), -1)
+        return self.masked(tf.cast(logits, tf.float32), p_mask)
+
+    def answer_logits(self, h, start_logits_masked, training=False):
+        """cls_logits [B] from the start distribution's expected vector and h[:, 0]."""
+        start_p = tf.nn.softmax(start_logits_masked, axis=-1)
+        start_feature = tf.einsum("bs,bsh->bh", start_p, tf.cast(h, tf.float32))
+        features = tf.concat([start_feature, tf.cast(h[:, 0], tf.float32)], axis=-1)
+        hidden = tf.tanh(self.answer_dense_0(features))
+        if training and self.dropout_prob > 0:
+            hidden = self.answer_dropout(hidden, training=True)
+        return tf.squeeze(tf.cast(self.answer_dense_1(hidden), tf.float32), -1)
+
+    def get_config(self):
+        return {**super().get_config(), "hidden_size": self.hidden_size,
+                "initializer_range": self.initializer_range,
+                "dropout_prob": self.dropout_prob}

@@ -1,18 +1,24 @@
-"""SQuAD v1.1 fine-tuning: the span model, its loss, prediction post-processing and
-the run (the task side of run_squad.py; ORIGINAL_RELEASE.md §12).
+"""SQuAD v1.1 and v2.0 fine-tuning: the span models, their losses, prediction
+post-processing and the run (the task side of run_squad.py; ORIGINAL_RELEASE.md §12).
 
-Model (§12.4): start and end logits = sequence_output . W^T + b with W [2, H] (row 0
+v1 model (§12.4): start and end logits = sequence_output . W^T + b with W [2, H] (row 0
 start, row 1 end), stored as `cls/squad/output_weights` / `cls/squad/output_bias`.
 Loss = (CE(start) + CE(end)) / 2 with a log-softmax over all positions (no mask).
 
-Post-processing (§12.6): for every feature, all pairs of its n_best_size highest
-start and end logits are candidates if the start is a paragraph token owned by this
-window (max context), end >= start and the span is at most max_answer_length
-pieces. Candidates are keyed by window and piece positions in the paragraph; scores
-of the same candidate from several runs (ensembles) are averaged. The example's
-n-best list ranks start + end, deduplicates by answer text (raw paragraph
-from the start piece's first character to the end piece's last, stripped) and gives
-softmax probabilities over the kept totals.
+v2 model (§12.5): the XLNet-style head of heads.SquadV2Head (masked start log-probs; end
+log-probs given the gold start in training, a start_n_top x end_n_top beam in inference;
+an answer-class logit). Loss adds half the answer-class sigmoid cross-entropy.
+
+Post-processing (§12.6): v1 takes all pairs of each window's n_best_size highest start
+and end logits, v2 the beam pairs; a candidate counts if its start is a paragraph token
+owned by this window (max context), end >= start and the span is at most
+max_answer_length pieces. Candidates are keyed by window and piece positions in the
+paragraph; scores of the same candidate from several runs (ensembles) are averaged.
+The example's n-best list ranks start + end, deduplicates by answer text (raw
+paragraph from the start piece's first character to the end piece's last, stripped)
+and gives softmax probabilities over the kept totals. v2 answers "" when the example's
+null score (smallest cls_logits over its windows) reaches the threshold that maximizes
+F1 on the predict file (the original's evaluation).
 """
 
 from __future__ import annotations
@@ -29,12 +35,11 @@ import tensorflow as tf
 
 from albert_tf import fileio, finetuning, squad_eval
 from albert_tf.config import AlbertConfig
-from albert_tf.heads import OutputProjection
+from albert_tf.heads import OutputProjection, SquadV2Head
 from albert_tf.modeling import AlbertModel
 
 _logger = logging.getLogger(__name__)
 
-HEAD = "squad_v1"  # the model attribute; checkpoints.HEAD_SCOPES maps it to cls/squad
 
 
 class SquadError(finetuning.FineTuningError):
@@ -95,6 +100,81 @@ def loss_fn(model, features, training):
     return loss, {}
 
 
+class AlbertSquadV2(keras.Model):
+    """ALBERT encoder + the run_squad_v2.py head (heads.SquadV2Head, §12.5).
+
+    Inputs: the encoder's dict plus `p_mask` int32 [B, S] (1 = not an answer position),
+    and in training `start_positions` [B] (the end network sees the gold start).
+    Training returns start_log_probs, end_log_probs [B, S], cls_logits [B]. Inference
+    returns the beam: start_top_log_probs, start_top_index [B, start_n_top];
+    end_top_log_probs, end_top_index [B, start_n_top * end_n_top] (index k * end_n_top
+    + j: the j-th end of the k-th start); cls_logits [B].
+    """
+
+    def __init__(self, config, start_n_top=5, end_n_top=5, dropout_prob=0.1, **kwargs):
+        kwargs.setdefault("name", "albert_squad_v2")
+        super().__init__(**kwargs)
+        if isinstance(config, dict):
+            config = AlbertConfig.from_dict(config)
+        self.config = config
+        self.start_n_top, self.end_n_top = int(start_n_top), int(end_n_top)
+        self.dropout_prob = float(dropout_prob)
+        self.albert = AlbertModel(config, name="albert")
+        self.squad_v2 = SquadV2Head(config.hidden_size, config.initializer_range,
+                                    self.dropout_prob, name="squad_v2")
+
+    def build(self, input_shape=None):
+        self.albert.build()
+        self.squad_v2.build()
+        self.built = True
+
+    def call(self, inputs, training=False):
+        head = self.squad_v2
+        h = self.albert(inputs, training=training)["sequence_output"]
+        p_mask = tf.cast(inputs["p_mask"], tf.float32)
+        start = head.start_logits(h, p_mask)
+        start_log_probs = tf.nn.log_softmax(start, axis=-1)
+        cls_logits = head.answer_logits(h, start, training=training)
+        if training:
+            gold = tf.gather(h, tf.cast(inputs["start_positions"], tf.int32), batch_dims=1)
+            end = head.end_logits(h, gold, p_mask)
+            return {"start_log_probs": start_log_probs,
+                    "end_log_probs": tf.nn.log_softmax(end, axis=-1), "cls_logits": cls_logits}
+        start_top, start_index = tf.nn.top_k(start_log_probs, k=self.start_n_top)
+        end = head.end_logits(h, tf.gather(h, start_index, batch_dims=1), p_mask)
+        end_top, end_index = tf.nn.top_k(tf.nn.log_softmax(end, axis=-1), k=self.end_n_top)
+        beam = self.start_n_top * self.end_n_top
+        return {"start_top_log_probs": start_top, "start_top_index": start_index,
+                "end_top_log_probs": tf.reshape(end_top, [-1, beam]),
+                "end_top_index": tf.reshape(end_index, [-1, beam]), "cls_logits": cls_logits}
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "start_n_top": self.start_n_top,
+                "end_n_top": self.end_n_top, "dropout_prob": self.dropout_prob,
+                "name": self.name}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(AlbertConfig.from_dict(config.pop("config")), **config)
+
+
+def loss_fn_v2(model, features, training):
+    """Trainer loss: (start CE + end CE) / 2 + answer-class sigmoid CE / 2, CE on the
+    masked log-probabilities."""
+    out = model(features, training=training)
+
+    def cross_entropy(log_probs, positions):
+        picked = tf.gather(log_probs, tf.cast(positions, tf.int32), axis=1, batch_dims=1)
+        return -tf.reduce_mean(picked)
+
+    answer = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
+        labels=tf.cast(features["is_impossible"], tf.float32), logits=out["cls_logits"]))
+    loss = (cross_entropy(out["start_log_probs"], features["start_positions"])
+            + cross_entropy(out["end_log_probs"], features["end_positions"])) / 2.0
+    return loss + answer / 2.0, {}
+
+
 # --------------------------------------------------------------------------------------
 # Prediction
 # --------------------------------------------------------------------------------------
@@ -124,16 +204,13 @@ def _eval_dataset_fn(path, seq_length, batch_size, replicas):
     return fn
 
 
-def predict_logits(strategy, model, dataset_fn):
-    """{unique_id: (start_logits, end_logits)} (numpy [S] each) over the dataset."""
+def predict_outputs(strategy, model, dataset_fn):
+    """{unique_id: {output name: numpy array of that feature}} over the dataset."""
     outputs = finetuning.collect_outputs(strategy, dataset_fn, lambda features: {
         "unique_ids": features["unique_ids"], **model(features, training=False)})
-    results = {}
-    for uid, start, end in zip(outputs["unique_ids"], outputs["start_logits"],
-                               outputs["end_logits"]):
-        if uid:  # 0 = padding row
-            results[int(uid)] = (start, end)
-    return results
+    names = [n for n in outputs if n != "unique_ids"]
+    return {int(uid): {n: outputs[n][row] for n in names}
+            for row, uid in enumerate(outputs["unique_ids"]) if uid}  # 0 = padding row
 
 
 def _top_indexes(logits, n):
@@ -142,19 +219,20 @@ def _top_indexes(logits, n):
 
 
 def accumulate_spans(spans, examples, features, results, n_best_size, max_answer_length):
-    """Adds the candidate spans of one run to `spans` and returns it.
+    """v1: adds the candidate spans of one run to `spans` and returns it.
+
+    results: `predict_outputs` ({unique_id: {"start_logits", "end_logits"}}).
 
     spans: {example_index: {(feature index within the example, start, end in paragraph
     pieces): [(start score, end score), ...]}}, updated in place (call once per run to
     ensemble runs).
     """
-    by_example = collections.defaultdict(list)
-    for feature in features:
-        by_example[feature.example_index].append(feature)
+    by_example = _by_example(features)
     for example_index in range(len(examples)):
         candidates = spans.setdefault(example_index, {})
         for feature_index, feature in enumerate(by_example[example_index]):
-            start_logits, end_logits = results[feature.unique_id]
+            start_logits = results[feature.unique_id]["start_logits"]
+            end_logits = results[feature.unique_id]["end_logits"]
             offset = feature.tokens.index("[SEP]") + 1
             n_doc = len(feature.tok_start_to_orig_index)
             for start in _top_indexes(start_logits, n_best_size):
@@ -178,45 +256,125 @@ def _softmax(scores):
     return [e / total for e in exps]
 
 
-def nbest_predictions(spans, examples, features, n_best_size):
-    """(predictions {qas_id: text}, nbest {qas_id: [{text, probability,
-    start_log_prob, end_log_prob}]}) from accumulated spans."""
-    by_example = collections.defaultdict(list)
-    for feature in features:
-        by_example[feature.example_index].append(feature)
-    predictions, nbest_json = collections.OrderedDict(), collections.OrderedDict()
-    for example_index, example in enumerate(examples):
-        windows = by_example[example_index]
-        ranked = [(sum(p[0] for p in pairs) / len(pairs), sum(p[1] for p in pairs) / len(pairs),
-                   f, start, end)
-                  for (f, start, end), pairs in spans.get(example_index, {}).items()]
-        ranked.sort(key=lambda r: -(r[0] + r[1]))
-        seen, best = set(), []
-        for start_score, end_score, f, start, end in ranked:
-            if len(best) >= n_best_size:
-                break
-            window = windows[f]
-            first = window.tok_start_to_orig_index[start]
-            last = window.tok_end_to_orig_index[end]
-            text = example.paragraph_text[first:last + 1].strip()
-            if text in seen:
-                continue
+def _ranked_texts(example, windows, candidates, n_best_size):
+    """[(text, start score, end score)]: candidates {(window, start, end): [(s, e), ...]}
+    averaged, ranked by s + e, deduplicated by text, at most n_best_size."""
+    ranked = sorted(((sum(p[0] for p in pairs) / len(pairs),
+                      sum(p[1] for p in pairs) / len(pairs), f, start, end)
+                     for (f, start, end), pairs in candidates.items()),
+                    key=lambda r: -(r[0] + r[1]))
+    seen, best = set(), []
+    for start_score, end_score, f, start, end in ranked:
+        if len(best) >= n_best_size:
+            break
+        window = windows[f]
+        first = window.tok_start_to_orig_index[start]
+        last = window.tok_end_to_orig_index[end]
+        text = example.paragraph_text[first:last + 1].strip()
+        if text not in seen:
             seen.add(text)
             best.append((text, start_score, end_score))
-        if not best:  # the original's placeholder
-            best.append(("empty", 0.0, 0.0))
-        probs = _softmax([s + e for _, s, e in best])
-        nbest_json[example.qas_id] = [
-            {"text": t, "probability": p, "start_log_prob": s, "end_log_prob": e}
+    return best
+
+
+def _nbest_json(best):
+    probs = _softmax([s + e for _, s, e in best])
+    return [{"text": t, "probability": p, "start_log_prob": s, "end_log_prob": e}
             for (t, s, e), p in zip(best, probs)]
+
+
+def _by_example(features):
+    windows = collections.defaultdict(list)
+    for feature in features:
+        windows[feature.example_index].append(feature)
+    return windows
+
+
+def nbest_predictions(spans, examples, features, n_best_size):
+    """v1: (predictions {qas_id: text}, nbest {qas_id: [{text, probability,
+    start_log_prob, end_log_prob}]}) from accumulated spans."""
+    windows = _by_example(features)
+    predictions, nbest_json = collections.OrderedDict(), collections.OrderedDict()
+    for example_index, example in enumerate(examples):
+        best = _ranked_texts(example, windows[example_index], spans.get(example_index, {}),
+                             n_best_size) or [("empty", 0.0, 0.0)]  # the original's placeholder
+        nbest_json[example.qas_id] = _nbest_json(best)
         predictions[example.qas_id] = best[0][0]
     return predictions, nbest_json
 
 
-def write_predictions(output_dir, predictions, nbest):
-    """predictions.json {qid: text} and nbest_predictions.json, written atomically."""
+def accumulate_spans_v2(spans, null_scores, examples, features, results, max_answer_length,
+                        start_n_top, end_n_top):
+    """v2: adds one run's beam candidates to `spans` (as v1's) and each example's null
+    score (the smallest cls_logits over its windows) to `null_scores` {example_index:
+    [score per run]}. results: `predict_outputs` of AlbertSquadV2."""
+    by_example = _by_example(features)
+    for example_index in range(len(examples)):
+        candidates = spans.setdefault(example_index, {})
+        score_null = 1e6
+        for feature_index, feature in enumerate(by_example[example_index]):
+            out = results[feature.unique_id]
+            score_null = min(score_null, float(out["cls_logits"]))
+            offset = feature.tokens.index("[SEP]") + 1
+            n_doc = len(feature.tok_start_to_orig_index)
+            for i in range(start_n_top):
+                start = int(out["start_top_index"][i])
+                for j in range(end_n_top):
+                    end = int(out["end_top_index"][i * end_n_top + j])
+                    if not 0 <= start - offset < n_doc or end - offset >= n_doc:
+                        continue
+                    if not feature.token_is_max_context.get(start, False):
+                        continue
+                    if end < start or end - start + 1 > max_answer_length:
+                        continue
+                    candidates.setdefault((feature_index, start - offset, end - offset), []).append(
+                        (float(out["start_top_log_probs"][i]),
+                         float(out["end_top_log_probs"][i * end_n_top + j])))
+        null_scores.setdefault(example_index, []).append(score_null)
+    return spans, null_scores
+
+
+def nbest_predictions_v2(spans, null_scores, examples, features, n_best_size, threshold=None):
+    """v2: (predictions, nbest, null_odds {qas_id: mean null score over runs}). An
+    example is answered "" when its null score reaches `threshold` (None: never)."""
+    windows = _by_example(features)
+    predictions, nbest_json = collections.OrderedDict(), collections.OrderedDict()
+    null_odds = collections.OrderedDict()
+    for example_index, example in enumerate(examples):
+        best = _ranked_texts(example, windows[example_index], spans.get(example_index, {}),
+                             n_best_size) or [("", -1e6, -1e6)]
+        nbest_json[example.qas_id] = _nbest_json(best)
+        scores = null_scores[example_index]
+        null_odds[example.qas_id] = sum(scores) / len(scores)
+        answered = threshold is None or null_odds[example.qas_id] < threshold
+        predictions[example.qas_id] = best[0][0] if answered else ""
+    return predictions, nbest_json, null_odds
+
+
+def evaluate_with_threshold(gold, predict):
+    """The original's v2 evaluation: score predictions made without a threshold, take
+    the best-F1 null threshold found on this data, predict again with it and score.
+    predict(threshold) -> (predictions, nbest, null_odds). Returns (metrics,
+    (predictions, nbest, null_odds) with the threshold)."""
+    predictions, _, null_odds = predict(None)
+    first = squad_eval.evaluate_v2(gold, predictions, null_odds)
+    threshold = first["best_f1_thresh"]
+    final = predict(threshold)
+    metrics = squad_eval.evaluate_v2(gold, final[0], final[2])
+    metrics.update({k: first[k] for k in ("best_exact", "best_exact_thresh", "best_f1",
+                                          "best_f1_thresh")})
+    metrics["null_score_diff_threshold"] = threshold
+    return metrics, final
+
+
+def write_predictions(output_dir, predictions, nbest, null_odds=None):
+    """predictions.json {qid: text}, nbest_predictions.json and (v2) null_odds.json
+    {qid: null score}, each written atomically. Returns {file name: path}."""
     paths = {}
-    for name, value in (("predictions.json", predictions), ("nbest_predictions.json", nbest)):
+    files = [("predictions.json", predictions), ("nbest_predictions.json", nbest)]
+    if null_odds is not None:
+        files.append(("null_odds.json", null_odds))
+    for name, value in files:
         paths[name] = os.path.join(output_dir, name)
         fileio.atomic_write_text(paths[name], json.dumps(value, indent=4) + "\n")
     return paths
@@ -227,7 +385,9 @@ def write_predictions(output_dir, predictions, nbest):
 # --------------------------------------------------------------------------------------
 @dataclasses.dataclass
 class SquadOptions:
-    """run_squad_v1.py's flags (original names and defaults, §12.1) plus ours.
+    """run_squad_v1.py's and run_squad_v2.py's flags (original names and defaults,
+    §12.1) plus ours; version_2_with_negative picks v2 (start_n_top, end_n_top and
+    dropout_prob are v2's).
 
     Accepted and without effect: use_einsum (products are 2-D here), num_tpu_cores (the
     TPU topology decides), predict_feature_left_file (the original pickled prediction
@@ -267,6 +427,10 @@ class SquadOptions:
     master: str | None = None
     num_tpu_cores: int = 8
     use_einsum: bool = True
+    start_n_top: int = 5
+    end_n_top: int = 5
+    dropout_prob: float = 0.1
+    version_2_with_negative: bool = False
     keep_checkpoint_max: int = 5
     strategy: str = "default"
     random_seed: int = 12345
@@ -287,11 +451,16 @@ def resolve(opts: SquadOptions):
         raise SquadError("--output_dir is required")
     for name in ("train_batch_size", "predict_batch_size", "save_checkpoints_steps",
                  "iterations_per_loop", "n_best_size", "max_answer_length", "doc_stride",
-                 "max_query_length"):
+                 "max_query_length", "start_n_top", "end_n_top"):
         if getattr(opts, name) < 1:
             raise SquadError(f"--{name} must be >= 1, got {getattr(opts, name)}")
     if opts.num_train_epochs <= 0 and opts.do_train:
         raise SquadError(f"--num_train_epochs must be > 0, got {opts.num_train_epochs}")
+    if opts.version_2_with_negative and max(opts.start_n_top, opts.end_n_top) > opts.max_seq_length:
+        raise SquadError(f"--start_n_top={opts.start_n_top} / --end_n_top={opts.end_n_top}: "
+                         f"at most --max_seq_length={opts.max_seq_length}")
+    if not 0 <= opts.dropout_prob < 1:
+        raise SquadError(f"--dropout_prob must be in [0, 1), got {opts.dropout_prob}")
     if not 0 <= opts.warmup_proportion <= 1:
         raise SquadError(f"--warmup_proportion must be in [0, 1], got {opts.warmup_proportion}")
     config_file, spm = opts.albert_config_file, opts.spm_model_file
@@ -378,13 +547,17 @@ def run(opts: SquadOptions) -> dict:
                          f"the {replicas} replicas")
     tokenizer = tokenization.FullTokenizer(spm_model_file=spm, do_lower_case=opts.do_lower_case)
     summary = {}
+    v2 = opts.version_2_with_negative
+    head, head_patterns = (("squad_v2", [r"^start_logits/", r"^end_logits/", r"^answer_class/"])
+                           if v2 else ("squad_v1", [r"^cls/squad/"]))
     with strategy.scope():
-        model = AlbertSquadV1(config)
+        model = (AlbertSquadV2(config, opts.start_n_top, opts.end_n_top, opts.dropout_prob)
+                 if v2 else AlbertSquadV1(config))
         model.build()
     resuming = opts.do_train and bool(finetuning.object_checkpoints(opts.output_dir))
     if opts.init_checkpoint and not resuming:
         summary["init"] = finetuning.init_from_checkpoint(
-            model, opts.init_checkpoint, HEAD, [r"^cls/squad/"], SquadError)
+            model, opts.init_checkpoint, head, head_patterns, SquadError)
         _logger.info("--init_checkpoint: %s", summary["init"])
     tf.io.gfile.makedirs(opts.output_dir)  # only once the inputs proved usable
 
@@ -399,20 +572,32 @@ def run(opts: SquadOptions) -> dict:
         dataset_fn = _eval_dataset_fn(path, opts.max_seq_length, opts.predict_batch_size,
                                       replicas)
 
-        def predict():
-            spans = accumulate_spans({}, predict_examples, features,
-                                     predict_logits(strategy, model, dataset_fn),
-                                     opts.n_best_size, opts.max_answer_length)
-            return nbest_predictions(spans, predict_examples, features, opts.n_best_size)
+        def predict_and_score():
+            """(metrics or None without gold answers, (predictions, nbest, null_odds))."""
+            results = predict_outputs(strategy, model, dataset_fn)
+            if not v2:
+                spans = accumulate_spans({}, predict_examples, features, results,
+                                         opts.n_best_size, opts.max_answer_length)
+                predictions, nbest = nbest_predictions(spans, predict_examples, features,
+                                                       opts.n_best_size)
+                metrics = squad_eval.evaluate_v1(gold, predictions) if has_gold else None
+                return metrics, (predictions, nbest, None)
+            spans, nulls = accumulate_spans_v2({}, {}, predict_examples, features, results,
+                                               opts.max_answer_length, opts.start_n_top,
+                                               opts.end_n_top)
 
-        def evaluate():
-            return squad_eval.evaluate_v1(gold, predict()[0])
+            def predict(threshold):
+                return nbest_predictions_v2(spans, nulls, predict_examples, features,
+                                            opts.n_best_size, threshold)
+
+            return evaluate_with_threshold(gold, predict) if has_gold else (None, predict(None))
 
         summary.update(num_predict_examples=len(predict_examples),
                        num_predict_features=len(features))
         if has_gold:
-            selector = finetuning.CheckpointSelector("f1", opts.output_dir, model, evaluate,
-                                                     HEAD, chief, SquadError)
+            selector = finetuning.CheckpointSelector(
+                "f1", opts.output_dir, model, lambda: predict_and_score()[0], head, chief,
+                SquadError)
 
     if opts.do_train:
         random.Random(12345).shuffle(train_examples)  # as the original, before features
@@ -433,8 +618,8 @@ def run(opts: SquadOptions) -> dict:
             iterations_per_loop=min(opts.iterations_per_loop, opts.save_checkpoints_steps),
             save_checkpoints_steps=opts.save_checkpoints_steps,
             keep_checkpoint_max=opts.keep_checkpoint_max)
-        trainer = training.Trainer(strategy, model, optimizer, loss_fn, [], opts.output_dir,
-                                   loop, chief)
+        trainer = training.Trainer(strategy, model, optimizer, loss_fn_v2 if v2 else loss_fn,
+                                   [], opts.output_dir, loop, chief)
 
         def train_dataset_fn(ctx):
             return squad_data.squad_dataset(path, opts.max_seq_length,
@@ -450,18 +635,19 @@ def run(opts: SquadOptions) -> dict:
                 and opts.init_checkpoint and not opts.do_train:
             selector.evaluate_current(0)  # the --init_checkpoint weights
         summary["predict_weights"] = finetuning.final_weights(
-            model, opts.output_dir, opts.init_checkpoint, HEAD, SquadError)
-        predictions, nbest = predict()
+            model, opts.output_dir, opts.init_checkpoint, head, SquadError)
+        metrics, written = predict_and_score()
         if chief:
-            summary.update(write_predictions(opts.output_dir, predictions, nbest))
-            if selector is not None:
-                summary["eval"] = squad_eval.evaluate_v1(gold, predictions)
-                summary["best"] = selector.best
+            summary.update(write_predictions(opts.output_dir, *written))
+            if metrics is not None:
+                summary["eval"], summary["best"] = metrics, selector.best
                 _logger.info("dev with the predict weights (%s): %s", summary["predict_weights"],
-                             ", ".join(f"{k} = {v:.2f}" for k, v in summary["eval"].items()))
+                             ", ".join(f"{k} = {v:.2f}" for k, v in metrics.items()))
     return summary
 
 
-__all__ = ["AlbertSquadV1", "SquadOptions", "SquadError", "loss_fn", "span_loss",
-           "predict_logits", "accumulate_spans", "nbest_predictions", "write_predictions",
+__all__ = ["AlbertSquadV1", "AlbertSquadV2", "SquadOptions", "SquadError", "loss_fn",
+           "loss_fn_v2", "span_loss", "accumulate_spans_v2", "nbest_predictions_v2",
+           "evaluate_with_threshold",
+           "predict_outputs", "accumulate_spans", "nbest_predictions", "write_predictions",
            "resolve", "run"]

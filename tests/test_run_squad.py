@@ -34,7 +34,10 @@ def setup(tmp_path_factory):
     tiny_config(max_position_embeddings=96).to_json_file(config_file)
     train = _subset(os.path.join(DEMO_SQUAD, "train-v1.1.json"), root / "train.json", 2)
     dev = _subset(os.path.join(DEMO_SQUAD, "dev-v1.1.json"), root / "dev.json", 2)
-    return {"root": root, "config_file": config_file, "train": train, "dev": dev}
+    train2 = _subset(os.path.join(DEMO_SQUAD, "train-v2.0.json"), root / "train2.json", 2)
+    dev2 = _subset(os.path.join(DEMO_SQUAD, "dev-v2.0.json"), root / "dev2.json", 2)
+    return {"root": root, "config_file": config_file, "train": train, "dev": dev,
+            "train2": train2, "dev2": dev2}
 
 
 def _opts(setup, output_dir, **kw):
@@ -92,6 +95,30 @@ def test_predict_only_reproduces_the_predictions(setup, trained, tmp_path):
     assert summary["best"]["global_step"] == 0  # the --init_checkpoint weights, scored
 
 
+def test_v2_train_and_predict(setup, tmp_path):
+    out = tmp_path / "v2"
+    summary = run(_opts(setup, out, train_file=setup["train2"], predict_file=setup["dev2"],
+                        version_2_with_negative=True, do_train=True, do_predict=True,
+                        start_n_top=3, end_n_top=2))
+    metrics = summary["eval"]
+    for key in ("exact", "f1", "total", "HasAns_f1", "NoAns_f1", "best_f1", "best_f1_thresh",
+                "null_score_diff_threshold"):
+        assert key in metrics, key
+    assert metrics["null_score_diff_threshold"] == metrics["best_f1_thresh"]
+    with open(setup["dev2"]) as f:
+        qids = [qa["id"] for a in json.load(f)["data"] for p in a["paragraphs"] for qa in p["qas"]]
+    assert metrics["total"] == len(qids)
+    odds = json.loads((out / "null_odds.json").read_text())
+    predictions = json.loads((out / "predictions.json").read_text())
+    assert list(odds) == list(predictions) == qids
+    threshold = metrics["null_score_diff_threshold"]
+    nbest = json.loads((out / "nbest_predictions.json").read_text())
+    for qid in qids:  # "" exactly where the null score reaches the threshold
+        assert predictions[qid] == ("" if odds[qid] >= threshold else nbest[qid][0]["text"])
+    shapes = checkpoints.checkpoint_variable_shapes(str(out / "model.ckpt-best"))
+    assert shapes["end_logits/dense_0/kernel"] == [64, 32] and "cls/squad/output_bias" not in shapes
+
+
 @pytest.mark.parametrize("change, match", [
     (dict(do_train=False), "at least one of"),
     (dict(train_file=None), "--do_train needs --train_file"),
@@ -101,6 +128,7 @@ def test_predict_only_reproduces_the_predictions(setup, trained, tmp_path):
     (dict(spm_model_file=None, vocab_file="vocab.txt"), "SentencePiece only"),
     (dict(albert_hub_module_handle="https://tfhub.dev/google/albert_base/3"), "TF-Hub"),
     (dict(init_checkpoint="/nonexistent/model.ckpt-1"), "--init_checkpoint"),
+    (dict(version_2_with_negative=True, start_n_top=65), "--start_n_top=65"),
 ])
 def test_bad_inputs_fail_before_writing(setup, tmp_path, change, match):
     out = tmp_path / "out"
