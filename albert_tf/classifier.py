@@ -26,7 +26,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import checkpoints, finetuning, metrics as glue
+from albert_tf import finetuning, metrics as glue
 from albert_tf.config import AlbertConfig
 from albert_tf.heads import OutputProjection
 from albert_tf.modeling import AlbertModel
@@ -244,18 +244,12 @@ class Resolved:
 
 def resolve(opts: ClassifierOptions) -> Resolved:
     """Validates the options (clear ClassifierError naming the flag/file); nothing is written."""
-    from albert_tf import release
     from albert_tf.data.classifier_data import PROCESSORS, get_processor
 
     task = (opts.task_name or "").lower()
     if task not in PROCESSORS:
         raise ClassifierError(f"--task_name={opts.task_name!r} is not a known task; "
                               f"known: {', '.join(sorted(PROCESSORS))}")
-    if opts.albert_hub_module_handle:
-        raise ClassifierError(
-            "--albert_hub_module_handle: TF-Hub modules are not supported; unpack the "
-            "released model and pass its folder as --init_checkpoint (it provides "
-            "albert_config.json, model.ckpt-best and 30k-clean.model)")
     if not (opts.do_train or opts.do_eval or opts.do_predict or opts.export_dir):
         raise ClassifierError("at least one of --do_train, --do_eval, --do_predict or "
                               "--export_dir must be set")
@@ -270,34 +264,11 @@ def resolve(opts: ClassifierOptions) -> Resolved:
     if opts.warmup_step < 0:
         raise ClassifierError(f"--warmup_step must be >= 0, got {opts.warmup_step}")
 
-    config_file, spm, vocab = opts.albert_config_file, opts.spm_model_file, opts.vocab_file
-    if opts.init_checkpoint and release.is_release_folder(opts.init_checkpoint):
-        try:
-            files = release.release_files(opts.init_checkpoint)
-        except FileNotFoundError as err:
-            raise ClassifierError(f"--init_checkpoint: {err}") from None
-        config_file = config_file or files.config_file
-        if not spm and not vocab:
-            spm = files.spm_model_file
-            vocab = None if spm else files.vocab_file
-    if not config_file:
-        raise ClassifierError("--albert_config_file is required (or pass a release folder "
-                              "holding albert_config.json as --init_checkpoint)")
-    if not tf.io.gfile.exists(config_file):
-        raise ClassifierError(f"--albert_config_file={config_file}: file not found")
-    try:
-        config = AlbertConfig.from_json_file(config_file)
-    except (ValueError, TypeError, KeyError) as err:
-        raise ClassifierError(f"--albert_config_file={config_file}: {err}") from None
-    if not spm and not vocab:
-        raise ClassifierError("--spm_model_file (or --vocab_file) is required")
-    for flag, path in (("spm_model_file", spm), ("vocab_file", vocab)):
-        if path and not tf.io.gfile.exists(path):
-            raise ClassifierError(f"--{flag}={path}: file not found")
-    if opts.max_seq_length > config.max_position_embeddings:
-        raise ClassifierError(
-            f"--max_seq_length={opts.max_seq_length} exceeds max_position_embeddings="
-            f"{config.max_position_embeddings} of {config_file}")
+    config, spm, vocab = finetuning.resolve_model_files(
+        init_checkpoint=opts.init_checkpoint, albert_config_file=opts.albert_config_file,
+        spm_model_file=opts.spm_model_file, vocab_file=opts.vocab_file,
+        albert_hub_module_handle=opts.albert_hub_module_handle,
+        max_seq_length=opts.max_seq_length, error=ClassifierError)
     if opts.max_seq_length < 3:
         raise ClassifierError(f"--max_seq_length must be >= 3, got {opts.max_seq_length}")
 
@@ -319,11 +290,6 @@ def resolve(opts: ClassifierOptions) -> Resolved:
                 raise ClassifierError(f"--{flag}: {path} not found (task {task} reads "
                                       f"{processor.folder}/{processor.files[split]} under "
                                       "--data_dir)")
-    if opts.init_checkpoint and not (release.is_release_folder(opts.init_checkpoint)):
-        try:
-            checkpoints.resolve_checkpoint_path(opts.init_checkpoint)
-        except FileNotFoundError as err:
-            raise ClassifierError(f"--init_checkpoint={opts.init_checkpoint}: {err}") from None
     return Resolved(config, spm, vocab, processor, processor.get_labels())
 
 

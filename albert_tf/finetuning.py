@@ -38,6 +38,61 @@ class FineTuningError(ValueError):
 
 
 # --------------------------------------------------------------------------------------
+# The model files a run needs
+# --------------------------------------------------------------------------------------
+def resolve_model_files(*, init_checkpoint, albert_config_file, spm_model_file, vocab_file,
+                        albert_hub_module_handle, max_seq_length, error=FineTuningError,
+                        require_spm=False):
+    """Validates the flags that name the model; returns (AlbertConfig, spm model file,
+    vocab file). A release folder as --init_checkpoint supplies the config and the
+    SentencePiece model unless they are given. Raises `error` naming the flag and file."""
+    from albert_tf import release
+    from albert_tf.config import AlbertConfig
+
+    if albert_hub_module_handle:
+        raise error("--albert_hub_module_handle: TF-Hub modules are not supported; unpack the "
+                    "released model and pass its folder as --init_checkpoint (it provides "
+                    "albert_config.json, model.ckpt-best and 30k-clean.model)")
+    config_file, spm, vocab = albert_config_file, spm_model_file, vocab_file
+    is_release = bool(init_checkpoint) and release.is_release_folder(init_checkpoint)
+    if is_release:
+        try:
+            files = release.release_files(init_checkpoint)
+        except FileNotFoundError as err:
+            raise error(f"--init_checkpoint: {err}") from None
+        config_file = config_file or files.config_file
+        if not spm and not vocab:
+            spm = files.spm_model_file
+            vocab = None if spm else files.vocab_file
+    if not config_file:
+        raise error("--albert_config_file is required (or pass a release folder holding "
+                    "albert_config.json as --init_checkpoint)")
+    if not tf.io.gfile.exists(config_file):
+        raise error(f"--albert_config_file={config_file}: file not found")
+    try:
+        config = AlbertConfig.from_json_file(config_file)
+    except (ValueError, TypeError, KeyError) as err:
+        raise error(f"--albert_config_file={config_file}: {err}") from None
+    if require_spm and not spm:
+        raise error("--spm_model_file is required: SQuAD features are SentencePiece only, as "
+                    "the original's" + (" (--vocab_file is not used)" if vocab else ""))
+    if not spm and not vocab:
+        raise error("--spm_model_file (or --vocab_file) is required")
+    for flag, path in (("spm_model_file", spm), ("vocab_file", vocab)):
+        if path and not tf.io.gfile.exists(path):
+            raise error(f"--{flag}={path}: file not found")
+    if max_seq_length > config.max_position_embeddings:
+        raise error(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings="
+                    f"{config.max_position_embeddings} of {config_file}")
+    if init_checkpoint and not is_release:
+        try:
+            checkpoints.resolve_checkpoint_path(init_checkpoint)
+        except FileNotFoundError as err:
+            raise error(f"--init_checkpoint={init_checkpoint}: {err}") from None
+    return config, spm, vocab
+
+
+# --------------------------------------------------------------------------------------
 # Files of the output folder
 # --------------------------------------------------------------------------------------
 def append_eval_results(output_dir, metrics, global_step):
@@ -236,6 +291,6 @@ def final_weights(model, output_dir, init_checkpoint, head, error=FineTuningErro
                 f"{output_dir} and no --init_checkpoint")
 
 
-__all__ = ["FineTuningError", "CheckpointSelector", "collect_outputs", "train_and_select", "init_from_checkpoint", "final_weights",
+__all__ = ["FineTuningError", "resolve_model_files", "CheckpointSelector", "collect_outputs", "train_and_select", "init_from_checkpoint", "final_weights",
            "object_checkpoints", "restore_trained", "read_best", "evaluated_steps",
            "append_eval_results", "BEST_PREFIX", "BEST_FILE", "EVAL_RESULTS"]

@@ -440,11 +440,6 @@ class SquadOptions:
 def resolve(opts: SquadOptions):
     """Validates the options (SquadError naming the flag/file); returns (config, spm
     model file). Nothing is written."""
-    from albert_tf import release
-
-    if opts.albert_hub_module_handle:
-        raise SquadError("--albert_hub_module_handle: TF-Hub modules are not supported; pass "
-                         "the unpacked release folder as --init_checkpoint")
     if not (opts.do_train or opts.do_predict):
         raise SquadError("at least one of --do_train or --do_predict must be set")
     if not opts.output_dir:
@@ -463,39 +458,19 @@ def resolve(opts: SquadOptions):
         raise SquadError(f"--dropout_prob must be in [0, 1), got {opts.dropout_prob}")
     if not 0 <= opts.warmup_proportion <= 1:
         raise SquadError(f"--warmup_proportion must be in [0, 1], got {opts.warmup_proportion}")
-    config_file, spm = opts.albert_config_file, opts.spm_model_file
-    if opts.init_checkpoint and release.is_release_folder(opts.init_checkpoint):
-        try:
-            files = release.release_files(opts.init_checkpoint)
-        except FileNotFoundError as err:
-            raise SquadError(f"--init_checkpoint: {err}") from None
-        config_file, spm = config_file or files.config_file, spm or files.spm_model_file
-    if not config_file:
-        raise SquadError("--albert_config_file is required (or a release folder as "
-                         "--init_checkpoint)")
-    if not tf.io.gfile.exists(config_file):
-        raise SquadError(f"--albert_config_file={config_file}: file not found")
-    try:
-        config = AlbertConfig.from_json_file(config_file)
-    except (ValueError, TypeError, KeyError) as err:
-        raise SquadError(f"--albert_config_file={config_file}: {err}") from None
-    if not spm:
-        raise SquadError("--spm_model_file is required: SQuAD features are SentencePiece "
-                         "only, as the original's" +
-                         (" (--vocab_file is not used)" if opts.vocab_file else ""))
-    for flag, path in (("spm_model_file", spm),
-                       ("train_file", opts.train_file if opts.do_train else None),
-                       ("predict_file", opts.predict_file if opts.do_predict else None)):
-        if path and not tf.io.gfile.exists(path):
-            raise SquadError(f"--{flag}={path}: file not found")
     if opts.do_train and not opts.train_file:
         raise SquadError("--do_train needs --train_file")
     if opts.do_predict and not opts.predict_file:
         raise SquadError("--do_predict needs --predict_file")
-    if opts.max_seq_length > config.max_position_embeddings:
-        raise SquadError(f"--max_seq_length={opts.max_seq_length} exceeds "
-                         f"max_position_embeddings={config.max_position_embeddings} of "
-                         f"{config_file}")
+    config, spm, _ = finetuning.resolve_model_files(
+        init_checkpoint=opts.init_checkpoint, albert_config_file=opts.albert_config_file,
+        spm_model_file=opts.spm_model_file, vocab_file=opts.vocab_file,
+        albert_hub_module_handle=opts.albert_hub_module_handle,
+        max_seq_length=opts.max_seq_length, error=SquadError, require_spm=True)
+    for flag, path in (("train_file", opts.train_file if opts.do_train else None),
+                       ("predict_file", opts.predict_file if opts.do_predict else None)):
+        if path and not tf.io.gfile.exists(path):
+            raise SquadError(f"--{flag}={path}: file not found")
     if opts.max_seq_length <= opts.max_query_length + 3:
         raise SquadError(f"--max_seq_length={opts.max_seq_length} must exceed "
                          f"--max_query_length={opts.max_query_length} + 3")
