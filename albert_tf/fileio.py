@@ -7,6 +7,7 @@ in the same folder and is renamed into place. Paths with a scheme
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 
@@ -15,29 +16,49 @@ def _is_remote(path: str) -> bool:
     return "://" in path
 
 
-def atomic_write_text(path, text: str) -> None:
-    """Writes `text` (UTF-8, "\\n" newlines) to `path` atomically, creating its folder."""
+@contextlib.contextmanager
+def atomic_path(path):
+    """Yields a temporary name in `path`'s folder (created if needed) to write to; on
+    success it is renamed to `path`, on an exception removed. Remote paths use
+    `path + ".tmp"` through tf.io.gfile."""
     path = os.fspath(path)
     if _is_remote(path):
         import tensorflow as tf
 
         tmp = f"{path}.tmp"
-        with tf.io.gfile.GFile(tmp, "w") as f:
-            f.write(text)
-        tf.io.gfile.rename(tmp, path, overwrite=True)
+        try:
+            yield tmp
+            tf.io.gfile.rename(tmp, path, overwrite=True)
+        except BaseException:
+            if tf.io.gfile.exists(tmp):
+                tf.io.gfile.remove(tmp)
+            raise
         return
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
                                dir=directory)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
+        yield tmp
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def atomic_write_text(path, text: str) -> None:
+    """Writes `text` (UTF-8, "\n" newlines) to `path` atomically, creating its folder."""
+    with atomic_path(path) as tmp:
+        if _is_remote(tmp):
+            import tensorflow as tf
+
+            with tf.io.gfile.GFile(tmp, "w") as f:
+                f.write(text)
+        else:
+            with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+                f.write(text)
 
 
 def read_text(path) -> str:

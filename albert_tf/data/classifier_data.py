@@ -26,10 +26,9 @@ import io
 import json
 import logging
 import os
-import tempfile
 from typing import Any, Iterable, Sequence
 
-from albert_tf.fileio import atomic_write_text
+from albert_tf.fileio import atomic_path, atomic_write_text
 
 _logger = logging.getLogger(__name__)
 
@@ -695,26 +694,15 @@ def file_based_convert_examples_to_features(examples: Iterable, label_list: Sequ
     label_map = None if is_regression else {label: i for i, label in enumerate(label_list)}
     if max_seq_length < 3:
         raise ValueError(f"max_seq_length must be at least 3, got {max_seq_length}")
-    out_dir = os.path.dirname(output_file) or "."
-    os.makedirs(out_dir, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(output_file) + ".", suffix=".tmp",
-                               dir=out_dir)
-    os.close(fd)
     count = 0
-    try:
-        with tf.io.TFRecordWriter(tmp) as writer:
-            for example in examples:
-                feature = convert_single_example(example, label_map, max_seq_length, tokenizer,
-                                                 is_regression)
-                writer.write(_to_tf_example(feature, is_regression).SerializeToString())
-                count += 1
-                if count % 10000 == 0:
-                    _logger.info("%s: wrote %d examples", output_file, count)
-        os.replace(tmp, output_file)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    with atomic_path(output_file) as tmp, tf.io.TFRecordWriter(tmp) as writer:
+        for example in examples:
+            feature = convert_single_example(example, label_map, max_seq_length, tokenizer,
+                                             is_regression)
+            writer.write(_to_tf_example(feature, is_regression).SerializeToString())
+            count += 1
+            if count % 10000 == 0:
+                _logger.info("%s: wrote %d examples", output_file, count)
     _logger.info("wrote %d examples to %s", count, output_file)
     return count
 

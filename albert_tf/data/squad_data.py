@@ -20,11 +20,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
-import tempfile
 from typing import Iterable, Iterator, Sequence
 
-from albert_tf import tokenization
+from albert_tf import fileio, tokenization
 
 _logger = logging.getLogger(__name__)
 
@@ -450,22 +448,11 @@ def write_features(features: Iterable[SquadFeature], output_file: str,
     (prediction needs them again for post-processing)."""
     import tensorflow as tf
 
-    out_dir = os.path.dirname(output_file) or "."
-    os.makedirs(out_dir, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(output_file) + ".", suffix=".tmp",
-                               dir=out_dir)
-    os.close(fd)
     written = []
-    try:
-        with tf.io.TFRecordWriter(tmp) as writer:
-            for feature in features:
-                writer.write(_to_tf_example(feature, is_training).SerializeToString())
-                written.append(feature)
-        os.replace(tmp, output_file)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    with fileio.atomic_path(output_file) as tmp, tf.io.TFRecordWriter(tmp) as writer:
+        for feature in features:
+            writer.write(_to_tf_example(feature, is_training).SerializeToString())
+            written.append(feature)
     _logger.info("wrote %d features to %s", len(written), output_file)
     return written
 
