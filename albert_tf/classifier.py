@@ -128,7 +128,7 @@ def loss_fn(model, features, training):
 # --------------------------------------------------------------------------------------
 # Eval / predict loops
 # --------------------------------------------------------------------------------------
-def _eval_dataset_fn(path, seq_length, batch_size, num_examples, is_regression, replicas):
+def eval_dataset_fn(path, seq_length, batch_size, num_examples, is_regression, replicas):
     """Per-replica padded batches in file order; the batch count is padded to a
     multiple of the replica count with all-padding batches, so every step feeds
     every replica the same static shape."""
@@ -360,7 +360,7 @@ def run(opts: ClassifierOptions) -> dict:
     if opts.do_eval:
         dev = _features(opts, res, tokenizer, "dev")
         summary["num_dev_examples"] = dev.num_examples
-        dev_fn = _eval_dataset_fn(dev.path, opts.max_seq_length, opts.eval_batch_size,
+        dev_fn = eval_dataset_fn(dev.path, opts.max_seq_length, opts.eval_batch_size,
                                   dev.num_examples, model.is_regression, replicas)
         selector = finetuning.CheckpointSelector(
             glue.selection_key(task), opts.output_dir, model,
@@ -415,7 +415,7 @@ def run(opts: ClassifierOptions) -> dict:
         if len(guids) != test.num_examples:
             raise ClassifierError(f"test data: {len(guids)} examples but {test.num_examples} "
                                   "features (stale cache?)")
-        arrays = predict_arrays(strategy, model, _eval_dataset_fn(
+        arrays = predict_arrays(strategy, model, eval_dataset_fn(
             test.path, opts.max_seq_length, opts.predict_batch_size, test.num_examples,
             model.is_regression, replicas))
         real = arrays["is_real_example"] != 0

@@ -178,7 +178,7 @@ def loss_fn_v2(model, features, training):
 # --------------------------------------------------------------------------------------
 # Prediction
 # --------------------------------------------------------------------------------------
-def _eval_dataset_fn(path, seq_length, batch_size, replicas):
+def eval_dataset_fn(path, seq_length, batch_size, replicas):
     """Per-replica batches in file order, every batch padded to full size with rows of
     unique_id 0, and the batch count padded to a multiple of the replicas."""
     from albert_tf.data.squad_data import squad_dataset
@@ -544,7 +544,7 @@ def run(opts: SquadOptions) -> dict:
             gold = json.load(f)["data"]
         has_gold = any(qa.get("answers") for a in gold for p in a["paragraphs"]
                        for qa in p["qas"])
-        dataset_fn = _eval_dataset_fn(path, opts.max_seq_length, opts.predict_batch_size,
+        dataset_fn = eval_dataset_fn(path, opts.max_seq_length, opts.predict_batch_size,
                                       replicas)
 
         def predict_and_score():

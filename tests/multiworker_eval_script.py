@@ -38,7 +38,7 @@ def main(eval_file, out_file, strategy_name, num_examples):
     for variable in model.weights:
         variable.assign(rng.normal(0.0, 0.1, variable.shape).astype(np.float32))
     replicas = strategy.num_replicas_in_sync
-    arrays = classifier.predict_arrays(strategy, model, classifier._eval_dataset_fn(
+    arrays = classifier.predict_arrays(strategy, model, classifier.eval_dataset_fn(
         eval_file, SEQ, BATCH, int(num_examples), False, replicas))
     np.savez(out_file, replicas=replicas, **arrays)
 

@@ -1,0 +1,153 @@
+"""RACE data (§13): JSON-lines folders -> 4-choice examples -> TFRecords.
+
+`<data_dir>/RACE/{train,dev,test}/{middle,high}/*.txt`, one JSON object per line with
+`id`, `article`, `questions`, `options` (4 per question) and `answers` (letters). Every
+text goes through preprocess_text (SentencePiece mode). Choice j of a question is the
+question with every "_" replaced by option j, or "question option" when there is no
+blank. Each choice becomes `[CLS] article [SEP] choice [SEP]` (the choice keeps its last
+max_qa_length pieces, the article is cut at the end to fit); the 4 sequences are stored
+one after the other, so the records have the GLUE names (input_ids, input_mask,
+segment_ids [4 x max_seq_length], label_ids, is_real_example) and GLUE's reader reads
+them with seq_length = 4 x max_seq_length.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from typing import Iterable
+
+from albert_tf import fileio, tokenization
+
+_logger = logging.getLogger(__name__)
+
+NUM_CHOICES = 4
+LEVELS = ("middle", "high")
+
+
+class RaceDataError(ValueError):
+    """Malformed RACE input, naming the file, line and field."""
+
+
+@dataclasses.dataclass
+class RaceExample:
+    """One question: the article, the 4 choice texts (question + option) and the label."""
+    example_id: str
+    context: str
+    endings: list[str]
+    label: int
+
+
+def _field(record, key, kind, where):
+    if key not in record:
+        raise RaceDataError(f"{where}: no {key!r} field")
+    if not isinstance(record[key], kind):
+        raise RaceDataError(f"{where}: {key!r} is {type(record[key]).__name__}, expected "
+                            f"{kind.__name__}")
+    return record[key]
+
+
+def read_race_examples(data_dir: str, split: str, do_lower_case: bool = True,
+                       high_only: bool = False, middle_only: bool = False,
+                       use_spm: bool = True) -> list[RaceExample]:
+    """Examples of `<data_dir>/RACE/<split>/{middle,high}/*.txt` (files in name order; the
+    original took os.listdir's order)."""
+    import tensorflow as tf
+
+    def process(text):
+        return tokenization.preprocess_text(text, lower=do_lower_case) if use_spm else text
+
+    examples = []
+    for level in LEVELS:
+        if (level == "middle" and high_only) or (level == "high" and middle_only):
+            continue
+        folder = os.path.join(data_dir, "RACE", split, level)
+        if not tf.io.gfile.isdir(folder):
+            raise FileNotFoundError(f"RACE folder {folder} not found (expected "
+                                    "<data_dir>/RACE/{train,dev,test}/{middle,high}/*.txt)")
+        for name in sorted(n for n in tf.io.gfile.listdir(folder) if n.endswith(".txt")):
+            path = os.path.join(folder, name)
+            with tf.io.gfile.GFile(path) as f:
+                for line_no, line in enumerate(f, 1):
+                    if not line.strip():
+                        continue
+                    where = f"{path}:{line_no}"
+                    try:
+                        record = json.loads(line)
+                    except json.JSONDecodeError as err:
+                        raise RaceDataError(f"{where}: invalid JSON: {err.msg}") from None
+                    answers = _field(record, "answers", list, where)
+                    options = _field(record, "options", list, where)
+                    questions = _field(record, "questions", list, where)
+                    context = process(_field(record, "article", str, where))
+                    if not len(answers) == len(options) == len(questions):
+                        raise RaceDataError(f"{where}: {len(questions)} questions, "
+                                            f"{len(options)} option lists, {len(answers)} "
+                                            "answers (expected the same number)")
+                    for i, (question, choices, answer) in enumerate(
+                            zip(questions, options, answers)):
+                        if len(choices) != NUM_CHOICES or answer not in ("A", "B", "C", "D"):
+                            raise RaceDataError(f"{where}: question {i} needs 4 options and an "
+                                                f"answer A-D, got {len(choices)} and {answer!r}")
+                        question = process(question)
+                        endings = []
+                        for option in choices:
+                            option = process(option)
+                            endings.append(question.replace("_", option) if "_" in question
+                                           else " ".join([question, option]))
+                        examples.append(RaceExample(str(record.get("id", "")), context, endings,
+                                                    ord(answer) - ord("A")))
+    return examples
+
+
+def convert_example(example: RaceExample, tokenizer, max_seq_length: int,
+                    max_qa_length: int) -> dict:
+    """{input_ids, input_mask, segment_ids: 4 x max_seq_length ints (choices one after the
+    other), label_ids, is_real_example}."""
+    context = tokenizer.tokenize(example.context)
+    out = {"input_ids": [], "input_mask": [], "segment_ids": []}
+    for ending in example.endings:
+        choice = tokenizer.tokenize(ending)[-max_qa_length:]
+        kept = context[:max(0, max_seq_length - 3 - len(choice))]
+        tokens = ["[CLS]", *kept, "[SEP]", *choice, "[SEP]"]
+        pad = max_seq_length - len(tokens)
+        out["input_ids"] += tokenizer.convert_tokens_to_ids(tokens) + [0] * pad
+        out["input_mask"] += [1] * len(tokens) + [0] * pad
+        out["segment_ids"] += [0] * (len(kept) + 2) + [1] * (len(choice) + 1) + [0] * pad
+    out.update(label_ids=example.label, is_real_example=1)
+    return out
+
+
+def write_features(examples: Iterable[RaceExample], tokenizer, max_seq_length: int,
+                   max_qa_length: int, output_file: str) -> int:
+    """Writes the examples' records (temporary name, then renamed); returns the count."""
+    import tensorflow as tf
+
+    if max_seq_length <= max_qa_length + 3:
+        raise ValueError(f"max_seq_length={max_seq_length} must exceed max_qa_length="
+                         f"{max_qa_length} + 3")
+
+    def ints(values):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+    count = 0
+    with fileio.atomic_path(output_file) as tmp, tf.io.TFRecordWriter(tmp) as writer:
+        for example in examples:
+            feature = convert_example(example, tokenizer, max_seq_length, max_qa_length)
+            writer.write(tf.train.Example(features=tf.train.Features(feature={
+                name: ints(value if isinstance(value, list) else [value])
+                for name, value in feature.items()})).SerializeToString())
+            count += 1
+    _logger.info("wrote %d examples to %s", count, output_file)
+    return count
+
+
+def record_length(max_seq_length: int) -> int:
+    """Length of the stored id/mask/segment rows: the 4 choices one after the other."""
+    return NUM_CHOICES * max_seq_length
+
+
+__all__ = ["RaceExample", "RaceDataError", "read_race_examples", "convert_example",
+           "write_features", "record_length", "NUM_CHOICES"]

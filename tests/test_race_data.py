@@ -1,0 +1,93 @@
+"""RACE data: reading the folders, choices, the 4-sequence records."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from albert_tf import tokenization
+from albert_tf.data import race_data
+from albert_tf.data.race_data import RaceDataError, RaceExample, read_race_examples
+
+from classifier_fixtures import DEMO_SPM
+
+DEMO = os.path.join(os.path.dirname(DEMO_SPM))
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return tokenization.FullTokenizer(spm_model_file=DEMO_SPM, do_lower_case=True)
+
+
+def _lines(split, level):
+    with open(os.path.join(DEMO, "RACE", split, level, "all.txt")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def test_reads_levels_and_builds_choices():
+    examples = read_race_examples(DEMO, "dev")
+    records = _lines("dev", "middle") + _lines("dev", "high")
+    assert len(examples) == sum(len(r["answers"]) for r in records)
+    first, pre = records[0], tokenization.preprocess_text
+    for i, example in enumerate(examples[:len(first["answers"])]):
+        question = pre(first["questions"][i], lower=True)
+        options = [pre(o, lower=True) for o in first["options"][i]]
+        want = [question.replace("_", o) if "_" in question else f"{question} {o}"
+                for o in options]
+        assert example.endings == want
+        assert example.label == "ABCD".index(first["answers"][i])
+        assert example.context == pre(first["article"], lower=True)
+    assert any("_" in q for r in records for q in r["questions"])  # blanks are exercised
+    middle = read_race_examples(DEMO, "dev", middle_only=True)
+    high = read_race_examples(DEMO, "dev", high_only=True)
+    assert len(middle) + len(high) == len(examples) and middle == examples[:len(middle)]
+
+
+def test_reading_errors_name_file_and_line(tmp_path):
+    with pytest.raises(FileNotFoundError, match="RACE/dev/middle"):
+        read_race_examples(str(tmp_path), "dev")
+    folder = tmp_path / "RACE" / "dev" / "middle"
+    folder.mkdir(parents=True)
+    (tmp_path / "RACE" / "dev" / "high").mkdir()
+    good = {"id": "a", "article": "x", "questions": ["q?"], "options": [["1", "2", "3", "4"]],
+            "answers": ["B"]}
+    (folder / "all.txt").write_text(json.dumps(good) + "\n{broken\n")
+    with pytest.raises(RaceDataError, match=r"middle/all.txt:2: invalid JSON"):
+        read_race_examples(str(tmp_path), "dev")
+    bad = dict(good, options=[["1", "2", "3"]])
+    (folder / "all.txt").write_text(json.dumps(bad) + "\n")
+    with pytest.raises(RaceDataError, match=r"all.txt:1: question 0 needs 4 options"):
+        read_race_examples(str(tmp_path), "dev")
+    (folder / "all.txt").write_text(json.dumps({k: v for k, v in good.items()
+                                                if k != "article"}) + "\n")
+    with pytest.raises(RaceDataError, match=r"all.txt:1: no 'article' field"):
+        read_race_examples(str(tmp_path), "dev")
+
+
+def test_choice_sequences_truncate_as_the_original(tokenizer):
+    context = " ".join(["the cat sat on the mat"] * 10)
+    endings = ["who sat on the mat the cat", "x", "a big red house " * 5, "dog"]
+    example = RaceExample("e", context, endings, 2)
+    seq, qa = 24, 6
+    feature = race_data.convert_example(example, tokenizer, seq, qa)
+    ctx = tokenizer.tokenize(context)
+    ids = np.array(feature["input_ids"]).reshape(4, seq)
+    seg = np.array(feature["segment_ids"]).reshape(4, seq)
+    mask = np.array(feature["input_mask"]).reshape(4, seq)
+    for j, ending in enumerate(endings):
+        choice = tokenizer.tokenize(ending)[-qa:]  # the last max_qa_length pieces
+        kept = ctx[:seq - 3 - len(choice)]  # the article loses its end
+        tokens = ["[CLS]"] + kept + ["[SEP]"] + choice + ["[SEP]"]
+        n = len(tokens)
+        assert n == seq  # the long article fills every sequence
+        np.testing.assert_array_equal(ids[j, :n], tokenizer.convert_tokens_to_ids(tokens))
+        np.testing.assert_array_equal(seg[j, :n], [0] * (len(kept) + 2) + [1] * (len(choice) + 1))
+        assert mask[j].sum() == n
+    assert feature["label_ids"] == 2 and feature["is_real_example"] == 1
+    short = race_data.convert_example(RaceExample("s", "hi", ["a", "b", "c", "d"], 0),
+                                      tokenizer, seq, qa)
+    row = np.array(short["input_mask"]).reshape(4, seq)[0]
+    assert 0 < row.sum() < seq and not row[row.sum():].any()  # zero padding
+    with pytest.raises(ValueError, match="must exceed max_qa_length"):
+        race_data.write_features([], tokenizer, 9, 6, "unused")
