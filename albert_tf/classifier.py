@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 
 import keras
@@ -129,28 +128,14 @@ def loss_fn(model, features, training):
 # Eval / predict loops
 # --------------------------------------------------------------------------------------
 def eval_dataset_fn(path, seq_length, batch_size, num_examples, is_regression, replicas):
-    """Per-replica padded batches in file order; the batch count is padded to a
-    multiple of the replica count with all-padding batches, so every step feeds
-    every replica the same static shape."""
+    """Every eval/predict record once, in file order, in padded per-replica batches
+    (finetuning.replica_eval_dataset_fn)."""
     from albert_tf.data.classifier_data import classifier_dataset
 
-    if batch_size % replicas:
-        raise ClassifierError(f"batch size {batch_size} is not divisible by the "
-                              f"{replicas} replicas")
-    per_replica = batch_size // replicas
-    n_batches = max(1, math.ceil(num_examples / per_replica))
-    extra = (-n_batches) % replicas
-
-    def fn(_input_context=None):
-        # Not sharded: every worker walks the whole file (small), so that the
-        # concatenated local results are in file order.
-        d = classifier_dataset(path, seq_length, per_replica, is_training=False,
-                               is_regression=is_regression)
-        if extra:
-            zeros = d.take(1).map(lambda b: {k: tf.zeros_like(v) for k, v in b.items()})
-            d = d.concatenate(zeros.repeat(extra))
-        return d
-    return fn
+    return finetuning.replica_eval_dataset_fn(
+        lambda per_replica: classifier_dataset(path, seq_length, per_replica,
+                                               is_training=False, is_regression=is_regression),
+        num_examples, batch_size, replicas, ClassifierError)
 
 
 def predict_arrays(strategy, model, dataset_fn):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 from typing import Callable, Sequence
@@ -215,6 +216,29 @@ def train_and_select(trainer, dataset_fn, selector: CheckpointSelector | None):
 # --------------------------------------------------------------------------------------
 # Running a model over eval data
 # --------------------------------------------------------------------------------------
+def replica_eval_dataset_fn(make_dataset, num_records, batch_size, replicas,
+                            error=FineTuningError):
+    """A dataset_fn over every record once, in file order, for `collect_outputs`.
+
+    make_dataset(per_replica_batch) -> batches padded to full size with zero rows. Whole
+    zero batches are appended so the batch count is a multiple of the replicas: every
+    step feeds every replica the same static shape. Not sharded: every worker reads the
+    whole (small) file, so the local results concatenate in file order.
+    """
+    if batch_size % replicas:
+        raise error(f"batch size {batch_size} is not divisible by the {replicas} replicas")
+    per_replica = batch_size // replicas
+    extra = (-max(1, math.ceil(num_records / per_replica))) % replicas
+
+    def fn(_input_context=None):
+        d = make_dataset(per_replica)
+        if extra:
+            zeros = d.take(1).map(lambda b: {k: tf.zeros_like(v) for k, v in b.items()})
+            d = d.concatenate(zeros.repeat(extra))
+        return d
+    return fn
+
+
 def collect_outputs(strategy, dataset_fn, step_fn):
     """Runs `step_fn(features) -> {name: tensor [batch, ...]}` on every replica over the
     distributed dataset; returns {name: numpy array} with the batches concatenated in
@@ -291,6 +315,7 @@ def final_weights(model, output_dir, init_checkpoint, head, error=FineTuningErro
                 f"{output_dir} and no --init_checkpoint")
 
 
-__all__ = ["FineTuningError", "resolve_model_files", "CheckpointSelector", "collect_outputs", "train_and_select", "init_from_checkpoint", "final_weights",
+__all__ = ["FineTuningError", "resolve_model_files", "CheckpointSelector",
+           "replica_eval_dataset_fn", "collect_outputs", "train_and_select", "init_from_checkpoint", "final_weights",
            "object_checkpoints", "restore_trained", "read_best", "evaluated_steps",
            "append_eval_results", "BEST_PREFIX", "BEST_FILE", "EVAL_RESULTS"]

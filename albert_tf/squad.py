@@ -178,30 +178,14 @@ def loss_fn_v2(model, features, training):
 # --------------------------------------------------------------------------------------
 # Prediction
 # --------------------------------------------------------------------------------------
-def eval_dataset_fn(path, seq_length, batch_size, replicas):
-    """Per-replica batches in file order, every batch padded to full size with rows of
-    unique_id 0, and the batch count padded to a multiple of the replicas."""
+def eval_dataset_fn(path, seq_length, batch_size, num_features, replicas):
+    """Every feature once, in file order, in padded per-replica batches (padding rows
+    have unique_id 0; finetuning.replica_eval_dataset_fn)."""
     from albert_tf.data.squad_data import squad_dataset
 
-    if batch_size % replicas:
-        raise SquadError(f"batch size {batch_size} is not divisible by the {replicas} replicas")
-    per_replica = batch_size // replicas
-    n_batches = sum(1 for _ in tf.data.TFRecordDataset(path).batch(per_replica))
-    extra = (-max(n_batches, 1)) % replicas
-
-    def pad(batch):
-        short = per_replica - tf.shape(batch["unique_ids"])[0]
-        return {k: tf.pad(v, [[0, short]] + [[0, 0]] * (len(v.shape) - 1))
-                for k, v in batch.items()}
-
-    def fn(_input_context=None):
-        # Not sharded: every worker reads the whole file, so local results are in order.
-        d = squad_dataset(path, seq_length, per_replica, is_training=False).map(pad)
-        if extra:
-            zeros = d.take(1).map(lambda b: {k: tf.zeros_like(v) for k, v in b.items()})
-            d = d.concatenate(zeros.repeat(extra))
-        return d
-    return fn
+    return finetuning.replica_eval_dataset_fn(
+        lambda per_replica: squad_dataset(path, seq_length, per_replica, is_training=False),
+        num_features, batch_size, replicas, SquadError)
 
 
 def predict_outputs(strategy, model, dataset_fn):
@@ -545,7 +529,7 @@ def run(opts: SquadOptions) -> dict:
         has_gold = any(qa.get("answers") for a in gold for p in a["paragraphs"]
                        for qa in p["qas"])
         dataset_fn = eval_dataset_fn(path, opts.max_seq_length, opts.predict_batch_size,
-                                      replicas)
+                                     len(features), replicas)
 
         def predict_and_score():
             """(metrics or None without gold answers, (predictions, nbest, null_odds))."""

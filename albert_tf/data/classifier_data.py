@@ -900,11 +900,11 @@ def classifier_dataset(path: str | Sequence[str], seq_length: int, batch_size: i
     d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
     d = d.batch(batch_size, drop_remainder=drop_remainder)
     if not is_training and not drop_remainder:
-        d = d.map(lambda batch: _pad_batch(batch, batch_size))
+        d = d.map(lambda batch: pad_batch(batch, batch_size))
     return d.prefetch(tf.data.AUTOTUNE)
 
 
-def _pad_batch(batch: dict, batch_size: int) -> dict:
+def pad_batch(batch: dict, batch_size: int) -> dict:
     """Pads every tensor of a (possibly short) batch with zero rows up to batch_size."""
     import tensorflow as tf
 
@@ -922,7 +922,7 @@ __all__ = [
     "InputExample", "InputFeatures", "PaddingInputExample", "DataProcessor", "PROCESSORS",
     "get_processor", "read_tsv", "tfds_name", "tfds_examples", "convert_single_example",
     "convert_examples_to_features", "file_based_convert_examples_to_features",
-    "feature_cache_key", "cached_features", "CachedFeatures", "classifier_dataset",
+    "feature_cache_key", "cached_features", "CachedFeatures", "classifier_dataset", "pad_batch",
     "ColaProcessor", "Sst2Processor", "MrpcProcessor", "StsbProcessor", "QqpProcessor",
     "MnliProcessor", "MisMnliProcessor", "QnliProcessor", "RteProcessor", "WnliProcessor",
     "AxProcessor",

@@ -461,9 +461,12 @@ def squad_dataset(path: str | Sequence[str], seq_length: int, batch_size: int,
                   is_training: bool, labelled: bool | None = None,
                   drop_remainder: bool = False, input_context=None, seed: int | None = None):
     """Batches of int32 feature dicts. Training: repeated and shuffled (buffer 100, as
-    the original); otherwise file order, once. `labelled` (default: is_training): parse
-    the training targets too."""
+    the original); otherwise file order, once, the last batch padded with zero rows
+    (unique_id 0) unless drop_remainder. `labelled` (default: is_training): parse the
+    training targets too."""
     import tensorflow as tf
+
+    from albert_tf.data.classifier_data import pad_batch
 
     spec = feature_spec(seq_length, is_training if labelled is None else labelled)
     d = tf.data.TFRecordDataset(path)
@@ -476,8 +479,11 @@ def squad_dataset(path: str | Sequence[str], seq_length: int, batch_size: int,
         parsed = tf.io.parse_single_example(record, spec)
         return {k: tf.cast(v, tf.int32) for k, v in parsed.items()}
 
-    return d.map(decode, num_parallel_calls=tf.data.AUTOTUNE).batch(
-        batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
+    d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE).batch(
+        batch_size, drop_remainder=drop_remainder)
+    if not is_training and not drop_remainder:  # a full last batch: rows of unique_id 0
+        d = d.map(lambda batch: pad_batch(batch, batch_size))
+    return d.prefetch(tf.data.AUTOTUNE)
 
 
 __all__ = ["SquadExample", "SquadFeature", "SquadDataError", "Alignment", "read_squad_examples",
