@@ -60,6 +60,8 @@ flags.DEFINE_string("gcp_project", None, "GCP project of the TPU.")
 flags.DEFINE_string("master", None, "TPU master address (alternative to --tpu_name).")
 flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; the TPU topology decides.")
 flags.DEFINE_bool("use_einsum", True, "Accepted for compatibility.")
+flags.DEFINE_string("export_dir", None, "v1.1: write <export_dir>/saved_model/<timestamp> "
+                    "(int32 [1, max_seq_length] inputs) and albert_model.tflite.")
 flags.DEFINE_integer("start_n_top", 5, "v2: beam width over starts.")
 flags.DEFINE_integer("end_n_top", 5, "v2: ends kept per start.")
 flags.DEFINE_float("dropout_prob", 0.1, "v2: dropout in the answer-class head (training).")
@@ -92,6 +94,8 @@ def main(argv):
     for name in ("predictions.json", "nbest_predictions.json", "null_odds.json"):
         if name in summary:
             print(f"{name}: {summary[name]}")
+    for name, path in summary.get("export", {}).items():
+        print(f"{name}: {path}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""SavedModel export of a fine-tuned GLUE classifier.
+"""SavedModel export of a fine-tuned GLUE classifier, and SavedModel + TFLite export of
+a SQuAD v1.1 model (`export_squad`, below).
 
 Signatures:
   serving_default: input_ids, input_mask, segment_ids int32 [None, S] ->
@@ -137,4 +138,63 @@ def export_classifier(model, export_dir, max_seq_length, *, spm_model_file=None,
     return export_dir
 
 
-__all__ = ["ClassifierServing", "export_classifier"]
+def _squad_input_specs(max_seq_length):
+    return [tf.TensorSpec([1, max_seq_length], tf.int32, name=n)
+            for n in ("input_ids", "input_mask", "segment_ids")]
+
+
+def export_squad(model, export_dir, max_seq_length) -> dict:
+    """The original run_squad_v1.py --export_dir: a SavedModel under
+    `<export_dir>/saved_model/<timestamp>` (serving_default: input_ids, input_mask,
+    segment_ids int32 [1, S] -> start_logits, end_logits [1, S]) and a float TFLite
+    model `<export_dir>/albert_model.tflite` with the same inputs; its outputs are
+    output_0 = start_logits and output_1 = end_logits (TFLite drops the names of a
+    frozen function). Both are written under temporary names and renamed. Returns
+    {"saved_model": path, "tflite": path}."""
+    import time
+
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2)
+
+    from albert_tf import fileio
+
+    def serve(input_ids, input_mask, segment_ids):
+        out = model({"input_ids": input_ids, "input_mask": input_mask,
+                     "segment_ids": segment_ids}, training=False)
+        return {"start_logits": out["start_logits"], "end_logits": out["end_logits"]}
+
+    export_dir = os.fspath(export_dir).rstrip("/")
+    saved = os.path.join(export_dir, "saved_model", str(int(time.time())))
+    os.makedirs(os.path.dirname(saved), exist_ok=True)
+    tmp = os.path.join(os.path.dirname(saved), f".tmp-export-{uuid.uuid4().hex}")
+    module = tf.Module()
+    module.model = model
+    # Plain ops only (see export_classifier); TFLite needs them too.
+    with fused_elementwise.disabled():
+        module.serve = tf.function(serve, input_signature=_squad_input_specs(max_seq_length))
+        concrete = module.serve.get_concrete_function()
+        try:
+            tf.saved_model.save(module, tmp, signatures={"serving_default": concrete})
+            os.replace(tmp, saved)
+        finally:
+            if os.path.exists(tmp):
+                shutil.rmtree(tmp, ignore_errors=True)
+        # TFLite takes the weights as constants.
+        frozen = convert_variables_to_constants_v2(concrete)
+        def as_tuple(input_ids, input_mask, segment_ids):
+            out = tf.nest.pack_sequence_as(concrete.structured_outputs,
+                                           frozen(input_ids, input_mask, segment_ids))
+            return out["start_logits"], out["end_logits"]
+
+        as_tuple = tf.function(as_tuple, input_signature=_squad_input_specs(max_seq_length))
+        flatbuffer = tf.lite.TFLiteConverter.from_concrete_functions(
+            [as_tuple.get_concrete_function()], module).convert()
+    tflite = os.path.join(export_dir, "albert_model.tflite")
+    with fileio.atomic_path(tflite) as path:
+        with open(path, "wb") as f:
+            f.write(flatbuffer)
+    _logger.info("exported SavedModel to %s and TFLite to %s", saved, tflite)
+    return {"saved_model": saved, "tflite": tflite}
+
+
+__all__ = ["ClassifierServing", "export_classifier", "export_squad"]

@@ -411,6 +411,7 @@ class SquadOptions:
     master: str | None = None
     num_tpu_cores: int = 8
     use_einsum: bool = True
+    export_dir: str | None = None
     start_n_top: int = 5
     end_n_top: int = 5
     dropout_prob: float = 0.1
@@ -424,8 +425,10 @@ class SquadOptions:
 def resolve(opts: SquadOptions):
     """Validates the options (SquadError naming the flag/file); returns (config, spm
     model file). Nothing is written."""
-    if not (opts.do_train or opts.do_predict):
-        raise SquadError("at least one of --do_train or --do_predict must be set")
+    if not (opts.do_train or opts.do_predict or opts.export_dir):
+        raise SquadError("at least one of --do_train, --do_predict or --export_dir must be set")
+    if opts.export_dir and opts.version_2_with_negative:
+        raise SquadError("--export_dir exports the v1.1 model only, as the original")
     if not opts.output_dir:
         raise SquadError("--output_dir is required")
     for name in ("train_batch_size", "predict_batch_size", "save_checkpoints_steps",
@@ -602,6 +605,13 @@ def run(opts: SquadOptions) -> dict:
                 summary["eval"], summary["best"] = metrics, selector.best
                 _logger.info("dev with the predict weights (%s): %s", summary["predict_weights"],
                              ", ".join(f"{k} = {v:.2f}" for k, v in metrics.items()))
+    if opts.export_dir and chief:
+        from albert_tf.export import export_squad
+
+        if "predict_weights" not in summary:
+            summary["predict_weights"] = finetuning.final_weights(
+                model, opts.output_dir, opts.init_checkpoint, head, SquadError)
+        summary["export"] = export_squad(model, opts.export_dir, opts.max_seq_length)
     return summary
 
 

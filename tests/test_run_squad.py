@@ -95,6 +95,33 @@ def test_predict_only_reproduces_the_predictions(setup, trained, tmp_path):
     assert summary["best"]["global_step"] == 0  # the --init_checkpoint weights, scored
 
 
+def test_export_saved_model_and_tflite(setup, trained, tmp_path):
+    import tensorflow as tf
+
+    out, _ = trained
+    summary = run(_opts(setup, out, export_dir=str(tmp_path / "export")))
+    assert summary["predict_weights"].endswith("model.ckpt-best")
+    saved, tflite = summary["export"]["saved_model"], summary["export"]["tflite"]
+    assert os.path.dirname(saved) == str(tmp_path / "export" / "saved_model")
+    assert tflite == str(tmp_path / "export" / "albert_model.tflite")
+    assert sorted(os.listdir(tmp_path / "export")) == ["albert_model.tflite", "saved_model"]
+    model = AlbertSquadV1(tiny_config(max_position_embeddings=96))
+    checkpoints.load_original_checkpoint(model, str(out / "model.ckpt-best"))
+    rng = np.random.default_rng(0)
+    feed = {"input_ids": rng.integers(5, 1000, (1, 64)).astype(np.int32),
+            "input_mask": np.array([[1] * 50 + [0] * 14], np.int32),
+            "segment_ids": np.array([[0] * 20 + [1] * 44], np.int32)}
+    want = model({k: tf.constant(v) for k, v in feed.items()})
+    serving = tf.saved_model.load(saved).signatures["serving_default"]
+    assert serving.structured_input_signature[1]["input_ids"].shape == (1, 64)
+    got = serving(**{k: tf.constant(v) for k, v in feed.items()})
+    interpreter = tf.lite.Interpreter(model_path=tflite)
+    lite = interpreter.get_signature_runner()(**feed)
+    for key, lite_key in (("start_logits", "output_0"), ("end_logits", "output_1")):
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(lite[lite_key], want[key], rtol=1e-5, atol=1e-6)
+
+
 def test_v2_train_and_predict(setup, tmp_path):
     out = tmp_path / "v2"
     summary = run(_opts(setup, out, train_file=setup["train2"], predict_file=setup["dev2"],
@@ -129,6 +156,7 @@ def test_v2_train_and_predict(setup, tmp_path):
     (dict(albert_hub_module_handle="https://tfhub.dev/google/albert_base/3"), "TF-Hub"),
     (dict(init_checkpoint="/nonexistent/model.ckpt-1"), "--init_checkpoint"),
     (dict(version_2_with_negative=True, start_n_top=65), "--start_n_top=65"),
+    (dict(version_2_with_negative=True, export_dir="exp"), "v1.1 model only"),
 ])
 def test_bad_inputs_fail_before_writing(setup, tmp_path, change, match):
     out = tmp_path / "out"
