@@ -10,10 +10,9 @@ checkpoints, or the unpacked folder of a released model (its albert_config.json
 and 30k-clean.model are then used unless given). See albert_tf/classifier.py.
 """
 
-import logging
-import sys
-
 from absl import app, flags
+
+from albert_tf import cli
 
 FLAGS = flags.FLAGS
 
@@ -42,53 +41,25 @@ flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
 flags.DEFINE_integer("train_step", 1000, "Optimizer steps.")
 flags.DEFINE_integer("warmup_step", 0, "Linear warmup steps.")
 flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint (and eval) interval.")
-flags.DEFINE_integer("keep_checkpoint_max", 5, "ckpt-<step> files kept (the best is kept "
-                     "separately as model.ckpt-best).")
 flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per tf.function call.")
-flags.DEFINE_bool("use_tpu", False, "Run on a Cloud TPU (TPUStrategy).")
 flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "Optimizer.")
-flags.DEFINE_string("tpu_name", None, "Cloud TPU name or grpc:// address.")
-flags.DEFINE_string("tpu_zone", None, "GCE zone of the TPU.")
-flags.DEFINE_string("gcp_project", None, "GCP project of the TPU.")
-flags.DEFINE_string("master", None, "TPU master address (alternative to --tpu_name).")
-flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; the TPU topology decides.")
 flags.DEFINE_string("export_dir", None, "Write a SavedModel (serving_default over ids, "
                     "serve_text over raw strings) here.")
 flags.DEFINE_float("threshold_to_export", float("nan"),
                    "If set, the SavedModel also outputs this constant as `threshold`.")
 # --- ours -------------------------------------------------------------------
-flags.DEFINE_enum("host_allocator", "auto", ["auto", "tensorflow", "system"],
-                  "CPU tensor memory: TensorFlow's pool (fastest for small models) or malloc "
-                  "with a 1 MiB mmap threshold (lowest peak memory: ALBERT-xxlarge b2 step "
-                  "4.8 vs 6.0 GB; ALBERT-base steps ~35% slower); auto = malloc from 100M "
-                  "parameters on. See albert_tf/host_memory.py.")
-flags.DEFINE_enum("strategy", "default", ["default", "mirrored", "multi_worker"],
-                  "Distribution strategy when not on TPU.")
+cli.define_run_flags()  # TPU flags (the original's), strategy, seed, memory, checkpoints
 flags.DEFINE_bool("use_tfds", False, "Read GLUE from TensorFlow Datasets instead of TSVs.")
 flags.DEFINE_string("tfds_data_dir", None, "TFDS data directory.")
 flags.DEFINE_bool("full_shuffle", False, "Shuffle the whole training set each epoch instead "
                   "of the original's 100-record buffer.")
-flags.DEFINE_integer("random_seed", 12345, "Seed of initialization and data order.")
-
-
-def options_from_flags():
-    from albert_tf.classifier import ClassifierOptions
-    import dataclasses
-
-    return ClassifierOptions(**{f.name: FLAGS[f.name].value
-                                for f in dataclasses.fields(ClassifierOptions)})
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    logging.getLogger().setLevel(logging.INFO)
     from albert_tf import classifier
 
-    try:
-        summary = classifier.run(options_from_flags())
-    except (classifier.ClassifierError, FileNotFoundError) as err:
-        sys.exit(f"run_classifier.py: error: {err}")
+    summary = cli.run_from_flags("run_classifier.py", argv, classifier.ClassifierOptions,
+                                 classifier.run, classifier.ClassifierError)
     best = summary.get("best")
     if best:
         print(f"best checkpoint on dev: step {best['global_step']}, "

@@ -8,11 +8,9 @@
 --do_train and --do_eval are on by default, as the original's. See albert_tf/race.py.
 """
 
-import dataclasses
-import logging
-import sys
-
 from absl import app, flags
+
+from albert_tf import cli
 
 FLAGS = flags.FLAGS
 
@@ -50,34 +48,15 @@ flags.DEFINE_integer("train_step", 12000, "Optimizer steps.")
 flags.DEFINE_integer("warmup_step", 1000, "Linear warmup steps.")
 flags.DEFINE_integer("save_checkpoints_steps", 100, "Checkpoint (and eval) interval.")
 flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per tf.function call.")
-flags.DEFINE_bool("use_tpu", False, "Run on a Cloud TPU (TPUStrategy).")
-flags.DEFINE_string("tpu_name", None, "Cloud TPU name or grpc:// address.")
-flags.DEFINE_string("tpu_zone", None, "GCE zone of the TPU.")
-flags.DEFINE_string("gcp_project", None, "GCP project of the TPU.")
-flags.DEFINE_string("master", None, "TPU master address (alternative to --tpu_name).")
-flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; the TPU topology decides.")
 # --- ours -------------------------------------------------------------------
-flags.DEFINE_integer("keep_checkpoint_max", 5, "ckpt-<step> files kept (the best is kept "
-                     "separately as model.ckpt-best).")
-flags.DEFINE_enum("strategy", "default", ["default", "mirrored", "multi_worker"],
-                  "Distribution strategy when not on TPU.")
-flags.DEFINE_integer("random_seed", 12345, "Seed of initialization and data order.")
-flags.DEFINE_enum("host_allocator", "auto", ["auto", "tensorflow", "system"],
-                  "CPU tensor memory (see run_classifier.py --helpfull).")
+cli.define_run_flags()  # TPU flags (the original's), strategy, seed, memory, checkpoints
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    logging.getLogger().setLevel(logging.INFO)
     from albert_tf import race
 
-    opts = race.RaceOptions(**{f.name: FLAGS[f.name].value
-                               for f in dataclasses.fields(race.RaceOptions)})
-    try:
-        summary = race.run(opts)
-    except (race.RaceError, FileNotFoundError) as err:
-        sys.exit(f"run_race.py: error: {err}")
+    summary = cli.run_from_flags("run_race.py", argv, race.RaceOptions, race.run,
+                                 race.RaceError)
     best = summary.get("best")
     if best:
         print(f"best checkpoint on dev: step {best['global_step']}, "

@@ -10,11 +10,9 @@ checkpoints, or the unpacked folder of a released model (its albert_config.json 
 30k-clean.model are then used unless given). See albert_tf/squad.py.
 """
 
-import dataclasses
-import logging
-import sys
-
 from absl import app, flags
+
+from albert_tf import cli
 
 FLAGS = flags.FLAGS
 
@@ -53,12 +51,6 @@ flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per tf.function call.")
 flags.DEFINE_integer("n_best_size", 20, "Start and end candidates per window, and n-best "
                      "list length.")
 flags.DEFINE_integer("max_answer_length", 30, "Longest answer in pieces.")
-flags.DEFINE_bool("use_tpu", False, "Run on a Cloud TPU (TPUStrategy).")
-flags.DEFINE_string("tpu_name", None, "Cloud TPU name or grpc:// address.")
-flags.DEFINE_string("tpu_zone", None, "GCE zone of the TPU.")
-flags.DEFINE_string("gcp_project", None, "GCP project of the TPU.")
-flags.DEFINE_string("master", None, "TPU master address (alternative to --tpu_name).")
-flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; the TPU topology decides.")
 flags.DEFINE_bool("use_einsum", True, "Accepted for compatibility.")
 flags.DEFINE_string("export_dir", None, "v1.1: write <export_dir>/saved_model/<timestamp> "
                     "(int32 [1, max_seq_length] inputs) and albert_model.tflite.")
@@ -66,29 +58,16 @@ flags.DEFINE_integer("start_n_top", 5, "v2: beam width over starts.")
 flags.DEFINE_integer("end_n_top", 5, "v2: ends kept per start.")
 flags.DEFINE_float("dropout_prob", 0.1, "v2: dropout in the answer-class head (training).")
 # --- ours -------------------------------------------------------------------
+cli.define_run_flags()  # TPU flags (the original's), strategy, seed, memory, checkpoints
 flags.DEFINE_bool("version_2_with_negative", False, "SQuAD v2.0 (run_squad_v2.py's model, "
                   "unanswerable questions, null threshold) instead of v1.1.")
-flags.DEFINE_integer("keep_checkpoint_max", 5, "ckpt-<step> files kept (the best is kept "
-                     "separately as model.ckpt-best).")
-flags.DEFINE_enum("strategy", "default", ["default", "mirrored", "multi_worker"],
-                  "Distribution strategy when not on TPU.")
-flags.DEFINE_integer("random_seed", 12345, "Seed of initialization and data order.")
-flags.DEFINE_enum("host_allocator", "auto", ["auto", "tensorflow", "system"],
-                  "CPU tensor memory (see run_classifier.py --helpfull).")
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    logging.getLogger().setLevel(logging.INFO)
     from albert_tf import squad
 
-    opts = squad.SquadOptions(**{f.name: FLAGS[f.name].value
-                                 for f in dataclasses.fields(squad.SquadOptions)})
-    try:
-        summary = squad.run(opts)
-    except (squad.SquadError, FileNotFoundError) as err:
-        sys.exit(f"run_squad.py: error: {err}")
+    summary = cli.run_from_flags("run_squad.py", argv, squad.SquadOptions, squad.run,
+                                 squad.SquadError)
     if "eval" in summary:
         print("dev: " + ", ".join(f"{k} = {v:.2f}" for k, v in summary["eval"].items()))
     for name in ("predictions.json", "nbest_predictions.json", "null_odds.json"):

@@ -34,6 +34,7 @@ _logger = logging.getLogger(__name__)
 
 CLASSIFIER_DROPOUT = 0.1  # hard-coded in the original (quirk 9)
 SINGLE_SENTENCE_TASKS = ("cola", "sst-2")
+HEAD_PATTERNS = [r"^output_"]  # original names of the head, absent from pretraining checkpoints
 
 
 class ClassifierError(finetuning.FineTuningError):
@@ -167,7 +168,7 @@ def compute_metrics(task_name, arrays):
 def init_from_checkpoint(model, path):
     """Fills an AlbertClassifier from --init_checkpoint (see finetuning.init_from_checkpoint;
     the `output_*` head may be missing). Returns a one-line description."""
-    return finetuning.init_from_checkpoint(model, path, "classifier", [r"^output_"],
+    return finetuning.init_from_checkpoint(model, path, "classifier", HEAD_PATTERNS,
                                            ClassifierError)
 
 
@@ -305,25 +306,13 @@ def _test_guids(opts, res):
 
 def run(opts: ClassifierOptions) -> dict:
     """Runs what the options ask for; returns a summary dict (eval metrics, best, files)."""
-    from albert_tf import tokenization, training
+    from albert_tf import tokenization
     from albert_tf.data.classifier_data import classifier_dataset
-    from albert_tf.distribute import get_strategy, is_chief
-    from albert_tf.host_memory import configure_host_allocator
-    from albert_tf.optimization import create_optimizer
 
     res = resolve(opts)
-    configure_host_allocator(opts.host_allocator,  # before TensorFlow's first op
-                             num_parameters=res.config.num_parameters())
     task = opts.task_name.lower()
     summary = {"task": task}
-    keras.utils.set_random_seed(opts.random_seed)
-    strategy = get_strategy(opts.strategy, opts.use_tpu, opts.tpu_name, opts.tpu_zone,
-                            opts.gcp_project, opts.master)
-    chief = is_chief(strategy)
-    replicas = strategy.num_replicas_in_sync
-    if opts.train_batch_size % replicas:
-        raise ClassifierError(f"--train_batch_size={opts.train_batch_size} is not divisible "
-                              f"by the {replicas} replicas")
+    strategy, chief, replicas = finetuning.start_run(opts, res.config, ClassifierError)
     tokenizer = tokenization.FullTokenizer(vocab_file=res.vocab_file,
                                            do_lower_case=opts.do_lower_case,
                                            spm_model_file=res.spm_model_file)
@@ -334,10 +323,8 @@ def run(opts: ClassifierOptions) -> dict:
     with strategy.scope():
         model = AlbertClassifier(res.config, len(res.label_list))
         model.build()
-    resuming = opts.do_train and bool(finetuning.object_checkpoints(opts.output_dir))
-    if opts.init_checkpoint and not resuming:
-        message = init_from_checkpoint(model, opts.init_checkpoint)
-        _logger.info("--init_checkpoint: %s", message)
+    message = finetuning.initialize(model, opts, "classifier", HEAD_PATTERNS, ClassifierError)
+    if message:
         summary["init"] = message
     tf.io.gfile.makedirs(opts.output_dir)  # only once the inputs proved usable
 
@@ -358,16 +345,8 @@ def run(opts: ClassifierOptions) -> dict:
         if train.num_examples < opts.train_batch_size:
             raise ClassifierError(f"training data has {train.num_examples} examples, fewer "
                                   f"than --train_batch_size={opts.train_batch_size}")
-        with strategy.scope():
-            optimizer = create_optimizer(opts.learning_rate, opts.train_step, opts.warmup_step,
-                                         opts.optimizer)
-        loop = training.LoopConfig(
-            num_train_steps=opts.train_step, global_batch_size=opts.train_batch_size,
-            iterations_per_loop=min(opts.iterations_per_loop, opts.save_checkpoints_steps),
-            save_checkpoints_steps=opts.save_checkpoints_steps,
-            keep_checkpoint_max=opts.keep_checkpoint_max)
-        trainer = training.Trainer(strategy, model, optimizer, loss_fn, [], opts.output_dir,
-                                   loop, chief)
+        trainer = finetuning.make_trainer(strategy, model, loss_fn, opts, opts.train_step,
+                                          opts.warmup_step, chief, opts.optimizer)
 
         def dataset_fn(ctx):
             return classifier_dataset(train.path, opts.max_seq_length, opts.train_batch_size,

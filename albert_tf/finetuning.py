@@ -21,6 +21,7 @@ import os
 import re
 from typing import Callable, Sequence
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -91,6 +92,57 @@ def resolve_model_files(*, init_checkpoint, albert_config_file, spm_model_file, 
         except FileNotFoundError as err:
             raise error(f"--init_checkpoint={init_checkpoint}: {err}") from None
     return config, spm, vocab
+
+
+# --------------------------------------------------------------------------------------
+# The steps every run takes
+# --------------------------------------------------------------------------------------
+def start_run(opts, config, error=FineTuningError):
+    """Host allocator, seeds and distribution strategy from the run's options (fields
+    host_allocator, random_seed, strategy, use_tpu, tpu_*, gcp_project, master,
+    train_batch_size). Returns (strategy, is_chief, replicas)."""
+    from albert_tf.distribute import get_strategy, is_chief
+    from albert_tf.host_memory import configure_host_allocator
+
+    configure_host_allocator(opts.host_allocator,  # before TensorFlow's first op
+                             num_parameters=config.num_parameters())
+    keras.utils.set_random_seed(opts.random_seed)
+    strategy = get_strategy(opts.strategy, opts.use_tpu, opts.tpu_name, opts.tpu_zone,
+                            opts.gcp_project, opts.master)
+    replicas = strategy.num_replicas_in_sync
+    if opts.train_batch_size % replicas:
+        raise error(f"--train_batch_size={opts.train_batch_size} is not divisible by the "
+                    f"{replicas} replicas")
+    return strategy, is_chief(strategy), replicas
+
+
+def initialize(model, opts, head, head_patterns, error=FineTuningError):
+    """Loads --init_checkpoint unless a training run resumes from its own ckpt-<step>;
+    returns the description (None when nothing was loaded)."""
+    resuming = opts.do_train and bool(object_checkpoints(opts.output_dir))
+    if not opts.init_checkpoint or resuming:
+        return None
+    message = init_from_checkpoint(model, opts.init_checkpoint, head, head_patterns, error)
+    _logger.info("--init_checkpoint: %s", message)
+    return message
+
+
+def make_trainer(strategy, model, loss_fn, opts, num_train_steps, num_warmup_steps, is_chief,
+                 optimizer="adamw"):
+    """The original's optimizer and schedule and a Trainer checkpointing into output_dir
+    (fields learning_rate, train_batch_size, iterations_per_loop, save_checkpoints_steps,
+    keep_checkpoint_max, output_dir)."""
+    from albert_tf import training
+    from albert_tf.optimization import create_optimizer
+
+    with strategy.scope():
+        opt = create_optimizer(opts.learning_rate, num_train_steps, num_warmup_steps, optimizer)
+    loop = training.LoopConfig(
+        num_train_steps=num_train_steps, global_batch_size=opts.train_batch_size,
+        iterations_per_loop=min(opts.iterations_per_loop, opts.save_checkpoints_steps),
+        save_checkpoints_steps=opts.save_checkpoints_steps,
+        keep_checkpoint_max=opts.keep_checkpoint_max)
+    return training.Trainer(strategy, model, opt, loss_fn, [], opts.output_dir, loop, is_chief)
 
 
 # --------------------------------------------------------------------------------------
@@ -315,7 +367,7 @@ def final_weights(model, output_dir, init_checkpoint, head, error=FineTuningErro
                 f"{output_dir} and no --init_checkpoint")
 
 
-__all__ = ["FineTuningError", "resolve_model_files", "CheckpointSelector",
+__all__ = ["FineTuningError", "resolve_model_files", "start_run", "initialize", "make_trainer", "CheckpointSelector",
            "replica_eval_dataset_fn", "collect_outputs", "train_and_select", "init_from_checkpoint", "final_weights",
            "object_checkpoints", "restore_trained", "read_best", "evaluated_steps",
            "append_eval_results", "BEST_PREFIX", "BEST_FILE", "EVAL_RESULTS"]

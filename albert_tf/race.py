@@ -19,12 +19,11 @@ import dataclasses
 import logging
 import os
 
-import keras
 import numpy as np
 import tensorflow as tf
 
 from albert_tf import fileio, finetuning, metrics
-from albert_tf.classifier import (AlbertClassifier, eval_dataset_fn, loss_fn,
+from albert_tf.classifier import (HEAD_PATTERNS, AlbertClassifier, eval_dataset_fn, loss_fn,
                                   predict_arrays)
 from albert_tf.config import AlbertConfig
 from albert_tf.data import race_data
@@ -182,32 +181,20 @@ def _records(opts, tokenizer, split, path):
 
 def run(opts: RaceOptions) -> dict:
     """Runs what the options ask for; returns a summary dict."""
-    from albert_tf import tokenization, training
+    from albert_tf import tokenization
     from albert_tf.data.classifier_data import classifier_dataset
-    from albert_tf.distribute import get_strategy, is_chief
-    from albert_tf.host_memory import configure_host_allocator
-    from albert_tf.optimization import create_optimizer
 
     config, spm, vocab = resolve(opts)
-    configure_host_allocator(opts.host_allocator, num_parameters=config.num_parameters())
-    keras.utils.set_random_seed(opts.random_seed)
-    strategy = get_strategy(opts.strategy, opts.use_tpu, opts.tpu_name, opts.tpu_zone,
-                            opts.gcp_project, opts.master)
-    chief, replicas = is_chief(strategy), strategy.num_replicas_in_sync
-    if opts.train_batch_size % replicas:
-        raise RaceError(f"--train_batch_size={opts.train_batch_size} is not divisible by the "
-                        f"{replicas} replicas")
+    strategy, chief, replicas = finetuning.start_run(opts, config, RaceError)
     tokenizer = tokenization.FullTokenizer(vocab_file=vocab, do_lower_case=opts.do_lower_case,
                                            spm_model_file=spm)
     with strategy.scope():
         model = AlbertRace(config, dropout_prob=opts.dropout_prob)
         model.build()
     summary = {}
-    resuming = opts.do_train and bool(finetuning.object_checkpoints(opts.output_dir))
-    if opts.init_checkpoint and not resuming:
-        summary["init"] = finetuning.init_from_checkpoint(
-            model, opts.init_checkpoint, HEAD, [r"^output_"], RaceError)
-        _logger.info("--init_checkpoint: %s", summary["init"])
+    message = finetuning.initialize(model, opts, HEAD, HEAD_PATTERNS, RaceError)
+    if message:
+        summary["init"] = message
     tf.io.gfile.makedirs(opts.output_dir)  # only once the inputs proved usable
     length = race_data.record_length(opts.max_seq_length)
 
@@ -228,16 +215,8 @@ def run(opts: RaceOptions) -> dict:
     if opts.do_train:
         train_path = opts.train_file or os.path.join(opts.output_dir, "train.tf_record")
         summary["num_train_examples"] = _records(opts, tokenizer, "train", train_path)
-        with strategy.scope():
-            optimizer = create_optimizer(opts.learning_rate, opts.train_step, opts.warmup_step,
-                                         "adamw")
-        loop = training.LoopConfig(
-            num_train_steps=opts.train_step, global_batch_size=opts.train_batch_size,
-            iterations_per_loop=min(opts.iterations_per_loop, opts.save_checkpoints_steps),
-            save_checkpoints_steps=opts.save_checkpoints_steps,
-            keep_checkpoint_max=opts.keep_checkpoint_max)
-        trainer = training.Trainer(strategy, model, optimizer, loss_fn, [], opts.output_dir,
-                                   loop, chief)
+        trainer = finetuning.make_trainer(strategy, model, loss_fn, opts, opts.train_step,
+                                          opts.warmup_step, chief)
 
         def dataset_fn(ctx):
             return classifier_dataset(train_path, length, opts.train_batch_size,

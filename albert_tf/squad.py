@@ -489,24 +489,14 @@ def run(opts: SquadOptions) -> dict:
     """Runs what the options ask for; returns a summary dict."""
     import random
 
-    from albert_tf import tokenization, training
+    from albert_tf import tokenization
     from albert_tf.data import squad_data
-    from albert_tf.distribute import get_strategy, is_chief
-    from albert_tf.host_memory import configure_host_allocator
-    from albert_tf.optimization import create_optimizer
 
     config, spm = resolve(opts)
     # Read the JSON files first: a malformed one fails before anything is written.
     predict_examples = _read(opts.predict_file, False) if opts.do_predict else None
     train_examples = _read(opts.train_file, True) if opts.do_train else None
-    configure_host_allocator(opts.host_allocator, num_parameters=config.num_parameters())
-    keras.utils.set_random_seed(opts.random_seed)
-    strategy = get_strategy(opts.strategy, opts.use_tpu, opts.tpu_name, opts.tpu_zone,
-                            opts.gcp_project, opts.master)
-    chief, replicas = is_chief(strategy), strategy.num_replicas_in_sync
-    if opts.train_batch_size % replicas:
-        raise SquadError(f"--train_batch_size={opts.train_batch_size} is not divisible by "
-                         f"the {replicas} replicas")
+    strategy, chief, replicas = finetuning.start_run(opts, config, SquadError)
     tokenizer = tokenization.FullTokenizer(spm_model_file=spm, do_lower_case=opts.do_lower_case)
     summary = {}
     v2 = opts.version_2_with_negative
@@ -516,11 +506,9 @@ def run(opts: SquadOptions) -> dict:
         model = (AlbertSquadV2(config, opts.start_n_top, opts.end_n_top, opts.dropout_prob)
                  if v2 else AlbertSquadV1(config))
         model.build()
-    resuming = opts.do_train and bool(finetuning.object_checkpoints(opts.output_dir))
-    if opts.init_checkpoint and not resuming:
-        summary["init"] = finetuning.init_from_checkpoint(
-            model, opts.init_checkpoint, head, head_patterns, SquadError)
-        _logger.info("--init_checkpoint: %s", summary["init"])
+    message = finetuning.initialize(model, opts, head, head_patterns, SquadError)
+    if message:
+        summary["init"] = message
     tf.io.gfile.makedirs(opts.output_dir)  # only once the inputs proved usable
 
     selector = None
@@ -573,15 +561,8 @@ def run(opts: SquadOptions) -> dict:
         warmup = int(steps * opts.warmup_proportion)
         summary.update(num_train_examples=len(train_examples),
                        num_train_features=len(train_features), num_train_steps=steps)
-        with strategy.scope():
-            optimizer = create_optimizer(opts.learning_rate, steps, warmup, "adamw")
-        loop = training.LoopConfig(
-            num_train_steps=steps, global_batch_size=opts.train_batch_size,
-            iterations_per_loop=min(opts.iterations_per_loop, opts.save_checkpoints_steps),
-            save_checkpoints_steps=opts.save_checkpoints_steps,
-            keep_checkpoint_max=opts.keep_checkpoint_max)
-        trainer = training.Trainer(strategy, model, optimizer, loss_fn_v2 if v2 else loss_fn,
-                                   [], opts.output_dir, loop, chief)
+        trainer = finetuning.make_trainer(strategy, model, loss_fn_v2 if v2 else loss_fn,
+                                          opts, steps, warmup, chief)
 
         def train_dataset_fn(ctx):
             return squad_data.squad_dataset(path, opts.max_seq_length,
