@@ -176,7 +176,7 @@ def init_from_checkpoint(model, path):
 # The run
 # --------------------------------------------------------------------------------------
 @dataclasses.dataclass
-class ClassifierOptions:
+class ClassifierOptions(finetuning.RunOptions):
     """run_classifier.py's flags (original names and defaults, §11.1) plus ours."""
     task_name: str
     output_dir: str
@@ -198,24 +198,14 @@ class ClassifierOptions:
     train_step: int = 1000
     warmup_step: int = 0
     save_checkpoints_steps: int = 1000
-    keep_checkpoint_max: int = 5
     iterations_per_loop: int = 1000
     optimizer: str = "adamw"
     cached_dir: str | None = None
     export_dir: str | None = None
     threshold_to_export: float = float("nan")
-    use_tpu: bool = False
-    tpu_name: str | None = None
-    tpu_zone: str | None = None
-    gcp_project: str | None = None
-    master: str | None = None
-    num_tpu_cores: int = 8
-    strategy: str = "default"
     use_tfds: bool = False
     tfds_data_dir: str | None = None
     full_shuffle: bool = False
-    random_seed: int = 12345
-    host_allocator: str = "auto"
 
 
 @dataclasses.dataclass

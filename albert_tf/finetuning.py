@@ -14,6 +14,7 @@ A task model is an `albert` encoder plus one head attribute named in
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -37,6 +38,25 @@ _CKPT = re.compile(r"^ckpt-(\d+)$")
 
 class FineTuningError(ValueError):
     """A user error (bad flag, missing file, unusable checkpoint) with a clear message."""
+
+
+# --------------------------------------------------------------------------------------
+# Options every run has (the flags of cli.define_run_flags)
+# --------------------------------------------------------------------------------------
+@dataclasses.dataclass(kw_only=True)
+class RunOptions:
+    """Devices (the original's TPU flags; ours: strategy), seed, host memory and the number
+    of ckpt-<step> kept. Task options subclass it and add their own fields."""
+    use_tpu: bool = False
+    tpu_name: str | None = None
+    tpu_zone: str | None = None
+    gcp_project: str | None = None
+    master: str | None = None
+    num_tpu_cores: int = 8  # accepted; the TPU topology decides
+    keep_checkpoint_max: int = 5
+    strategy: str = "default"
+    random_seed: int = 12345
+    host_allocator: str = "auto"
 
 
 # --------------------------------------------------------------------------------------
@@ -367,7 +387,7 @@ def final_weights(model, output_dir, init_checkpoint, head, error=FineTuningErro
                 f"{output_dir} and no --init_checkpoint")
 
 
-__all__ = ["FineTuningError", "resolve_model_files", "start_run", "initialize", "make_trainer", "CheckpointSelector",
+__all__ = ["FineTuningError", "RunOptions", "resolve_model_files", "start_run", "initialize", "make_trainer", "CheckpointSelector",
            "replica_eval_dataset_fn", "collect_outputs", "train_and_select", "init_from_checkpoint", "final_weights",
            "object_checkpoints", "restore_trained", "read_best", "evaluated_steps",
            "append_eval_results", "BEST_PREFIX", "BEST_FILE", "EVAL_RESULTS"]

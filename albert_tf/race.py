@@ -85,7 +85,7 @@ def race_metrics(arrays) -> dict:
 
 
 @dataclasses.dataclass
-class RaceOptions:
+class RaceOptions(finetuning.RunOptions):
     """run_race.py's flags (original names and defaults, §13.4) plus ours.
 
     Accepted and without effect: num_keep_checkpoint (unused by the original too; see
@@ -120,16 +120,6 @@ class RaceOptions:
     warmup_step: int = 1000
     save_checkpoints_steps: int = 100
     iterations_per_loop: int = 1000
-    use_tpu: bool = False
-    tpu_name: str | None = None
-    tpu_zone: str | None = None
-    gcp_project: str | None = None
-    master: str | None = None
-    num_tpu_cores: int = 8
-    keep_checkpoint_max: int = 5
-    strategy: str = "default"
-    random_seed: int = 12345
-    host_allocator: str = "auto"
 
 
 def resolve(opts: RaceOptions):

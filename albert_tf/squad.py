@@ -368,7 +368,7 @@ def write_predictions(output_dir, predictions, nbest, null_odds=None):
 # The run
 # --------------------------------------------------------------------------------------
 @dataclasses.dataclass
-class SquadOptions:
+class SquadOptions(finetuning.RunOptions):
     """run_squad_v1.py's and run_squad_v2.py's flags (original names and defaults,
     §12.1) plus ours; version_2_with_negative picks v2 (start_n_top, end_n_top and
     dropout_prob are v2's).
@@ -404,22 +404,12 @@ class SquadOptions:
     iterations_per_loop: int = 1000
     n_best_size: int = 20
     max_answer_length: int = 30
-    use_tpu: bool = False
-    tpu_name: str | None = None
-    tpu_zone: str | None = None
-    gcp_project: str | None = None
-    master: str | None = None
-    num_tpu_cores: int = 8
     use_einsum: bool = True
     export_dir: str | None = None
     start_n_top: int = 5
     end_n_top: int = 5
     dropout_prob: float = 0.1
     version_2_with_negative: bool = False
-    keep_checkpoint_max: int = 5
-    strategy: str = "default"
-    random_seed: int = 12345
-    host_allocator: str = "auto"
 
 
 def resolve(opts: SquadOptions):
