@@ -43,8 +43,10 @@ _PROJECTION_TABLE = [
 ]
 # Relative to bert/encoder/transformer/group_{g}/inner_group_{i}/. The
 # sub-scopes are literally attention_1 and ffn_1, and the FFN output dense
-# sits inside the intermediate scope (original quirks, §5.1).
-_BLOCK_TABLE = [
+# sits inside the intermediate scope (original quirks, §5.1). By the part
+# layers may share (AlbertConfig.cross_layer_sharing): a block that borrows a
+# part has no names for it; its owner, group 0, has them.
+_BLOCK_TABLES = {"attention": [
     ("attention_1/self/query/kernel", lambda b: b.query.kernel),
     ("attention_1/self/query/bias", lambda b: b.query.bias),
     ("attention_1/self/key/kernel", lambda b: b.key.kernel),
@@ -55,13 +57,14 @@ _BLOCK_TABLE = [
     ("attention_1/output/dense/bias", lambda b: b.attention_output.bias),
     ("LayerNorm/beta", lambda b: b.attention_layer_norm.beta),
     ("LayerNorm/gamma", lambda b: b.attention_layer_norm.gamma),
+], "ffn": [
     ("ffn_1/intermediate/dense/kernel", lambda b: b.intermediate.kernel),
     ("ffn_1/intermediate/dense/bias", lambda b: b.intermediate.bias),
     ("ffn_1/intermediate/output/dense/kernel", lambda b: b.ffn_output.kernel),
     ("ffn_1/intermediate/output/dense/bias", lambda b: b.ffn_output.bias),
     ("LayerNorm_1/beta", lambda b: b.ffn_layer_norm.beta),
     ("LayerNorm_1/gamma", lambda b: b.ffn_layer_norm.gamma),
-]
+]}
 _POOLER_TABLE = [
     ("pooler/dense/kernel", lambda e: e.pooler.kernel),
     ("pooler/dense/bias", lambda e: e.pooler.bias),
@@ -142,8 +145,11 @@ def original_variable_map(model) -> dict[str, tf.Variable]:
     for g, blocks in encoder.groups.items():
         for i, block in enumerate(blocks):
             scope = f"{ENCODER_SCOPE}/encoder/transformer/group_{g}/inner_group_{i}"
-            for suffix, get in _BLOCK_TABLE:
-                names[_join(scope, suffix)] = get(block)
+            for part, table in _BLOCK_TABLES.items():
+                if part == block.shared_part:
+                    continue
+                for suffix, get in table:
+                    names[_join(scope, suffix)] = get(block)
     for suffix, get in _POOLER_TABLE:
         names[_join(ENCODER_SCOPE, suffix)] = get(encoder)
     if model is not encoder:

@@ -21,6 +21,8 @@ from albert_tf.fileio import atomic_write_text
 _logger = logging.getLogger(__name__)
 
 ACTIVATIONS = ("gelu", "relu", "tanh", "linear", "")
+# Values of the `cross_layer_sharing` key (see AlbertConfig.cross_layer_sharing).
+CROSS_LAYER_SHARING = ("all", "attention", "ffn")
 
 
 @dataclasses.dataclass
@@ -44,7 +46,9 @@ class AlbertConfig:
       max_position_embeddings: int. P, longest supported sequence.
       type_vocab_size: int. T, number of segment (token type) ids.
       initializer_range: float. Stddev of the truncated-normal initializer.
-      extra: dict. Unknown JSON keys, kept verbatim and written back.
+      extra: dict. Unknown JSON keys, kept verbatim and written back. One
+        key beyond the original's is read from here: `cross_layer_sharing`
+        (see the property of that name).
     """
 
     vocab_size: int = 30000
@@ -91,6 +95,10 @@ class AlbertConfig:
             value = getattr(self, name)
             if not 0.0 <= float(value) < 1.0:
                 raise ValueError(f"AlbertConfig.{name} must be in [0, 1), got {value!r}")
+        sharing = self.extra.get("cross_layer_sharing", "all")
+        if sharing not in CROSS_LAYER_SHARING:
+            raise ValueError(f"AlbertConfig.cross_layer_sharing must be one of "
+                             f"{CROSS_LAYER_SHARING}, got {sharing!r}")
 
     # --- derived ----------------------------------------------------------
     @property
@@ -111,9 +119,25 @@ class AlbertConfig:
         return sorted({self.group_index(l) for l in range(self.num_hidden_layers)})
 
     @property
+    def cross_layer_sharing(self) -> str:
+        """What the groups share (the paper's Table 4; the original code has only "all").
+
+        "all" (default): each group owns whole blocks, shared by the layers that
+        map to it (the original). "attention": every group's attention sublayers
+        (query, key, value, output dense, attention layer norm) are group 0's,
+        the FFN sublayers (intermediate, output dense, FFN layer norm) are each
+        group's own; "ffn": the reverse. With num_hidden_groups =
+        num_hidden_layers these are the paper's shared-attention and shared-FFN
+        models. Stored as the JSON key `cross_layer_sharing`, written only when
+        not "all", so the original's files are unchanged.
+        """
+        return self.extra.get("cross_layer_sharing", "all")
+
+    @property
     def shares_weights(self) -> bool:
-        """True when some block is applied at more than one layer."""
-        return len(self.used_groups()) < self.num_hidden_layers
+        """True when some kernel is applied at more than one layer."""
+        partial = self.cross_layer_sharing != "all" and len(self.used_groups()) > 1
+        return partial or len(self.used_groups()) < self.num_hidden_layers
 
     def num_parameters(self) -> int:
         """Parameters of the encoder incl. the pooler (no pretraining heads)."""
@@ -121,8 +145,12 @@ class AlbertConfig:
         embeddings = (self.vocab_size + self.type_vocab_size + self.max_position_embeddings) * e
         embeddings += 2 * e  # layer norm
         projection = e * h + h if e != h else 0
-        block = 4 * (h * h + h) + 2 * h + (h * f + f) + (f * h + h) + 2 * h
-        blocks = len(self.used_groups()) * self.inner_group_num * block
+        sublayers = {"attention": 4 * (h * h + h) + 2 * h,
+                     "ffn": (h * f + f) + (f * h + h) + 2 * h}
+        groups = len(self.used_groups())
+        blocks = sum(
+            (1 if part == self.cross_layer_sharing else groups) * self.inner_group_num * size
+            for part, size in sublayers.items())
         return embeddings + projection + blocks + h * h + h
 
     # --- (de)serialization ------------------------------------------------
@@ -178,8 +206,14 @@ class AlbertConfig:
         atomic_write_text(path, self.to_json_string())
 
     def replace(self, **changes) -> "AlbertConfig":
+        """A copy with fields changed; also accepts `cross_layer_sharing`."""
         new = copy.deepcopy(self)
         for k, v in changes.items():
+            if k == "cross_layer_sharing":
+                new.extra.pop(k, None)
+                if v != "all":
+                    new.extra[k] = v
+                continue
             if k not in self.field_names():
                 raise ValueError(f"AlbertConfig has no field {k!r}")
             setattr(new, k, v)

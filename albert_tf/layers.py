@@ -26,6 +26,11 @@ from albert_tf import fused_elementwise
 LAYER_NORM_EPSILON = 1e-12
 # Added to attention scores of padded keys (the original's constant).
 MASK_ADDER = -10000.0
+# The sublayers of an attention-FFN block, by the part layers may share.
+SUBLAYERS = {
+    "attention": ("query", "key", "value", "attention_output", "attention_layer_norm"),
+    "ffn": ("intermediate", "ffn_output", "ffn_layer_norm"),
+}
 
 
 def gelu_tanh(x):
@@ -253,12 +258,17 @@ class AlbertTransformerBlock(keras.layers.Layer):
     Variables keep the checkpoint's 2-D layout: query/key/value/output
     kernels [H, H] (columns or rows ordered head-major, i.e. index n * D + d),
     intermediate [H, F], ffn_output [F, H].
+
+    `shared_part` ("attention" or "ffn") with `share_with` (another block):
+    that part's sublayers (`SUBLAYERS[shared_part]`) are `share_with`'s, so
+    the two blocks share those variables (the paper's shared-attention and
+    shared-FFN models, `AlbertConfig.cross_layer_sharing`).
     """
 
     def __init__(self, hidden_size, num_attention_heads, intermediate_size,
                  hidden_act="gelu", hidden_dropout_prob=0.0,
                  attention_probs_dropout_prob=0.0, initializer_range=0.02,
-                 **kwargs):
+                 shared_part=None, share_with=None, **kwargs):
         super().__init__(**kwargs)
         # Keep the float32 residual stream and mask adder as they come; the
         # block casts to the compute dtype only around matrix products.
@@ -276,28 +286,38 @@ class AlbertTransformerBlock(keras.layers.Layer):
         self.attention_probs_dropout_prob = attention_probs_dropout_prob
         self.initializer_range = initializer_range
         dense = dict(initializer_range=initializer_range, dtype=self.dtype_policy)
-        self.query = Dense2D(hidden_size, name="query", **dense)
-        self.key = Dense2D(hidden_size, name="key", **dense)
-        self.value = Dense2D(hidden_size, name="value", **dense)
-        self.attention_output = Dense2D(hidden_size, name="attention_output", **dense)
-        self.attention_layer_norm = LayerNorm(name="attention_layer_norm")
-        self.intermediate = Dense2D(intermediate_size, activation=hidden_act,
-                                    name="intermediate", **dense)
-        self.ffn_output = Dense2D(hidden_size, name="ffn_output", **dense)
-        self.ffn_layer_norm = LayerNorm(name="ffn_layer_norm")
+        sublayers = {
+            "query": lambda: Dense2D(hidden_size, name="query", **dense),
+            "key": lambda: Dense2D(hidden_size, name="key", **dense),
+            "value": lambda: Dense2D(hidden_size, name="value", **dense),
+            "attention_output": lambda: Dense2D(hidden_size, name="attention_output", **dense),
+            "attention_layer_norm": lambda: LayerNorm(name="attention_layer_norm"),
+            "intermediate": lambda: Dense2D(intermediate_size, activation=hidden_act,
+                                            name="intermediate", **dense),
+            "ffn_output": lambda: Dense2D(hidden_size, name="ffn_output", **dense),
+            "ffn_layer_norm": lambda: LayerNorm(name="ffn_layer_norm"),
+        }
+        if (shared_part is None) != (share_with is None) or (
+                shared_part is not None and shared_part not in SUBLAYERS):
+            raise ValueError("shared_part (one of "
+                             f"{sorted(SUBLAYERS)}) and share_with go together; got "
+                             f"{shared_part!r} and {type(share_with).__name__}")
+        # The lender's layer objects themselves: one set of variables.
+        self.shared_part = shared_part
+        borrowed = SUBLAYERS[shared_part] if shared_part else ()
+        for name, make in sublayers.items():
+            setattr(self, name, getattr(share_with, name) if name in borrowed else make())
         self.attention_dropout = keras.layers.Dropout(attention_probs_dropout_prob)
         self.hidden_dropout = keras.layers.Dropout(hidden_dropout_prob)
 
     def build(self, input_shape=None):
         h, f = self.hidden_size, self.intermediate_size
-        for layer in (self.query, self.key, self.value, self.attention_output):
-            layer.build((None, h))
-        self.attention_layer_norm.build((None, h))
-        self.intermediate.build((None, h))
-        self.ffn_output.build((None, f))
-        self.ffn_layer_norm.build((None, h))
+        for name in SUBLAYERS["attention"] + SUBLAYERS["ffn"]:
+            layer = getattr(self, name)
+            if not layer.built:  # borrowed sublayers are built by their owner
+                layer.build((None, f if name == "ffn_output" else h))
 
-    def prepared_weights(self, fused_qkv=True):
+    def prepared_weights(self, fused_qkv=True, parts=("attention", "ffn")):
         """The block's kernels and biases in the compute dtype.
 
         ALBERT applies one block at every layer; `AlbertModel` calls this once
@@ -309,28 +329,29 @@ class AlbertTransformerBlock(keras.layers.Layer):
         inference: one larger product and one transpose to heads); otherwise as
         `query`, `key`, `value` (training: the fused product's split and its
         gradient's concat cost more than the two extra oneDNN calls).
+        `parts`: the sublayer sets to return ("attention", "ffn").
         """
         dtype = self.compute_dtype
 
         def cast(v):
             return tf.cast(v, dtype)
 
-        projections = (self.query, self.key, self.value)
-        if fused_qkv:
-            qkv = {"qkv_kernel": tf.concat([cast(p.kernel) for p in projections], axis=1),
-                   "qkv_bias": tf.concat([cast(p.bias) for p in projections], axis=0)}
-        else:
-            qkv = {f"{p.name}_{part}": cast(getattr(p, part))
-                   for p in projections for part in ("kernel", "bias")}
-        return {
-            **qkv,
-            "attention_output_kernel": cast(self.attention_output.kernel),
-            "attention_output_bias": cast(self.attention_output.bias),
-            "intermediate_kernel": cast(self.intermediate.kernel),
-            "intermediate_bias": cast(self.intermediate.bias),
-            "ffn_output_kernel": cast(self.ffn_output.kernel),
-            "ffn_output_bias": cast(self.ffn_output.bias),
-        }
+        weights = {}
+        if "attention" in parts:
+            projections = (self.query, self.key, self.value)
+            if fused_qkv:
+                weights["qkv_kernel"] = tf.concat([cast(p.kernel) for p in projections], axis=1)
+                weights["qkv_bias"] = tf.concat([cast(p.bias) for p in projections], axis=0)
+            else:
+                weights.update({f"{p.name}_{v}": cast(getattr(p, v))
+                                for p in projections for v in ("kernel", "bias")})
+            weights["attention_output_kernel"] = cast(self.attention_output.kernel)
+            weights["attention_output_bias"] = cast(self.attention_output.bias)
+        if "ffn" in parts:
+            for layer in (self.intermediate, self.ffn_output):
+                weights[f"{layer.name}_kernel"] = cast(layer.kernel)
+                weights[f"{layer.name}_bias"] = cast(layer.bias)
+        return weights
 
     def call(self, x, attention_adder, training=False, prepared=None, matmul=None,
              query_positions=None):

@@ -16,7 +16,8 @@ import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.heads import MaskedLMHead, SentenceOrderHead
-from albert_tf.layers import MASK_ADDER, AlbertEmbeddings, AlbertTransformerBlock, Dense2D
+from albert_tf.layers import (
+    MASK_ADDER, SUBLAYERS, AlbertEmbeddings, AlbertTransformerBlock, Dense2D)
 from albert_tf.shared_kernels import run_with_summed_kernel_gradients
 
 
@@ -81,18 +82,22 @@ class AlbertModel(keras.Model):
                 config.hidden_size, initializer_range=config.initializer_range,
                 name="embedding_projection")
         # groups[g][i]: block i of group g; groups no layer maps to get no weights.
-        self.groups = {
-            g: [AlbertTransformerBlock(
-                    hidden_size=config.hidden_size,
-                    num_attention_heads=config.num_attention_heads,
-                    intermediate_size=config.intermediate_size,
-                    hidden_act=config.hidden_act,
-                    hidden_dropout_prob=config.hidden_dropout_prob,
-                    attention_probs_dropout_prob=config.attention_probs_dropout_prob,
-                    initializer_range=config.initializer_range,
-                    name=f"group_{g}_inner_group_{i}")
+        # Partial sharing: the shared part of block (g, i) is block (0, i)'s.
+        sharing = config.cross_layer_sharing
+        self.groups = {}
+        for g in config.used_groups():
+            self.groups[g] = [AlbertTransformerBlock(
+                hidden_size=config.hidden_size,
+                num_attention_heads=config.num_attention_heads,
+                intermediate_size=config.intermediate_size,
+                hidden_act=config.hidden_act,
+                hidden_dropout_prob=config.hidden_dropout_prob,
+                attention_probs_dropout_prob=config.attention_probs_dropout_prob,
+                initializer_range=config.initializer_range,
+                **({} if sharing == "all" or g == 0 else
+                   {"shared_part": sharing, "share_with": self.groups[0][i]}),
+                name=f"group_{g}_inner_group_{i}")
                 for i in range(config.inner_group_num)]
-            for g in config.used_groups()}
         # Keras 3 containers are invisible to tf.train.Checkpoint: also track each
         # block as a direct attribute so object-based checkpoints hold its weights.
         for blocks in self.groups.values():
@@ -159,19 +164,34 @@ class AlbertModel(keras.Model):
     def _encoder(self, x, adder, training, query_positions=None):
         """The L x I block applications: [B, S, H] -> list of L * I [B, S, H] (the
         last one [B, P, H] at `query_positions` [B, P] when given)."""
-        # Cast/concat each used block's weights once, not once per layer.
+        # Cast/concat each used block's weights once, not once per layer; a
+        # shared part is prepared once, by the block that owns it.
         fused_qkv = not training and query_positions is None
-        prepared = {(g, i): block.prepared_weights(fused_qkv)
-                    for g, blocks in self.groups.items() for i, block in enumerate(blocks)}
+        flat = {}  # (g, i, name) of the owning block -> tensor
+        part_keys = {}  # (g, i, part) -> {weight name: its key in `flat`}
+        for g, blocks in self.groups.items():  # group 0 first: it owns the shared parts
+            for i, block in enumerate(blocks):
+                for part in SUBLAYERS:
+                    if part == block.shared_part:
+                        part_keys[(g, i, part)] = part_keys[(0, i, part)]
+                        continue
+                    weights = block.prepared_weights(fused_qkv, parts=(part,))
+                    flat.update({(g, i, name): t for name, t in weights.items()})
+                    part_keys[(g, i, part)] = {name: (g, i, name) for name in weights}
+        keys = {(g, i): {name: key for part in SUBLAYERS
+                         for name, key in part_keys[(g, i, part)].items()}
+                for g, blocks in self.groups.items() for i in range(len(blocks))}
 
         applications = [(g, i) for g in self.layer_groups for i in range(len(self.groups[g]))]
 
         def run(x, weights, matmul):
             outputs = []
             for k, (g, i) in enumerate(applications):
-                def block_matmul(a, name, key=(g, i)):
-                    return matmul(a, key + (name,))
-                w = {name: weights[(g, i, name)] for name in prepared[(g, i)]}
+                block_keys = keys[(g, i)]
+
+                def block_matmul(a, name, block_keys=block_keys):
+                    return matmul(a, block_keys[name])
+                w = {name: weights[key] for name, key in block_keys.items()}
                 last = k == len(applications) - 1
                 x = self.groups[g][i](x, adder, training=training, prepared=w,
                                       matmul=block_matmul,
@@ -179,7 +199,6 @@ class AlbertModel(keras.Model):
                 outputs.append(x)
             return outputs
 
-        flat = {key + (name,): t for key, w in prepared.items() for name, t in w.items()}
         if not (training and self.summed_kernel_gradients and self.config.shares_weights):
             return run(x, flat, lambda a, key: tf.matmul(a, flat[key]))
         kernels = {k: t for k, t in flat.items() if k[-1].endswith("_kernel")}

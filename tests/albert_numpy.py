@@ -29,7 +29,9 @@ def softmax(x):
     return e / e.sum(-1, keepdims=True)
 
 
-def block(w, prefix, x, mask, cfg):
+def block(w, prefix, x, mask, cfg, ffn_prefix=None):
+    """One attention-FFN block; the FFN's weights under `ffn_prefix` (default `prefix`)."""
+    ffn_prefix = ffn_prefix or prefix
     b, s, h = x.shape
     n = cfg["num_attention_heads"]
     d = h // n
@@ -47,9 +49,10 @@ def block(w, prefix, x, mask, cfg):
     a = ctx @ w[prefix + "/attention_1/output/dense/kernel"] + w[prefix + "/attention_1/output/dense/bias"]
     h1 = layer_norm(a + x, w[prefix + "/LayerNorm/beta"], w[prefix + "/LayerNorm/gamma"])
     act = ACTIVATIONS[cfg["hidden_act"]]
-    f = act(h1 @ w[prefix + "/ffn_1/intermediate/dense/kernel"] + w[prefix + "/ffn_1/intermediate/dense/bias"])
-    g = f @ w[prefix + "/ffn_1/intermediate/output/dense/kernel"] + w[prefix + "/ffn_1/intermediate/output/dense/bias"]
-    return layer_norm(g + h1, w[prefix + "/LayerNorm_1/beta"], w[prefix + "/LayerNorm_1/gamma"])
+    p = ffn_prefix
+    f = act(h1 @ w[p + "/ffn_1/intermediate/dense/kernel"] + w[p + "/ffn_1/intermediate/dense/bias"])
+    g = f @ w[p + "/ffn_1/intermediate/output/dense/kernel"] + w[p + "/ffn_1/intermediate/output/dense/bias"]
+    return layer_norm(g + h1, w[p + "/LayerNorm_1/beta"], w[p + "/LayerNorm_1/gamma"])
 
 
 def forward(w, cfg, input_ids, input_mask, segment_ids, masked_lm_positions=None):
@@ -66,10 +69,16 @@ def forward(w, cfg, input_ids, input_mask, segment_ids, masked_lm_positions=None
     mask = input_mask.astype(np.float64)
     layers = []
     L, G = cfg["num_hidden_layers"], cfg["num_hidden_groups"]
+    # Paper Table 4: "attention"/"ffn" take that part from group 0 at every layer.
+    sharing = cfg.get("cross_layer_sharing", "all")
     for l in range(L):
         g = int(l / L * G)
+        attention_group = 0 if sharing == "attention" else g
+        ffn_group = 0 if sharing == "ffn" else g
         for i in range(cfg["inner_group_num"]):
-            x = block(w, f"bert/encoder/transformer/group_{g}/inner_group_{i}", x, mask, cfg)
+            x = block(w, f"bert/encoder/transformer/group_{attention_group}/inner_group_{i}",
+                      x, mask, cfg,
+                      ffn_prefix=f"bert/encoder/transformer/group_{ffn_group}/inner_group_{i}")
             layers.append(x)
     pooled = np.tanh(x[:, 0] @ w["bert/pooler/dense/kernel"] + w["bert/pooler/dense/bias"])
     out = {"sequence_output": x, "pooled_output": pooled, "encoder_outputs": layers,
@@ -82,6 +91,25 @@ def forward(w, cfg, input_ids, input_mask, segment_ids, masked_lm_positions=None
         out["mlm_logits"] = t @ w["bert/embeddings/word_embeddings"].T + w["cls/predictions/output_bias"]
         out["sop_logits"] = pooled @ w["cls/seq_relationship/output_weights"].T + w["cls/seq_relationship/output_bias"]
     return out
+
+
+def attention_shapes(shapes, p, H):
+    for part in ("query", "key", "value"):
+        shapes[p + f"attention_1/self/{part}/kernel"] = (H, H)
+        shapes[p + f"attention_1/self/{part}/bias"] = (H,)
+    shapes[p + "attention_1/output/dense/kernel"] = (H, H)
+    shapes[p + "attention_1/output/dense/bias"] = (H,)
+    shapes[p + "LayerNorm/beta"] = (H,)
+    shapes[p + "LayerNorm/gamma"] = (H,)
+
+
+def ffn_shapes(shapes, p, H, F):
+    shapes[p + "ffn_1/intermediate/dense/kernel"] = (H, F)
+    shapes[p + "ffn_1/intermediate/dense/bias"] = (F,)
+    shapes[p + "ffn_1/intermediate/output/dense/kernel"] = (F, H)
+    shapes[p + "ffn_1/intermediate/output/dense/bias"] = (H,)
+    shapes[p + "LayerNorm_1/beta"] = (H,)
+    shapes[p + "LayerNorm_1/gamma"] = (H,)
 
 
 def original_shapes(cfg, heads=True):
@@ -99,22 +127,14 @@ def original_shapes(cfg, heads=True):
         shapes["bert/encoder/embedding_hidden_mapping_in/kernel"] = (E, H)
         shapes["bert/encoder/embedding_hidden_mapping_in/bias"] = (H,)
     L, G = cfg["num_hidden_layers"], cfg["num_hidden_groups"]
+    sharing = cfg.get("cross_layer_sharing", "all")
     for g in sorted({int(l / L * G) for l in range(L)}):
         for i in range(cfg["inner_group_num"]):
             p = f"bert/encoder/transformer/group_{g}/inner_group_{i}/"
-            for part in ("query", "key", "value"):
-                shapes[p + f"attention_1/self/{part}/kernel"] = (H, H)
-                shapes[p + f"attention_1/self/{part}/bias"] = (H,)
-            shapes[p + "attention_1/output/dense/kernel"] = (H, H)
-            shapes[p + "attention_1/output/dense/bias"] = (H,)
-            shapes[p + "LayerNorm/beta"] = (H,)
-            shapes[p + "LayerNorm/gamma"] = (H,)
-            shapes[p + "ffn_1/intermediate/dense/kernel"] = (H, F)
-            shapes[p + "ffn_1/intermediate/dense/bias"] = (F,)
-            shapes[p + "ffn_1/intermediate/output/dense/kernel"] = (F, H)
-            shapes[p + "ffn_1/intermediate/output/dense/bias"] = (H,)
-            shapes[p + "LayerNorm_1/beta"] = (H,)
-            shapes[p + "LayerNorm_1/gamma"] = (H,)
+            if not (g > 0 and sharing == "attention"):
+                attention_shapes(shapes, p, H)
+            if not (g > 0 and sharing == "ffn"):
+                ffn_shapes(shapes, p, H, F)
     shapes["bert/pooler/dense/kernel"] = (H, H)
     shapes["bert/pooler/dense/bias"] = (H,)
     if heads:

@@ -94,9 +94,12 @@ def test_names_and_shapes_equal_released_layout():
     dict(num_hidden_groups=2, inner_group_num=2),
     dict(num_hidden_layers=4, num_hidden_groups=3, inner_group_num=3),
     dict(embedding_size=16),
+    dict(num_hidden_groups=3, inner_group_num=2, cross_layer_sharing="attention"),
+    dict(num_hidden_groups=3, cross_layer_sharing="ffn"),
 ])
 def test_names_and_shapes_general_groups(overrides):
-    cfg = tiny(**overrides)
+    sharing = overrides.pop("cross_layer_sharing", "all")
+    cfg = tiny(**overrides).replace(cross_layer_sharing=sharing)
     model = AlbertPretrainer(cfg)
     model.build()
     got = {n: tuple(v.shape) for n, v in original_variable_map(model).items()}

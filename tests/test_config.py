@@ -44,6 +44,24 @@ def test_json_round_trip_keeps_unknown_keys(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".albert_config")]
 
 
+def test_cross_layer_sharing_key(tmp_path):
+    """Beyond the original's fields: written only when not "all", validated."""
+    cfg = AlbertConfig.from_dict(RELEASED_BASE_V2)
+    assert cfg.cross_layer_sharing == "all"
+    shared = cfg.replace(num_hidden_groups=12, cross_layer_sharing="ffn")
+    assert shared.cross_layer_sharing == "ffn" and cfg.cross_layer_sharing == "all"
+    path = tmp_path / "c.json"
+    shared.to_json_file(path)
+    assert json.loads(path.read_text())["cross_layer_sharing"] == "ffn"
+    assert AlbertConfig.from_json_file(path) == shared
+    assert "cross_layer_sharing" not in shared.replace(cross_layer_sharing="all").to_dict()
+    with pytest.raises(ValueError, match="cross_layer_sharing must be one of"):
+        cfg.replace(cross_layer_sharing="embeddings")
+    path.write_text(json.dumps({**RELEASED_BASE_V2, "cross_layer_sharing": "both"}))
+    with pytest.raises(ValueError, match=r"c\.json: AlbertConfig.cross_layer_sharing"):
+        AlbertConfig.from_json_file(path)
+
+
 def test_missing_key_warns_and_uses_original_default(tmp_path, caplog):
     values = dict(RELEASED_BASE_V2)
     del values["num_attention_heads"], values["intermediate_size"]

@@ -26,6 +26,11 @@ CONFIGS = {
     "bert_shaped_E_eq_H_tanh": tiny(embedding_size=16, num_hidden_groups=3, hidden_act="tanh"),
     "groups3_L4_linear_type3": tiny(num_hidden_layers=4, num_hidden_groups=3, hidden_act="linear",
                                     type_vocab_size=3),
+    # Paper Table 4: one set of attention (or FFN) weights, the other part per layer.
+    "shared_attention_inner2": tiny(num_hidden_groups=3, inner_group_num=2).replace(
+        cross_layer_sharing="attention"),
+    "shared_ffn_E_eq_H": tiny(embedding_size=16, num_hidden_groups=3).replace(
+        cross_layer_sharing="ffn"),
 }
 
 
@@ -311,6 +316,28 @@ def test_num_parameters_with_groups_and_inner_groups():
     assert cfg.num_parameters() == _count_in_graph(AlbertModel, cfg)
     unshared = preset("albert_tiny").replace(embedding_size=preset("albert_tiny").hidden_size)
     assert unshared.num_parameters() == _count_in_graph(AlbertModel, unshared)
+
+
+@pytest.mark.parametrize("sharing,paper_millions", [
+    ("all", 89.65), ("attention", 63.65), ("ffn", 37.69)])
+def test_parameter_counts_of_sharing_strategies(sharing, paper_millions):
+    """ALBERT-base shape, E = 128, one group per layer: the counts of ORIGINAL_RELEASE.md's
+    ablation table (paper Table 4: 89M not-shared, 64M shared-attention, 38M shared-FFN)."""
+    from albert_tf.config import preset
+    cfg = preset("base", num_hidden_groups=12, cross_layer_sharing=sharing)
+    assert round(cfg.num_parameters() / 1e6, 2) == paper_millions
+    assert _count_in_graph(AlbertModel, cfg) == cfg.num_parameters()
+
+
+def test_partial_sharing_shares_the_variables_themselves():
+    cfg = tiny(num_hidden_groups=3).replace(cross_layer_sharing="attention")
+    model = AlbertModel(cfg)
+    model.build()
+    first, last = model.groups[0][0], model.groups[2][0]
+    assert last.query.kernel is first.query.kernel
+    assert last.attention_layer_norm.gamma is first.attention_layer_norm.gamma
+    assert last.intermediate.kernel is not first.intermediate.kernel
+    assert len({id(v) for v in model.weights}) == len(model.weights)
 
 
 @pytest.mark.parametrize("name", sorted(PRETRAINING_TOTALS))

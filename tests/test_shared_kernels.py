@@ -119,6 +119,28 @@ def test_model_gradients_equal_plain_autodiff(mode, act, method, monkeypatch):
         assert np.max(np.abs(g - w)) / scale < 2e-6, var.path
 
 
+@pytest.mark.parametrize("sharing", ["attention", "ffn"])
+def test_partial_sharing_gradients_equal_plain_autodiff(sharing):
+    """One group per layer sharing only attention (or FFN): the shared part's
+    kernels are recorded at every layer, the rest once."""
+    cfg, summed, plain = _models(num_hidden_groups=4, inner_group_num=1,
+                                 extra={"cross_layer_sharing": sharing})
+    assert cfg.shares_weights
+    ids = tf.constant(np.random.default_rng(2).integers(0, 50, (2, 6)), tf.int32)
+
+    def grads(model):
+        with tf.GradientTape() as tape:
+            out = model({"input_ids": ids}, training=True)
+            value = tf.reduce_sum(out["sequence_output"] ** 2) + tf.reduce_sum(out["pooled_output"])
+        return [tf.convert_to_tensor(t).numpy()
+                for t in tape.gradient(value, model.trainable_variables)]
+
+    got, want = grads(summed), grads(plain)
+    floor = 1e-3 * max(np.max(np.abs(w)) for w in want)
+    for var, g, w in zip(summed.trainable_variables, got, want):
+        assert np.max(np.abs(g - w)) / max(np.max(np.abs(w)), floor) < 2e-6, var.path
+
+
 def test_no_recording_without_training_or_sharing():
     """Inference and unshared (BERT-shaped) models take the plain path."""
     cfg, summed, _ = _models()
