@@ -62,6 +62,9 @@ flags.DEFINE_enum("host_allocator", "auto", ["auto", "tensorflow", "system"],
                   "4.8 vs 6.0 GB; ALBERT-base steps ~35% slower); auto = malloc from 100M "
                   "parameters on. See albert_tf/host_memory.py.")
 flags.DEFINE_integer("dupe_factor", 10, "Demo only: passes over the demo corpus.")
+flags.DEFINE_float("sentence_order_loss_weight", 1.0,
+                   "Factor on the sentence-order (or NSP) loss; 0 = masked LM only (the "
+                   "paper's Table 5 'None').")
 
 
 def main(argv):

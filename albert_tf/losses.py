@@ -16,6 +16,7 @@ MLM_DENOMINATOR_EPSILON = 1e-5
 def _per_example_cross_entropy(logits, labels):
     logits = tf.cast(logits, tf.float32)
     log_probs = tf.nn.log_softmax(logits, axis=-1)
+    labels = tf.convert_to_tensor(labels)
     return -tf.gather(log_probs, tf.cast(labels, tf.int32), batch_dims=labels.shape.rank)
 
 
@@ -33,19 +34,22 @@ def sentence_order_loss(sop_logits, labels):
     return tf.reduce_mean(_per_example_cross_entropy(sop_logits, labels))
 
 
-def pretraining_loss(outputs, features):
-    """Total loss = MLM + SOP (unweighted), and the parts.
+def pretraining_loss(outputs, features, sentence_order_weight=1.0):
+    """Total loss = MLM + SOP (unweighted, as the original), and the parts.
 
     Args:
       outputs: dict with `mlm_logits`, `sop_logits` (AlbertPretrainer).
       features: dict with `masked_lm_ids`, `masked_lm_weights`,
         `next_sentence_labels` (the original's feature name for SOP labels).
+      sentence_order_weight: factor on the SOP (or NSP) term; 0 trains the MLM
+        alone (the paper's "None" row of Table 5). The part is reported either way.
     Returns: (total [], {"masked_lm_loss": [], "sentence_order_loss": []}).
     """
     mlm = masked_lm_loss(outputs["mlm_logits"], features["masked_lm_ids"],
                          features["masked_lm_weights"])
     sop = sentence_order_loss(outputs["sop_logits"], features["next_sentence_labels"])
-    return mlm + sop, {"masked_lm_loss": mlm, "sentence_order_loss": sop}
+    total = mlm + sop if sentence_order_weight == 1.0 else mlm + sentence_order_weight * sop
+    return total, {"masked_lm_loss": mlm, "sentence_order_loss": sop}
 
 
 def pretraining_metric_sums(outputs, features):

@@ -7,6 +7,7 @@ the training loop; run_pretraining.py only parses flags and calls this.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -24,10 +25,11 @@ DEMO_DIR = REPO_DATA_DIR / "demo"
 METRIC_NAMES = ("masked_lm_loss", "sentence_order_loss")
 
 
-def pretraining_loss_fn(model, features, training):
-    """loss_fn for albert_tf.training.Trainer: MLM + SOP on one replica's batch."""
+def pretraining_loss_fn(model, features, training, sentence_order_weight=1.0):
+    """loss_fn for albert_tf.training.Trainer: MLM + SOP on one replica's batch
+    (bind `sentence_order_weight` with functools.partial)."""
     outputs = model(features, training=training)
-    return losses.pretraining_loss(outputs, features)
+    return losses.pretraining_loss(outputs, features, sentence_order_weight)
 
 
 def evaluate(strategy, model, dataset_fn, max_eval_steps):
@@ -75,10 +77,11 @@ def write_eval_summaries(output_dir, metrics, global_step):
 
 
 def ensure_demo_data(folder, max_seq_length, max_predictions_per_seq, dupe_factor,
-                     random_seed=12345):
+                     random_seed=12345, random_next_sentence=False):
     """Builds the demo TFRecords (train + eval) from data/demo if missing.
 
-    The last corpus part is held out for evaluation. Returns
+    The last corpus part is held out for evaluation. `random_next_sentence`:
+    NSP pairs (BERT's random-document negatives) instead of SOP. Returns
     (train_pattern, eval_pattern, spm_model_file).
     """
     from albert_tf.data import create_pretraining_data as cpd  # only the demo needs it
@@ -100,7 +103,8 @@ def ensure_demo_data(folder, max_seq_length, max_predictions_per_seq, dupe_facto
             continue
         _logger.info("building demo %s data %s", split, output)
         config = pi.MaskingConfig(max_seq_length=max_seq_length,
-                                  max_predictions_per_seq=max_predictions_per_seq)
+                                  max_predictions_per_seq=max_predictions_per_seq,
+                                  random_next_sentence=random_next_sentence)
         cpd.create_pretraining_data(
             inputs, output, config, spm_model_file=str(spm_model), do_lower_case=True,
             dupe_factor=dupe_factor if split == "train" else 1,
@@ -147,6 +151,7 @@ class PretrainingOptions:
     random_seed: int = 12345
     dupe_factor: int = 10
     host_allocator: str = "auto"
+    sentence_order_loss_weight: float = 1.0
 
 
 # The demo (no --input_file): these values replace flags not given on the command line.
@@ -256,7 +261,9 @@ def run(o: PretrainingOptions):
             save_checkpoints_steps=o.save_checkpoints_steps,
             keep_checkpoint_max=o.keep_checkpoint_max,
             gradient_accumulation_steps=accumulation, jit_compile=o.use_xla)
-        trainer = training.Trainer(strategy, model, optimizer, pretraining_loss_fn,
+        loss_fn = functools.partial(pretraining_loss_fn,
+                                    sentence_order_weight=o.sentence_order_loss_weight)
+        trainer = training.Trainer(strategy, model, optimizer, loss_fn,
                                    METRIC_NAMES, o.output_dir, loop, chief)
         trainer.train(dataset_fn(train_file, o.train_batch_size // accumulation, True))
         step = int(optimizer.iterations.numpy())
