@@ -121,3 +121,17 @@ def test_demo_mode_builds_data_and_reports_accuracies(tmp_path):
     config = json.loads((tmp_path / "albert_config.json").read_text())
     assert config["hidden_size"] == 128 and config["vocab_size"] > 1000
     assert (tmp_path / "model.ckpt-4.index").exists()
+
+
+def test_masked_lm_only(tiny_data, tmp_path):
+    """--sentence_order_loss_weight=0: the trained loss is the masked-LM loss alone
+    (the sentence-order loss is still logged)."""
+    import re
+    result = run(command(tiny_data, tmp_path, "--num_train_steps=4",
+                         "--sentence_order_loss_weight=0"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = re.findall(r"\| loss ([\d.]+) \| masked_lm_loss ([\d.]+) sentence_order_loss ([\d.]+)",
+                       result.stderr)
+    assert lines, result.stderr[-2000:]
+    for loss, mlm, sop in lines:
+        assert loss == mlm and float(sop) > 0.1
