@@ -376,7 +376,8 @@ class SquadOptions(finetuning.RunOptions):
     Accepted and without effect: use_einsum (products are 2-D here), num_tpu_cores (the
     TPU topology decides), predict_feature_left_file (the original pickled prediction
     features there; they are rebuilt from --predict_file instead, so no stale copy can
-    be reused).
+    be reused). train_feature_file is reused only when it was built from the same inputs
+    and settings (`_train_features`).
     """
     output_dir: str
     albert_config_file: str | None = None
@@ -475,6 +476,38 @@ def _features(opts, tokenizer, examples, is_training, path):
     return feats
 
 
+def _train_features(opts, spm, tokenizer, examples, path) -> int:
+    """Writes the training TFRecord to `path`, or reuses it when its sidecar `<path>.json`
+    holds the same key: a hash of the train file's and the tokenizer's bytes,
+    do_lower_case, the three lengths and the version (so, unlike the original's
+    --train_feature_file, a stale file is never read). Returns the number of features."""
+    from albert_tf.data.classifier_data import feature_cache_key
+
+    task = "squad_v2" if opts.version_2_with_negative else "squad_v1"
+    key = feature_cache_key(
+        task, "train", max_seq_length=opts.max_seq_length, do_lower_case=opts.do_lower_case,
+        label_list=(), data_files=[opts.train_file], spm_model_file=spm,
+        vocab_file=None if spm else opts.vocab_file,
+        extra={"doc_stride": opts.doc_stride, "max_query_length": opts.max_query_length})
+    meta_path = path + ".json"
+    if tf.io.gfile.exists(meta_path):
+        meta = json.loads(fileio.read_text(meta_path))
+        if meta.get("key") == key and tf.io.gfile.exists(path):
+            _logger.info("reusing training features %s (%d features, key %s)", path,
+                         meta["num_features"], key)
+            return int(meta["num_features"])
+        _logger.info("rebuilding %s: it was made from other inputs or settings (key %s, "
+                     "now %s)", path, meta.get("key"), key)
+        tf.io.gfile.remove(meta_path)  # never leave a sidecar beside other features
+    count = len(_features(opts, tokenizer, examples, True, path))
+    fileio.atomic_write_text(meta_path, json.dumps({
+        "key": key, "num_features": count, "train_file": opts.train_file,
+        "max_seq_length": opts.max_seq_length, "doc_stride": opts.doc_stride,
+        "max_query_length": opts.max_query_length, "do_lower_case": opts.do_lower_case,
+        "version_2_with_negative": opts.version_2_with_negative}, indent=2, sort_keys=True))
+    return count
+
+
 def run(opts: SquadOptions) -> dict:
     """Runs what the options ask for; returns a summary dict."""
     import random
@@ -542,7 +575,7 @@ def run(opts: SquadOptions) -> dict:
     if opts.do_train:
         random.Random(12345).shuffle(train_examples)  # as the original, before features
         path = opts.train_feature_file or os.path.join(opts.output_dir, "train.tf_record")
-        train_features = _features(opts, tokenizer, train_examples, True, path)
+        num_train_features = _train_features(opts, spm, tokenizer, train_examples, path)
         steps = int(len(train_examples) / opts.train_batch_size * opts.num_train_epochs)
         if steps < 1:
             raise SquadError(f"{len(train_examples)} training examples x "
@@ -550,7 +583,7 @@ def run(opts: SquadOptions) -> dict:
                              f"{opts.train_batch_size}")
         warmup = int(steps * opts.warmup_proportion)
         summary.update(num_train_examples=len(train_examples),
-                       num_train_features=len(train_features), num_train_steps=steps)
+                       num_train_features=num_train_features, num_train_steps=steps)
         trainer = finetuning.make_trainer(strategy, model, loss_fn_v2 if v2 else loss_fn,
                                           opts, steps, warmup, chief)
 

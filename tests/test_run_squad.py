@@ -200,3 +200,33 @@ def test_flags_match_options():
     proc = subprocess.run([sys.executable, "-c", code, REPO, *fields], capture_output=True,
                           text=True, timeout=120, check=True)
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == fields
+
+
+def test_training_features_are_reused_only_when_built_from_the_same_inputs(
+        setup, tmp_path, monkeypatch):
+    from albert_tf import squad, tokenization
+    tokenizer = tokenization.FullTokenizer(spm_model_file=DEMO_SPM)
+    opts = _opts(setup, tmp_path)
+    examples = squad._read(opts.train_file, True)
+    path = str(tmp_path / "train.tf_record")
+    built = squad._train_features(opts, DEMO_SPM, tokenizer, examples, path)
+    meta = json.loads(open(path + ".json").read())
+    assert meta["num_features"] == built > len(examples) // 2
+
+    def fail(*args):
+        raise AssertionError("features rebuilt")
+    with monkeypatch.context() as m:
+        m.setattr(squad, "_features", fail)
+        assert squad._train_features(opts, DEMO_SPM, tokenizer, examples, path) == built
+
+    # Another doc_stride: other windows, so the file is rebuilt. If that fails half-way,
+    # the old sidecar is already gone and the next run rebuilds again.
+    other = dataclasses.replace(opts, doc_stride=12)
+    with monkeypatch.context() as m:
+        m.setattr(squad, "_features", fail)
+        with pytest.raises(AssertionError, match="rebuilt"):
+            squad._train_features(other, DEMO_SPM, tokenizer, examples, path)
+    assert not os.path.exists(path + ".json")
+    rebuilt = squad._train_features(other, DEMO_SPM, tokenizer, examples, path)
+    assert rebuilt > built
+    assert json.loads(open(path + ".json").read())["key"] != meta["key"]
