@@ -121,3 +121,20 @@ def test_cli_error_and_flags(setup, tmp_path):
     proc = subprocess.run([sys.executable, "-c", code, REPO, *fields], capture_output=True,
                           text=True, timeout=120, check=True)
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == fields
+
+
+@pytest.mark.slow
+def test_prediction_over_two_replicas_equals_one_device(tmp_path):
+    """Every question once, in file order, with the scores of a single device (7 questions
+    of 4 choices, global batch 6 over two replicas: the last batches are padded)."""
+    from worker_fixtures import run_script
+    for strategy in ("default", "mirrored2"):
+        run_script("replica_predict_script.py", "race", strategy, tmp_path / f"{strategy}.npz")
+    one, two = (np.load(tmp_path / f"{s}.npz") for s in ("default", "mirrored2"))
+    assert (int(one["replicas"]), int(two["replicas"])) == (1, 2)
+    real_one, real_two = one["is_real_example"] != 0, two["is_real_example"] != 0
+    assert real_one.sum() == real_two.sum() == 7
+    for key in ("label_ids", "predictions"):
+        np.testing.assert_array_equal(two[key][real_two], one[key][real_one])
+    for key in ("probabilities", "per_example_loss"):
+        np.testing.assert_allclose(two[key][real_two], one[key][real_one], rtol=1e-5, atol=1e-6)

@@ -258,3 +258,20 @@ def test_v2_null_scores_threshold_and_fallback():
     _, nbest, _ = nbest_predictions_v2({}, {0: [0.0]}, [example], [f1], 5)
     assert nbest["q1"] == [{"text": "", "probability": 1.0, "start_log_prob": -1e6,
                             "end_log_prob": -1e6}]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["squad_v1", "squad_v2"])
+def test_prediction_over_two_replicas_equals_one_device(tmp_path, task):
+    """Every feature once, with the logits of a single device (7 questions, global batch 6
+    over two replicas: the last batches are padded)."""
+    from worker_fixtures import run_script
+    for strategy in ("default", "mirrored2"):
+        run_script("replica_predict_script.py", task, strategy, tmp_path / f"{strategy}.npz")
+    one, two = (np.load(tmp_path / f"{s}.npz") for s in ("default", "mirrored2"))
+    assert (int(one["replicas"]), int(two["replicas"])) == (1, 2)
+    np.testing.assert_array_equal(one["unique_ids"], sorted(one["feature_ids"]))
+    assert len(one["unique_ids"]) > 7  # several windows per question
+    for key in one.files:
+        if key != "replicas":
+            np.testing.assert_allclose(two[key], one[key], rtol=1e-5, atol=1e-6, err_msg=key)
