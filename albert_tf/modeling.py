@@ -84,9 +84,11 @@ class AlbertModel(keras.Model):
         # groups[g][i]: block i of group g; groups no layer maps to get no weights.
         # Partial sharing: the shared part of block (g, i) is block (0, i)'s.
         sharing = config.cross_layer_sharing
-        self.groups = {}
+        # Filled before assignment: Keras wraps an assigned dict, and a wrapped dict
+        # changed later under int keys can no longer be saved (SavedModel).
+        groups = {}
         for g in config.used_groups():
-            self.groups[g] = [AlbertTransformerBlock(
+            groups[g] = [AlbertTransformerBlock(
                 hidden_size=config.hidden_size,
                 num_attention_heads=config.num_attention_heads,
                 intermediate_size=config.intermediate_size,
@@ -95,9 +97,10 @@ class AlbertModel(keras.Model):
                 attention_probs_dropout_prob=config.attention_probs_dropout_prob,
                 initializer_range=config.initializer_range,
                 **({} if sharing == "all" or g == 0 else
-                   {"shared_part": sharing, "share_with": self.groups[0][i]}),
+                   {"shared_part": sharing, "share_with": groups[0][i]}),
                 name=f"group_{g}_inner_group_{i}")
                 for i in range(config.inner_group_num)]
+        self.groups = groups
         # Keras 3 containers are invisible to tf.train.Checkpoint: also track each
         # block as a direct attribute so object-based checkpoints hold its weights.
         for blocks in self.groups.values():

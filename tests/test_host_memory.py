@@ -26,7 +26,9 @@ print("RESULT " + json.dumps({"ok": ok,
 
 
 def _run(when, allocator):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    # The pool these tests replace is oneDNN's: TensorFlow turns oneDNN on by default only on
+    # CPUs with AVX-512 (on AVX2-only CPUs there are no CPU allocator statistics at all).
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_ENABLE_ONEDNN_OPTS="1")
     proc = subprocess.run([sys.executable, "-c", SCRIPT, when, allocator], env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
