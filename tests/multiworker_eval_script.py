@@ -13,24 +13,19 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
 from albert_tf import classifier  # noqa: E402
 from albert_tf.distribute import get_strategy  # noqa: E402
 from classifier_fixtures import tiny_config  # noqa: E402
+from worker_fixtures import strategy_named  # noqa: E402
 
 SEQ = 16
 BATCH = 4
 
 
 def main(eval_file, out_file, strategy_name, num_examples):
-    if strategy_name == "mirrored2":
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(
-            cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-        strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    else:
-        strategy = get_strategy(strategy_name)
+    strategy = (strategy_named(strategy_name) if strategy_name == "mirrored2"
+                else get_strategy(strategy_name))
     with strategy.scope():
         model = classifier.AlbertClassifier(tiny_config(), 3)
         model.build()

@@ -14,24 +14,15 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
 from albert_tf import classifier, race, squad, tokenization  # noqa: E402
 from albert_tf.data import race_data, squad_data  # noqa: E402
 from classifier_fixtures import DEMO_SPM, tiny_config  # noqa: E402
+from worker_fixtures import strategy_named  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQ = 64
 BATCH = 6  # global: 3 per replica on two
-
-
-def strategy_named(name):
-    if name == "mirrored2":
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(
-            cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-        return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    return tf.distribute.get_strategy()
 
 
 def squad_outputs(strategy, version_2, path):

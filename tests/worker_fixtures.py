@@ -48,3 +48,15 @@ def run_cluster(script, args_of_worker, workers=2, timeout=300):
     for p in procs:
         output, _ = p.communicate(timeout=timeout)
         assert p.returncode == 0, output.decode()[-3000:]
+
+
+def strategy_named(name):
+    """The strategy of a worker script: "mirrored2" (MirroredStrategy over two logical CPU
+    devices; call before TensorFlow's first op) or "default"."""
+    import tensorflow as tf
+    if name == "mirrored2":
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    return tf.distribute.get_strategy()
