@@ -10,7 +10,11 @@ import logging
 
 from absl import app, flags
 
-from albert_tf import ablations
+from albert_tf import cli
+
+cli.prefer_onednn()  # before TensorFlow loads
+
+from albert_tf import ablations  # noqa: E402  (imports TensorFlow)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("study", "sharing", list(ablations.STUDIES), "Which ablation to run.")

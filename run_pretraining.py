@@ -11,6 +11,10 @@ import logging
 
 from absl import app, flags
 
+from albert_tf import cli
+
+cli.prefer_onednn()  # before TensorFlow loads
+
 FLAGS = flags.FLAGS
 
 # --- the original's flags ---------------------------------------------------

@@ -12,6 +12,8 @@ from absl import app, flags
 
 from albert_tf import cli
 
+cli.prefer_onednn()  # before TensorFlow loads
+
 FLAGS = flags.FLAGS
 
 # --- the original's flags ---------------------------------------------------

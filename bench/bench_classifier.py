@@ -36,6 +36,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 IMPLS = ("ours", "keras_hub", "hf_torch")
 
+from bench_model import onednn_setting, worker_env  # noqa: E402  (same folder: shared helpers)
+
 
 def _inputs(batch, seq, vocab):
     import numpy as np
@@ -128,7 +130,7 @@ def _run_child(impl, args):
         [sys.executable, __file__, "--child", impl, "--config", args.config,
          "--seq", str(args.seq), "--batch", str(args.batch), "--runs", str(args.runs),
          "--labels", str(args.labels)], capture_output=True, text=True,
-        env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "3"})
+        env=worker_env(CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3"))
     lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
     if proc.returncode or not lines:
         tail = (proc.stderr.strip().splitlines() or ["?"])[-1]
@@ -171,7 +173,8 @@ def main():
     text = [f"# GLUE classifier eval throughput ({args.config}, seq {args.seq}, batch "
             f"{args.batch}, float32, CPU)", "",
             f"Command: `{cmd.strip()}`", "",
-            f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "
+            f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+            f"TF_ENABLE_ONEDNN_OPTS={onednn_setting()}; "
             f"examples/s = batch / median of {args.runs} timed calls"
             + (f"; {args.rounds} rounds (each implementation once per round): the median over "
                f"rounds (range in brackets), ratios the median of the per-round ratios"

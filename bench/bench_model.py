@@ -259,15 +259,30 @@ def _peer_available(impl):
     return None if not missing else "not installed (" + ", ".join(missing) + ")"
 
 
+def worker_env(**extra) -> dict:
+    """The environment of a benchmark subprocess: TensorFlow backend for keras-hub, quiet
+    logs, this checkout importable, and oneDNN on for every peer unless the caller set
+    TF_ENABLE_ONEDNN_OPTS (TensorFlow enables it by itself only on AVX-512 CPUs; the entry
+    scripts turn it on too, see albert_tf.cli.prefer_onednn)."""
+    env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2",
+               TF_ENABLE_ONEDNN_OPTS=onednn_setting(),
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.update(extra)
+    return env
+
+
+def onednn_setting() -> str:
+    return os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1")
+
+
 def _run_sub(extra, args, timeout):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker",
            "--runs", str(args.runs), "--warmup", str(args.warmup), "--seq", str(args.seq),
            "--infer_batch", str(args.infer_batch), "--train_batch", str(args.train_batch),
            "--threads", str(args.threads), "--matmul_reps", str(args.matmul_reps)] + extra
-    env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2",
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(cmd, env=worker_env(), capture_output=True, text=True,
+                              timeout=timeout)
     except subprocess.TimeoutExpired:
         return None, "timed out"
     for line in proc.stdout.splitlines():
@@ -394,6 +409,7 @@ def _write(cfg, args, argv, results, notes, peak, impls, start, final):
         f"{'' if final else ', PARTIAL: run still in progress or interrupted'})",
         "",
         f"Machine: {model}, nproc {ncpu}, ISA {' '.join(isa)}, "
+        f"TF_ENABLE_ONEDNN_OPTS={onednn_setting()} for every peer, "
         f"load average (1/5/15 min) at start {args.load_start}, at end {load} (shared machine: "
         f"other jobs were running); {platform.python_version()}; {_versions()}.",
         "",

@@ -266,10 +266,9 @@ def _run_sub(extra, args, timeout):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker",
            "--runs", str(args.runs), "--warmup", str(args.warmup),
            "--threads", str(args.threads)] + [str(x) for x in extra]
-    env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2",
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(cmd, env=bm.worker_env(), capture_output=True, text=True,
+                              timeout=timeout)
     except subprocess.TimeoutExpired:
         return None, f"timed out (> {timeout} s)"
     for line in proc.stdout.splitlines():
@@ -288,7 +287,8 @@ def _header(title, args, argv, start, final):
     return [f"# {title}", "",
             f"Command: `{cmd.strip()}` (wall time so far {(time.perf_counter() - start) / 60:.1f}"
             f" min{'' if final else ', PARTIAL: run in progress or interrupted'})", "",
-            f"Machine: {model}, nproc {ncpu}, ISA {' '.join(isa)}, load average (1/5/15 min) "
+            f"Machine: {model}, nproc {ncpu}, ISA {' '.join(isa)}, "
+            f"TF_ENABLE_ONEDNN_OPTS={bm.onednn_setting()}, load average (1/5/15 min) "
             f"at start {args.load_start}, now {load} (shared machine: other developers' jobs "
             f"were running, timings are noisy); Python {platform.python_version()}; "
             f"{bm._versions()}.", ""]
