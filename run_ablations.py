@@ -26,6 +26,8 @@ flags.DEFINE_list("tasks", list(ablations.PAPER_TASKS),
                   f"{', '.join(ablations.TASKS)}.")
 flags.DEFINE_list("variants", [], "Labels of the study's rows to run (default all).")
 flags.DEFINE_integer("random_seed", 12345, "Seed of data, initialisation and order.")
+flags.DEFINE_integer("dupe_factor", ablations.AblationOptions.dupe_factor,
+                     "Passes over the demo corpus when building the pretraining data.")
 
 
 def main(argv):
@@ -33,7 +35,8 @@ def main(argv):
     logging.getLogger().setLevel(logging.INFO)
     options = ablations.AblationOptions(
         study=FLAGS.study, output_dir=FLAGS.output_dir, num_train_steps=FLAGS.num_train_steps,
-        tasks=tuple(FLAGS.tasks), variants=tuple(FLAGS.variants), random_seed=FLAGS.random_seed)
+        tasks=tuple(FLAGS.tasks), variants=tuple(FLAGS.variants), random_seed=FLAGS.random_seed,
+        dupe_factor=FLAGS.dupe_factor)
     try:
         rows = ablations.run(options)
     except ablations.AblationError as err:

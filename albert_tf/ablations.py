@@ -156,16 +156,20 @@ def variant_config(variant: Variant, vocab_size: int) -> AlbertConfig:
     return TINY.replace(vocab_size=vocab_size, **variant.config)
 
 
-def _demo_data(output_dir, seed, dupe_factor):
-    """SOP and NSP TFRecords of the demo corpus: {task: (train, eval)}, and the spm model."""
+def _demo_data(output_dir, seed, dupe_factor, train_tasks):
+    """SOP and NSP TFRecords of the demo corpus: {task: (train or None, eval)}, and the spm
+    model. Both held-out sets are built (intrinsic_metrics reads both), training data only
+    for the sentence tasks in `train_tasks`."""
     s = pretraining.DEMO_SETTINGS
     data, spm_model = {}, None
     for task in ("sop", "nsp"):
+        splits = ("train", "eval") if task in train_tasks else ("eval",)
         train, held_out, spm_model = pretraining.ensure_demo_data(
-            os.path.join(output_dir, f"data_{task}"), s["max_seq_length"],
+            os.path.join(output_dir, f"data_{task}_seed{seed}_dupe{dupe_factor}"),
+            s["max_seq_length"],
             s["max_predictions_per_seq"], dupe_factor=dupe_factor, random_seed=seed,
-            random_next_sentence=task == "nsp")
-        data[task] = (train, held_out)
+            random_next_sentence=task == "nsp", splits=splits)
+        data[task] = (train if "train" in splits else None, held_out)
     return data, spm_model
 
 
@@ -242,8 +246,11 @@ def run(o: AblationOptions) -> list[dict]:
     os.makedirs(study_dir, exist_ok=True)
     results_path = os.path.join(study_dir, "results.json")
     rows = json.loads(fileio.read_text(results_path)) if os.path.exists(results_path) else []
+    settings = _settings(o)
+    _check_same_settings(rows, settings, results_path)
     done = {r["label"] for r in rows}
-    data, spm_model = _demo_data(o.output_dir, o.random_seed, o.dupe_factor)
+    data, spm_model = _demo_data(o.output_dir, o.random_seed, o.dupe_factor,
+                                 {v.sentence_task for v in variants})
     vocab_size = spm.SentencePieceProcessor(model_file=spm_model).get_piece_size()
     previous = None
     for index, variant in enumerate(STUDIES[o.study]):
@@ -268,7 +275,7 @@ def run(o: AblationOptions) -> list[dict]:
         pretrain(variant, config, os.path.join(folder, "pretrain"), data, o.num_train_steps,
                  o.random_seed, init)
         row = {"label": variant.label, "parameters": config.num_parameters(),
-               "num_train_steps": o.num_train_steps,
+               **{k: settings[k] for k in ("num_train_steps", "random_seed", "dupe_factor")},
                "pretrain_seconds": round(time.time() - start, 1),
                **intrinsic_metrics(config, os.path.join(folder, "pretrain"), data),
                "tasks": {}}
@@ -284,6 +291,27 @@ def run(o: AblationOptions) -> list[dict]:
         _logger.info("%s: %s done: %s", o.study, variant.label, json.dumps(row))
         previous = folder
     return rows
+
+
+def _settings(o: AblationOptions) -> dict:
+    """What makes rows comparable: rows of one results.json must agree on all of it."""
+    return {"num_train_steps": o.num_train_steps, "tasks": sorted(o.tasks),
+            "random_seed": o.random_seed, "dupe_factor": o.dupe_factor}
+
+
+def _check_same_settings(rows, settings, results_path):
+    """AblationError when a finished row was run with other settings (a resumed study would
+    otherwise mix them in one table)."""
+    for row in rows:
+        ran = {"num_train_steps": row["num_train_steps"], "tasks": sorted(row["tasks"]),
+               "random_seed": row.get("random_seed"), "dupe_factor": row.get("dupe_factor")}
+        differ = [k for k in settings if ran[k] is not None and ran[k] != settings[k]]
+        if differ:
+            raise AblationError(
+                f"{results_path}: row {row['label']!r} was run with "
+                + ", ".join(f"{k}={ran[k]}" for k in differ) + " (now "
+                + ", ".join(f"{k}={settings[k]}" for k in differ)
+                + "); pass another --output_dir or delete that study's folder")
 
 
 def _latest_checkpoint(folder):

@@ -77,12 +77,12 @@ def write_eval_summaries(output_dir, metrics, global_step):
 
 
 def ensure_demo_data(folder, max_seq_length, max_predictions_per_seq, dupe_factor,
-                     random_seed=12345, random_next_sentence=False):
-    """Builds the demo TFRecords (train + eval) from data/demo if missing.
+                     random_seed=12345, random_next_sentence=False, splits=("train", "eval")):
+    """Builds the demo TFRecords of `splits` (train, eval) from data/demo if missing.
 
     The last corpus part is held out for evaluation. `random_next_sentence`:
     NSP pairs (BERT's random-document negatives) instead of SOP. Returns
-    (train_pattern, eval_pattern, spm_model_file).
+    (train_pattern, eval_pattern, spm_model_file); a split not asked for may not exist.
     """
     from albert_tf.data import create_pretraining_data as cpd  # only the demo needs it
     from albert_tf.data import pretraining_instances as pi
@@ -99,7 +99,7 @@ def ensure_demo_data(folder, max_seq_length, max_predictions_per_seq, dupe_facto
         "eval": (str(corpus[-1]), os.path.join(folder, "eval.tfrecord")),
     }
     for split, (inputs, output) in outputs.items():
-        if os.path.exists(output):
+        if split not in splits or os.path.exists(output):
             continue
         _logger.info("building demo %s data %s", split, output)
         config = pi.MaskingConfig(max_seq_length=max_seq_length,

@@ -91,10 +91,23 @@ def test_small_study_end_to_end_resumes_and_warm_starts(tmp_path, caplog, monkey
     assert config["num_hidden_layers"] == 2
     assert json.loads((study / "results.json").read_text()) == rows
     assert (study / "results.md").read_text() == ablations.markdown_table(rows)
+    # Both held-out sets are there (the NSP accuracy reads one); NSP training data is not
+    # built for a study that trains only on SOP.
+    assert sorted(os.listdir(tmp_path / "data_sop_seed12345_dupe1")) == [
+        "eval.tfrecord", "train.tfrecord"]
+    assert os.listdir(tmp_path / "data_nsp_seed12345_dupe1") == ["eval.tfrecord"]
+    assert all(r["random_seed"] == 12345 and r["dupe_factor"] == 1 for r in rows)
 
     # A second run finds both rows done and pretrains nothing.
     monkeypatch.setattr(ablations, "pretrain", lambda *a, **k: pytest.fail("pretrained again"))
     assert ablations.run(options) == rows
+
+    # Resuming with other settings would mix them in one table.
+    with pytest.raises(ablations.AblationError,
+                       match=r"row 'L=1' was run with num_train_steps=10, random_seed=12345 "
+                             r"\(now num_train_steps=20, random_seed=7\)"):
+        ablations.run(ablations.AblationOptions(**{**vars(options), "num_train_steps": 20,
+                                                   "random_seed": 7}))
 
     # L=8 starts from L=4, which has not run.
     with pytest.raises(ablations.AblationError, match="run 'L=4' first"):
