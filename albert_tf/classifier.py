@@ -25,20 +25,20 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import finetuning, metrics as glue
+from albert_tf import driver, metrics as glue
 from albert_tf.config import AlbertConfig
+from albert_tf.errors import UserError
+from albert_tf.eval_outputs import collect_outputs, replica_eval_dataset_fn
 from albert_tf.heads import OutputProjection
+from albert_tf.model_files import ModelFileOptions, resolve_model_files
 from albert_tf.modeling import AlbertModel
+from albert_tf.options import REQUIRED, option
 
 _logger = logging.getLogger(__name__)
 
 CLASSIFIER_DROPOUT = 0.1  # hard-coded in the original (quirk 9)
 SINGLE_SENTENCE_TASKS = ("cola", "sst-2")
 HEAD_PATTERNS = [r"^output_"]  # original names of the head, absent from pretraining checkpoints
-
-
-class ClassifierError(finetuning.FineTuningError):
-    """A user error of a GLUE run (bad flag, missing file, unusable checkpoint)."""
 
 
 # --------------------------------------------------------------------------------------
@@ -130,13 +130,13 @@ def loss_fn(model, features, training):
 # --------------------------------------------------------------------------------------
 def eval_dataset_fn(path, seq_length, batch_size, num_examples, is_regression, replicas):
     """Every eval/predict record once, in file order, in padded per-replica batches
-    (finetuning.replica_eval_dataset_fn)."""
+    (eval_outputs.replica_eval_dataset_fn)."""
     from albert_tf.data.classifier_data import classifier_dataset
 
-    return finetuning.replica_eval_dataset_fn(
+    return replica_eval_dataset_fn(
         lambda per_replica: classifier_dataset(path, seq_length, per_replica,
                                                is_training=False, is_regression=is_regression),
-        num_examples, batch_size, replicas, ClassifierError)
+        num_examples, batch_size, replicas)
 
 
 def predict_arrays(strategy, model, dataset_fn):
@@ -150,10 +150,7 @@ def predict_arrays(strategy, model, dataset_fn):
                 "label_ids": features["label_ids"],
                 "is_real_example": features["is_real_example"]}
 
-    try:
-        return finetuning.collect_outputs(strategy, dataset_fn, step)
-    except finetuning.FineTuningError as err:
-        raise ClassifierError(str(err)) from None
+    return collect_outputs(strategy, dataset_fn, step)
 
 
 def compute_metrics(task_name, arrays):
@@ -166,232 +163,193 @@ def compute_metrics(task_name, arrays):
 
 
 def init_from_checkpoint(model, path):
-    """Fills an AlbertClassifier from --init_checkpoint (see finetuning.init_from_checkpoint;
+    """Fills an AlbertClassifier from --init_checkpoint (see driver.init_from_checkpoint;
     the `output_*` head may be missing). Returns a one-line description."""
-    return finetuning.init_from_checkpoint(model, path, "classifier", HEAD_PATTERNS,
-                                           ClassifierError)
+    return driver.init_from_checkpoint(model, path, "classifier", HEAD_PATTERNS)
 
 
 # --------------------------------------------------------------------------------------
 # The run
 # --------------------------------------------------------------------------------------
-@dataclasses.dataclass
-class ClassifierOptions(finetuning.RunOptions):
+@dataclasses.dataclass(kw_only=True)
+class ClassifierOptions(driver.RunOptions, ModelFileOptions):
     """run_classifier.py's flags (original names and defaults, §11.1) plus ours."""
-    task_name: str
-    output_dir: str
-    data_dir: str | None = None
-    init_checkpoint: str | None = None
-    albert_config_file: str | None = None
-    albert_hub_module_handle: str | None = None
-    spm_model_file: str | None = None
-    vocab_file: str | None = None
-    do_lower_case: bool = True
-    max_seq_length: int = 512
-    do_train: bool = False
-    do_eval: bool = False
-    do_predict: bool = False
-    train_batch_size: int = 32
-    eval_batch_size: int = 8
-    predict_batch_size: int = 8
-    learning_rate: float = 5e-5
-    train_step: int = 1000
-    warmup_step: int = 0
-    save_checkpoints_steps: int = 1000
-    iterations_per_loop: int = 1000
-    optimizer: str = "adamw"
-    cached_dir: str | None = None
-    export_dir: str | None = None
-    threshold_to_export: float = float("nan")
-    use_tfds: bool = False
-    tfds_data_dir: str | None = None
-    full_shuffle: bool = False
+    task_name: str = option(REQUIRED, "Task: cola, sst-2, mrpc, sts-b, qqp, mnli, mismnli, "
+                                      "qnli, rte, wnli, ax.")
+    data_dir: str | None = option(None, "GLUE data folder (holds MRPC/, SST-2/, ...).")
+    cached_dir: str | None = option(None, "Feature cache folder (default: --output_dir).")
+    max_seq_length: int = option(512, "Sequence length (<= max_position_embeddings).",
+                                 minimum=3)
+    do_eval: bool = option(False, "Evaluate every checkpoint on dev, keep the best.")
+    do_predict: bool = option(False, "Write <TASK>.tsv and test_results.tsv for the test set.")
+    eval_batch_size: int = option(8, "Eval batch size.", minimum=1)
+    predict_batch_size: int = option(8, "Predict batch size.", minimum=1)
+    train_step: int = option(1000, "Optimizer steps.", minimum=1)
+    warmup_step: int = option(0, "Linear warmup steps.", minimum=0)
+    export_dir: str | None = option(None, "Write a SavedModel (serving_default over ids, "
+                                          "serve_text over raw strings) here.")
+    threshold_to_export: float = option(
+        float("nan"), "If set, the SavedModel also outputs this constant as `threshold`.")
+    use_tfds: bool = option(False, "Read GLUE from TensorFlow Datasets instead of TSVs.")
+    tfds_data_dir: str | None = option(None, "TFDS data directory.")
+    full_shuffle: bool = option(False, "Shuffle the whole training set each epoch instead of "
+                                       "the original's 100-record buffer.")
 
 
-@dataclasses.dataclass
-class Resolved:
-    """Files and settings derived from the options before anything is built."""
-    config: AlbertConfig
-    spm_model_file: str | None
-    vocab_file: str | None
-    processor: object
-    label_list: list
+class ClassifierTask(driver.Task):
+    """GLUE fine-tuning: features cached per split, dev metrics by the original's key
+    (metrics.selection_key), submission files from the test split, SavedModel export."""
+    head = "classifier"
+    head_patterns = tuple(HEAD_PATTERNS)
 
+    def __init__(self, options: ClassifierOptions):
+        super().__init__(options)
+        self.task = (options.task_name or "").lower()
 
-def resolve(opts: ClassifierOptions) -> Resolved:
-    """Validates the options (clear ClassifierError naming the flag/file); nothing is written."""
-    from albert_tf.data.classifier_data import PROCESSORS, get_processor
+    def resolve(self):
+        from albert_tf.data.classifier_data import PROCESSORS, get_processor
 
-    task = (opts.task_name or "").lower()
-    if task not in PROCESSORS:
-        raise ClassifierError(f"--task_name={opts.task_name!r} is not a known task; "
-                              f"known: {', '.join(sorted(PROCESSORS))}")
-    if not (opts.do_train or opts.do_eval or opts.do_predict or opts.export_dir):
-        raise ClassifierError("at least one of --do_train, --do_eval, --do_predict or "
-                              "--export_dir must be set")
-    if not opts.output_dir:
-        raise ClassifierError("--output_dir is required")
-    if opts.optimizer not in ("adamw", "lamb"):
-        raise ClassifierError(f"--optimizer={opts.optimizer!r}; expected adamw or lamb")
-    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size", "train_step",
-                 "save_checkpoints_steps", "iterations_per_loop"):
-        if getattr(opts, name) < 1:
-            raise ClassifierError(f"--{name} must be >= 1, got {getattr(opts, name)}")
-    if opts.warmup_step < 0:
-        raise ClassifierError(f"--warmup_step must be >= 0, got {opts.warmup_step}")
+        opts = self.options
+        if self.task not in PROCESSORS:
+            raise UserError(f"--task_name={opts.task_name!r} is not a known task; "
+                            f"known: {', '.join(sorted(PROCESSORS))}")
+        if not (opts.do_train or opts.do_eval or opts.do_predict or opts.export_dir):
+            raise UserError("at least one of --do_train, --do_eval, --do_predict or "
+                            "--export_dir must be set")
+        self.files = resolve_model_files(opts, opts.max_seq_length)
+        self.processor = get_processor(self.task, use_spm=bool(self.files.spm_model_file),
+                                       do_lower_case=opts.do_lower_case)
+        self.label_list = self.processor.get_labels()
+        splits = ([("train", "do_train")] if opts.do_train else []) + \
+                 ([("dev", "do_eval")] if opts.do_eval else []) + \
+                 ([("test", "do_predict")] if opts.do_predict else [])
+        if splits and not opts.use_tfds:
+            if not opts.data_dir:
+                raise UserError("--data_dir is required (or --use_tfds)")
+            if not tf.io.gfile.isdir(opts.data_dir):
+                raise UserError(f"--data_dir={opts.data_dir}: directory not found")
+            for split, flag in splits:
+                try:
+                    path = self.processor.data_file(opts.data_dir, split)
+                except ValueError as err:
+                    raise UserError(f"--{flag} with --task_name={self.task}: {err}") from None
+                if not tf.io.gfile.exists(path):
+                    raise UserError(f"--{flag}: {path} not found (task {self.task} reads "
+                                    f"{self.processor.folder}/{self.processor.files[split]} under "
+                                    "--data_dir)")
+        return self.files.config
 
-    config, spm, vocab = finetuning.resolve_model_files(
-        init_checkpoint=opts.init_checkpoint, albert_config_file=opts.albert_config_file,
-        spm_model_file=opts.spm_model_file, vocab_file=opts.vocab_file,
-        albert_hub_module_handle=opts.albert_hub_module_handle,
-        max_seq_length=opts.max_seq_length, error=ClassifierError)
-    if opts.max_seq_length < 3:
-        raise ClassifierError(f"--max_seq_length must be >= 3, got {opts.max_seq_length}")
+    def build_model(self, config):
+        return AlbertClassifier(config, len(self.label_list))
 
-    processor = get_processor(task, use_spm=bool(spm), do_lower_case=opts.do_lower_case)
-    splits = ([("train", "do_train")] if opts.do_train else []) + \
-             ([("dev", "do_eval")] if opts.do_eval else []) + \
-             ([("test", "do_predict")] if opts.do_predict else [])
-    if splits and not opts.use_tfds:
-        if not opts.data_dir:
-            raise ClassifierError("--data_dir is required (or --use_tfds)")
-        if not tf.io.gfile.isdir(opts.data_dir):
-            raise ClassifierError(f"--data_dir={opts.data_dir}: directory not found")
-        for split, flag in splits:
-            try:
-                path = processor.data_file(opts.data_dir, split)
-            except ValueError as err:
-                raise ClassifierError(f"--{flag} with --task_name={task}: {err}") from None
-            if not tf.io.gfile.exists(path):
-                raise ClassifierError(f"--{flag}: {path} not found (task {task} reads "
-                                      f"{processor.folder}/{processor.files[split]} under "
-                                      "--data_dir)")
-    return Resolved(config, spm, vocab, processor, processor.get_labels())
+    def loss_fn(self, model, features, training):
+        return loss_fn(model, features, training)
 
+    def prepare(self, run):
+        from albert_tf import tokenization
 
-def _features(opts, res, tokenizer, split):
-    from albert_tf.data.classifier_data import cached_features
+        self.tokenizer = tokenization.FullTokenizer(
+            vocab_file=self.files.vocab_file, do_lower_case=self.options.do_lower_case,
+            spm_model_file=self.files.spm_model_file)
+        if self.tokenizer.vocab_size != run.config.vocab_size:
+            _logger.warning("tokenizer has %d pieces but the config's vocab_size is %d",
+                            self.tokenizer.vocab_size, run.config.vocab_size)
 
-    cache = opts.cached_dir or opts.output_dir
-    try:
-        return cached_features(opts.task_name.lower(), split, opts.data_dir, cache, tokenizer,
-                               opts.max_seq_length, do_lower_case=opts.do_lower_case,
-                               spm_model_file=res.spm_model_file, vocab_file=res.vocab_file,
-                               use_tfds=opts.use_tfds, tfds_data_dir=opts.tfds_data_dir)
-    except (ValueError, FileNotFoundError) as err:
-        raise ClassifierError(f"{split} data: {err}") from None
+    def _features(self, split):
+        from albert_tf.data.classifier_data import cached_features
 
+        opts = self.options
+        try:
+            return cached_features(self.task, split, opts.data_dir,
+                                   opts.cached_dir or opts.output_dir, self.tokenizer,
+                                   opts.max_seq_length, do_lower_case=opts.do_lower_case,
+                                   spm_model_file=self.files.spm_model_file,
+                                   vocab_file=self.files.vocab_file, use_tfds=opts.use_tfds,
+                                   tfds_data_dir=opts.tfds_data_dir)
+        except (ValueError, FileNotFoundError) as err:
+            raise UserError(f"{split} data: {err}") from None
 
-def _test_guids(opts, res):
-    from albert_tf.data.classifier_data import tfds_examples
-
-    use_spm = bool(res.spm_model_file)
-    if opts.use_tfds:
-        examples = tfds_examples(opts.task_name.lower(), "test", opts.tfds_data_dir, use_spm,
-                                 opts.do_lower_case)
-    else:
-        examples = res.processor.get_examples(opts.data_dir, "test")
-    return [e.guid for e in examples]
-
-
-def run(opts: ClassifierOptions) -> dict:
-    """Runs what the options ask for; returns a summary dict (eval metrics, best, files)."""
-    from albert_tf import tokenization
-    from albert_tf.data.classifier_data import classifier_dataset
-
-    res = resolve(opts)
-    task = opts.task_name.lower()
-    summary = {"task": task}
-    strategy, chief, replicas = finetuning.start_run(opts, res.config, ClassifierError)
-    tokenizer = tokenization.FullTokenizer(vocab_file=res.vocab_file,
-                                           do_lower_case=opts.do_lower_case,
-                                           spm_model_file=res.spm_model_file)
-    if tokenizer.vocab_size != res.config.vocab_size:
-        _logger.warning("tokenizer has %d pieces but the config's vocab_size is %d",
-                        tokenizer.vocab_size, res.config.vocab_size)
-
-    with strategy.scope():
-        model = AlbertClassifier(res.config, len(res.label_list))
-        model.build()
-    message = finetuning.initialize(model, opts, "classifier", HEAD_PATTERNS, ClassifierError)
-    if message:
-        summary["init"] = message
-    tf.io.gfile.makedirs(opts.output_dir)  # only once the inputs proved usable
-
-    selector = None
-    if opts.do_eval:
-        dev = _features(opts, res, tokenizer, "dev")
-        summary["num_dev_examples"] = dev.num_examples
+    def evaluator(self, run):
+        opts = self.options
+        if not opts.do_eval:
+            return None
+        dev = self._features("dev")
+        run.summary["num_dev_examples"] = dev.num_examples
         dev_fn = eval_dataset_fn(dev.path, opts.max_seq_length, opts.eval_batch_size,
-                                  dev.num_examples, model.is_regression, replicas)
-        selector = finetuning.CheckpointSelector(
-            glue.selection_key(task), opts.output_dir, model,
-            lambda: compute_metrics(task, predict_arrays(strategy, model, dev_fn)),
-            "classifier", chief, ClassifierError)
+                                 dev.num_examples, run.model.is_regression, run.replicas)
+        return driver.Evaluation(glue.selection_key(self.task), lambda: compute_metrics(
+            self.task, predict_arrays(run.strategy, run.model, dev_fn)))
 
-    if opts.do_train:
-        train = _features(opts, res, tokenizer, "train")
-        summary["num_train_examples"] = train.num_examples
+    def training_plan(self, run):
+        from albert_tf.data.classifier_data import classifier_dataset
+
+        opts = self.options
+        train = self._features("train")
+        run.summary["num_train_examples"] = train.num_examples
         if train.num_examples < opts.train_batch_size:
-            raise ClassifierError(f"training data has {train.num_examples} examples, fewer "
-                                  f"than --train_batch_size={opts.train_batch_size}")
-        trainer = finetuning.make_trainer(strategy, model, loss_fn, opts, opts.train_step,
-                                          opts.warmup_step, chief, opts.optimizer)
+            raise UserError(f"training data has {train.num_examples} examples, fewer than "
+                            f"--train_batch_size={opts.train_batch_size}")
 
         def dataset_fn(ctx):
             return classifier_dataset(train.path, opts.max_seq_length, opts.train_batch_size,
-                                      is_training=True, is_regression=model.is_regression,
+                                      is_training=True, is_regression=run.model.is_regression,
                                       input_context=ctx, full_shuffle=opts.full_shuffle,
                                       seed=opts.random_seed)
+        return driver.TrainingPlan(dataset_fn, opts.train_step, opts.warmup_step)
 
-        summary["train_step"] = finetuning.train_and_select(trainer, dataset_fn, selector)
+    def wants_final_weights(self):
+        return self.options.do_predict or bool(self.options.export_dir)
 
-    if selector is not None:
-        if not selector.evaluate_pending() and selector.best is None:
-            if not opts.init_checkpoint:
-                raise ClassifierError(f"--do_eval: no checkpoint (ckpt-<step>) in "
-                                      f"{opts.output_dir} and no --init_checkpoint to evaluate")
-            if not opts.do_train:
-                selector.evaluate_current(0)  # the --init_checkpoint weights
-        summary["best"] = selector.best
-        if chief and selector.best is not None:
-            _logger.info("best checkpoint on dev: step %d, %s = %.4f (best-on-dev, as the "
-                         "original's reported numbers)", selector.best["global_step"],
-                         selector.best["key"], selector.best["value"])
+    def _test_guids(self):
+        from albert_tf.data.classifier_data import tfds_examples
 
-    if opts.do_predict or opts.export_dir:
-        summary["predict_weights"] = finetuning.final_weights(
-            model, opts.output_dir, opts.init_checkpoint, "classifier", ClassifierError)
+        opts = self.options
+        if opts.use_tfds:
+            examples = tfds_examples(self.task, "test", opts.tfds_data_dir,
+                                     bool(self.files.spm_model_file), opts.do_lower_case)
+        else:
+            examples = self.processor.get_examples(opts.data_dir, "test")
+        return [e.guid for e in examples]
 
-    if opts.do_predict:
-        test = _features(opts, res, tokenizer, "test")
-        guids = _test_guids(opts, res)
+    def predict(self, run):
+        opts = self.options
+        if not opts.do_predict:
+            return
+        test = self._features("test")
+        guids = self._test_guids()
         if len(guids) != test.num_examples:
-            raise ClassifierError(f"test data: {len(guids)} examples but {test.num_examples} "
-                                  "features (stale cache?)")
-        arrays = predict_arrays(strategy, model, eval_dataset_fn(
+            raise UserError(f"test data: {len(guids)} examples but {test.num_examples} "
+                            "features (stale cache?)")
+        arrays = predict_arrays(run.strategy, run.model, eval_dataset_fn(
             test.path, opts.max_seq_length, opts.predict_batch_size, test.num_examples,
-            model.is_regression, replicas))
+            run.model.is_regression, run.replicas))
         real = arrays["is_real_example"] != 0
         probabilities, predictions = arrays["probabilities"][real], arrays["predictions"][real]
-        if chief:
-            summary["submission"] = glue.write_glue_submission(
-                opts.output_dir, task, guids, predictions, res.label_list)
-            summary["test_results"] = glue.write_test_results(
+        if run.is_chief:
+            run.summary["submission"] = glue.write_glue_submission(
+                opts.output_dir, self.task, guids, predictions, self.label_list)
+            run.summary["test_results"] = glue.write_test_results(
                 os.path.join(opts.output_dir, "test_results.tsv"), probabilities)
-            _logger.info("wrote %s and %s (%d examples)", summary["submission"],
-                         summary["test_results"], len(guids))
+            _logger.info("wrote %s and %s (%d examples)", run.summary["submission"],
+                         run.summary["test_results"], len(guids))
 
-    if opts.export_dir and chief:
+    def export(self, run):
         from albert_tf.export import export_classifier
 
-        summary["export_dir"] = export_classifier(
-            model, opts.export_dir, opts.max_seq_length, spm_model_file=res.spm_model_file,
-            do_lower_case=opts.do_lower_case, text_pair=task not in SINGLE_SENTENCE_TASKS,
-            label_list=res.label_list, task_name=task, threshold=opts.threshold_to_export)
-    return summary
+        opts = self.options
+        if opts.export_dir and run.is_chief:
+            run.summary["export_dir"] = export_classifier(
+                run.model, opts.export_dir, opts.max_seq_length,
+                spm_model_file=self.files.spm_model_file, do_lower_case=opts.do_lower_case,
+                text_pair=self.task not in SINGLE_SENTENCE_TASKS, label_list=self.label_list,
+                task_name=self.task, threshold=opts.threshold_to_export)
 
 
-__all__ = ["AlbertClassifier", "ClassifierOptions", "ClassifierError",
-           "loss_fn", "per_example_loss", "predict_arrays", "compute_metrics",
-           "init_from_checkpoint", "resolve", "run"]
+def run(opts: ClassifierOptions) -> dict:
+    """Runs what the options ask for; returns a summary dict (task, best, files)."""
+    return {"task": (opts.task_name or "").lower(), **driver.run(ClassifierTask(opts))}
+
+
+__all__ = ["AlbertClassifier", "ClassifierOptions", "ClassifierTask", "loss_fn",
+           "per_example_loss", "predict_arrays", "compute_metrics", "init_from_checkpoint",
+           "run"]

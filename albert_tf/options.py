@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import types
 import typing
 
@@ -89,34 +90,42 @@ def _base_type(annotation):
     return annotation, optional
 
 
-def define_flags(cls, flag_values=None) -> None:
-    """Defines one absl flag per field of `cls` (required fields are marked required)."""
+def define_flags(cls, flag_values=None, module_name=None) -> None:
+    """Defines one absl flag per field of `cls` (required fields are marked required).
+
+    module_name: the module the flags belong to in `--help` (default: the main
+    script, whose flags `--help` lists).
+    """
     from absl import flags
 
     values = flag_values if flag_values is not None else flags.FLAGS
+    module_name = module_name or sys.argv[0]
     for f, spec, annotation in _flag_fields(cls):
         kind, _ = _base_type(annotation)
         default = None if f.default is REQUIRED else f.default
-        if f.default is REQUIRED and f.default_factory is not dataclasses.MISSING:
-            default = f.default_factory()
-        kwargs = dict(flag_values=values)
+        kwargs = dict(flag_values=values, module_name=module_name)
         if kind is bool:
             flags.DEFINE_bool(f.name, default, spec.help, **kwargs)
-        elif kind is int:
-            flags.DEFINE_integer(f.name, default, spec.help, **kwargs)
-        elif kind is float:
-            flags.DEFINE_float(f.name, default, spec.help, **kwargs)
-        elif kind is tuple:
-            flags.DEFINE_list(f.name, list(default) if default is not None else None,
-                              spec.help, **kwargs)
         elif kind is str and spec.choices:
             flags.DEFINE_enum(f.name, default, list(spec.choices), spec.help, **kwargs)
-        elif kind is str:
-            flags.DEFINE_string(f.name, default, spec.help, **kwargs)
+        elif kind in _parsers():
+            parser, serializer = _parsers()[kind]()
+            if kind is tuple and default is not None:
+                default = list(default)
+            flags.DEFINE(parser, f.name, default, spec.help, serializer=serializer, **kwargs)
         else:
             raise TypeError(f"{cls.__name__}.{f.name}: no flag type for {annotation!r}")
-        if f.default is REQUIRED and f.default_factory is dataclasses.MISSING:
+        if f.default is REQUIRED:
             flags.mark_flag_as_required(f.name, flag_values=values)
+
+
+def _parsers():
+    from absl import flags
+
+    return {int: lambda: (flags.IntegerParser(), None),
+            float: lambda: (flags.FloatParser(), None),
+            str: lambda: (flags.ArgumentParser(), None),
+            tuple: lambda: (flags.ListParser(), flags.CsvListSerializer(","))}
 
 
 def from_flags(cls, flag_values=None):

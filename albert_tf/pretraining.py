@@ -15,8 +15,9 @@ import pathlib
 
 import tensorflow as tf
 
-from albert_tf import losses
-from albert_tf.fileio import append_eval_results
+from albert_tf import driver, fileio, losses, selection
+from albert_tf.errors import UserError
+from albert_tf.options import option
 
 _logger = logging.getLogger(__name__)
 
@@ -61,21 +62,6 @@ def evaluate(strategy, model, dataset_fn, max_eval_steps):
     return metrics
 
 
-def write_eval_results(output_dir, metrics, global_step):
-    """Appends "key = value" lines (the original's eval_results.txt) atomically."""
-    path = os.path.join(output_dir, "eval_results.txt")
-    append_eval_results(path, metrics, global_step)
-    return path
-
-
-def write_eval_summaries(output_dir, metrics, global_step):
-    writer = tf.summary.create_file_writer(os.path.join(output_dir, "eval"))
-    with writer.as_default(step=global_step):
-        for k, v in metrics.items():
-            tf.summary.scalar(k, v)
-    writer.flush()
-
-
 def ensure_demo_data(folder, max_seq_length, max_predictions_per_seq, dupe_factor,
                      random_seed=12345, random_next_sentence=False, splits=("train", "eval")):
     """Builds the demo TFRecords of `splits` (train, eval) from data/demo if missing.
@@ -112,46 +98,41 @@ def ensure_demo_data(folder, max_seq_length, max_predictions_per_seq, dupe_facto
     return outputs["train"][1], outputs["eval"][1], str(spm_model)
 
 
-@dataclasses.dataclass
-class PretrainingOptions:
-    """Everything run_pretraining.py's flags decide (same names and defaults)."""
-    output_dir: str
-    albert_config_file: str | None = None
-    input_file: str | None = None
-    eval_file: str | None = None
-    init_checkpoint: str | None = None
-    max_seq_length: int = 512
-    max_predictions_per_seq: int = 20
-    do_train: bool = True
-    do_eval: bool = False
-    train_batch_size: int = 4096
-    eval_batch_size: int = 64
-    optimizer: str = "lamb"
-    learning_rate: float = 0.00176
-    poly_power: float = 1.0
-    num_train_steps: int = 125000
-    num_warmup_steps: int = 3125
-    start_warmup_step: int = 0
-    save_checkpoints_steps: int = 5000
-    keep_checkpoint_max: int = 5
-    iterations_per_loop: int = 1000
-    max_eval_steps: int = 100
-    use_tpu: bool = False
-    init_from_group0: bool = False
-    tpu_name: str | None = None
-    tpu_zone: str | None = None
-    gcp_project: str | None = None
-    master: str | None = None
-    masked_lm_budget: int = 0
-    strategy: str = "default"
-    gradient_accumulation_steps: int = 1
-    use_xla: bool = False
-    dtype: str = "float32"
-    dynamic_masking: bool = False
-    random_seed: int = 12345
-    dupe_factor: int = 10
-    host_allocator: str = "auto"
-    sentence_order_loss_weight: float = 1.0
+@dataclasses.dataclass(kw_only=True)
+class PretrainingOptions(driver.RunOptions):
+    """run_pretraining.py's flags (the original's names and defaults, §10) plus ours. With
+    no --input_file the demo runs: DEMO_SETTINGS replace the flags not given."""
+    albert_config_file: str | None = option(None, "albert_config.json of the model.")
+    input_file: str | None = option(None, "Comma-separated globs of pretraining TFRecords.")
+    max_seq_length: int = option(512, "Sequence length of the TFRecords.", minimum=2)
+    max_predictions_per_seq: int = option(20, "Masked positions per sequence.", minimum=1)
+    do_train: bool = driver.RunOptions.default("do_train", True)
+    do_eval: bool = option(False, "Evaluate every checkpoint on held-out data; keep the best "
+                                  "masked-LM accuracy as model.ckpt-best.")
+    train_batch_size: int = driver.RunOptions.default("train_batch_size", 4096)
+    eval_batch_size: int = option(64, "Global eval batch size.", minimum=1)
+    optimizer: str = driver.RunOptions.default("optimizer", "lamb")
+    learning_rate: float = driver.RunOptions.default("learning_rate", 0.00176)
+    poly_power: float = option(1.0, "Power of the polynomial decay.")
+    num_train_steps: int = option(125000, "Optimizer steps.", minimum=1)
+    num_warmup_steps: int = option(3125, "Linear warmup steps.", minimum=0)
+    start_warmup_step: int = option(0, "Step at which warmup starts.", minimum=0)
+    save_checkpoints_steps: int = driver.RunOptions.default("save_checkpoints_steps", 5000)
+    max_eval_steps: int = option(100, "Eval batches.", minimum=1)
+    init_from_group0: bool = option(
+        False, "Fill every group_<g> from the checkpoint's group_0 (fixed version of the "
+               "original's flag, which restored the wrong groups).")
+    masked_lm_budget: float = option(0.0, "Original flag (a float there; its path crashed). > 0 "
+                                          "turns on --dynamic_masking.", minimum=0.0)
+    gradient_accumulation_steps: int = option(
+        1, "Micro-batches per optimizer step (global batch = train_batch_size).", minimum=1)
+    dynamic_masking: bool = option(False, "Draw n-gram masks on the fly each epoch.")
+    eval_file: str | None = option(None, "Eval TFRecords (default: --input_file, as the "
+                                         "original).")
+    dupe_factor: int = option(10, "Demo only: passes over the demo corpus.", minimum=1)
+    sentence_order_loss_weight: float = option(
+        1.0, "Factor on the sentence-order (or NSP) loss; 0 = masked LM only (the paper's "
+             "Table 5 'None').", minimum=0.0)
 
 
 # The demo (no --input_file): these values replace flags not given on the command line.
@@ -159,82 +140,89 @@ DEMO_SETTINGS = dict(
     max_seq_length=128, max_predictions_per_seq=20, train_batch_size=32, eval_batch_size=32,
     learning_rate=0.005, num_train_steps=1200, num_warmup_steps=100, save_checkpoints_steps=400,
     iterations_per_loop=50, max_eval_steps=20, do_eval=True)
+BEFORE_TRAINING_RESULTS = "eval_results_before_training.txt"
 
 
-class UsageError(ValueError):
-    """A flag combination that cannot work; the message names the flags."""
+class PretrainingTask(driver.Task):
+    """Masked LM + sentence order on TFRecords of create_pretraining_data (or the demo's);
+    dev metrics on held-out records every checkpoint, model.ckpt-best by masked-LM
+    accuracy (the original's eval loop, §6.4)."""
+    head = "masked_lm"
+    head_patterns = ("^cls/",)
+    metric_names = METRIC_NAMES
 
+    def __init__(self, options: PretrainingOptions):
+        if options.input_file is None:  # the demo
+            options = dataclasses.replace(options, **{
+                k: v for k, v in DEMO_SETTINGS.items() if k not in options.given})
+        super().__init__(options)
+        self.init_from_group0 = options.init_from_group0
+        self.demo = options.input_file is None
 
-def _resolve_config_and_data(o: PretrainingOptions):
-    from albert_tf.config import AlbertConfig, preset
-    if o.input_file is None:  # the demo
-        train_file, eval_file, spm_model = ensure_demo_data(
-            os.path.join(o.output_dir, "demo_data"), o.max_seq_length,
-            o.max_predictions_per_seq, o.dupe_factor, o.random_seed)
-        import sentencepiece as spm
-        vocab_size = spm.SentencePieceProcessor(model_file=spm_model).get_piece_size()
-        config = (AlbertConfig.from_json_file(o.albert_config_file) if o.albert_config_file
-                  else preset("albert_tiny", vocab_size=vocab_size))
-        _logger.info("demo mode: %s -> %s", train_file, o.output_dir)
-        return config, train_file, eval_file
-    if not o.albert_config_file:
-        raise UsageError("--albert_config_file is required with --input_file")
-    return (AlbertConfig.from_json_file(o.albert_config_file), o.input_file,
-            o.eval_file or o.input_file)
+    def resolve(self):
+        from albert_tf.config import AlbertConfig, preset
 
+        o = self.options
+        if self.demo:
+            import sentencepiece as spm
 
-def run(o: PretrainingOptions):
-    """Trains and/or evaluates as the options say. Returns the eval metrics
-    before and after training ({} where not run)."""
-    import keras
+            spm_model = DEMO_DIR / "spm.model"
+            if not spm_model.exists():
+                raise UserError(f"demo data not found under {DEMO_DIR}; run `python3 "
+                                "data/make_demo_data.py` or pass --input_file and "
+                                "--albert_config_file")
+            vocab_size = spm.SentencePieceProcessor(model_file=str(spm_model)).get_piece_size()
+            config = (self._read_config(o.albert_config_file) if o.albert_config_file
+                      else preset("albert_tiny", vocab_size=vocab_size))
+        else:
+            if not o.albert_config_file:
+                raise UserError("--albert_config_file is required with --input_file")
+            config = self._read_config(o.albert_config_file)
+        if o.max_seq_length > config.max_position_embeddings:
+            raise UserError(f"--max_seq_length={o.max_seq_length} exceeds the config's "
+                            f"max_position_embeddings={config.max_position_embeddings}")
+        return config
 
-    from albert_tf import checkpoints, training
-    from albert_tf.distribute import get_strategy, is_chief
-    from albert_tf.host_memory import configure_host_allocator
-    from albert_tf.input_pipeline import MaskingOptions, pretraining_dataset
-    from albert_tf.modeling import AlbertPretrainer
-    from albert_tf.optimization import create_optimizer
+    @staticmethod
+    def _read_config(path):
+        from albert_tf.config import AlbertConfig
 
-    # Before TensorFlow's first op; "auto" needs the model size (the demo data,
-    # built with TensorFlow, only comes with the tiny demo model: the pool).
-    if o.host_allocator != "auto":
-        configure_host_allocator(o.host_allocator)
-    config, train_file, eval_file = _resolve_config_and_data(o)
-    if o.host_allocator == "auto":
-        configure_host_allocator("auto", num_parameters=config.num_parameters())
-    if o.max_seq_length > config.max_position_embeddings:
-        raise UsageError(f"--max_seq_length={o.max_seq_length} exceeds the config's "
-                         f"max_position_embeddings={config.max_position_embeddings}")
-    keras.mixed_precision.set_global_policy(o.dtype)
-    keras.utils.set_random_seed(o.random_seed)
-    strategy = get_strategy(o.strategy, o.use_tpu, o.tpu_name, o.tpu_zone, o.gcp_project,
-                            o.master)
-    accumulation = o.gradient_accumulation_steps
-    if o.train_batch_size % (strategy.num_replicas_in_sync * accumulation):
-        raise UsageError(
-            f"--train_batch_size={o.train_batch_size} is not divisible by replicas "
-            f"({strategy.num_replicas_in_sync}) x --gradient_accumulation_steps ({accumulation})")
-    chief = is_chief(strategy)
-    tf.io.gfile.makedirs(o.output_dir)
-    if chief:
-        config.to_json_file(os.path.join(o.output_dir, "albert_config.json"))
+        try:
+            return AlbertConfig.from_json_file(path)
+        except ValueError as err:
+            raise UserError(f"--albert_config_file={path}: {err}") from None
 
-    with strategy.scope():
-        model = AlbertPretrainer(config, full_sequence_output=False)
-        model.build()
-        optimizer = create_optimizer(o.learning_rate, o.num_train_steps, o.num_warmup_steps,
-                                     o.optimizer, o.poly_power, o.start_warmup_step)
-    fresh_start = tf.train.latest_checkpoint(o.output_dir) is None
-    if o.init_checkpoint and fresh_start:
-        report = checkpoints.init_from_checkpoint(
-            model, o.init_checkpoint, allow_missing=["^cls/"],
-            init_from_group0=o.init_from_group0)
-        _logger.info("initialised %d variables from %s", len(report.loaded), report.checkpoint)
+    def batch_divisor(self):
+        return self.options.gradient_accumulation_steps
 
-    dynamic = o.dynamic_masking or o.masked_lm_budget > 0
-    masking = MaskingOptions(vocab_size=config.vocab_size, mask_id=4) if dynamic else None
+    def build_model(self, config):
+        from albert_tf.modeling import AlbertPretrainer
 
-    def dataset_fn(pattern, global_batch, is_training):
+        return AlbertPretrainer(config, full_sequence_output=False)
+
+    def loss_fn(self, model, features, training):
+        return pretraining_loss_fn(model, features, training,
+                                   self.options.sentence_order_loss_weight)
+
+    def prepare(self, run):
+        o = self.options
+        if self.demo:
+            self.train_file, self.eval_file, _ = ensure_demo_data(
+                os.path.join(o.output_dir, "demo_data"), o.max_seq_length,
+                o.max_predictions_per_seq, o.dupe_factor, o.random_seed)
+            _logger.info("demo mode: %s -> %s", self.train_file, o.output_dir)
+        else:
+            self.train_file, self.eval_file = o.input_file, o.eval_file or o.input_file
+        if run.is_chief:
+            run.config.to_json_file(os.path.join(o.output_dir, "albert_config.json"))
+
+    def _dataset_fn(self, pattern, global_batch, is_training, config):
+        from albert_tf.input_pipeline import MaskingOptions, pretraining_dataset
+
+        o = self.options
+        dynamic = o.dynamic_masking or o.masked_lm_budget > 0
+        masking = MaskingOptions(vocab_size=config.vocab_size, mask_id=4) if dynamic else None
+
         def fn(ctx):
             return pretraining_dataset(
                 pattern, ctx.get_per_replica_batch_size(global_batch), o.max_seq_length,
@@ -242,42 +230,41 @@ def run(o: PretrainingOptions):
                 seed=o.random_seed, dynamic_masking=dynamic, masking_options=masking)
         return fn
 
-    def run_eval(step):
-        metrics = evaluate(strategy, model, dataset_fn(eval_file, o.eval_batch_size, False),
-                           o.max_eval_steps)
-        if chief:
-            write_eval_results(o.output_dir, metrics, step)
-            write_eval_summaries(o.output_dir, metrics, step)
-        _logger.info("eval at step %d: %s", step, json.dumps(metrics))
-        return metrics
+    def _evaluate(self, run):
+        o = self.options
+        return evaluate(run.strategy, run.model,
+                        self._dataset_fn(self.eval_file, o.eval_batch_size, False, run.config),
+                        o.max_eval_steps)
 
-    results = {"before": {}, "after": {}, "step": 0}
-    if o.do_train:
-        if o.do_eval and fresh_start:  # shows what training changed
-            results["before"] = run_eval(0)
-        loop = training.LoopConfig(
-            num_train_steps=o.num_train_steps, global_batch_size=o.train_batch_size,
-            iterations_per_loop=o.iterations_per_loop,
-            save_checkpoints_steps=o.save_checkpoints_steps,
-            keep_checkpoint_max=o.keep_checkpoint_max,
-            gradient_accumulation_steps=accumulation, jit_compile=o.use_xla)
-        loss_fn = functools.partial(pretraining_loss_fn,
-                                    sentence_order_weight=o.sentence_order_loss_weight)
-        trainer = training.Trainer(strategy, model, optimizer, loss_fn,
-                                   METRIC_NAMES, o.output_dir, loop, chief)
-        trainer.train(dataset_fn(train_file, o.train_batch_size // accumulation, True))
-        step = int(optimizer.iterations.numpy())
-        if chief:  # the same weights in the original TF1 format
-            checkpoints.save_original_checkpoint(
-                model, os.path.join(o.output_dir, f"model.ckpt-{step}"), global_step=step,
-                update_checkpoint_state=False)
-    else:
-        latest = tf.train.latest_checkpoint(o.output_dir)
-        if latest is None:
-            raise UsageError(f"--do_train=false needs a checkpoint in {o.output_dir}")
-        tf.train.Checkpoint(model=model).restore(latest).expect_partial()
-        step = int(latest.rsplit("-", 1)[1])
-    results["step"] = step
-    if o.do_eval:
-        results["after"] = run_eval(step)
-    return results
+    def evaluator(self, run):
+        if not self.options.do_eval:
+            return None
+        return driver.Evaluation("masked_lm_accuracy", lambda: self._evaluate(run))
+
+    def training_plan(self, run):
+        o = self.options
+        if o.do_eval and not run.resuming:  # shows what training changed
+            metrics = self._evaluate(run)
+            run.summary["before"] = metrics
+            if run.is_chief:
+                fileio.append_eval_results(
+                    os.path.join(o.output_dir, BEFORE_TRAINING_RESULTS), metrics, 0)
+                selection.write_eval_summaries(o.output_dir, metrics, 0)
+            _logger.info("eval before training: %s", json.dumps(metrics))
+        accumulation = o.gradient_accumulation_steps
+        return driver.TrainingPlan(
+            self._dataset_fn(self.train_file, o.train_batch_size // accumulation, True,
+                             run.config),
+            o.num_train_steps, o.num_warmup_steps, o.poly_power, o.start_warmup_step,
+            accumulation)
+
+
+def run(options: PretrainingOptions) -> dict:
+    """Trains and/or evaluates as the options say. Returns the summary: `before` (eval
+    metrics before training, {} when not run), `after` (those of the last step, {} when
+    not evaluated), `step`, `best`."""
+    summary = driver.run(PretrainingTask(options))
+    summary.setdefault("before", {})
+    summary["after"] = summary.get("eval", {})
+    summary["step"] = summary.get("eval_step", summary.get("train_step", 0))
+    return summary

@@ -22,20 +22,19 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import fileio, finetuning, metrics
+from albert_tf import driver, fileio, metrics
 from albert_tf.classifier import (HEAD_PATTERNS, AlbertClassifier, eval_dataset_fn, loss_fn,
                                   predict_arrays)
 from albert_tf.config import AlbertConfig
 from albert_tf.data import race_data
+from albert_tf.errors import UserError
 from albert_tf.heads import OutputProjection
+from albert_tf.model_files import ModelFileOptions, resolve_model_files
+from albert_tf.options import REQUIRED, option
 
 _logger = logging.getLogger(__name__)
 
 HEAD = "classifier"  # output_weights / output_bias at the top level, as GLUE's
-
-
-class RaceError(finetuning.FineTuningError):
-    """A user error of a RACE run (bad flag, missing file, unusable checkpoint)."""
 
 
 class AlbertRace(AlbertClassifier):
@@ -84,157 +83,136 @@ def race_metrics(arrays) -> dict:
             "eval_loss": float(np.mean(arrays["per_example_loss"][real])) if real.any() else 0.0}
 
 
-@dataclasses.dataclass
-class RaceOptions(finetuning.RunOptions):
+@dataclasses.dataclass(kw_only=True)
+class RaceOptions(driver.RunOptions, ModelFileOptions):
     """run_race.py's flags (original names and defaults, §13.4) plus ours.
 
     Accepted and without effect: num_keep_checkpoint (unused by the original too; see
     keep_checkpoint_max), num_tpu_cores (the TPU topology decides).
     """
-    data_dir: str
-    output_dir: str
-    albert_config_file: str | None = None
-    spm_model_file: str | None = None
-    task_name: str = "race"
-    vocab_file: str | None = None
-    train_file: str | None = None
-    eval_file: str | None = None
-    predict_file: str | None = None
-    init_checkpoint: str | None = None
-    albert_hub_module_handle: str | None = None
-    do_lower_case: bool = True
-    dropout_prob: float = 0.1
-    max_seq_length: int = 512
-    max_qa_length: int = 128
-    num_keep_checkpoint: int = 5
-    high_only: bool = False
-    middle_only: bool = False
-    do_train: bool = True
-    do_eval: bool = True
-    do_predict: bool = False
-    train_batch_size: int = 32
-    eval_batch_size: int = 8
-    predict_batch_size: int = 8
-    learning_rate: float = 1e-5
-    train_step: int = 12000
-    warmup_step: int = 1000
-    save_checkpoints_steps: int = 100
-    iterations_per_loop: int = 1000
+    data_dir: str = option(REQUIRED, "Folder holding RACE/{train,dev,test}/{middle,high}.")
+    task_name: str = option("race", "Only 'race'.")
+    train_file: str | None = option(None, "Training records (default "
+                                          "<output_dir>/train.tf_record; always rebuilt).")
+    eval_file: str | None = option(None, "Dev records (default <output_dir>/eval.tf_record).")
+    predict_file: str | None = option(None, "Test records (default "
+                                            "<output_dir>/predict.tf_record).")
+    dropout_prob: float = option(0.1, "Dropout on the pooled output (training).",
+                                 minimum=0.0, below=1.0)
+    max_seq_length: int = option(512, "Length of each choice's sequence.", minimum=1)
+    max_qa_length: int = option(128, "Question+option pieces kept (the last ones).",
+                                minimum=1)
+    num_keep_checkpoint: int = option(5, "Accepted (unused, as in the original).")
+    high_only: bool = option(False, "Only the high-school questions.")
+    middle_only: bool = option(False, "Only the middle-school questions.")
+    do_train: bool = driver.RunOptions.default("do_train", True)
+    do_eval: bool = option(True, "Evaluate every checkpoint on dev, keep the best.")
+    do_predict: bool = option(False, "Evaluate the test split with the best checkpoint "
+                                     "(predict_results.txt).")
+    eval_batch_size: int = option(8, "Eval batch size.", minimum=1)
+    predict_batch_size: int = option(8, "Predict batch size.", minimum=1)
+    learning_rate: float = driver.RunOptions.default("learning_rate", 1e-5)
+    train_step: int = option(12000, "Optimizer steps.", minimum=1)
+    warmup_step: int = option(1000, "Linear warmup steps.", minimum=0)
+    save_checkpoints_steps: int = driver.RunOptions.default("save_checkpoints_steps", 100)
 
 
-def resolve(opts: RaceOptions):
-    """Validates the options (RaceError naming the flag/file); returns (config, spm,
-    vocab). Nothing is written."""
-    if (opts.task_name or "").lower() != "race":
-        raise RaceError(f"--task_name={opts.task_name!r}; run_race.py only runs 'race'")
-    if not (opts.do_train or opts.do_eval or opts.do_predict):
-        raise RaceError("at least one of --do_train, --do_eval or --do_predict must be set")
-    if not opts.output_dir:
-        raise RaceError("--output_dir is required")
-    if opts.high_only and opts.middle_only:
-        raise RaceError("--high_only and --middle_only exclude each other")
-    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size", "train_step",
-                 "save_checkpoints_steps", "iterations_per_loop", "max_qa_length"):
-        if getattr(opts, name) < 1:
-            raise RaceError(f"--{name} must be >= 1, got {getattr(opts, name)}")
-    if opts.warmup_step < 0:
-        raise RaceError(f"--warmup_step must be >= 0, got {opts.warmup_step}")
-    if not 0 <= opts.dropout_prob < 1:
-        raise RaceError(f"--dropout_prob must be in [0, 1), got {opts.dropout_prob}")
-    if opts.max_seq_length <= opts.max_qa_length + 3:
-        raise RaceError(f"--max_seq_length={opts.max_seq_length} must exceed "
-                        f"--max_qa_length={opts.max_qa_length} + 3")
-    config, spm, vocab = finetuning.resolve_model_files(
-        init_checkpoint=opts.init_checkpoint, albert_config_file=opts.albert_config_file,
-        spm_model_file=opts.spm_model_file, vocab_file=opts.vocab_file,
-        albert_hub_module_handle=opts.albert_hub_module_handle,
-        max_seq_length=opts.max_seq_length, error=RaceError)
-    if not opts.data_dir or not tf.io.gfile.isdir(os.path.join(opts.data_dir, "RACE")):
-        raise RaceError(f"--data_dir={opts.data_dir}: no RACE folder in it (expected "
-                        "<data_dir>/RACE/{train,dev,test}/{middle,high}/*.txt)")
-    return config, spm, vocab
+class RaceTask(driver.Task):
+    """RACE: records built from the JSON-lines folders for every split used, checkpoints
+    selected by dev accuracy, the test split evaluated into predict_results.txt."""
+    head = HEAD
+    head_patterns = tuple(HEAD_PATTERNS)
 
+    def resolve(self):
+        opts = self.options
+        if (opts.task_name or "").lower() != "race":
+            raise UserError(f"--task_name={opts.task_name!r}; run_race.py only runs 'race'")
+        if not (opts.do_train or opts.do_eval or opts.do_predict):
+            raise UserError("at least one of --do_train, --do_eval or --do_predict must be set")
+        if opts.high_only and opts.middle_only:
+            raise UserError("--high_only and --middle_only exclude each other")
+        if opts.max_seq_length <= opts.max_qa_length + 3:
+            raise UserError(f"--max_seq_length={opts.max_seq_length} must exceed "
+                            f"--max_qa_length={opts.max_qa_length} + 3")
+        self.files = resolve_model_files(opts, opts.max_seq_length)
+        if not opts.data_dir or not tf.io.gfile.isdir(os.path.join(opts.data_dir, "RACE")):
+            raise UserError(f"--data_dir={opts.data_dir}: no RACE folder in it (expected "
+                            "<data_dir>/RACE/{train,dev,test}/{middle,high}/*.txt)")
+        return self.files.config
 
-def _records(opts, tokenizer, split, path):
-    """Reads the split and writes its records to `path`; returns the example count."""
-    try:
-        examples = race_data.read_race_examples(
-            opts.data_dir, split, opts.do_lower_case, opts.high_only, opts.middle_only,
-            use_spm=tokenizer.spm_mode)
-    except (race_data.RaceDataError, FileNotFoundError) as err:
-        raise RaceError(str(err)) from None
-    if not examples:
-        raise RaceError(f"the {split} split of {opts.data_dir}/RACE holds no question")
-    return race_data.write_features(examples, tokenizer, opts.max_seq_length,
-                                    opts.max_qa_length, path)
+    def build_model(self, config):
+        return AlbertRace(config, dropout_prob=self.options.dropout_prob)
+
+    def loss_fn(self, model, features, training):
+        return loss_fn(model, features, training)
+
+    def prepare(self, run):
+        from albert_tf import tokenization
+
+        self.tokenizer = tokenization.FullTokenizer(
+            vocab_file=self.files.vocab_file, do_lower_case=self.options.do_lower_case,
+            spm_model_file=self.files.spm_model_file)
+        self.length = race_data.record_length(self.options.max_seq_length)
+
+    def _records(self, split, path):
+        """Reads the split and writes its records to `path`; returns the example count."""
+        opts = self.options
+        try:
+            examples = race_data.read_race_examples(
+                opts.data_dir, split, opts.do_lower_case, opts.high_only, opts.middle_only,
+                use_spm=self.tokenizer.spm_mode)
+        except (race_data.RaceDataError, FileNotFoundError) as err:
+            raise UserError(str(err)) from None
+        if not examples:
+            raise UserError(f"the {split} split of {opts.data_dir}/RACE holds no question")
+        return race_data.write_features(examples, self.tokenizer, opts.max_seq_length,
+                                        opts.max_qa_length, path)
+
+    def _metrics_fn(self, run, split, path_flag, default_name, batch_size):
+        path = path_flag or os.path.join(self.options.output_dir, default_name)
+        count = self._records(split, path)
+        run.summary[f"num_{split}_examples"] = count
+        dataset_fn = eval_dataset_fn(path, self.length, batch_size, count, False, run.replicas)
+        return lambda: race_metrics(predict_arrays(run.strategy, run.model, dataset_fn))
+
+    def evaluator(self, run):
+        opts = self.options
+        if not opts.do_eval:
+            return None
+        return driver.Evaluation("eval_accuracy", self._metrics_fn(
+            run, "dev", opts.eval_file, "eval.tf_record", opts.eval_batch_size))
+
+    def training_plan(self, run):
+        from albert_tf.data.classifier_data import classifier_dataset
+
+        opts = self.options
+        path = opts.train_file or os.path.join(opts.output_dir, "train.tf_record")
+        run.summary["num_train_examples"] = self._records("train", path)
+
+        def dataset_fn(ctx):
+            return classifier_dataset(path, self.length, opts.train_batch_size,
+                                      is_training=True, input_context=ctx,
+                                      seed=opts.random_seed)
+        return driver.TrainingPlan(dataset_fn, opts.train_step, opts.warmup_step)
+
+    def wants_final_weights(self):
+        return self.options.do_predict
+
+    def predict(self, run):
+        # The original's "prediction" evaluates the test split (RACE's test has answers).
+        opts = self.options
+        result = self._metrics_fn(run, "test", opts.predict_file, "predict.tf_record",
+                                  opts.predict_batch_size)()
+        run.summary["test"] = result
+        if run.is_chief:
+            path = os.path.join(opts.output_dir, "predict_results.txt")
+            fileio.atomic_write_text(path, "".join(f"{k} = {result[k]}\n" for k in sorted(result)))
+            run.summary["predict_results"] = path
 
 
 def run(opts: RaceOptions) -> dict:
     """Runs what the options ask for; returns a summary dict."""
-    from albert_tf import tokenization
-    from albert_tf.data.classifier_data import classifier_dataset
-
-    config, spm, vocab = resolve(opts)
-    strategy, chief, replicas = finetuning.start_run(opts, config, RaceError)
-    tokenizer = tokenization.FullTokenizer(vocab_file=vocab, do_lower_case=opts.do_lower_case,
-                                           spm_model_file=spm)
-    with strategy.scope():
-        model = AlbertRace(config, dropout_prob=opts.dropout_prob)
-        model.build()
-    summary = {}
-    message = finetuning.initialize(model, opts, HEAD, HEAD_PATTERNS, RaceError)
-    if message:
-        summary["init"] = message
-    tf.io.gfile.makedirs(opts.output_dir)  # only once the inputs proved usable
-    length = race_data.record_length(opts.max_seq_length)
-
-    def eval_fn(split, path_flag, default_name, batch_size):
-        path = path_flag or os.path.join(opts.output_dir, default_name)
-        count = _records(opts, tokenizer, split, path)
-        summary[f"num_{split}_examples"] = count
-        dataset_fn = eval_dataset_fn(path, length, batch_size, count, False, replicas)
-        return lambda: race_metrics(predict_arrays(strategy, model, dataset_fn))
-
-    selector = None
-    if opts.do_eval:
-        selector = finetuning.CheckpointSelector(
-            "eval_accuracy", opts.output_dir, model,
-            eval_fn("dev", opts.eval_file, "eval.tf_record", opts.eval_batch_size), HEAD,
-            chief, RaceError)
-
-    if opts.do_train:
-        train_path = opts.train_file or os.path.join(opts.output_dir, "train.tf_record")
-        summary["num_train_examples"] = _records(opts, tokenizer, "train", train_path)
-        trainer = finetuning.make_trainer(strategy, model, loss_fn, opts, opts.train_step,
-                                          opts.warmup_step, chief)
-
-        def dataset_fn(ctx):
-            return classifier_dataset(train_path, length, opts.train_batch_size,
-                                      is_training=True, input_context=ctx,
-                                      seed=opts.random_seed)
-
-        summary["train_step"] = finetuning.train_and_select(trainer, dataset_fn, selector)
-
-    if selector is not None:
-        if not selector.evaluate_pending() and selector.best is None:
-            if not opts.init_checkpoint:
-                raise RaceError(f"--do_eval: no checkpoint (ckpt-<step>) in {opts.output_dir} "
-                                "and no --init_checkpoint to evaluate")
-            selector.evaluate_current(0)  # the --init_checkpoint weights
-        summary["best"] = selector.best
-
-    if opts.do_predict:
-        summary["predict_weights"] = finetuning.final_weights(
-            model, opts.output_dir, opts.init_checkpoint, HEAD, RaceError)
-        # The original's "prediction" evaluates the test split (RACE's test has answers).
-        result = eval_fn("test", opts.predict_file, "predict.tf_record",
-                         opts.predict_batch_size)()
-        summary["test"] = result
-        if chief:
-            path = os.path.join(opts.output_dir, "predict_results.txt")
-            fileio.atomic_write_text(path, "".join(f"{k} = {result[k]}\n" for k in sorted(result)))
-            summary["predict_results"] = path
-    return summary
+    return driver.run(RaceTask(opts))
 
 
-__all__ = ["AlbertRace", "RaceOptions", "RaceError", "race_metrics", "resolve", "run"]
+__all__ = ["AlbertRace", "RaceOptions", "RaceTask", "race_metrics", "run"]

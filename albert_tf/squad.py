@@ -33,17 +33,16 @@ import os
 import keras
 import tensorflow as tf
 
-from albert_tf import fileio, finetuning, squad_eval
+from albert_tf import driver, fileio, squad_eval
 from albert_tf.config import AlbertConfig
+from albert_tf.errors import UserError
+from albert_tf.eval_outputs import collect_outputs, replica_eval_dataset_fn
 from albert_tf.heads import OutputProjection, SquadV2Head
+from albert_tf.model_files import ModelFileOptions, resolve_model_files
 from albert_tf.modeling import AlbertModel
+from albert_tf.options import option
 
 _logger = logging.getLogger(__name__)
-
-
-
-class SquadError(finetuning.FineTuningError):
-    """A user error of a SQuAD run (bad flag, missing file, unusable checkpoint)."""
 
 
 # --------------------------------------------------------------------------------------
@@ -183,14 +182,14 @@ def eval_dataset_fn(path, seq_length, batch_size, num_features, replicas):
     have unique_id 0; finetuning.replica_eval_dataset_fn)."""
     from albert_tf.data.squad_data import squad_dataset
 
-    return finetuning.replica_eval_dataset_fn(
+    return replica_eval_dataset_fn(
         lambda per_replica: squad_dataset(path, seq_length, per_replica, is_training=False),
-        num_features, batch_size, replicas, SquadError)
+        num_features, batch_size, replicas)
 
 
 def predict_outputs(strategy, model, dataset_fn):
     """{unique_id: {output name: numpy array of that feature}} over the dataset."""
-    outputs = finetuning.collect_outputs(strategy, dataset_fn, lambda features: {
+    outputs = collect_outputs(strategy, dataset_fn, lambda features: {
         "unique_ids": features["unique_ids"], **model(features, training=False)})
     names = [n for n in outputs if n != "unique_ids"]
     return {int(uid): {n: outputs[n][row] for n in names}
@@ -367,92 +366,246 @@ def write_predictions(output_dir, predictions, nbest, null_odds=None):
 # --------------------------------------------------------------------------------------
 # The run
 # --------------------------------------------------------------------------------------
-@dataclasses.dataclass
-class SquadOptions(finetuning.RunOptions):
-    """run_squad_v1.py's and run_squad_v2.py's flags (original names and defaults,
-    §12.1) plus ours; version_2_with_negative picks v2 (start_n_top, end_n_top and
-    dropout_prob are v2's).
+@dataclasses.dataclass(kw_only=True)
+class SquadOptions(driver.RunOptions, ModelFileOptions):
+    """run_squad_v1.py's and run_squad_v2.py's flags (original names and defaults, §12.1)
+    plus ours; version_2_with_negative picks v2 (start_n_top, end_n_top and dropout_prob
+    are v2's).
 
     Accepted and without effect: use_einsum (products are 2-D here), num_tpu_cores (the
     TPU topology decides), predict_feature_left_file (the original pickled prediction
     features there; they are rebuilt from --predict_file instead, so no stale copy can
     be reused). train_feature_file is reused only when it was built from the same inputs
-    and settings (`_train_features`).
+    and settings (`SquadTask._train_features`).
     """
-    output_dir: str
-    albert_config_file: str | None = None
-    spm_model_file: str | None = None
-    vocab_file: str | None = None
-    train_file: str | None = None
-    predict_file: str | None = None
-    train_feature_file: str | None = None
-    predict_feature_file: str | None = None
-    predict_feature_left_file: str | None = None
-    init_checkpoint: str | None = None
-    albert_hub_module_handle: str | None = None
-    do_lower_case: bool = True
-    max_seq_length: int = 384
-    doc_stride: int = 128
-    max_query_length: int = 64
-    do_train: bool = False
-    do_predict: bool = False
-    train_batch_size: int = 32
-    predict_batch_size: int = 8
-    learning_rate: float = 5e-5
-    num_train_epochs: float = 3.0
-    warmup_proportion: float = 0.1
-    save_checkpoints_steps: int = 1000
-    iterations_per_loop: int = 1000
-    n_best_size: int = 20
-    max_answer_length: int = 30
-    use_einsum: bool = True
-    export_dir: str | None = None
-    start_n_top: int = 5
-    end_n_top: int = 5
-    dropout_prob: float = 0.1
-    version_2_with_negative: bool = False
+    vocab_file: str | None = option(None, "Not used: SQuAD features are SentencePiece only.")
+    train_file: str | None = option(None, "SQuAD training JSON (train-v1.1.json).")
+    predict_file: str | None = option(None, "SQuAD JSON to predict (dev-v1.1.json); scored "
+                                            "when it holds answers.")
+    train_feature_file: str | None = option(
+        None, "Training features TFRecord (default <output_dir>/train.tf_record; reused only "
+              "when built from the same inputs and settings).")
+    predict_feature_file: str | None = option(
+        None, "Prediction features TFRecord (default <output_dir>/predict.tf_record; always "
+              "rebuilt).")
+    predict_feature_left_file: str | None = option(
+        None, "Accepted; prediction features are kept in memory instead of this pickle.")
+    max_seq_length: int = option(384, "Sequence length (<= max_position_embeddings).",
+                                 minimum=1)
+    doc_stride: int = option(128, "Stride between paragraph windows.", minimum=1)
+    max_query_length: int = option(64, "Question pieces kept.", minimum=1)
+    do_predict: bool = option(False, "Predict --predict_file (and pick the best checkpoint by "
+                                     "F1 when it holds answers).")
+    predict_batch_size: int = option(8, "Predict batch size.", minimum=1)
+    num_train_epochs: float = option(3.0, "Epochs over the training examples.")
+    warmup_proportion: float = option(0.1, "Share of the steps with linear warmup.",
+                                      minimum=0.0, maximum=1.0)
+    n_best_size: int = option(20, "Start and end candidates per window, and n-best list "
+                                  "length.", minimum=1)
+    max_answer_length: int = option(30, "Longest answer in pieces.", minimum=1)
+    use_einsum: bool = option(True, "Accepted for compatibility.")
+    export_dir: str | None = option(None, "v1.1: write <export_dir>/saved_model/<timestamp> "
+                                          "(int32 [1, max_seq_length] inputs) and "
+                                          "albert_model.tflite.")
+    start_n_top: int = option(5, "v2: beam width over starts.", minimum=1)
+    end_n_top: int = option(5, "v2: ends kept per start.", minimum=1)
+    dropout_prob: float = option(0.1, "v2: dropout in the answer-class head (training).",
+                                 minimum=0.0, below=1.0)
+    version_2_with_negative: bool = option(
+        False, "SQuAD v2.0 (run_squad_v2.py's model, unanswerable questions, null "
+               "threshold) instead of v1.1.")
 
 
-def resolve(opts: SquadOptions):
-    """Validates the options (SquadError naming the flag/file); returns (config, spm
-    model file). Nothing is written."""
-    if not (opts.do_train or opts.do_predict or opts.export_dir):
-        raise SquadError("at least one of --do_train, --do_predict or --export_dir must be set")
-    if opts.export_dir and opts.version_2_with_negative:
-        raise SquadError("--export_dir exports the v1.1 model only, as the original")
-    if not opts.output_dir:
-        raise SquadError("--output_dir is required")
-    for name in ("train_batch_size", "predict_batch_size", "save_checkpoints_steps",
-                 "iterations_per_loop", "n_best_size", "max_answer_length", "doc_stride",
-                 "max_query_length", "start_n_top", "end_n_top"):
-        if getattr(opts, name) < 1:
-            raise SquadError(f"--{name} must be >= 1, got {getattr(opts, name)}")
-    if opts.num_train_epochs <= 0 and opts.do_train:
-        raise SquadError(f"--num_train_epochs must be > 0, got {opts.num_train_epochs}")
-    if opts.version_2_with_negative and max(opts.start_n_top, opts.end_n_top) > opts.max_seq_length:
-        raise SquadError(f"--start_n_top={opts.start_n_top} / --end_n_top={opts.end_n_top}: "
-                         f"at most --max_seq_length={opts.max_seq_length}")
-    if not 0 <= opts.dropout_prob < 1:
-        raise SquadError(f"--dropout_prob must be in [0, 1), got {opts.dropout_prob}")
-    if not 0 <= opts.warmup_proportion <= 1:
-        raise SquadError(f"--warmup_proportion must be in [0, 1], got {opts.warmup_proportion}")
-    if opts.do_train and not opts.train_file:
-        raise SquadError("--do_train needs --train_file")
-    if opts.do_predict and not opts.predict_file:
-        raise SquadError("--do_predict needs --predict_file")
-    config, spm, _ = finetuning.resolve_model_files(
-        init_checkpoint=opts.init_checkpoint, albert_config_file=opts.albert_config_file,
-        spm_model_file=opts.spm_model_file, vocab_file=opts.vocab_file,
-        albert_hub_module_handle=opts.albert_hub_module_handle,
-        max_seq_length=opts.max_seq_length, error=SquadError, require_spm=True)
-    for flag, path in (("train_file", opts.train_file if opts.do_train else None),
-                       ("predict_file", opts.predict_file if opts.do_predict else None)):
-        if path and not tf.io.gfile.exists(path):
-            raise SquadError(f"--{flag}={path}: file not found")
-    if opts.max_seq_length <= opts.max_query_length + 3:
-        raise SquadError(f"--max_seq_length={opts.max_seq_length} must exceed "
-                         f"--max_query_length={opts.max_query_length} + 3")
-    return config, spm
+class SquadTask(driver.Task):
+    """SQuAD v1.1 / v2.0: span features of the train and predict JSON files, checkpoints
+    selected by F1 on the predict file when it holds answers, predictions.json,
+    nbest_predictions.json (and null_odds.json for v2), the v1.1 SavedModel/TFLite export."""
+
+    def __init__(self, options: SquadOptions):
+        super().__init__(options)
+        self.v2 = options.version_2_with_negative
+        if self.v2:
+            self.head = "squad_v2"
+            self.head_patterns = (r"^start_logits/", r"^end_logits/", r"^answer_class/")
+        else:
+            self.head, self.head_patterns = "squad_v1", (r"^cls/squad/",)
+
+    def resolve(self):
+        opts = self.options
+        if not (opts.do_train or opts.do_predict or opts.export_dir):
+            raise UserError("at least one of --do_train, --do_predict or --export_dir must be "
+                            "set")
+        if opts.export_dir and self.v2:
+            raise UserError("--export_dir exports the v1.1 model only, as the original")
+        if opts.num_train_epochs <= 0 and opts.do_train:
+            raise UserError(f"--num_train_epochs must be > 0, got {opts.num_train_epochs}")
+        if self.v2 and max(opts.start_n_top, opts.end_n_top) > opts.max_seq_length:
+            raise UserError(f"--start_n_top={opts.start_n_top} / --end_n_top={opts.end_n_top}: "
+                            f"at most --max_seq_length={opts.max_seq_length}")
+        if opts.do_train and not opts.train_file:
+            raise UserError("--do_train needs --train_file")
+        if opts.do_predict and not opts.predict_file:
+            raise UserError("--do_predict needs --predict_file")
+        self.files = resolve_model_files(opts, opts.max_seq_length, require_spm=True)
+        for flag, path in (("train_file", opts.train_file if opts.do_train else None),
+                           ("predict_file", opts.predict_file if opts.do_predict else None)):
+            if path and not tf.io.gfile.exists(path):
+                raise UserError(f"--{flag}={path}: file not found")
+        if opts.max_seq_length <= opts.max_query_length + 3:
+            raise UserError(f"--max_seq_length={opts.max_seq_length} must exceed "
+                            f"--max_query_length={opts.max_query_length} + 3")
+        # Read the JSON files now: a malformed one fails before anything is written.
+        self.predict_examples = _read(opts.predict_file, False) if opts.do_predict else None
+        self.train_examples = _read(opts.train_file, True) if opts.do_train else None
+        return self.files.config
+
+    def build_model(self, config):
+        opts = self.options
+        if self.v2:
+            return AlbertSquadV2(config, opts.start_n_top, opts.end_n_top, opts.dropout_prob)
+        return AlbertSquadV1(config)
+
+    def loss_fn(self, model, features, training):
+        return (loss_fn_v2 if self.v2 else loss_fn)(model, features, training)
+
+    def prepare(self, run):
+        from albert_tf import tokenization
+
+        self.tokenizer = tokenization.FullTokenizer(spm_model_file=self.files.spm_model_file,
+                                                    do_lower_case=self.options.do_lower_case)
+        if self.options.do_predict:
+            self._prepare_predictions(run)
+
+    def _features(self, examples, is_training, path):
+        from albert_tf.data import squad_data
+
+        opts = self.options
+        feats = squad_data.write_features(squad_data.convert_examples_to_features(
+            examples, self.tokenizer, opts.max_seq_length, opts.doc_stride,
+            opts.max_query_length, is_training), path, is_training)
+        if not feats:
+            raise UserError(f"no features: every example of the "
+                            f"{'training' if is_training else 'predict'} file was dropped")
+        return feats
+
+    def _prepare_predictions(self, run):
+        opts = self.options
+        path = opts.predict_feature_file or os.path.join(opts.output_dir, "predict.tf_record")
+        self.predict_features = self._features(self.predict_examples, False, path)
+        with tf.io.gfile.GFile(opts.predict_file) as f:
+            self.gold = json.load(f)["data"]
+        self.has_gold = any(qa.get("answers") for a in self.gold for p in a["paragraphs"]
+                            for qa in p["qas"])
+        self.predict_dataset_fn = eval_dataset_fn(path, opts.max_seq_length,
+                                                  opts.predict_batch_size,
+                                                  len(self.predict_features), run.replicas)
+        run.summary.update(num_predict_examples=len(self.predict_examples),
+                           num_predict_features=len(self.predict_features))
+
+    def _predict_and_score(self, run):
+        """(metrics or None without gold answers, (predictions, nbest, null_odds))."""
+        opts = self.options
+        examples, features = self.predict_examples, self.predict_features
+        results = predict_outputs(run.strategy, run.model, self.predict_dataset_fn)
+        if not self.v2:
+            spans = accumulate_spans({}, examples, features, results, opts.n_best_size,
+                                     opts.max_answer_length)
+            predictions, nbest = nbest_predictions(spans, examples, features, opts.n_best_size)
+            metrics = squad_eval.evaluate_v1(self.gold, predictions) if self.has_gold else None
+            return metrics, (predictions, nbest, None)
+        spans, nulls = accumulate_spans_v2({}, {}, examples, features, results,
+                                           opts.max_answer_length, opts.start_n_top,
+                                           opts.end_n_top)
+
+        def predict(threshold):
+            return nbest_predictions_v2(spans, nulls, examples, features, opts.n_best_size,
+                                        threshold)
+
+        if self.has_gold:
+            return evaluate_with_threshold(self.gold, predict)
+        return None, predict(None)
+
+    def evaluator(self, run):
+        if not (self.options.do_predict and self.has_gold):
+            return None
+        return driver.Evaluation("f1", lambda: self._predict_and_score(run)[0])
+
+    def training_plan(self, run):
+        import random
+
+        from albert_tf.data import squad_data
+
+        opts = self.options
+        examples = self.train_examples
+        random.Random(12345).shuffle(examples)  # as the original, before features
+        path = opts.train_feature_file or os.path.join(opts.output_dir, "train.tf_record")
+        num_features = self._train_features(examples, path)
+        steps = int(len(examples) / opts.train_batch_size * opts.num_train_epochs)
+        if steps < 1:
+            raise UserError(f"{len(examples)} training examples x {opts.num_train_epochs} "
+                            f"epochs give no step of batch {opts.train_batch_size}")
+        run.summary.update(num_train_examples=len(examples), num_train_features=num_features,
+                           num_train_steps=steps)
+
+        def dataset_fn(ctx):
+            return squad_data.squad_dataset(
+                path, opts.max_seq_length, ctx.get_per_replica_batch_size(opts.train_batch_size),
+                is_training=True, drop_remainder=True, input_context=ctx, seed=opts.random_seed)
+        return driver.TrainingPlan(dataset_fn, steps, int(steps * opts.warmup_proportion))
+
+    def _train_features(self, examples, path) -> int:
+        """Writes the training TFRecord to `path`, or reuses it when its sidecar
+        `<path>.json` holds the same key: a hash of the train file's and the tokenizer's
+        bytes, do_lower_case, the three lengths and the version (so, unlike the original's
+        --train_feature_file, a stale file is never read). Returns the number of features."""
+        from albert_tf.data.classifier_data import feature_cache_key
+
+        opts = self.options
+        task = "squad_v2" if self.v2 else "squad_v1"
+        key = feature_cache_key(
+            task, "train", max_seq_length=opts.max_seq_length, do_lower_case=opts.do_lower_case,
+            label_list=(), data_files=[opts.train_file], spm_model_file=self.files.spm_model_file,
+            vocab_file=None,
+            extra={"doc_stride": opts.doc_stride, "max_query_length": opts.max_query_length})
+        meta_path = path + ".json"
+        if tf.io.gfile.exists(meta_path):
+            meta = json.loads(fileio.read_text(meta_path))
+            if meta.get("key") == key and tf.io.gfile.exists(path):
+                _logger.info("reusing training features %s (%d features, key %s)", path,
+                             meta["num_features"], key)
+                return int(meta["num_features"])
+            _logger.info("rebuilding %s: it was made from other inputs or settings (key %s, "
+                         "now %s)", path, meta.get("key"), key)
+            tf.io.gfile.remove(meta_path)  # never leave a sidecar beside other features
+        count = len(self._features(examples, True, path))
+        fileio.atomic_write_text(meta_path, json.dumps({
+            "key": key, "num_features": count, "train_file": opts.train_file,
+            "max_seq_length": opts.max_seq_length, "doc_stride": opts.doc_stride,
+            "max_query_length": opts.max_query_length, "do_lower_case": opts.do_lower_case,
+            "version_2_with_negative": self.v2}, indent=2, sort_keys=True))
+        return count
+
+    def wants_final_weights(self):
+        return self.options.do_predict or bool(self.options.export_dir)
+
+    def predict(self, run):
+        if not self.options.do_predict:
+            return
+        metrics, written = self._predict_and_score(run)
+        if run.is_chief:
+            run.summary.update(write_predictions(self.options.output_dir, *written))
+            if metrics is not None:
+                run.summary["eval"] = metrics
+                _logger.info("dev with the predict weights (%s): %s",
+                             run.summary["predict_weights"],
+                             ", ".join(f"{k} = {v:.2f}" for k, v in metrics.items()))
+
+    def export(self, run):
+        from albert_tf.export import export_squad
+
+        if self.options.export_dir and run.is_chief:
+            run.summary["export"] = export_squad(run.model, self.options.export_dir,
+                                                 self.options.max_seq_length)
 
 
 def _read(path, is_training):
@@ -461,166 +614,15 @@ def _read(path, is_training):
     try:
         return squad_data.read_squad_examples(path, is_training)
     except squad_data.SquadDataError as err:
-        raise SquadError(str(err)) from None
-
-
-def _features(opts, tokenizer, examples, is_training, path):
-    from albert_tf.data import squad_data
-
-    feats = squad_data.write_features(squad_data.convert_examples_to_features(
-        examples, tokenizer, opts.max_seq_length, opts.doc_stride, opts.max_query_length,
-        is_training), path, is_training)
-    if not feats:
-        raise SquadError(f"no features: every example of the "
-                         f"{'training' if is_training else 'predict'} file was dropped")
-    return feats
-
-
-def _train_features(opts, spm, tokenizer, examples, path) -> int:
-    """Writes the training TFRecord to `path`, or reuses it when its sidecar `<path>.json`
-    holds the same key: a hash of the train file's and the tokenizer's bytes,
-    do_lower_case, the three lengths and the version (so, unlike the original's
-    --train_feature_file, a stale file is never read). Returns the number of features."""
-    from albert_tf.data.classifier_data import feature_cache_key
-
-    task = "squad_v2" if opts.version_2_with_negative else "squad_v1"
-    key = feature_cache_key(
-        task, "train", max_seq_length=opts.max_seq_length, do_lower_case=opts.do_lower_case,
-        label_list=(), data_files=[opts.train_file], spm_model_file=spm,
-        vocab_file=None if spm else opts.vocab_file,
-        extra={"doc_stride": opts.doc_stride, "max_query_length": opts.max_query_length})
-    meta_path = path + ".json"
-    if tf.io.gfile.exists(meta_path):
-        meta = json.loads(fileio.read_text(meta_path))
-        if meta.get("key") == key and tf.io.gfile.exists(path):
-            _logger.info("reusing training features %s (%d features, key %s)", path,
-                         meta["num_features"], key)
-            return int(meta["num_features"])
-        _logger.info("rebuilding %s: it was made from other inputs or settings (key %s, "
-                     "now %s)", path, meta.get("key"), key)
-        tf.io.gfile.remove(meta_path)  # never leave a sidecar beside other features
-    count = len(_features(opts, tokenizer, examples, True, path))
-    fileio.atomic_write_text(meta_path, json.dumps({
-        "key": key, "num_features": count, "train_file": opts.train_file,
-        "max_seq_length": opts.max_seq_length, "doc_stride": opts.doc_stride,
-        "max_query_length": opts.max_query_length, "do_lower_case": opts.do_lower_case,
-        "version_2_with_negative": opts.version_2_with_negative}, indent=2, sort_keys=True))
-    return count
+        raise UserError(str(err)) from None
 
 
 def run(opts: SquadOptions) -> dict:
     """Runs what the options ask for; returns a summary dict."""
-    import random
-
-    from albert_tf import tokenization
-    from albert_tf.data import squad_data
-
-    config, spm = resolve(opts)
-    # Read the JSON files first: a malformed one fails before anything is written.
-    predict_examples = _read(opts.predict_file, False) if opts.do_predict else None
-    train_examples = _read(opts.train_file, True) if opts.do_train else None
-    strategy, chief, replicas = finetuning.start_run(opts, config, SquadError)
-    tokenizer = tokenization.FullTokenizer(spm_model_file=spm, do_lower_case=opts.do_lower_case)
-    summary = {}
-    v2 = opts.version_2_with_negative
-    head, head_patterns = (("squad_v2", [r"^start_logits/", r"^end_logits/", r"^answer_class/"])
-                           if v2 else ("squad_v1", [r"^cls/squad/"]))
-    with strategy.scope():
-        model = (AlbertSquadV2(config, opts.start_n_top, opts.end_n_top, opts.dropout_prob)
-                 if v2 else AlbertSquadV1(config))
-        model.build()
-    message = finetuning.initialize(model, opts, head, head_patterns, SquadError)
-    if message:
-        summary["init"] = message
-    tf.io.gfile.makedirs(opts.output_dir)  # only once the inputs proved usable
-
-    selector = None
-    if opts.do_predict:
-        path = opts.predict_feature_file or os.path.join(opts.output_dir, "predict.tf_record")
-        features = _features(opts, tokenizer, predict_examples, False, path)
-        with tf.io.gfile.GFile(opts.predict_file) as f:
-            gold = json.load(f)["data"]
-        has_gold = any(qa.get("answers") for a in gold for p in a["paragraphs"]
-                       for qa in p["qas"])
-        dataset_fn = eval_dataset_fn(path, opts.max_seq_length, opts.predict_batch_size,
-                                     len(features), replicas)
-
-        def predict_and_score():
-            """(metrics or None without gold answers, (predictions, nbest, null_odds))."""
-            results = predict_outputs(strategy, model, dataset_fn)
-            if not v2:
-                spans = accumulate_spans({}, predict_examples, features, results,
-                                         opts.n_best_size, opts.max_answer_length)
-                predictions, nbest = nbest_predictions(spans, predict_examples, features,
-                                                       opts.n_best_size)
-                metrics = squad_eval.evaluate_v1(gold, predictions) if has_gold else None
-                return metrics, (predictions, nbest, None)
-            spans, nulls = accumulate_spans_v2({}, {}, predict_examples, features, results,
-                                               opts.max_answer_length, opts.start_n_top,
-                                               opts.end_n_top)
-
-            def predict(threshold):
-                return nbest_predictions_v2(spans, nulls, predict_examples, features,
-                                            opts.n_best_size, threshold)
-
-            return evaluate_with_threshold(gold, predict) if has_gold else (None, predict(None))
-
-        summary.update(num_predict_examples=len(predict_examples),
-                       num_predict_features=len(features))
-        if has_gold:
-            selector = finetuning.CheckpointSelector(
-                "f1", opts.output_dir, model, lambda: predict_and_score()[0], head, chief,
-                SquadError)
-
-    if opts.do_train:
-        random.Random(12345).shuffle(train_examples)  # as the original, before features
-        path = opts.train_feature_file or os.path.join(opts.output_dir, "train.tf_record")
-        num_train_features = _train_features(opts, spm, tokenizer, train_examples, path)
-        steps = int(len(train_examples) / opts.train_batch_size * opts.num_train_epochs)
-        if steps < 1:
-            raise SquadError(f"{len(train_examples)} training examples x "
-                             f"{opts.num_train_epochs} epochs give no step of batch "
-                             f"{opts.train_batch_size}")
-        warmup = int(steps * opts.warmup_proportion)
-        summary.update(num_train_examples=len(train_examples),
-                       num_train_features=num_train_features, num_train_steps=steps)
-        trainer = finetuning.make_trainer(strategy, model, loss_fn_v2 if v2 else loss_fn,
-                                          opts, steps, warmup, chief)
-
-        def train_dataset_fn(ctx):
-            return squad_data.squad_dataset(path, opts.max_seq_length,
-                                            ctx.get_per_replica_batch_size(
-                                                opts.train_batch_size),
-                                            is_training=True, drop_remainder=True,
-                                            input_context=ctx, seed=opts.random_seed)
-
-        summary["train_step"] = finetuning.train_and_select(trainer, train_dataset_fn, selector)
-
-    if opts.do_predict:
-        if selector is not None and not selector.evaluate_pending() and selector.best is None \
-                and opts.init_checkpoint and not opts.do_train:
-            selector.evaluate_current(0)  # the --init_checkpoint weights
-        summary["predict_weights"] = finetuning.final_weights(
-            model, opts.output_dir, opts.init_checkpoint, head, SquadError)
-        metrics, written = predict_and_score()
-        if chief:
-            summary.update(write_predictions(opts.output_dir, *written))
-            if metrics is not None:
-                summary["eval"], summary["best"] = metrics, selector.best
-                _logger.info("dev with the predict weights (%s): %s", summary["predict_weights"],
-                             ", ".join(f"{k} = {v:.2f}" for k, v in metrics.items()))
-    if opts.export_dir and chief:
-        from albert_tf.export import export_squad
-
-        if "predict_weights" not in summary:
-            summary["predict_weights"] = finetuning.final_weights(
-                model, opts.output_dir, opts.init_checkpoint, head, SquadError)
-        summary["export"] = export_squad(model, opts.export_dir, opts.max_seq_length)
-    return summary
+    return driver.run(SquadTask(opts))
 
 
-__all__ = ["AlbertSquadV1", "AlbertSquadV2", "SquadOptions", "SquadError", "loss_fn",
+__all__ = ["AlbertSquadV1", "AlbertSquadV2", "SquadOptions", "SquadTask", "loss_fn",
            "loss_fn_v2", "span_loss", "accumulate_spans_v2", "nbest_predictions_v2",
-           "evaluate_with_threshold",
-           "predict_outputs", "accumulate_spans", "nbest_predictions", "write_predictions",
-           "resolve", "run"]
+           "evaluate_with_threshold", "predict_outputs", "accumulate_spans",
+           "nbest_predictions", "write_predictions", "run"]

@@ -183,11 +183,13 @@ class Trainer:
         return {name: value / tf.cast(steps, tf.float32) for name, value in totals.items()}
 
     # --- outer loop ------------------------------------------------------------
-    def train(self, dataset_fn):
+    def train(self, dataset_fn, after_save=None):
         """Trains to `num_train_steps`, resuming from the latest checkpoint.
 
         dataset_fn(input_context) -> per-replica tf.data.Dataset (batches of
         global_batch_size / replicas / accumulation steps examples).
+        after_save(step): called on every worker after each checkpoint (the dev
+        evaluation); training then continues with the same iterator.
         Returns the metrics (means) of the last inner loop.
         """
         cfg = self.config
@@ -226,6 +228,8 @@ class Trainer:
             self._report(step, n, elapsed, metrics, start_step, start_time)
             if step % cfg.save_checkpoints_steps == 0 or step == cfg.num_train_steps:
                 manager.save(checkpoint_number=step)
+                if after_save is not None:
+                    after_save(step)
         self._writer.flush()
         return metrics
 

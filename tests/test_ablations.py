@@ -85,7 +85,7 @@ def test_small_study_end_to_end_resumes_and_warm_starts(tmp_path, caplog, monkey
             assert 0.0 <= r[key] <= 1.0
     # L=2 started from L=1's final weights.
     study = tmp_path / "layers"
-    assert any("initialised" in m and os.path.join("layers", "00", "pretrain") in m
+    assert any("--init_checkpoint: loaded" in m and os.path.join("layers", "00", "pretrain") in m
                for m in caplog.messages)
     config = json.loads((study / "01" / "pretrain" / "albert_config.json").read_text())
     assert config["num_hidden_layers"] == 2

@@ -5,7 +5,8 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import checkpoints
-from albert_tf.classifier import (AlbertClassifier, ClassifierError, init_from_checkpoint,
+from albert_tf.errors import UserError
+from albert_tf.classifier import (AlbertClassifier, init_from_checkpoint,
                                   loss_fn, per_example_loss)
 from albert_tf.modeling import AlbertPretrainer
 
@@ -133,15 +134,15 @@ def test_init_refuses_when_nothing_matches(config, tmp_path):
     model.build()
     # An object checkpoint of something else.
     other = tf.train.Checkpoint(x=tf.Variable(1.0)).save(str(tmp_path / "other"))
-    with pytest.raises(ClassifierError, match="nothing loaded"):
+    with pytest.raises(UserError, match="nothing loaded"):
         init_from_checkpoint(model, other)
     # An original-format checkpoint of a different model size.
     big = AlbertPretrainer(config.replace(hidden_size=48, num_attention_heads=2))
     big.build()
     prefix = checkpoints.save_original_checkpoint(big, str(tmp_path / "big" / "model.ckpt-1"))
-    with pytest.raises(ClassifierError, match="nothing loaded"):
+    with pytest.raises(UserError, match="nothing loaded"):
         init_from_checkpoint(model, prefix)
-    with pytest.raises(ClassifierError, match="no checkpoint"):
+    with pytest.raises(UserError, match="no checkpoint"):
         init_from_checkpoint(model, str(tmp_path / "missing" / "model.ckpt-3"))
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from albert_tf import checkpoints
-from albert_tf.classifier import AlbertClassifier, ClassifierOptions, resolve
+from albert_tf.classifier import AlbertClassifier, ClassifierOptions, ClassifierTask
 from albert_tf.modeling import AlbertModel, AlbertPretrainer
 from albert_tf.release import is_release_folder, load_release, release_files
 
@@ -71,8 +71,8 @@ def test_release_files_errors(tmp_path, release):
 def test_run_classifier_takes_config_and_spm_from_release(release, tmp_path):
     folder, config, _ = release
     data = write_mrpc(str(tmp_path / "data"))
-    res = resolve(ClassifierOptions(task_name="mrpc", data_dir=data,
-                                    output_dir=str(tmp_path / "out"), do_train=True,
-                                    init_checkpoint=str(folder), max_seq_length=32))
-    assert res.config == config
-    assert os.path.basename(res.spm_model_file) == "30k-clean.model"
+    task = ClassifierTask(ClassifierOptions(task_name="mrpc", data_dir=data,
+                                            output_dir=str(tmp_path / "out"), do_train=True,
+                                            init_checkpoint=str(folder), max_seq_length=32))
+    assert task.resolve() == config
+    assert os.path.basename(task.files.spm_model_file) == "30k-clean.model"

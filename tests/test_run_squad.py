@@ -5,12 +5,14 @@ import json
 import os
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
 
 from albert_tf import checkpoints
-from albert_tf.squad import AlbertSquadV1, SquadError, SquadOptions, run
+from albert_tf.errors import UserError
+from albert_tf.squad import AlbertSquadV1, SquadOptions, run
 
 from classifier_fixtures import DEMO_SPM, tiny_config
 
@@ -160,7 +162,7 @@ def test_v2_train_and_predict(setup, tmp_path):
 ])
 def test_bad_inputs_fail_before_writing(setup, tmp_path, change, match):
     out = tmp_path / "out"
-    with pytest.raises(SquadError, match=match):
+    with pytest.raises(UserError, match=match):
         run(_opts(setup, out, **{"do_train": True, **change}))
     assert not out.exists()
 
@@ -169,7 +171,7 @@ def test_malformed_json_is_named_and_nothing_is_written(setup, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"data": [{"paragraphs": [{"context": "x", "qas": [{"id": "a"}]}]}]}')
     out = tmp_path / "out"
-    with pytest.raises(SquadError, match=r"bad.json: data\[0\].paragraphs\[0\].qas\[0\] has "
+    with pytest.raises(UserError, match=r"bad.json: data\[0\].paragraphs\[0\].qas\[0\] has "
                                          r"no 'question' field"):
         run(_opts(setup, out, do_train=True, train_file=str(bad)))
     assert not out.exists()
@@ -188,45 +190,38 @@ def test_cli_error_exit_code(setup, tmp_path):
     assert not out.exists()
 
 
-def test_flags_match_options():
-    """Every SquadOptions field is a flag of run_squad.py with the same default (read in
-    a fresh process: absl flags are global, and run_classifier.py defines the same
-    names)."""
-    fields = {f.name: f.default for f in dataclasses.fields(SquadOptions)
-              if f.default is not dataclasses.MISSING}
-    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import run_squad; "
-            "from absl import flags; "
-            "print(json.dumps({n: flags.FLAGS[n].default for n in sys.argv[2:]}))")
-    proc = subprocess.run([sys.executable, "-c", code, REPO, *fields], capture_output=True,
-                          text=True, timeout=120, check=True)
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == fields
-
-
 def test_training_features_are_reused_only_when_built_from_the_same_inputs(
         setup, tmp_path, monkeypatch):
     from albert_tf import squad, tokenization
-    tokenizer = tokenization.FullTokenizer(spm_model_file=DEMO_SPM)
+
+    def task_for(opts):
+        task = squad.SquadTask(opts)
+        task.files = types.SimpleNamespace(spm_model_file=DEMO_SPM)
+        task.tokenizer = tokenization.FullTokenizer(spm_model_file=DEMO_SPM)
+        return task
+
     opts = _opts(setup, tmp_path)
+    task = task_for(opts)
     examples = squad._read(opts.train_file, True)
     path = str(tmp_path / "train.tf_record")
-    built = squad._train_features(opts, DEMO_SPM, tokenizer, examples, path)
+    built = task._train_features(examples, path)
     meta = json.loads(open(path + ".json").read())
     assert meta["num_features"] == built > len(examples) // 2
 
     def fail(*args):
         raise AssertionError("features rebuilt")
     with monkeypatch.context() as m:
-        m.setattr(squad, "_features", fail)
-        assert squad._train_features(opts, DEMO_SPM, tokenizer, examples, path) == built
+        m.setattr(task, "_features", fail)
+        assert task._train_features(examples, path) == built
 
     # Another doc_stride: other windows, so the file is rebuilt. If that fails half-way,
     # the old sidecar is already gone and the next run rebuilds again.
-    other = dataclasses.replace(opts, doc_stride=12)
+    other = task_for(dataclasses.replace(opts, doc_stride=12))
     with monkeypatch.context() as m:
-        m.setattr(squad, "_features", fail)
+        m.setattr(other, "_features", fail)
         with pytest.raises(AssertionError, match="rebuilt"):
-            squad._train_features(other, DEMO_SPM, tokenizer, examples, path)
+            other._train_features(examples, path)
     assert not os.path.exists(path + ".json")
-    rebuilt = squad._train_features(other, DEMO_SPM, tokenizer, examples, path)
+    rebuilt = other._train_features(examples, path)
     assert rebuilt > built
     assert json.loads(open(path + ".json").read())["key"] != meta["key"]

@@ -1,0 +1,346 @@
+"""The one driver of every run (pretraining, GLUE, SQuAD, RACE): the steps that are the
+same whatever the task. A `Task` supplies what differs: its model, loss, data, dev
+metrics and output files.
+
+    summary = driver.run(ClassifierTask(ClassifierOptions(task_name="MRPC", ...)))
+
+1. resolve     `Task.resolve`: options, files and data checked; nothing is written.
+2. start       host allocator, dtype policy, seeds, distribution strategy.
+3. build       `Task.build_model` under the strategy.
+4. initialize  --init_checkpoint (either checkpoint format or a release folder), unless a
+               training run resumes from its own ckpt-<step> in output_dir.
+5. prepare     the output folder, then `Task.prepare` (tokenizer, features, eval data).
+6. train       one training loop to the last step (albert_tf/training.py); after every
+               checkpoint the dev metrics (`Task.evaluator`) and model.ckpt-best selection
+               (albert_tf/selection.py). The final weights are also written as
+               model.ckpt-<step> in the original format.
+7. select      checkpoints not evaluated yet (a resumed run, or the original's second
+               "evaluate every checkpoint" command); with none, the initial weights.
+8. predict     the final weights (model.ckpt-best, else the last ckpt-<step>, else the
+               initial weights) -> `Task.predict`, `Task.export`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from typing import Callable
+
+import keras
+import tensorflow as tf
+
+from albert_tf import checkpoints, selection
+from albert_tf.errors import UserError
+from albert_tf.options import REQUIRED, Options, check, option
+
+_logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(kw_only=True)
+class RunOptions(Options):
+    """What every script accepts: the output folder, the training loop's flags, devices
+    (the original's TPU flags; ours: strategy, dtype, XLA), seed and host memory.
+    Scripts whose original had other defaults re-declare them with `RunOptions.default`."""
+    output_dir: str = option(REQUIRED, "Checkpoints, summaries, eval_results.txt and "
+                                       "predictions go here.")
+    init_checkpoint: str | None = option(
+        None, "Initial weights: an original-format checkpoint, one of our ckpt-<step>, or a "
+              "release folder.")
+    do_train: bool = option(False, "Train.")
+    train_batch_size: int = option(32, "Global training batch size.", minimum=1)
+    learning_rate: float = option(5e-5, "Peak learning rate.", minimum=0.0)
+    optimizer: str = option("adamw", "Optimizer.", choices=("adamw", "lamb"))
+    save_checkpoints_steps: int = option(1000, "Checkpoint (and dev evaluation) interval.",
+                                         minimum=1)
+    iterations_per_loop: int = option(1000, "Steps per tf.function call.", minimum=1)
+    keep_checkpoint_max: int = option(5, "ckpt-<step> files kept (the best is kept "
+                                         "separately as model.ckpt-best).", minimum=1)
+    use_tpu: bool = option(False, "Run on a Cloud TPU (TPUStrategy).")
+    tpu_name: str | None = option(None, "Cloud TPU name or grpc:// address.")
+    tpu_zone: str | None = option(None, "GCE zone of the TPU.")
+    gcp_project: str | None = option(None, "GCP project of the TPU.")
+    master: str | None = option(None, "TPU master address (alternative to --tpu_name).")
+    num_tpu_cores: int = option(8, "Accepted for compatibility; the TPU topology decides.")
+    strategy: str = option("default", "Distribution strategy when not on TPU.",
+                           choices=("default", "mirrored", "multi_worker"))
+    random_seed: int = option(12345, "Seed of initialization and data order.")
+    host_allocator: str = option(
+        "auto", "CPU tensor memory: TensorFlow's pool (fastest for small models) or malloc "
+                "with a 1 MiB mmap threshold (lowest peak memory: ALBERT-xxlarge b2 step 4.8 "
+                "vs 6.0 GB; ALBERT-base steps ~35% slower); auto = malloc from 100M "
+                "parameters on. See albert_tf/host_memory.py.",
+        choices=("auto", "tensorflow", "system"))
+    dtype: str = option("float32", "Keras dtype policy.", choices=("float32", "mixed_bfloat16"))
+    use_xla: bool = option(False, "Compile the training step with XLA.")
+
+    @classmethod
+    def default(cls, name, value):
+        """The field `name` with another default, for a subclass (help and bounds kept)."""
+        field = cls.__dataclass_fields__[name]
+        return dataclasses.field(default=value, metadata=field.metadata)
+
+
+@dataclasses.dataclass
+class TrainingPlan:
+    """What a task trains on, and for how long.
+
+    dataset_fn(input_context) -> the per-replica dataset of (micro-)batches.
+    """
+    dataset_fn: Callable
+    num_train_steps: int
+    num_warmup_steps: int
+    poly_power: float = 1.0
+    start_warmup_step: int = 0
+    gradient_accumulation_steps: int = 1
+
+
+@dataclasses.dataclass
+class Evaluation:
+    """A task's dev evaluation: `evaluate()` -> metrics of the model's current weights;
+    the checkpoint with the largest `key` becomes model.ckpt-best."""
+    key: str
+    evaluate: Callable[[], dict]
+
+
+@dataclasses.dataclass
+class Run:
+    """The run in progress, as the task's methods see it."""
+    options: RunOptions
+    config: object  # AlbertConfig
+    strategy: tf.distribute.Strategy
+    is_chief: bool
+    model: keras.Model | None = None
+    resuming: bool = False  # training continues from output_dir's own checkpoints
+    initialized: bool = False  # --init_checkpoint was loaded
+    summary: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def replicas(self) -> int:
+        return self.strategy.num_replicas_in_sync
+
+
+class Task:
+    """What differs between runs; subclasses implement the methods that raise.
+
+    head: the model attribute holding the task's head (a key of checkpoints.HEAD_SCOPES).
+    head_patterns: regexes of the head's original variable names, which an
+      --init_checkpoint may lack (a pretrained encoder then gets a fresh head).
+    metric_names: the extra scalars `loss_fn` returns, logged with the loss.
+    init_from_group0: fill every group from the checkpoint's group_0 (pretraining).
+    """
+    head: str = ""
+    head_patterns: tuple[str, ...] = ()
+    metric_names: tuple[str, ...] = ()
+    init_from_group0: bool = False
+
+    def __init__(self, options: RunOptions):
+        self.options = options
+
+    # --- before anything is written -----------------------------------------------
+    def resolve(self):
+        """Checks the options, files and data; returns the AlbertConfig. Writes nothing."""
+        raise NotImplementedError
+
+    def batch_divisor(self) -> int:
+        """Micro-batches per step: the training batch is split over replicas x this."""
+        return 1
+
+    # --- model ------------------------------------------------------------------------
+    def build_model(self, config) -> keras.Model:
+        """The task model (built under the strategy's scope)."""
+        raise NotImplementedError
+
+    def loss_fn(self, model, features, training):
+        """(loss [], {metric name: []}) of one replica's batch."""
+        raise NotImplementedError
+
+    # --- data and evaluation ----------------------------------------------------------
+    def prepare(self, run: Run) -> None:
+        """Tokenizer, features, files the run needs (output_dir exists)."""
+
+    def evaluator(self, run: Run) -> Evaluation | None:
+        """The dev evaluation, or None when the run selects no checkpoint."""
+        return None
+
+    def training_plan(self, run: Run) -> TrainingPlan:
+        raise NotImplementedError
+
+    # --- outputs ----------------------------------------------------------------------
+    def wants_final_weights(self) -> bool:
+        """Whether predict/export run (they see the final weights)."""
+        return False
+
+    def predict(self, run: Run) -> None:
+        """Writes the task's prediction files; adds to run.summary."""
+
+    def export(self, run: Run) -> None:
+        """Writes the task's exports; adds to run.summary."""
+
+
+def run(task: Task) -> dict:
+    """Runs the task as its options ask (steps 1-8 of the module docstring); returns the
+    summary dict (init, train_step, best, eval, prediction files, ...)."""
+    opts = task.options
+    check(opts)
+    config = task.resolve()
+    current = start(opts, config, task.batch_divisor())
+    with current.strategy.scope():
+        current.model = task.build_model(config)
+        current.model.build()
+    current.resuming = opts.do_train and bool(selection.object_checkpoints(opts.output_dir))
+    if opts.init_checkpoint and not current.resuming:
+        current.summary["init"] = init_from_checkpoint(
+            current.model, opts.init_checkpoint, task.head, task.head_patterns,
+            task.init_from_group0)
+        current.initialized = True
+        _logger.info("--init_checkpoint: %s", current.summary["init"])
+    tf.io.gfile.makedirs(opts.output_dir)  # only once the inputs proved usable
+    task.prepare(current)
+
+    evaluation = task.evaluator(current)
+    selector = None
+    if evaluation is not None:
+        selector = selection.CheckpointSelector(evaluation.key, opts.output_dir,
+                                                current.model, evaluation.evaluate, task.head,
+                                                current.is_chief)
+    if opts.do_train:
+        if selector is not None:
+            selector.evaluate_pending()  # checkpoints of an interrupted run
+        current.summary["train_step"] = train(task, current, selector)
+    if selector is not None:
+        finish_selection(selector, current)
+    if task.wants_final_weights():
+        current.summary["predict_weights"] = final_weights(current, task.head)
+        task.predict(current)
+        task.export(current)
+    return current.summary
+
+
+def start(opts: RunOptions, config, batch_divisor: int = 1) -> Run:
+    """Host allocator, dtype policy, seeds and distribution strategy; checks that the
+    training batch splits evenly over replicas x batch_divisor."""
+    from albert_tf.distribute import get_strategy, is_chief
+    from albert_tf.host_memory import configure_host_allocator
+
+    configure_host_allocator(opts.host_allocator,  # before TensorFlow's first op
+                             num_parameters=config.num_parameters())
+    keras.mixed_precision.set_global_policy(opts.dtype)
+    keras.utils.set_random_seed(opts.random_seed)
+    strategy = get_strategy(opts.strategy, opts.use_tpu, opts.tpu_name, opts.tpu_zone,
+                            opts.gcp_project, opts.master)
+    replicas = strategy.num_replicas_in_sync
+    if opts.train_batch_size % (replicas * batch_divisor):
+        split = f"the {replicas} replicas" + (
+            f" x {batch_divisor} accumulation steps" if batch_divisor > 1 else "")
+        raise UserError(f"--train_batch_size={opts.train_batch_size}: expected a multiple of "
+                        f"{split}")
+    return Run(opts, config, strategy, is_chief(strategy))
+
+
+def train(task: Task, current: Run, selector) -> int:
+    """Trains the task's model to its last step, evaluating on dev after every checkpoint;
+    writes the final weights as model.ckpt-<step> (original format). Returns the step."""
+    from albert_tf import training
+    from albert_tf.optimization import create_optimizer
+
+    opts, plan = current.options, task.training_plan(current)
+    with current.strategy.scope():
+        optimizer = create_optimizer(opts.learning_rate, plan.num_train_steps,
+                                     plan.num_warmup_steps, opts.optimizer, plan.poly_power,
+                                     plan.start_warmup_step)
+    loop = training.LoopConfig(
+        num_train_steps=plan.num_train_steps, global_batch_size=opts.train_batch_size,
+        iterations_per_loop=opts.iterations_per_loop,
+        save_checkpoints_steps=opts.save_checkpoints_steps,
+        keep_checkpoint_max=opts.keep_checkpoint_max,
+        gradient_accumulation_steps=plan.gradient_accumulation_steps, jit_compile=opts.use_xla)
+    trainer = training.Trainer(current.strategy, current.model, optimizer, task.loss_fn,
+                               task.metric_names, opts.output_dir, loop, current.is_chief)
+    trainer.train(plan.dataset_fn,
+                  after_save=selector.evaluate_current if selector is not None else None)
+    step = int(optimizer.iterations.numpy())
+    if current.is_chief:
+        checkpoints.save_original_checkpoint(
+            current.model, os.path.join(opts.output_dir, f"model.ckpt-{step}"),
+            global_step=step, update_checkpoint_state=False)
+    return step
+
+
+def finish_selection(selector, current: Run) -> None:
+    """Evaluates the checkpoints not evaluated yet; with none ever evaluated, the initial
+    weights as step 0. Puts the best into the summary."""
+    selector.evaluate_pending()
+    if not selector.results and selector.best is None:
+        if not current.initialized:
+            raise UserError(f"no checkpoint (ckpt-<step>) in {current.options.output_dir} and "
+                            "no --init_checkpoint to evaluate")
+        selector.evaluate_current(0)  # the --init_checkpoint weights
+    current.summary["best"] = selector.best
+    if selector.results:
+        last = max(selector.results)
+        current.summary["eval_step"], current.summary["eval"] = last, selector.results[last]
+    if current.is_chief and selector.best is not None:
+        _logger.info("best checkpoint on dev: step %d, %s = %.4f (best-on-dev, as the "
+                     "original's reported numbers)", selector.best["global_step"],
+                     selector.best["key"], selector.best["value"])
+
+
+def init_from_checkpoint(model, path, head: str, head_patterns=(), init_from_group0=False):
+    """Fills `model` from --init_checkpoint; returns a one-line description.
+
+    Accepts an original-format checkpoint (a pretraining one: the task head stays fresh;
+    a fine-tuned one: head restored), one of our object-based checkpoints (encoder
+    restored, head where present), or a release folder (albert_config.json +
+    model.ckpt-best). `head_patterns`: regexes of the head's original names, which may
+    be missing. Raises UserError when the checkpoint cannot fill the encoder.
+    """
+    from albert_tf import release
+
+    try:
+        if release.is_release_folder(path):
+            prefix = release.release_files(path).checkpoint
+        else:
+            prefix = checkpoints.resolve_checkpoint_path(path)
+    except FileNotFoundError as err:
+        raise UserError(f"--init_checkpoint={path}: {err}") from None
+    object_based = checkpoints.is_object_based(prefix)
+    try:
+        report = checkpoints.init_from_checkpoint(model, prefix, allow_missing=list(head_patterns),
+                                                  init_from_group0=init_from_group0)
+    except checkpoints.CheckpointMismatchError as err:
+        lines = str(err).splitlines()
+        detail = "\n".join(lines[:12] + ([f"  ... ({len(lines) - 12} more lines)"]
+                                         if len(lines) > 12 else []))
+        raise UserError(f"--init_checkpoint={path}: nothing loaded; the checkpoint cannot fill "
+                        f"this model:\n{detail}") from None
+    if not report.loaded:
+        raise UserError(f"--init_checkpoint={path}: no variable matched")
+    fresh = f"; fresh {head} head" if report.missing_allowed else ""
+    kind = "object checkpoint" if object_based else "original-format checkpoint"
+    return f"loaded {len(report.loaded)} variables from {kind} {prefix}{fresh}"
+
+
+def final_weights(current: Run, head: str) -> str:
+    """Loads the weights predict/export use: output_dir's model.ckpt-best, else its latest
+    ckpt-<step>, else the --init_checkpoint weights already loaded. Returns their path."""
+    output_dir = current.options.output_dir
+    best = os.path.join(output_dir, selection.BEST_PREFIX)
+    if tf.io.gfile.exists(best + ".index"):
+        try:
+            checkpoints.load_original_checkpoint(current.model, best)
+        except checkpoints.CheckpointMismatchError as err:
+            raise UserError(f"{best}: {err}") from None
+        return best
+    trained = selection.object_checkpoints(output_dir)
+    if trained:
+        selection.restore_trained(current.model, trained[-1][1], head)
+        return trained[-1][1]
+    if current.options.init_checkpoint:
+        return current.options.init_checkpoint
+    raise UserError(f"nothing to predict with: no {selection.BEST_PREFIX} or ckpt-<step> in "
+                    f"{output_dir} and no --init_checkpoint")
+
+
+__all__ = ["RunOptions", "TrainingPlan", "Evaluation", "Run", "Task", "run", "start", "train",
+           "finish_selection", "init_from_checkpoint", "final_weights"]

@@ -1,0 +1,91 @@
+"""Which model a fine-tuning run starts from: the flags naming the config, the tokenizer
+and the initial checkpoint, and their validation.
+
+A release folder given as --init_checkpoint (an unpacked released model, or a folder
+run_pretraining.py wrote) supplies albert_config.json and the SentencePiece model unless
+they are given (albert_tf/release.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import tensorflow as tf
+
+from albert_tf import checkpoints
+from albert_tf.errors import UserError
+from albert_tf.options import Options, option
+
+
+@dataclasses.dataclass(kw_only=True)
+class ModelFileOptions(Options):
+    """The original fine-tuning scripts' flags naming the model and tokenizer."""
+    albert_config_file: str | None = option(
+        None, "albert_config.json of the pretrained model (default: the release folder's).")
+    spm_model_file: str | None = option(None, "SentencePiece model (30k-clean.model).")
+    vocab_file: str | None = option(None, "WordPiece vocabulary (only without "
+                                          "--spm_model_file).")
+    albert_hub_module_handle: str | None = option(
+        None, "Not supported (TF-Hub); pass a release folder as --init_checkpoint.")
+    do_lower_case: bool = option(True, "Lower-case the input.")
+
+
+@dataclasses.dataclass
+class ModelFiles:
+    """The resolved files: config (parsed), SentencePiece model, WordPiece vocabulary."""
+    config: object  # AlbertConfig
+    spm_model_file: str | None
+    vocab_file: str | None
+
+
+def resolve_model_files(opts, max_seq_length: int, require_spm: bool = False) -> ModelFiles:
+    """Validates the model flags of `opts` (ModelFileOptions fields and init_checkpoint;
+    UserError naming the flag and file); nothing is written."""
+    from albert_tf import release
+    from albert_tf.config import AlbertConfig
+
+    if opts.albert_hub_module_handle:
+        raise UserError("--albert_hub_module_handle: TF-Hub modules are not supported; unpack "
+                        "the released model and pass its folder as --init_checkpoint (it "
+                        "provides albert_config.json, model.ckpt-best and 30k-clean.model)")
+    init = opts.init_checkpoint
+    config_file, spm, vocab = opts.albert_config_file, opts.spm_model_file, opts.vocab_file
+    is_release = bool(init) and release.is_release_folder(init)
+    if is_release:
+        try:
+            files = release.release_files(init)
+        except FileNotFoundError as err:
+            raise UserError(f"--init_checkpoint: {err}") from None
+        config_file = config_file or files.config_file
+        if not spm and not vocab:
+            spm = files.spm_model_file
+            vocab = None if spm else files.vocab_file
+    if not config_file:
+        raise UserError("--albert_config_file is required (or pass a release folder holding "
+                        "albert_config.json as --init_checkpoint)")
+    if not tf.io.gfile.exists(config_file):
+        raise UserError(f"--albert_config_file={config_file}: file not found")
+    try:
+        config = AlbertConfig.from_json_file(config_file)
+    except (ValueError, TypeError, KeyError) as err:
+        raise UserError(f"--albert_config_file={config_file}: {err}") from None
+    if require_spm and not spm:
+        raise UserError("--spm_model_file is required: SQuAD features are SentencePiece only, "
+                        "as the original's" + (" (--vocab_file is not used)" if vocab else ""))
+    if not spm and not vocab:
+        raise UserError("--spm_model_file (or --vocab_file) is required")
+    for flag, path in (("spm_model_file", spm), ("vocab_file", vocab)):
+        if path and not tf.io.gfile.exists(path):
+            raise UserError(f"--{flag}={path}: file not found")
+    if max_seq_length > config.max_position_embeddings:
+        raise UserError(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings="
+                        f"{config.max_position_embeddings} of {config_file}")
+    if init and not is_release:
+        try:
+            checkpoints.resolve_checkpoint_path(init)
+        except FileNotFoundError as err:
+            raise UserError(f"--init_checkpoint={init}: {err}") from None
+    return ModelFiles(config, spm, vocab)
+
+
+__all__ = ["ModelFileOptions", "ModelFiles", "resolve_model_files"]

@@ -1,0 +1,74 @@
+"""albert_tf.driver: the selection rule, the final weights and the batch split (the whole
+driver runs in every end-to-end test of the four tasks)."""
+
+import types
+
+import pytest
+
+from albert_tf import driver
+from albert_tf.config import preset
+from albert_tf.errors import UserError
+
+
+class _Selector:
+    def __init__(self, pending=(), results=None, best=None):
+        self.pending, self.results, self.best = list(pending), dict(results or {}), best
+        self.current = []
+
+    def evaluate_pending(self):
+        for step in self.pending:
+            self.results[step] = {"acc": 0.5}
+        return len(self.pending)
+
+    def evaluate_current(self, step):
+        self.current.append(step)
+        self.results[step] = {"acc": 0.25}
+
+
+def _run(tmp_path, initialized):
+    opts = driver.RunOptions(output_dir=str(tmp_path))
+    return driver.Run(opts, preset("albert_tiny"), None, is_chief=False,
+                      initialized=initialized)
+
+
+def test_selection_evaluates_pending_checkpoints_first(tmp_path):
+    selector, current = _Selector(pending=[2, 4]), _run(tmp_path, initialized=True)
+    driver.finish_selection(selector, current)
+    assert selector.current == [] and current.summary["eval_step"] == 4
+
+
+def test_selection_falls_back_to_the_initial_weights_only(tmp_path):
+    selector, current = _Selector(), _run(tmp_path, initialized=True)
+    driver.finish_selection(selector, current)
+    assert selector.current == [0] and current.summary["eval"] == {"acc": 0.25}
+    with pytest.raises(UserError, match="no checkpoint .* and no --init_checkpoint"):
+        driver.finish_selection(_Selector(), _run(tmp_path, initialized=False))
+    # Steps evaluated by an earlier run count: nothing is evaluated again.
+    selector = _Selector(results={6: {"acc": 0.7}}, best={"value": 0.7})
+    driver.finish_selection(selector, _run(tmp_path, initialized=False))
+    assert selector.current == []
+
+
+def test_final_weights_needs_something_to_predict_with(tmp_path):
+    with pytest.raises(UserError, match="nothing to predict with"):
+        driver.final_weights(_run(tmp_path, False), "classifier")
+    current = _run(tmp_path, False)
+    current.options.init_checkpoint = "init/ckpt"
+    assert driver.final_weights(current, "classifier") == "init/ckpt"
+
+
+def test_training_batch_must_split_over_replicas_and_micro_batches(tmp_path):
+    opts = driver.RunOptions(output_dir=str(tmp_path), train_batch_size=10)
+    with pytest.raises(UserError, match=r"--train_batch_size=10: expected a multiple of the "
+                                        r"1 replicas x 4 accumulation steps"):
+        driver.start(opts, preset("albert_tiny"), batch_divisor=4)
+    assert isinstance(driver.start(opts, preset("albert_tiny"), 2), driver.Run)
+
+
+def test_task_defaults_do_nothing(tmp_path):
+    task = driver.Task(driver.RunOptions(output_dir=str(tmp_path)))
+    current = types.SimpleNamespace()
+    assert task.evaluator(current) is None and not task.wants_final_weights()
+    assert task.batch_divisor() == 1
+    with pytest.raises(NotImplementedError):
+        task.resolve()
