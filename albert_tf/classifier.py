@@ -1,7 +1,7 @@
 """GLUE fine-tuning: the classifier model, its loss, evaluation, prediction and export.
 
-This is the task side of run_classifier.py (ORIGINAL_RELEASE.md §11); the script only
-parses flags into `ClassifierOptions` and calls `run`.
+This is the task side of run_classifier.py (docs/original.md §11): `ClassifierTask` says
+what GLUE runs do; the driver (albert_tf/driver.py) runs it.
 
 Model (§11.4): encoder pooled output -> dropout 0.1 in training (fixed, independent of
 the config) -> logits = pooled . output_weights^T + output_bias (variables
@@ -10,7 +10,7 @@ Classification: mean softmax cross-entropy, prediction = argmax. STS-B: one outp
 squeezed, mean squared error, prediction = the value.
 
 Run (§11.6, quirk 24): checkpoints are evaluated on dev and the best is kept as
-`model.ckpt-best` (albert_tf/finetuning.py); the selection key is accuracy, MCC for
+`model.ckpt-best` (albert_tf/selection.py); the selection key is accuracy, MCC for
 CoLA, Pearson for STS-B.
 Prediction writes `<TASK>.tsv` (GLUE submission) and `test_results.tsv`.
 """

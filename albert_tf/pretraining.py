@@ -1,13 +1,16 @@
-"""The pretraining task: loss function, evaluation, and the demo data set-up.
+"""The pretraining task: masked LM + sentence order on TFRecords (docs/original.md §6).
 
-Glue between the model (AlbertPretrainer), the losses, the input pipeline and
-the training loop; run_pretraining.py only parses flags and calls this.
+`PretrainingTask` says what a pretraining run does (its model, loss, data and held-out
+evaluation); the driver (albert_tf/driver.py) runs it. With --do_eval every checkpoint is
+evaluated on held-out records and the best masked-LM accuracy is kept as model.ckpt-best,
+as the original's eval loop did (§6.4); the evaluation before training, which shows what
+training changed, goes to its own file (eval_results_before_training.txt). Without
+--input_file the demo runs on data/demo.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import logging
 import os
@@ -160,7 +163,7 @@ class PretrainingTask(driver.Task):
         self.demo = options.input_file is None
 
     def resolve(self):
-        from albert_tf.config import AlbertConfig, preset
+        from albert_tf.config import preset
 
         o = self.options
         if self.demo:

@@ -1,12 +1,12 @@
 """RACE fine-tuning: the multiple-choice model and the run (the task side of run_race.py;
-ORIGINAL_RELEASE.md §13).
+docs/original.md §13).
 
 Model (§13.3): the 4 choice sequences of an example [B, 4 x S] are encoded as [4B, S];
 each pooled output -> dropout (training) -> one score (`output_weights` [1, H],
 `output_bias` [1], top level as the original); the 4 scores of an example are its logits
 [B, 4], trained with softmax cross-entropy. Evaluation: eval_accuracy and eval_loss over
 real examples; checkpoints selected by eval_accuracy into `model.ckpt-best`
-(albert_tf/finetuning.py). --do_predict evaluates the test split with the selected
+(albert_tf/selection.py). --do_predict evaluates the test split with the selected
 weights and writes predict_results.txt, as the original.
 
 The records have GLUE's names and layout, so GLUE's reader, loss, eval loop and

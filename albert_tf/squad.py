@@ -1,5 +1,5 @@
 """SQuAD v1.1 and v2.0 fine-tuning: the span models, their losses, prediction
-post-processing and the run (the task side of run_squad.py; ORIGINAL_RELEASE.md §12).
+post-processing and the run (the task side of run_squad.py; docs/original.md §12).
 
 v1 model (§12.4): start and end logits = sequence_output . W^T + b with W [2, H] (row 0
 start, row 1 end), stored as `cls/squad/output_weights` / `cls/squad/output_bias`.
@@ -179,7 +179,7 @@ def loss_fn_v2(model, features, training):
 # --------------------------------------------------------------------------------------
 def eval_dataset_fn(path, seq_length, batch_size, num_features, replicas):
     """Every feature once, in file order, in padded per-replica batches (padding rows
-    have unique_id 0; finetuning.replica_eval_dataset_fn)."""
+    have unique_id 0; eval_outputs.replica_eval_dataset_fn)."""
     from albert_tf.data.squad_data import squad_dataset
 
     return replica_eval_dataset_fn(

@@ -7,7 +7,7 @@ optimizer with its step count, and the input iterator, so a restarted run
 continues exactly where the killed one stopped), logs with steps/s and ETA,
 TensorBoard summaries, and a stop on a non-finite loss.
 
-Cross-replica gradient semantics (ORIGINAL_RELEASE.md §7.2, §15 item 12):
+Cross-replica gradient semantics (docs/original.md §7.2, quirk 12):
 every replica differentiates its loss divided by (replicas x accumulation
 steps), the gradients are summed across replicas, and the sum (the gradient
 of the global-batch mean loss) is clipped by global norm 1.0 and applied.

@@ -1,6 +1,5 @@
 """RACE: the multiple-choice model and end-to-end runs (albert_tf.race / run_race.py)."""
 
-import dataclasses
 import json
 import os
 import subprocess
