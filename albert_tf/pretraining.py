@@ -191,7 +191,7 @@ def run(o: PretrainingOptions):
     from albert_tf import checkpoints, training
     from albert_tf.distribute import get_strategy, is_chief
     from albert_tf.host_memory import configure_host_allocator
-    from albert_tf.input_pipeline import MaskingOptions, pretraining_dataset
+    from albert_tf.data.input_pipeline import MaskingOptions, pretraining_dataset
     from albert_tf.modeling import AlbertPretrainer
     from albert_tf.optimization import create_optimizer
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import input_pipeline as ip
+from albert_tf.data import input_pipeline as ip
 from albert_tf.data import example_serialization as es
 from albert_tf.data import pretraining_instances as pi
 

@@ -6,7 +6,7 @@
 
 Input: one sentence per line, a blank line between documents (spec §8.2). Output: the original
 TFRecord schema (§8.7), readable by the original `run_pretraining.py` and by
-`albert_tf.input_pipeline`.
+`albert_tf.data.input_pipeline`.
 
 Scaling design and deviations from the original (which reads *all* files into memory, builds
 *all* instances of all dupe passes in memory, and shuffles documents and instances globally):
