@@ -832,6 +832,24 @@ def cached_features(task_name: str, split: str, data_dir: str | None, cache_dir:
 # ---------------------------------------------------------------------------------------------
 
 
+def feature_spec(seq_length: int, is_regression: bool = False) -> dict:
+    """tf.io.parse_single_example spec of the classifier (and RACE) TFRecords.
+
+    input_ids, input_mask, segment_ids int64 [seq_length]; label_ids int64 [] (float32 for
+    regression); is_real_example int64 []. RACE records: seq_length = 4 x max_seq_length
+    (`race_data.record_length`).
+    """
+    import tensorflow as tf
+
+    return {
+        "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
+        "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
+        "segment_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
+        "label_ids": tf.io.FixedLenFeature([], tf.float32 if is_regression else tf.int64),
+        "is_real_example": tf.io.FixedLenFeature([], tf.int64),
+    }
+
+
 def classifier_dataset(path: str | Sequence[str], seq_length: int, batch_size: int,
                        is_training: bool, is_regression: bool = False, input_context=None,
                        shuffle_buffer: int = 100, full_shuffle: bool = False,
@@ -873,13 +891,7 @@ def classifier_dataset(path: str | Sequence[str], seq_length: int, batch_size: i
     files = [path] if isinstance(path, str) else list(path)
     if input_context is not None:
         batch_size = input_context.get_per_replica_batch_size(batch_size)
-    name_to_features = {
-        "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
-        "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
-        "segment_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
-        "label_ids": tf.io.FixedLenFeature([], tf.float32 if is_regression else tf.int64),
-        "is_real_example": tf.io.FixedLenFeature([], tf.int64),
-    }
+    name_to_features = feature_spec(seq_length, is_regression)
 
     def decode(record):
         example = tf.io.parse_single_example(record, name_to_features)
@@ -922,7 +934,8 @@ __all__ = [
     "InputExample", "InputFeatures", "PaddingInputExample", "DataProcessor", "PROCESSORS",
     "get_processor", "read_tsv", "tfds_name", "tfds_examples", "convert_single_example",
     "convert_examples_to_features", "file_based_convert_examples_to_features",
-    "feature_cache_key", "cached_features", "CachedFeatures", "classifier_dataset", "pad_batch",
+    "feature_cache_key", "cached_features", "CachedFeatures", "feature_spec", "classifier_dataset",
+    "pad_batch",
     "ColaProcessor", "Sst2Processor", "MrpcProcessor", "StsbProcessor", "QqpProcessor",
     "MnliProcessor", "MisMnliProcessor", "QnliProcessor", "RteProcessor", "WnliProcessor",
     "AxProcessor",
