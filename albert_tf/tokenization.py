@@ -10,8 +10,11 @@ Two behaviours of the original are made explicit here:
   caller of the original applies `preprocess_text(text, lower=do_lower_case)` first (quirk 19).
 * The digit-comma rule of `encode_pieces` was written for Python 2. Under Python 3 one of its
   comparisons is bytes-vs-str and never true, so a leading "▁" is never stripped from the
-  re-encoded piece (quirk 18). `faithful_py3=True` reproduces that; the default is the intended
-  behaviour (the same as the HuggingFace port).
+  re-encoded piece (quirk 18). `digit_comma` chooses: "python3" (the default) gives the pieces
+  the original scripts produce today, so features and pretraining data equal theirs;
+  "intended" gives the rule as written (what the original gave under Python 2 and what the
+  HuggingFace port does). Every tokenizer of this package (`FullTokenizer`, the batched one of
+  `create_pretraining_data`, the in-graph one) takes the same parameter.
 """
 
 from __future__ import annotations
@@ -24,9 +27,16 @@ from typing import Iterable, Mapping, Sequence
 
 import sentencepiece as spm
 
+from albert_tf.errors import UserError
+
 logger = logging.getLogger(__name__)
 
 SPIECE_UNDERLINE = "\u2581"  # "▁", SentencePiece's word-start marker.
+
+# Values of `digit_comma` (see the module docstring); the default is the original's behaviour
+# under Python 3.
+DIGIT_COMMA_MODES = ("python3", "intended")
+DEFAULT_DIGIT_COMMA = "python3"
 
 # Special pieces the data/model code needs, by role, for each tokenizer mode.
 SPM_SPECIAL_PIECES = {
@@ -46,6 +56,9 @@ WORDPIECE_SPECIAL_PIECES = {
 
 __all__ = [
     "SPIECE_UNDERLINE",
+    "DIGIT_COMMA_MODES",
+    "DEFAULT_DIGIT_COMMA",
+    "check_digit_comma",
     "preprocess_text",
     "encode_pieces",
     "split_digit_comma_piece",
@@ -91,6 +104,14 @@ def preprocess_text(text: str, remove_space: bool = True, lower: bool = False) -
     return out
 
 
+def check_digit_comma(digit_comma: str) -> str:
+    """Returns `digit_comma` if it is one of DIGIT_COMMA_MODES, else raises UserError."""
+    if digit_comma not in DIGIT_COMMA_MODES:
+        raise UserError(f"--digit_comma={digit_comma!r}: expected one of "
+                        f"{', '.join(DIGIT_COMMA_MODES)}")
+    return digit_comma
+
+
 def _is_digit_comma_piece(piece: str) -> bool:
     """True for pieces like "▁1990," or "5,": longer than one char, "," after a digit."""
     return len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()
@@ -100,22 +121,22 @@ def encode_pieces(
     sp_model: spm.SentencePieceProcessor,
     text: str,
     sample: bool = False,
-    faithful_py3: bool = False,
+    digit_comma: str = DEFAULT_DIGIT_COMMA,
 ) -> list[str]:
     """Encodes `text` into SentencePiece pieces, splitting "<digits>," pieces (§9.2).
 
     Every piece that ends in "," preceded by a digit is re-encoded without the comma and without
-    "▁" markers, and the comma is appended as its own piece. In the intended (Python 2)
-    behaviour, when the original piece did not start with "▁" but the re-encoded first piece
-    does, that "▁" is removed (the piece is dropped if it was only "▁"): "x1234," gives
-    [..., "4", ","]. With `faithful_py3=True` this strip step never fires, as in the release run
-    under Python 3: [..., "▁", "4", ","].
+    "▁" markers, and the comma is appended as its own piece. As written (`digit_comma=
+    "intended"`, the original under Python 2), when the original piece did not start with "▁"
+    but the re-encoded first piece does, that "▁" is removed (the piece is dropped if it was
+    only "▁"): "x1234," gives [..., "4", ","]. Under Python 3 the original never fires this
+    strip step (`digit_comma="python3"`, the default): [..., "▁", "4", ","].
 
     Args:
       sp_model: a loaded `sentencepiece.SentencePieceProcessor`.
       text: str, normally already passed through `preprocess_text`.
       sample: bool. Use subword sampling (nbest 64, alpha 0.1), as the original offers.
-      faithful_py3: bool. Reproduce the Python-3 behaviour of the release (see above).
+      digit_comma: str. "python3" or "intended" (see above).
 
     Returns:
       list[str] of pieces.
@@ -127,19 +148,20 @@ def encode_pieces(
     out: list[str] = []
     for piece in pieces:
         if _is_digit_comma_piece(piece):
-            out.extend(split_digit_comma_piece(sp_model, piece, faithful_py3))
+            out.extend(split_digit_comma_piece(sp_model, piece, digit_comma))
         else:
             out.append(piece)
     return out
 
 
 def split_digit_comma_piece(
-    sp_model: spm.SentencePieceProcessor, piece: str, faithful_py3: bool = False
+    sp_model: spm.SentencePieceProcessor, piece: str, digit_comma: str = DEFAULT_DIGIT_COMMA
 ) -> list[str]:
     """The pieces that `encode_pieces` puts in place of one "<digit>," piece (see there)."""
+    check_digit_comma(digit_comma)
     sub = sp_model.EncodeAsPieces(piece[:-1].replace(SPIECE_UNDERLINE, ""))
     if (
-        not faithful_py3
+        digit_comma == "intended"
         and not piece.startswith(SPIECE_UNDERLINE)
         and sub
         and sub[0].startswith(SPIECE_UNDERLINE)
@@ -155,14 +177,14 @@ def encode_ids(
     sp_model: spm.SentencePieceProcessor,
     text: str,
     sample: bool = False,
-    faithful_py3: bool = False,
+    digit_comma: str = DEFAULT_DIGIT_COMMA,
 ) -> list[int]:
     """`encode_pieces` followed by `PieceToId` (unknown pieces map to the unk id).
 
     Returns:
       list[int] of SentencePiece ids.
     """
-    pieces = encode_pieces(sp_model, text, sample=sample, faithful_py3=faithful_py3)
+    pieces = encode_pieces(sp_model, text, sample=sample, digit_comma=digit_comma)
     return [sp_model.PieceToId(p) for p in pieces]
 
 
@@ -375,19 +397,19 @@ class FullTokenizer:
       vocab_file: str or None. WordPiece vocabulary (ignored in SentencePiece mode).
       do_lower_case: bool.
       spm_model_file: str or None. SentencePiece model.
-      faithful_py3_comma: bool. Digit-comma rule as the release behaves under Python 3 (see
-        `encode_pieces`); default False = intended behaviour.
+      digit_comma: str. "python3" (default: the original scripts as they run today) or
+        "intended" (the rule as written, as the HuggingFace port); see `encode_pieces`.
 
     Attributes:
       vocab: dict[str, int] piece -> id. inv_vocab: dict[int, str].
       sp_model: SentencePieceProcessor or None (WordPiece mode). spm_mode: bool.
-      do_lower_case: bool. vocab_size (property): int.
+      do_lower_case: bool. digit_comma: str. vocab_size (property): int.
     """
 
     def __init__(self, vocab_file: str | None = None, do_lower_case: bool = True,
-                 spm_model_file: str | None = None, faithful_py3_comma: bool = False):
+                 spm_model_file: str | None = None, digit_comma: str = DEFAULT_DIGIT_COMMA):
         self.do_lower_case = bool(do_lower_case)
-        self.faithful_py3_comma = bool(faithful_py3_comma)
+        self.digit_comma = check_digit_comma(digit_comma)
         self.sp_model = None
         if spm_model_file:
             self.spm_mode = True
@@ -413,7 +435,7 @@ class FullTokenizer:
     def tokenize(self, text: str) -> list[str]:
         """Splits `text` into pieces (list[str]); see the class docstring for preprocessing."""
         if self.spm_mode:
-            return encode_pieces(self.sp_model, text, faithful_py3=self.faithful_py3_comma)
+            return encode_pieces(self.sp_model, text, digit_comma=self.digit_comma)
         out = []
         for token in self._basic.tokenize(text):
             out.extend(self._wordpiece.tokenize(token))

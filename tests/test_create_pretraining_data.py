@@ -195,3 +195,53 @@ def test_cli_subprocess_exit_code(tmp_path):
         timeout=120,
     )
     assert r.returncode == 1 and "none.txt" in r.stderr and not os.path.exists(tmp_path / "o")
+
+
+# Lines whose pieces end in "<digit>,": "0," and "4," pieces without "▁" (the two modes differ),
+# "▁1990," and "▁2," (they agree), and a line with an unknown piece and a comma (exact path).
+DIGIT_COMMA_LINES = [
+    "In 1990, sales were 3,500, not 2,000, units.",
+    "Prices rose 4,5,6, then fell; x1234, ok",
+    "A 1,000,000, tax and 1990s, 80s, then 7,",
+    "\u0416\u0416 rose 3,500, again",
+]
+
+
+@pytest.mark.parametrize("digit_comma", ["python3", "intended"])
+def test_fast_tokenizer_equals_full_and_in_graph_tokenizers(digit_comma):
+    """All three tokenizers agree in both digit-comma modes."""
+    from albert_tf import tokenization
+    from albert_tf.tf_tokenization import InGraphTokenizer
+
+    tok = tokenization.FullTokenizer(spm_model_file=SPM, digit_comma=digit_comma)
+    fast = cpd.FastTokenizer(tok)
+    flat, lens = fast.encode(fast.preprocess_lines("\n".join(DIGIT_COMMA_LINES)))
+    got = np.split(flat, np.cumsum(lens)[:-1])
+    want = [tok.encode(line) for line in DIGIT_COMMA_LINES]
+    assert [list(g) for g in got] == want
+    in_graph = InGraphTokenizer(SPM, digit_comma=digit_comma)
+    assert in_graph(np.array(DIGIT_COMMA_LINES, object)).to_list() == want
+    other = tokenization.FullTokenizer(spm_model_file=SPM, digit_comma=(
+        "intended" if digit_comma == "python3" else "python3"))
+    assert [other.encode(line) != w for line, w in zip(DIGIT_COMMA_LINES, want)] == [
+        True, True, False, True]
+
+
+def test_digit_comma_flag(tmp_path):
+    """Default: the pieces of the original under Python 3 ("50", "▁", "0", ","); --digit_comma=
+    intended: the rule as written ("50", "0", ",")."""
+    with open(tmp_path / "part-0.txt", "w", encoding="utf-8") as f:
+        for d in range(12):
+            f.write(f"sales were 3,500, in {1990 + d}.\nprices rose 4,5,6, then fell.\n\n")
+    python3 = ["▁", "0", ","]
+    for flag, expected in (((), True), (("--digit_comma=intended",), False)):
+        assert _run(tmp_path, "--write_unmasked", *flag, out="u.tfrecord") == 0
+        from albert_tf import tokenization
+
+        tok = tokenization.FullTokenizer(spm_model_file=SPM)
+        found = False
+        for ex in _records(tmp_path / "u.tfrecord"):
+            pieces = tok.convert_ids_to_tokens(ex.features.feature["input_ids"].int64_list.value)
+            found |= any(pieces[i:i + 3] == python3 for i in range(len(pieces)))
+        assert found == expected
+    assert _run(tmp_path, "--digit_comma=py2", out="x.tfrecord") == 1

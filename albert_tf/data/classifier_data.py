@@ -731,12 +731,14 @@ def _hash_file(hasher, path: str) -> None:
 def feature_cache_key(task_name: str, split: str, *, max_seq_length: int, do_lower_case: bool,
                       label_list: Sequence, data_files: Sequence[str] = (),
                       spm_model_file: str | None = None, vocab_file: str | None = None,
-                      extra: dict | None = None) -> str:
+                      extra: dict | None = None, digit_comma: str = "python3") -> str:
     """Hash of everything that determines the features of one split.
 
     Covers the bytes of the data file(s) and of the SentencePiece model / vocabulary, the task,
-    split, label list, max_seq_length, do_lower_case, the feature format version and ``extra``
-    (e.g. the TFDS dataset name and version). Returns 16 hex digits.
+    split, label list, max_seq_length, do_lower_case, the tokenizer's digit_comma mode
+    (default: tokenization.DEFAULT_DIGIT_COMMA, written out to keep this module free of the
+    tokenizer's imports), the feature format version and ``extra`` (e.g. the TFDS dataset name
+    and version). Returns 16 hex digits.
     """
     h = hashlib.sha256()
     meta = {
@@ -745,6 +747,7 @@ def feature_cache_key(task_name: str, split: str, *, max_seq_length: int, do_low
         "split": split,
         "max_seq_length": int(max_seq_length),
         "do_lower_case": bool(do_lower_case),
+        "digit_comma": digit_comma,
         "labels": [None if x is None else str(x) for x in label_list],
         "spm": spm_model_file is not None,
         "extra": extra or {},
@@ -767,7 +770,8 @@ def cached_features(task_name: str, split: str, data_dir: str | None, cache_dir:
 
     The file is ``<cache_dir>/<task>_<split>_<key>.tf_record`` with ``key`` from
     feature_cache_key, so any change of data, SentencePiece model/vocabulary, do_lower_case,
-    max_seq_length, task or label list selects a different file and a stale cache is never read.
+    the tokenizer's digit_comma, max_seq_length, task or label list selects a different file and
+    a stale cache is never read.
     A JSON sidecar (same name + ``.json``) records the example count and the key's inputs; both
     files are written atomically, and the cache counts as present only when both exist.
 
@@ -806,7 +810,8 @@ def cached_features(task_name: str, split: str, data_dir: str | None, cache_dir:
     key = feature_cache_key(task_name, split, max_seq_length=max_seq_length,
                             do_lower_case=do_lower_case, label_list=label_list,
                             data_files=data_files, spm_model_file=spm_model_file,
-                            vocab_file=vocab_file, extra=extra)
+                            vocab_file=vocab_file, extra=extra,
+                            digit_comma=tokenizer.digit_comma)
     os.makedirs(cache_dir, exist_ok=True)
     path = os.path.join(cache_dir, f"{task_name.lower()}_{split}_{key}.tf_record")
     meta_path = path + ".json"
@@ -821,8 +826,9 @@ def cached_features(task_name: str, split: str, data_dir: str | None, cache_dir:
                                                     tokenizer, path, processor.is_regression)
     meta = {"num_examples": count, "task": task_name.lower(), "split": split, "key": key,
             "max_seq_length": max_seq_length, "do_lower_case": do_lower_case,
-            "data_files": data_files, "spm_model_file": spm_model_file,
-            "vocab_file": vocab_file, "extra": extra, "format": FEATURE_FORMAT_VERSION}
+            "digit_comma": tokenizer.digit_comma, "data_files": data_files,
+            "spm_model_file": spm_model_file, "vocab_file": vocab_file, "extra": extra,
+            "format": FEATURE_FORMAT_VERSION}
     atomic_write_text(meta_path, json.dumps(meta, indent=2, sort_keys=True))
     return CachedFeatures(path, count, key, False)
 

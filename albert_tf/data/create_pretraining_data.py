@@ -64,6 +64,7 @@ from typing import Sequence
 
 import numpy as np
 
+from albert_tf import tokenization
 from albert_tf.data import example_serialization as es
 from albert_tf.data import pretraining_instances as pi
 
@@ -168,8 +169,6 @@ class FastTokenizer:
     """
 
     def __init__(self, tokenizer):
-        from albert_tf import tokenization  # no TensorFlow import
-
         self.tok = tokenizer
         self.lower = bool(tokenizer.do_lower_case)
         self._preprocess_text = tokenization.preprocess_text
@@ -196,7 +195,7 @@ class FastTokenizer:
         if out is None:
             tok = self.tok
             pieces = self._split_piece(
-                tok.sp_model, tok.inv_vocab[piece_id], tok.faithful_py3_comma
+                tok.sp_model, tok.inv_vocab[piece_id], tok.digit_comma
             )
             out = self._split_cache[piece_id] = tuple(tok.convert_tokens_to_ids(pieces))
         return out
@@ -313,6 +312,7 @@ class Settings:
     vocab_file: str | None
     spm_model_file: str | None
     do_lower_case: bool
+    digit_comma: str
     config: pi.MaskingConfig
     dupe_factor: int
     random_seed: int
@@ -324,13 +324,12 @@ _WORKER: dict = {}
 
 
 def _init_worker(settings: Settings) -> None:
-    from albert_tf import tokenization
-
     logging.basicConfig(level=logging.WARNING)
     tok = tokenization.FullTokenizer(
         vocab_file=settings.vocab_file,
         do_lower_case=settings.do_lower_case,
         spm_model_file=settings.spm_model_file,
+        digit_comma=settings.digit_comma,
     )
     _WORKER["settings"] = settings
     _WORKER["fast"] = FastTokenizer(tok)
@@ -478,6 +477,7 @@ def create_pretraining_data(
     vocab_file: str | None = None,
     spm_model_file: str | None = None,
     do_lower_case: bool = True,
+    digit_comma: str = tokenization.DEFAULT_DIGIT_COMMA,
     dupe_factor: int = 40,
     random_seed: int = 12345,
     num_workers: int | None = None,
@@ -485,7 +485,11 @@ def create_pretraining_data(
     log_every_s: float = 30.0,
 ) -> dict:
     """Library entry point of the CLI. Returns stats: documents, instances, tokens, masked,
-    units, seconds. Raises InputDataError on bad input; then no output file exists."""
+    units, seconds. Raises InputDataError on bad input; then no output file exists.
+    `digit_comma`: the SentencePiece digit-comma rule (`albert_tf.tokenization`)."""
+    if digit_comma not in tokenization.DIGIT_COMMA_MODES:
+        raise InputDataError(f"--digit_comma={digit_comma!r}: expected one of "
+                             f"{', '.join(tokenization.DIGIT_COMMA_MODES)}")
     try:
         config.validate()
     except ValueError as e:
@@ -525,6 +529,7 @@ def create_pretraining_data(
         vocab_file,
         spm_model_file,
         do_lower_case,
+        digit_comma,
         config,
         dupe_factor,
         random_seed,
@@ -660,6 +665,14 @@ def define_flags():
         "Lower-case the input (SentencePiece: in preprocess_text).",
         flag_values=values,
     )
+    flags.DEFINE_enum(
+        "digit_comma",
+        tokenization.DEFAULT_DIGIT_COMMA,
+        list(tokenization.DIGIT_COMMA_MODES),
+        "SentencePiece pieces like '5,': 'python3' splits them as the original does under "
+        "Python 3 (its data today); 'intended' as the rule is written (Python 2, HuggingFace).",
+        flag_values=values,
+    )
     flags.DEFINE_bool(
         "do_whole_word_mask",
         True,
@@ -762,6 +775,7 @@ def main(argv=None) -> int:
             vocab_file=FLAGS.vocab_file,
             spm_model_file=FLAGS.spm_model_file,
             do_lower_case=FLAGS.do_lower_case,
+            digit_comma=FLAGS.digit_comma,
             dupe_factor=FLAGS.dupe_factor,
             random_seed=FLAGS.random_seed,
             num_workers=FLAGS.num_workers,

@@ -322,7 +322,7 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer,
     """Yields the features of `examples` (unique ids from 1000000000, in order).
 
     `tokenizer`: a SentencePiece `tokenization.FullTokenizer` (its do_lower_case and
-    faithful_py3_comma apply). Windows of training examples that do not hold the answer
+    digit_comma apply). Windows of training examples that do not hold the answer
     are kept with start = end = 0 and is_impossible (v1 as well, as the original).
     """
     sp = getattr(tokenizer, "sp_model", None)
@@ -331,7 +331,7 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer,
     if max_seq_length <= max_query_length + 3:
         raise ValueError(f"max_seq_length={max_seq_length} must exceed max_query_length="
                          f"{max_query_length} + 3")
-    lower, py3 = tokenizer.do_lower_case, tokenizer.faithful_py3_comma
+    lower, digit_comma = tokenizer.do_lower_case, tokenizer.digit_comma
     cls_id, sep_id = sp.PieceToId("[CLS]"), sp.PieceToId("[SEP]")
     unique_id = FIRST_UNIQUE_ID
     # Questions on one paragraph come together: align each paragraph once.
@@ -340,11 +340,11 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer,
     for example_index, example in enumerate(examples):
         query = tokenization.encode_ids(
             sp, tokenization.preprocess_text(example.question_text, lower=lower),
-            faithful_py3=py3)[:max_query_length]
+            digit_comma=digit_comma)[:max_query_length]
         if example.paragraph_text != cached_text:
             cached_text = example.paragraph_text
             pieces = tokenization.encode_pieces(
-                sp, tokenization.preprocess_text(cached_text, lower=lower), faithful_py3=py3)
+                sp, tokenization.preprocess_text(cached_text, lower=lower), digit_comma=digit_comma)
             alignment = align_pieces(cached_text, pieces, lower)
         if alignment is None:
             dropped += 1
