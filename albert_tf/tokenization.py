@@ -65,6 +65,7 @@ __all__ = [
     "encode_ids",
     "load_vocab",
     "load_spm_model",
+    "check_vocab_fits_config",
     "FullTokenizer",
     "BasicTokenizer",
     "WordpieceTokenizer",
@@ -241,6 +242,38 @@ def load_vocab(vocab_file: str) -> "collections.OrderedDict[str, int]":
     if not vocab:
         raise ValueError(f"Vocabulary file {path!r} is empty")
     return vocab
+
+
+def _check_wordpiece_vocab(path: str, vocab: Mapping[str, int]) -> None:
+    """Refuses a vocabulary without "[UNK]" (WordPiece emits it for every unknown word)."""
+    unk = WORDPIECE_SPECIAL_PIECES["unk"]
+    if unk in vocab:
+        return
+    if SPM_SPECIAL_PIECES["unk"] in vocab or any(t.startswith(SPIECE_UNDERLINE) for t in vocab):
+        raise UserError(f"{path}: a SentencePiece .vocab file, not a WordPiece vocabulary; pass "
+                        "the SentencePiece .model file as --spm_model_file instead")
+    raise UserError(f"{path}: not a WordPiece vocabulary (one token per line): it has no {unk} "
+                    "line (for a SentencePiece model use --spm_model_file)")
+
+
+def check_vocab_fits_config(tokenizer: "FullTokenizer", vocab_size: int,
+                            config_file: str) -> None:
+    """Refuses a tokenizer whose ids reach past the model's embedding table.
+
+    Args:
+      tokenizer: a FullTokenizer.
+      vocab_size: the config's `vocab_size` (rows of the word-embedding table).
+      config_file: where `vocab_size` comes from, for the message.
+    Raises:
+      UserError: naming both files when the tokenizer has more pieces than `vocab_size`
+        (the ids past the table would fail inside the model's embedding lookup).
+    """
+    if tokenizer.vocab_size > vocab_size:
+        flag = "--spm_model_file" if tokenizer.spm_mode else "--vocab_file"
+        raise UserError(
+            f"{flag}={tokenizer.model_file} has {tokenizer.vocab_size} pieces but "
+            f"{config_file} has vocab_size {vocab_size}: ids {vocab_size} and above have no "
+            "embedding (use the tokenizer the model was trained with)")
 
 
 def _is_whitespace(char: str) -> bool:
@@ -421,6 +454,7 @@ class FullTokenizer:
             self.spm_mode = False
             self.model_file = os.fspath(vocab_file)
             self.vocab = dict(load_vocab(self.model_file))
+            _check_wordpiece_vocab(self.model_file, self.vocab)
             self._basic = BasicTokenizer(do_lower_case=self.do_lower_case)
             self._wordpiece = WordpieceTokenizer(self.vocab)
         else:

@@ -176,3 +176,31 @@ def test_wordpiece_missing_special(tmp_path):
     p.write_text("[UNK]\n[CLS]\nhello\n")
     with pytest.raises(ValueError, match=r"v\.txt.*\[PAD\].*\[SEP\].*\[MASK\]"):
         T.FullTokenizer(vocab_file=str(p)).special_ids()
+
+
+def test_spm_vocab_as_wordpiece_vocab_is_refused(tmp_path):
+    """A SentencePiece .vocab ("piece<TAB>score" lines) failed later with KeyError: '[UNK]'."""
+    spm_vocab = os.path.join(ROOT, "data", "demo", "spm.vocab")
+    with pytest.raises(UserError, match=rf"^{spm_vocab}: a SentencePiece .vocab file, not a "
+                       r"WordPiece vocabulary; pass the SentencePiece .model file as "
+                       r"--spm_model_file instead$"):
+        T.FullTokenizer(vocab_file=spm_vocab)
+    other = tmp_path / "words.txt"
+    other.write_text("[CLS]\n[SEP]\nhello\n")
+    with pytest.raises(UserError, match=r"words.txt: not a WordPiece vocabulary \(one token per "
+                       r"line\): it has no \[UNK\] line"):
+        T.FullTokenizer(vocab_file=str(other))
+
+
+def test_vocab_must_fit_the_config(wp_vocab):
+    spm_tok = T.FullTokenizer(spm_model_file=DEMO_SPM)
+    size = spm_tok.vocab_size
+    for vocab_size in (size, 30000):
+        T.check_vocab_fits_config(spm_tok, vocab_size, "albert_config.json")
+    with pytest.raises(UserError, match=rf"^--spm_model_file={DEMO_SPM} has {size} pieces but "
+                       r"cfg/albert_config.json has vocab_size 100: ids 100 and above have no "
+                       r"embedding"):
+        T.check_vocab_fits_config(spm_tok, 100, "cfg/albert_config.json")
+    wp_tok = T.FullTokenizer(vocab_file=str(wp_vocab))
+    with pytest.raises(UserError, match=rf"^--vocab_file={wp_vocab} has 19 pieces but c.json"):
+        T.check_vocab_fits_config(wp_tok, 18, "c.json")
