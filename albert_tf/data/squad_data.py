@@ -96,17 +96,7 @@ def _get(obj, key, where, path, kind):
     return value
 
 
-def read_squad_examples(path: str, is_training: bool) -> list[SquadExample]:
-    """Reads `data[].paragraphs[].{context, qas[].{id, question, answers, is_impossible}}`.
-
-    Training needs exactly one answer per question unless `is_impossible` is true (a
-    missing `is_impossible` is false); prediction keeps no answers.
-
-    Raises:
-      FileNotFoundError: the file does not exist.
-      SquadDataError: invalid JSON (with line and column) or a missing/mistyped field,
-        named by its JSON path, e.g. `data[0].paragraphs[3].qas[1].answers`.
-    """
+def _load_document(path: str):
     import tensorflow as tf
 
     if not tf.io.gfile.exists(path):
@@ -114,43 +104,80 @@ def read_squad_examples(path: str, is_training: bool) -> list[SquadExample]:
     with tf.io.gfile.GFile(path, "r") as f:
         text = f.read()
     try:
-        document = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as err:
         raise SquadDataError(f"{path}: invalid JSON at line {err.lineno} column "
                              f"{err.colno}: {err.msg}") from None
-    examples = []
+
+
+def _questions(document, path):
+    """(JSON path of the question, context, question object) of every question."""
     for a, article in enumerate(_get(document, "data", "the top level", path, list)):
         for p, paragraph in enumerate(_get(article, "paragraphs", f"data[{a}]", path, list)):
             where = f"data[{a}].paragraphs[{p}]"
             context = _get(paragraph, "context", where, path, str)
             for q, qa in enumerate(_get(paragraph, "qas", where, path, list)):
-                qwhere = f"{where}.qas[{q}]"
-                qas_id = _get(qa, "id", qwhere, path, (str, int))
-                example = SquadExample(str(qas_id), _get(qa, "question", qwhere, path, str),
-                                       context)
-                if is_training:
-                    impossible = bool(qa.get("is_impossible", False))
-                    answers = _get(qa, "answers", qwhere, path, list)
-                    if impossible:
-                        example.start_position, example.orig_answer_text = -1, ""
-                    elif len(answers) != 1:
-                        raise SquadDataError(
-                            f"{path}: {qwhere} (id {qas_id}) has {len(answers)} answers; "
-                            "for training each question needs exactly 1 (or is_impossible)")
-                    else:
-                        awhere = f"{qwhere}.answers[0]"
-                        example.orig_answer_text = _get(answers[0], "text", awhere, path, str)
-                        start = _get(answers[0], "answer_start", awhere, path, int)
-                        if not (0 <= start and start + len(example.orig_answer_text)
-                                <= len(context)) or not example.orig_answer_text:
-                            raise SquadDataError(
-                                f"{path}: {awhere}: answer_start={start} with a "
-                                f"{len(example.orig_answer_text)}-character text does not "
-                                f"lie in the context ({len(context)} characters)")
-                        example.start_position = start
-                    example.is_impossible = impossible
-                examples.append(example)
+                yield f"{where}.qas[{q}]", context, qa
+
+
+def read_squad_examples(path: str, is_training: bool) -> list[SquadExample]:
+    """Reads `data[].paragraphs[].{context, qas[].{id, question, answers, is_impossible}}`.
+
+    Training needs exactly one answer per question unless `is_impossible` is true (a
+    missing `is_impossible` is false); prediction keeps no answers. A training answer
+    whose text differs from the context at `answer_start` is kept as the original keeps
+    it (the target is the span of the text's length from `answer_start`); one warning
+    gives their number and the first id.
+
+    Raises:
+      FileNotFoundError: the file does not exist.
+      SquadDataError: invalid JSON (with line and column) or a missing/mistyped field,
+        named by its JSON path, e.g. `data[0].paragraphs[3].qas[1].answers`.
+    """
+    examples = []
+    mismatched = []
+    for qwhere, context, qa in _questions(_load_document(path), path):
+        qas_id = _get(qa, "id", qwhere, path, (str, int))
+        example = SquadExample(str(qas_id), _get(qa, "question", qwhere, path, str), context)
+        if is_training:
+            impossible = bool(qa.get("is_impossible", False))
+            answers = _get(qa, "answers", qwhere, path, list)
+            if impossible:
+                example.start_position, example.orig_answer_text = -1, ""
+            elif len(answers) != 1:
+                raise SquadDataError(
+                    f"{path}: {qwhere} (id {qas_id}) has {len(answers)} answers; "
+                    "for training each question needs exactly 1 (or is_impossible)")
+            else:
+                awhere = f"{qwhere}.answers[0]"
+                text = example.orig_answer_text = _get(answers[0], "text", awhere, path, str)
+                start = _get(answers[0], "answer_start", awhere, path, int)
+                if not (0 <= start and start + len(text) <= len(context)) or not text:
+                    raise SquadDataError(
+                        f"{path}: {awhere}: answer_start={start} with a "
+                        f"{len(text)}-character text does not lie in the context "
+                        f"({len(context)} characters)")
+                if context[start:start + len(text)] != text:
+                    mismatched.append(example.qas_id)
+                example.start_position = start
+            example.is_impossible = impossible
+        examples.append(example)
+    if mismatched:
+        _logger.warning(
+            "%s: %d training answer(s) differ from the context at answer_start (first: id "
+            "%s); kept as the original does: the answer is the context span from "
+            "answer_start with the text's length", path, len(mismatched), mismatched[0])
     return examples
+
+
+def squad_has_impossible(path: str) -> bool:
+    """Whether any question of a SQuAD file has `is_impossible: true` (a v2.0 file).
+
+    Such questions train the [CLS] position as the answer; a v1.1 run should refuse them.
+    Raises like `read_squad_examples` on a missing or malformed file.
+    """
+    return any(bool(qa.get("is_impossible", False)) for _, _, qa in
+               _questions(_load_document(path), path) if isinstance(qa, dict))
 
 
 # ---------------------------------------------------------------------------------------
@@ -487,5 +514,6 @@ def squad_dataset(path: str | Sequence[str], seq_length: int, batch_size: int,
 
 
 __all__ = ["SquadExample", "SquadFeature", "SquadDataError", "Alignment", "read_squad_examples",
+           "squad_has_impossible",
            "align_pieces", "doc_spans", "max_context_span", "convert_examples_to_features",
            "feature_spec", "write_features", "squad_dataset", "FIRST_UNIQUE_ID"]
