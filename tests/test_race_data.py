@@ -111,3 +111,19 @@ def test_default_features_equal_the_originals_python3_ids(tmp_path, tokenizer):
     rows = [[2, *article, 3, *stem, *c, 3] for c in choices]
     assert feature["input_ids"] == [i for r in rows for i in r + [0] * (48 - len(r))]
     assert feature["label_ids"] == 2
+
+
+def test_all_txt_is_read_alone_else_the_numbered_files(tmp_path):
+    """A level folder holding all.txt next to the numbered files it was made from gave every
+    question twice; like the original, only all.txt is read then."""
+    folder = tmp_path / "RACE" / "dev" / "middle"
+    folder.mkdir(parents=True)
+    records = [{"id": f"m{k}", "article": f"article {k}", "questions": [f"q{k}?"],
+                "options": [["a", "b", "c", "d"]], "answers": ["A"]} for k in range(3)]
+    for k, record in enumerate(records):
+        (folder / f"{k + 1}.txt").write_text(json.dumps(record) + "\n")
+    numbered = read_race_examples(str(tmp_path), "dev", middle_only=True)
+    assert [e.example_id for e in numbered] == ["m0", "m1", "m2"]
+    (folder / "all.txt").write_text("".join(json.dumps(r) + "\n" for r in records[::-1]))
+    from_all = read_race_examples(str(tmp_path), "dev", middle_only=True)
+    assert [e.example_id for e in from_all] == ["m2", "m1", "m0"]
