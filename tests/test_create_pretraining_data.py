@@ -245,3 +245,84 @@ def test_digit_comma_flag(tmp_path):
             found |= any(pieces[i:i + 3] == python3 for i in range(len(pieces)))
         assert found == expected
     assert _run(tmp_path, "--digit_comma=py2", out="x.tfrecord") == 1
+
+
+def _cli(tmp, out):
+    import sys
+
+    return [sys.executable, "-m", "albert_tf.data.create_pretraining_data",
+            f"--input_file={tmp / 'part-*.txt'}", f"--output_file={out}",
+            f"--spm_model_file={SPM}", "--max_seq_length=64", "--max_predictions_per_seq=8",
+            "--dupe_factor=20", "--num_workers=1"]
+
+
+def test_killed_run_leaves_nothing_after_the_next_run(tmp_path):
+    """SIGKILL mid-way leaves the temporary folder and shard; the next run removes them and
+    writes the same bytes as a clean run."""
+    import signal
+    import subprocess
+    import time
+
+    _write_corpus(tmp_path, files=1, docs=300)
+    clean, killed = tmp_path / "clean", tmp_path / "killed"
+    clean.mkdir(), killed.mkdir()
+    assert subprocess.run(_cli(tmp_path, clean / "out.tfrecord"), capture_output=True,
+                          timeout=300).returncode == 0
+    proc = subprocess.Popen(_cli(tmp_path, killed / "out.tfrecord"), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:  # until instances are being spilled: mid-way
+            spills = list(killed.glob(".create_pretraining_data-*/*.spill"))
+            if spills and spills[0].stat().st_size > 0:
+                break
+            time.sleep(0.01)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    leftovers = sorted(p.name for p in killed.iterdir())
+    assert len(leftovers) == 2 and "out.tfrecord" not in leftovers
+    assert leftovers[0].startswith(".create_pretraining_data-")
+    assert leftovers[1].startswith(".out.tfrecord.create_pretraining_data-")
+    assert _run(tmp_path, "--dupe_factor=20", out="killed/out.tfrecord") == 0
+    assert os.listdir(killed) == ["out.tfrecord"]
+    assert (killed / "out.tfrecord").read_bytes() == (clean / "out.tfrecord").read_bytes()
+
+
+def test_temporaries_of_running_processes_or_other_programs_are_kept(tmp_path):
+    from albert_tf import fileio
+
+    _write_corpus(tmp_path, files=1, docs=5)
+    host = fileio.owner_tag().rsplit("-", 1)[0]
+    keep = [f".create_pretraining_data-{host}-{os.getppid()}-abc",  # a running process
+            f".out.tfrecord.create_pretraining_data-otherhost-1.tmp",  # another machine
+            ".create_pretraining_data-x", "out.tfrecord.tmp-1"]  # not our names
+    for name in keep:
+        (tmp_path / name).write_text("")
+    assert _run(tmp_path, out="out.tfrecord") == 0
+    assert sorted(_leftovers(tmp_path)) == sorted(keep + ["out.tfrecord"])
+
+
+def test_long_lines_warn_with_the_dropped_tokens(tmp_path, caplog):
+    from albert_tf import tokenization
+
+    _write_corpus(tmp_path, files=1, docs=20)
+    long_line = " ".join(["the cat sat on the mat"] * 100)
+    with open(tmp_path / "part-0.txt", "a", encoding="utf-8") as f:
+        f.write(f"\n\n{long_line}\n{long_line}\n")
+    n = len(tokenization.FullTokenizer(spm_model_file=SPM).encode(long_line))
+    assert n > 509
+    with caplog.at_level("WARNING"):
+        assert _run(tmp_path, "--max_seq_length=512", out="o.tfrecord") == 0
+    assert (f"2 input line(s) are longer than a whole sequence (max_seq_length - 3 = 509 "
+            f"tokens); every instance cuts them: {2 * (n - 509)} tokens beyond 509 (longest "
+            f"line: {n} tokens, in {tmp_path / 'part-0.txt'})") in caplog.text
+
+
+def test_input_without_any_instance_is_an_error(tmp_path, capsys):
+    # Lines of characters that SentencePiece drops: no document, in any unit of the file.
+    (tmp_path / "part-0.txt").write_text("\u200b\n\u200b\n\n" * 4000)
+    assert _run(tmp_path, "--chunk_size_mb=0.004", out="o.tfrecord") == 1
+    assert "no instance could be made from 1 file(s) (0 documents)" in capsys.readouterr().err
+    assert _leftovers(tmp_path) == []

@@ -40,7 +40,7 @@ Scaling design and deviations from the original (which reads *all* files into me
   as strict UTF-8 (an invalid byte is an error naming the file and line).
 
 Output files are first written under temporary names and renamed at the end; on any error none
-of them remain.
+of them remain, and the temporaries of a killed run are removed by the next run.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ import multiprocessing
 import operator
 import os
 import random
+import re
 import shutil
 import sys
 import tempfile
@@ -64,13 +65,17 @@ from typing import Sequence
 
 import numpy as np
 
-from albert_tf import tokenization
+from albert_tf import fileio, tokenization
 from albert_tf.data import example_serialization as es
 from albert_tf.data import pretraining_instances as pi
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_CHUNK_SIZE_MB = 64
+# Names of the temporaries (a folder next to the first output, one file next to each output);
+# they carry fileio.owner_tag(), so a later run removes those of a killed run.
+_TMP_DIR_PREFIX = ".create_pretraining_data-"
+_TMP_OUTPUT_INFIX = "create_pretraining_data-"
 
 
 class InputDataError(ValueError):
@@ -345,7 +350,18 @@ def _empty_result(unit: Unit, num_shards: int) -> dict:
         instances=0,
         tokens=0,
         masked=0,
+        long_lines=0,
+        long_tokens=0,
+        longest_line=0,
     )
+
+
+def _long_lines(corpus: pi.Corpus, max_num_tokens: int) -> dict:
+    """Lines (segments) longer than a whole sequence: every instance cuts them (§8.3 step 5)."""
+    lengths = np.diff(corpus.seg_offsets)
+    long = lengths[lengths > max_num_tokens]
+    return dict(long_lines=int(long.size), long_tokens=int((long - max_num_tokens).sum()),
+                longest_line=int(long.max()) if long.size else 0)
 
 
 def process_unit(unit: Unit, sinks: Sequence | None = None) -> dict:
@@ -418,6 +434,7 @@ def process_unit(unit: Unit, sinks: Sequence | None = None) -> dict:
         instances=n,
         tokens=tokens,
         masked=masked,
+        **_long_lines(corpus, cfg.max_seq_length - 3),
     )
 
 
@@ -485,7 +502,10 @@ def create_pretraining_data(
     log_every_s: float = 30.0,
 ) -> dict:
     """Library entry point of the CLI. Returns stats: documents, instances, tokens, masked,
-    units, seconds. Raises InputDataError on bad input; then no output file exists.
+    units, seconds, and long_lines, long_tokens, longest_line (lines longer than
+    max_seq_length - 3 tokens, which every instance cuts; a warning reports them). Raises
+    InputDataError on bad input or when no instance can be made; then no output file exists.
+    Temporaries of killed earlier runs next to the outputs are removed first.
     `digit_comma`: the SentencePiece digit-comma rule (`albert_tf.tokenization`)."""
     if digit_comma not in tokenization.DIGIT_COMMA_MODES:
         raise InputDataError(f"--digit_comma={digit_comma!r}: expected one of "
@@ -523,8 +543,13 @@ def create_pretraining_data(
     )
 
     out_dir = os.path.dirname(os.path.abspath(outputs[0]))
-    tmp_dir = tempfile.mkdtemp(prefix=".create_pretraining_data-", dir=out_dir)
-    tmp_outputs = [f"{o}.tmp-{os.getpid()}" for o in outputs]
+    for folder in sorted({os.path.dirname(os.path.abspath(o)) for o in outputs}):
+        fileio.remove_stale(folder, re.escape(_TMP_DIR_PREFIX) + r"{owner}-\w+")
+        fileio.remove_stale(folder, r"\..+\." + re.escape(_TMP_OUTPUT_INFIX) + r"{owner}\.tmp")
+    tag = fileio.owner_tag()
+    tmp_dir = tempfile.mkdtemp(prefix=f"{_TMP_DIR_PREFIX}{tag}-", dir=out_dir)
+    tmp_outputs = [os.path.join(os.path.dirname(o), f".{os.path.basename(o)}.{_TMP_OUTPUT_INFIX}"
+                                f"{tag}.tmp") for o in outputs]
     settings = Settings(
         vocab_file,
         spm_model_file,
@@ -536,7 +561,9 @@ def create_pretraining_data(
         tmp_dir,
         len(outputs),
     )
-    stats = dict(documents=0, instances=0, tokens=0, masked=0, units=len(units))
+    stats = dict(documents=0, instances=0, tokens=0, masked=0, units=len(units), long_lines=0,
+                 long_tokens=0, longest_line=0)
+    longest_in = None  # the file of the longest line beyond max_seq_length - 3
     t0 = time.time()
     pool = None
     shards = []
@@ -569,8 +596,10 @@ def create_pretraining_data(
                     os.close(src)
                 os.remove(res["path"])
             w = (w + res["instances"]) % num_shards
-            for k in ("documents", "instances", "tokens", "masked"):
+            for k in ("documents", "instances", "tokens", "masked", "long_lines", "long_tokens"):
                 stats[k] += res[k]
+            if res["longest_line"] > stats["longest_line"]:
+                stats["longest_line"], longest_in = res["longest_line"], unit.path
             done_bytes += unit.end - unit.start
             now = time.time()
             if now - last_log >= log_every_s or unit.index == len(units) - 1:
@@ -586,6 +615,16 @@ def create_pretraining_data(
                     stats["instances"] / max(el, 1e-9),
                     eta,
                 )
+        if stats["instances"] == 0:
+            raise InputDataError(f"--input_file={input_file}: no instance could be made from "
+                                 f"{len(files)} file(s) ({stats['documents']} documents)")
+        if stats["long_lines"]:
+            logger.warning(
+                "%d input line(s) are longer than a whole sequence (max_seq_length - 3 = %d "
+                "tokens); every instance cuts them: %d tokens beyond %d (longest line: %d "
+                "tokens, in %s). Split such lines into sentences.", stats["long_lines"],
+                config.max_seq_length - 3, stats["long_tokens"], config.max_seq_length - 3,
+                stats["longest_line"], longest_in)
         while shards:
             shards.pop().close()
         for t, o in zip(tmp_outputs, outputs):
