@@ -194,7 +194,7 @@ def load_spm_model(spm_model_file: str) -> spm.SentencePieceProcessor:
 
     Raises:
       FileNotFoundError: the file does not exist.
-      ValueError: the file is not a readable SentencePiece model.
+      UserError: the file is not a readable SentencePiece model.
     """
     path = os.fspath(spm_model_file)
     if not os.path.isfile(path):
@@ -205,9 +205,10 @@ def load_spm_model(spm_model_file: str) -> spm.SentencePieceProcessor:
             proto = f.read()
         sp.LoadFromSerializedProto(proto)
     except (OSError, RuntimeError) as e:
-        raise ValueError(f"Cannot load SentencePiece model {path!r}: {e}") from e
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise UserError(f"Cannot load SentencePiece model {path!r}: {reason}") from None
     if sp.GetPieceSize() <= 0:
-        raise ValueError(f"SentencePiece model {path!r} has no pieces")
+        raise UserError(f"SentencePiece model {path!r} has no pieces")
     return sp
 
 
@@ -224,7 +225,7 @@ def load_vocab(vocab_file: str) -> "collections.OrderedDict[str, int]":
 
     Raises:
       FileNotFoundError: the file does not exist.
-      ValueError: the file is not UTF-8 or contains no tokens.
+      UserError: the file is not UTF-8 or contains no tokens.
     """
     path = os.fspath(vocab_file)
     if not os.path.isfile(path):
@@ -238,9 +239,9 @@ def load_vocab(vocab_file: str) -> "collections.OrderedDict[str, int]":
                 if token not in vocab:
                     vocab[token] = len(vocab)
     except UnicodeDecodeError as e:
-        raise ValueError(f"Vocabulary file {path!r} is not valid UTF-8: {e}") from e
+        raise UserError(f"Vocabulary file {path!r} is not valid UTF-8: {e}") from None
     if not vocab:
-        raise ValueError(f"Vocabulary file {path!r} is empty")
+        raise UserError(f"Vocabulary file {path!r} is empty")
     return vocab
 
 
@@ -458,7 +459,7 @@ class FullTokenizer:
             self._basic = BasicTokenizer(do_lower_case=self.do_lower_case)
             self._wordpiece = WordpieceTokenizer(self.vocab)
         else:
-            raise ValueError("FullTokenizer needs spm_model_file (SentencePiece mode) or "
+            raise UserError("FullTokenizer needs spm_model_file (SentencePiece mode) or "
                              "vocab_file (WordPiece mode); neither was given")
         self.inv_vocab = {i: p for p, i in self.vocab.items()}
 
@@ -505,13 +506,13 @@ class FullTokenizer:
         `[UNK]`, `[CLS]`, `[SEP]`, `[MASK]`.
 
         Raises:
-          ValueError: naming the model/vocab file and the missing pieces.
+          UserError: naming the model/vocab file and the missing pieces.
         """
         wanted = SPM_SPECIAL_PIECES if self.spm_mode else WORDPIECE_SPECIAL_PIECES
         missing = [p for p in wanted.values() if p not in self.vocab]
         if missing:
             kind = "SentencePiece model" if self.spm_mode else "vocabulary"
-            raise ValueError(f"{kind} {self.model_file!r} lacks the special piece(s) "
+            raise UserError(f"{kind} {self.model_file!r} lacks the special piece(s) "
                              f"{', '.join(missing)}; expected all of {', '.join(wanted.values())}")
         return {role: self.vocab[piece] for role, piece in wanted.items()}
 

@@ -68,6 +68,7 @@ import numpy as np
 from albert_tf import fileio, tokenization
 from albert_tf.data import example_serialization as es
 from albert_tf.data import pretraining_instances as pi
+from albert_tf.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ _TMP_DIR_PREFIX = ".create_pretraining_data-"
 _TMP_OUTPUT_INFIX = "create_pretraining_data-"
 
 
-class InputDataError(ValueError):
+class InputDataError(UserError):
     """Bad input or flags; the message names the file/line/field and what was expected."""
 
 

@@ -22,6 +22,7 @@ import os
 from typing import Iterable
 
 from albert_tf import fileio, tokenization
+from albert_tf.errors import UserError
 
 _logger = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ LEVELS = ("middle", "high")
 ALL_FILE = "all.txt"
 
 
-class RaceDataError(ValueError):
+class RaceDataError(UserError):
     """Malformed RACE input, naming the file, line and field."""
 
 

@@ -23,6 +23,7 @@ import logging
 from typing import Iterable, Iterator, Sequence
 
 from albert_tf import fileio, tokenization
+from albert_tf.errors import UserError
 
 _logger = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ _LENGTH_BONUS = 0.01
 _MIN_ALIGNED_SHARE = 0.8
 
 
-class SquadDataError(ValueError):
+class SquadDataError(UserError):
     """Malformed SQuAD input, naming the file and the JSON path of the bad field."""
 
 
