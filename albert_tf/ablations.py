@@ -196,7 +196,7 @@ def intrinsic_metrics(config, folder, data):
     SOP and NSP pairs, from the latest checkpoint in `folder`."""
     import tensorflow as tf
 
-    from albert_tf.input_pipeline import pretraining_dataset
+    from albert_tf.data.input_pipeline import pretraining_dataset
     from albert_tf.modeling import AlbertPretrainer
 
     s = pretraining.DEMO_SETTINGS

@@ -15,11 +15,15 @@ import dataclasses
 import logging
 import os
 import re
+import struct
 import uuid
 
 import numpy as np
 import tensorflow as tf
+from google.protobuf.message import DecodeError
+from tensorflow.core.protobuf import tensor_bundle_pb2
 
+from albert_tf.errors import UserError
 from albert_tf.heads import MaskedLMHead, OutputProjection, SentenceOrderHead, SquadV2Head
 from albert_tf.modeling import AlbertModel
 
@@ -209,6 +213,102 @@ def resolve_checkpoint_path(path) -> str:
         f"no checkpoint at {path!r} (looked for {prefix + '.index'!r})")
 
 
+# --- file checks ---------------------------------------------------------------
+# The `.index` file of a TF checkpoint is a LevelDB-format table: key = tensor
+# name, value = a BundleEntryProto giving the shard, offset and size of the
+# tensor's bytes in `.data-<shard>-of-<n>` (the key "" holds the header with n).
+# TensorFlow does not expose offsets, and without them only reading every tensor
+# (gigabytes for xxlarge) would tell a truncated data file from a good one.
+_TABLE_FOOTER_SIZE = 48  # two block handles padded to 40 bytes, then the magic
+_TABLE_MAGIC = 0xDB4775248B80FB57
+
+
+def _varint(buf, pos):
+    """(value, next position) of the unsigned LEB128 integer at buf[pos]."""
+    value = shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+
+
+def _table_block(table, handle):
+    """(key, value) pairs of the block a handle (offset, size varints) points to."""
+    offset, pos = _varint(handle, 0)
+    size, _ = _varint(handle, pos)
+    # Each block is followed by a one-byte compression type; TensorFlow writes 0 (none).
+    if table[offset + size] != 0:
+        raise ValueError("compressed table block")
+    block = table[offset: offset + size]
+    (num_restarts,) = struct.unpack_from("<I", block, size - 4)
+    end, pos, key = size - 4 - 4 * num_restarts, 0, b""
+    while pos < end:
+        shared, pos = _varint(block, pos)
+        unshared, pos = _varint(block, pos)
+        value_size, pos = _varint(block, pos)
+        key = key[:shared] + block[pos: pos + unshared]
+        pos += unshared
+        yield key, block[pos: pos + value_size]
+        pos += value_size
+
+
+def _bundle_index(table: bytes):
+    """(header, {name: BundleEntryProto}) of the bytes of a checkpoint `.index` file."""
+    footer = table[-_TABLE_FOOTER_SIZE:]
+    if (len(table) < _TABLE_FOOTER_SIZE
+            or struct.unpack_from("<Q", footer, _TABLE_FOOTER_SIZE - 8)[0] != _TABLE_MAGIC):
+        raise ValueError("no table footer")
+    _, pos = _varint(footer, 0)  # the meta-index block handle: unused
+    _, pos = _varint(footer, pos)
+    entries = {}
+    for _, data_handle in _table_block(table, footer[pos:]):
+        entries.update(_table_block(table, data_handle))
+    header = tensor_bundle_pb2.BundleHeaderProto.FromString(entries.pop(b""))
+    return header, {k.decode("utf-8"): tensor_bundle_pb2.BundleEntryProto.FromString(v)
+                    for k, v in entries.items()}
+
+
+def check_checkpoint_readable(path) -> str:
+    """Checks that a checkpoint's files are complete without reading its tensors.
+
+    Reads the `.index` file (kilobytes) and checks that every data shard it
+    names exists and is long enough for the tensors stored in it (a copy or
+    download cut short would otherwise fail mid-restore with "Read less bytes
+    than requested"). Accepts any path form of `resolve_checkpoint_path`.
+    Returns the prefix.
+    Raises:
+      FileNotFoundError: no checkpoint at `path`.
+      UserError: the index is not a TensorFlow checkpoint index, or a data
+        file is missing or shorter than the index says.
+    """
+    prefix = resolve_checkpoint_path(path)
+    index = prefix + ".index"
+    with tf.io.gfile.GFile(index, "rb") as f:
+        table = f.read()
+    try:
+        header, entries = _bundle_index(table)
+    except (ValueError, IndexError, KeyError, struct.error, DecodeError, UnicodeDecodeError):
+        raise UserError(f"{index}: not a readable TensorFlow checkpoint index") from None
+    shards = max(header.num_shards, 1)
+    needed = [0] * shards
+    for name, entry in entries.items():
+        if entry.shard_id >= shards:
+            raise UserError(f"{index}: not a readable TensorFlow checkpoint index "
+                            f"({name} is in shard {entry.shard_id} of {shards})")
+        needed[entry.shard_id] = max(needed[entry.shard_id], entry.offset + entry.size)
+    for shard, size in enumerate(needed):
+        data = f"{prefix}.data-{shard:05d}-of-{shards:05d}"
+        if not tf.io.gfile.exists(data):
+            raise UserError(f"{data}: missing (the checkpoint index {index} names it)")
+        length = tf.io.gfile.stat(data).length
+        if length < size:
+            raise UserError(f"{data}: truncated: {length} bytes, expected {size} bytes")
+    return prefix
+
+
 # --- loading -------------------------------------------------------------------
 class CheckpointMismatchError(ValueError):
     """The checkpoint cannot fill the model; the message lists every problem."""
@@ -256,11 +356,13 @@ def load_original_checkpoint(model, path, *, allow_missing=(), init_from_group0=
         are restored from `<name>/adam_m` and `<name>/adam_v`.
     Raises:
       FileNotFoundError: no checkpoint at `path`.
+      UserError: the checkpoint files are unreadable or truncated
+        (`check_checkpoint_readable`).
       CheckpointMismatchError: any model variable without a checkpoint value
         (not allowed to be missing) or with a different shape. Nothing is
         assigned in that case.
     """
-    prefix = resolve_checkpoint_path(path)
+    prefix = check_checkpoint_readable(path)
     _ensure_built(model)
     reader = tf.train.load_checkpoint(prefix)
     shapes = reader.get_variable_to_shape_map()
@@ -455,9 +557,10 @@ def init_from_checkpoint(model, path, *, allow_missing=(), init_from_group0=Fals
     (object-based `ckpt-<step>`): `restore_object_checkpoint`; a head it does
     not hold must match `allow_missing`. Raises CheckpointMismatchError when
     the model cannot be filled (nothing is then assigned from an original
-    checkpoint; an object checkpoint fails before any head is read).
+    checkpoint; an object checkpoint fails before any head is read). Raises
+    UserError when its files are unreadable or truncated.
     """
-    prefix = resolve_checkpoint_path(path)
+    prefix = check_checkpoint_readable(path)
     if not is_object_based(prefix):
         return load_original_checkpoint(model, prefix, allow_missing=allow_missing,
                                         init_from_group0=init_from_group0)

@@ -30,7 +30,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.errors import UserError
 from albert_tf.eval_outputs import collect_outputs, replica_eval_dataset_fn
 from albert_tf.heads import OutputProjection
-from albert_tf.model_files import ModelFileOptions, resolve_model_files
+from albert_tf.model_files import ModelFileOptions, make_tokenizer, resolve_model_files
 from albert_tf.modeling import AlbertModel
 from albert_tf.options import REQUIRED, option
 
@@ -246,14 +246,7 @@ class ClassifierTask(driver.Task):
         return loss_fn(model, features, training)
 
     def prepare(self, run):
-        from albert_tf import tokenization
-
-        self.tokenizer = tokenization.FullTokenizer(
-            vocab_file=self.files.vocab_file, do_lower_case=self.options.do_lower_case,
-            spm_model_file=self.files.spm_model_file)
-        if self.tokenizer.vocab_size != run.config.vocab_size:
-            _logger.warning("tokenizer has %d pieces but the config's vocab_size is %d",
-                            self.tokenizer.vocab_size, run.config.vocab_size)
+        self.tokenizer = make_tokenizer(self.options, self.files)
 
     def _features(self, split):
         from albert_tf.data.classifier_data import cached_features
@@ -342,7 +335,8 @@ class ClassifierTask(driver.Task):
                 run.model, opts.export_dir, opts.max_seq_length,
                 spm_model_file=self.files.spm_model_file, do_lower_case=opts.do_lower_case,
                 text_pair=self.task not in SINGLE_SENTENCE_TASKS, label_list=self.label_list,
-                task_name=self.task, threshold=opts.threshold_to_export)
+                task_name=self.task, threshold=opts.threshold_to_export,
+                digit_comma=opts.digit_comma)
 
 
 def run(opts: ClassifierOptions) -> dict:

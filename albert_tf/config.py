@@ -1,10 +1,15 @@
 """ALBERT configuration: the fields of the original `albert_config.json`.
 
 `AlbertConfig` mirrors `AlbertConfig` of the original modeling.py. Its
-constructor defaults are the original ones (the xxlarge shape), so a JSON file
-that omits a field behaves as it did in the original; unlike the original we
-warn about every omitted field. Unknown keys (for example `net_structure_type`
-or `layers_to_keep` in released files) are kept and written back.
+constructor defaults are the original ones (the xxlarge shape). The original
+also filled every field a JSON file omits with those defaults, so a file without
+`hidden_size` silently became a 4096-wide model; here a file must set every
+field the model reads (`REQUIRED_FIELDS`, which every released file does) and
+only `down_scale_factor`, stored but never read, may be absent. Every field is
+checked for type and range, and the relations between fields are checked too;
+errors are `UserError`s naming the file and the field. Unknown keys (for example
+`net_structure_type` or `layers_to_keep` in released files) are kept and
+written back.
 """
 
 from __future__ import annotations
@@ -12,14 +17,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import logging
+import math
 import os
 from typing import Any
 
+from albert_tf.errors import UserError
 from albert_tf.fileio import atomic_write_text
 
-_logger = logging.getLogger(__name__)
-
+# Values of `hidden_act` (compared lower-cased, as the original does); "" means "linear".
 ACTIVATIONS = ("gelu", "relu", "tanh", "linear", "")
 # Values of the `cross_layer_sharing` key (see AlbertConfig.cross_layer_sharing).
 CROSS_LAYER_SHARING = ("all", "attention", "ffn")
@@ -73,32 +78,35 @@ class AlbertConfig:
 
     # --- validation -------------------------------------------------------
     def validate(self) -> None:
-        """Raises ValueError naming the offending field(s)."""
-        positive = (
-            "vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
-            "num_hidden_groups", "num_attention_heads", "intermediate_size",
-            "inner_group_num", "max_position_embeddings", "type_vocab_size")
-        for name in positive:
+        """Raises UserError("<field>: expected ..., got ...") for the first bad field."""
+        for name in _POSITIVE_INT_FIELDS:
             value = getattr(self, name)
+            # bool is an int subclass; `true` in a JSON file is a mistake, not 1.
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(
-                    f"AlbertConfig.{name} must be a positive integer, got {value!r}")
-        if self.hidden_size % self.num_attention_heads:
-            raise ValueError(
-                f"AlbertConfig.hidden_size ({self.hidden_size}) must be divisible "
-                f"by num_attention_heads ({self.num_attention_heads})")
-        if isinstance(self.hidden_act, str) and self.hidden_act.lower() not in ACTIVATIONS:
-            raise ValueError(
-                f"AlbertConfig.hidden_act must be one of {ACTIVATIONS[:-1]}, "
-                f"got {self.hidden_act!r}")
-        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+                raise UserError(f"{name}: expected a positive integer, got {value!r}")
+        for name, (in_range, bounds) in _FLOAT_FIELDS.items():
             value = getattr(self, name)
-            if not 0.0 <= float(value) < 1.0:
-                raise ValueError(f"AlbertConfig.{name} must be in [0, 1), got {value!r}")
+            if (isinstance(value, bool) or not isinstance(value, (int, float))
+                    or not math.isfinite(value) or not in_range(value)):
+                raise UserError(f"{name}: expected a number {bounds}, got {value!r}")
+        # The original maps null to "no activation" and any other non-string to a
+        # callable; in a JSON file either is a mistake, so only the names are accepted.
+        if not isinstance(self.hidden_act, str) or self.hidden_act.lower() not in ACTIVATIONS:
+            raise UserError(f"hidden_act: expected one of {', '.join(ACTIVATIONS[:-1])}, "
+                            f"got {self.hidden_act!r}")
+        if self.hidden_size % self.num_attention_heads:
+            raise UserError(
+                f"hidden_size: expected a multiple of num_attention_heads "
+                f"({self.num_attention_heads}), got {self.hidden_size}")
+        # More groups than layers would leave groups that no layer uses (no weights).
+        if self.num_hidden_groups > self.num_hidden_layers:
+            raise UserError(
+                f"num_hidden_groups: expected at most num_hidden_layers "
+                f"({self.num_hidden_layers}), got {self.num_hidden_groups}")
         sharing = self.extra.get("cross_layer_sharing", "all")
         if sharing not in CROSS_LAYER_SHARING:
-            raise ValueError(f"AlbertConfig.cross_layer_sharing must be one of "
-                             f"{CROSS_LAYER_SHARING}, got {sharing!r}")
+            raise UserError(f"cross_layer_sharing: expected one of "
+                            f"{', '.join(CROSS_LAYER_SHARING)}, got {sharing!r}")
 
     # --- derived ----------------------------------------------------------
     @property
@@ -159,35 +167,44 @@ class AlbertConfig:
         return [f.name for f in dataclasses.fields(cls) if f.name != "extra"]
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any], source: str = "dict") -> "AlbertConfig":
-        """Builds a config; missing fields warn and take the original default."""
+    def from_dict(cls, values: dict[str, Any], source: str = "config") -> "AlbertConfig":
+        """Builds a validated config from the keys of an `albert_config.json`.
+
+        Every field in `REQUIRED_FIELDS` must be present (the original would
+        silently use its xxlarge defaults); `down_scale_factor`, which nothing
+        reads, may be absent and then is 1 as in the original. Raises UserError
+        "<source>: <field>: ..." naming the first bad or every missing field.
+        """
         if not isinstance(values, dict):
-            raise ValueError(f"{source}: expected a JSON object, got {type(values).__name__}")
-        known = cls.field_names()
-        missing = [k for k in known if k not in values]
+            raise UserError(f"{source}: expected a JSON object, got {type(values).__name__}")
+        missing = [k for k in REQUIRED_FIELDS if k not in values]
         if missing:
-            _logger.warning(
-                "%s: missing config keys %s; using the original defaults "
-                "(the xxlarge shape) for them", source, ", ".join(missing))
+            raise UserError(
+                f"{source}: missing field{'s' if len(missing) > 1 else ''} "
+                f"{', '.join(missing)} (an ALBERT config must set every field; the "
+                f"original silently used the xxlarge shape for missing ones)")
+        known = cls.field_names()
         kwargs = {k: values[k] for k in known if k in values}
         extra = {k: v for k, v in values.items() if k not in known}
         try:
             return cls(**kwargs, extra=extra)
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"{source}: {err}") from None
+        except UserError as err:
+            raise UserError(f"{source}: {err}") from None
 
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> "AlbertConfig":
+        """Reads and validates an `albert_config.json`; UserError names the file."""
         path = os.fspath(path)
         try:
             with open(path, encoding="utf-8") as f:
                 text = f.read()
-        except OSError as err:
-            raise ValueError(f"cannot read ALBERT config {path!r}: {err.strerror}") from None
+        except (OSError, UnicodeDecodeError) as err:
+            reason = getattr(err, "strerror", None) or str(err)
+            raise UserError(f"cannot read ALBERT config {path!r}: {reason}") from None
         try:
             values = json.loads(text)
         except json.JSONDecodeError as err:
-            raise ValueError(
+            raise UserError(
                 f"{path}: not valid JSON (line {err.lineno}, column {err.colno}): {err.msg}"
             ) from None
         return cls.from_dict(values, source=path)
@@ -215,10 +232,26 @@ class AlbertConfig:
                     new.extra[k] = v
                 continue
             if k not in self.field_names():
-                raise ValueError(f"AlbertConfig has no field {k!r}")
+                raise UserError(f"AlbertConfig has no field {k!r}")
             setattr(new, k, v)
         new.validate()
         return new
+
+
+# Every field but `down_scale_factor` (stored, never read) changes the model, so a
+# config file must set it.
+REQUIRED_FIELDS = tuple(name for name in AlbertConfig.field_names()
+                        if name != "down_scale_factor")
+_POSITIVE_INT_FIELDS = (
+    "vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
+    "num_attention_heads", "intermediate_size", "inner_group_num", "down_scale_factor",
+    "max_position_embeddings", "type_vocab_size")
+# name: (range check, its description). Ints are accepted: released files write 0.
+_FLOAT_FIELDS = {
+    "hidden_dropout_prob": (lambda v: 0 <= v < 1, "in [0, 1)"),
+    "attention_probs_dropout_prob": (lambda v: 0 <= v < 1, "in [0, 1)"),
+    "initializer_range": (lambda v: v > 0, "> 0"),
+}
 
 
 # --- presets ---------------------------------------------------------------
@@ -283,6 +316,6 @@ def preset(name: str, **overrides) -> AlbertConfig:
     """
     key = name if name in PRESETS else f"albert_{name}_v2"
     if key not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; known: {', '.join(sorted(PRESETS))}")
+        raise UserError(f"unknown preset {name!r}; known: {', '.join(sorted(PRESETS))}")
     config = PRESETS[key]()
     return config.replace(**overrides) if overrides else config

@@ -29,6 +29,7 @@ import uuid
 import tensorflow as tf
 
 from albert_tf import fused_elementwise
+from albert_tf.tokenization import DEFAULT_DIGIT_COMMA
 
 _logger = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ class ClassifierServing(tf.Module):
     """tf.Module wrapping an AlbertClassifier for tf.saved_model.save."""
 
     def __init__(self, model, max_seq_length, spm_model_file=None, do_lower_case=True,
-                 text_pair=True, threshold=None):
+                 text_pair=True, threshold=None, digit_comma=DEFAULT_DIGIT_COMMA):
         super().__init__(name="classifier_serving")
         self.model = model
         self.max_seq_length = int(max_seq_length)
@@ -47,7 +48,8 @@ class ClassifierServing(tf.Module):
         if spm_model_file:
             from albert_tf.tf_tokenization import InGraphTokenizer
 
-            self.tokenizer = InGraphTokenizer(spm_model_file, do_lower_case=do_lower_case)
+            self.tokenizer = InGraphTokenizer(spm_model_file, do_lower_case=do_lower_case,
+                                              digit_comma=digit_comma)
 
     def _outputs(self, features):
         out = self.model(features, training=False)
@@ -96,14 +98,16 @@ class ClassifierServing(tf.Module):
 
 def export_classifier(model, export_dir, max_seq_length, *, spm_model_file=None,
                       do_lower_case=True, text_pair=True, label_list=None, task_name=None,
-                      threshold=None) -> str:
+                      threshold=None, digit_comma=DEFAULT_DIGIT_COMMA) -> str:
     """Writes a SavedModel of `model` (an AlbertClassifier) to `export_dir`.
 
-    An existing `export_dir` is replaced. Returns export_dir.
+    `digit_comma`: the tokenizer mode the model was fine-tuned with (serve_text must
+    tokenize as training did; albert_tf.tokenization). An existing `export_dir` is
+    replaced. Returns export_dir.
     """
     export_dir = os.fspath(export_dir).rstrip("/")
     module = ClassifierServing(model, max_seq_length, spm_model_file, do_lower_case,
-                               text_pair, threshold)
+                               text_pair, threshold, digit_comma)
     if spm_model_file is None:
         _logger.warning("no SentencePiece model: exporting without the serve_text signature")
     parent = os.path.dirname(os.path.abspath(export_dir))
@@ -121,7 +125,8 @@ def export_classifier(model, export_dir, max_seq_length, *, spm_model_file=None,
             with open(os.path.join(extra, "labels.txt"), "w", encoding="utf-8") as f:
                 f.write("".join(f"{label}\n" for label in label_list))
         info = {"task_name": task_name, "max_seq_length": int(max_seq_length),
-                "do_lower_case": bool(do_lower_case), "text_pair": bool(text_pair),
+                "do_lower_case": bool(do_lower_case), "digit_comma": digit_comma,
+                "text_pair": bool(text_pair),
                 "label_list": None if label_list is None else [
                     None if x is None else str(x) for x in label_list],
                 "threshold": module.threshold,

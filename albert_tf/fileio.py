@@ -3,13 +3,78 @@
 A reader (or a crash) never sees half a file: text goes to a temporary name
 in the same folder and is renamed into place. Paths with a scheme
 (`gs://...`) go through tf.io.gfile; local paths need no TensorFlow.
+
+A process killed with SIGKILL cannot remove its temporaries, so their names
+carry the host and process id (`owner_tag`), and the next writer of the same
+file removes those whose process no longer runs (`remove_stale`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import re
+import shutil
+import socket
 import tempfile
+
+_logger = logging.getLogger(__name__)
+
+
+def owner_tag() -> str:
+    """The tag "<host>-<pid>" of this process, for the names of its temporary files."""
+    host = re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname()) or "host"
+    return f"{host}-{os.getpid()}"
+
+
+def _pid_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def remove_stale(directory: str, name_pattern: str) -> list[str]:
+    """Removes the leftovers of killed processes of this host from `directory`.
+
+    Args:
+      directory: a local folder (a missing one holds nothing).
+      name_pattern: regex that a whole entry name must match, with the placeholder
+        `{owner}` where the name holds `owner_tag()`; it becomes this host's name
+        and a captured process id.
+    Returns the removed paths: entries (files or folders) whose process is not
+    running. Our own and running processes' entries are kept, as are those of
+    other hosts (a shared folder), whose processes cannot be checked from here.
+    """
+    host = owner_tag().rsplit("-", 1)[0]
+    regex = re.compile(name_pattern.replace("{owner}", re.escape(host) + r"-(?P<pid>\d+)"))
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        match = regex.fullmatch(name)
+        if not match:
+            continue
+        pid = int(match.group("pid"))
+        if pid == os.getpid() or _pid_running(pid):
+            continue
+        path = os.path.join(directory, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+        removed.append(path)
+    if removed:
+        _logger.info("removed %d temporary file(s) of killed runs: %s", len(removed),
+                     ", ".join(removed))
+    return removed
 
 
 def _is_remote(path: str) -> bool:
@@ -36,8 +101,9 @@ def atomic_path(path):
         return
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
-                               dir=directory)
+    prefix = f".{os.path.basename(path)}."
+    remove_stale(directory, re.escape(prefix) + r"{owner}-\w+\.tmp")
+    fd, tmp = tempfile.mkstemp(prefix=f"{prefix}{owner_tag()}-", suffix=".tmp", dir=directory)
     os.close(fd)
     try:
         yield tmp

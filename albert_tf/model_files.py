@@ -15,6 +15,17 @@ import tensorflow as tf
 from albert_tf import checkpoints
 from albert_tf.errors import UserError
 from albert_tf.options import Options, option
+from albert_tf.tokenization import DEFAULT_DIGIT_COMMA, DIGIT_COMMA_MODES
+
+
+def digit_comma_option():
+    """The --digit_comma field (every script and create_pretraining_data declare it with
+    this one definition)."""
+    return option(DEFAULT_DIGIT_COMMA,
+                  "SentencePiece pieces like '34,': 'python3' = what the original scripts "
+                  "produce under Python 3 (default; equal features), 'intended' = the rule as "
+                  "written (HuggingFace's). See docs/faithfulness.md.",
+                  choices=DIGIT_COMMA_MODES)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -28,14 +39,17 @@ class ModelFileOptions(Options):
     albert_hub_module_handle: str | None = option(
         None, "Not supported (TF-Hub); pass a release folder as --init_checkpoint.")
     do_lower_case: bool = option(True, "Lower-case the input.")
+    digit_comma: str = digit_comma_option()
 
 
 @dataclasses.dataclass
 class ModelFiles:
-    """The resolved files: config (parsed), SentencePiece model, WordPiece vocabulary."""
+    """The resolved files: config (parsed) and its file, SentencePiece model, WordPiece
+    vocabulary."""
     config: object  # AlbertConfig
     spm_model_file: str | None
     vocab_file: str | None
+    config_file: str = ""
 
 
 def resolve_model_files(opts, max_seq_length: int, require_spm: bool = False) -> ModelFiles:
@@ -85,7 +99,20 @@ def resolve_model_files(opts, max_seq_length: int, require_spm: bool = False) ->
             checkpoints.resolve_checkpoint_path(init)
         except FileNotFoundError as err:
             raise UserError(f"--init_checkpoint={init}: {err}") from None
-    return ModelFiles(config, spm, vocab)
+    return ModelFiles(config, spm, vocab, config_file)
 
 
-__all__ = ["ModelFileOptions", "ModelFiles", "resolve_model_files"]
+def make_tokenizer(opts, files: ModelFiles):
+    """The FullTokenizer the options ask for, checked against the config's vocabulary."""
+    from albert_tf import tokenization
+
+    tokenizer = tokenization.FullTokenizer(
+        vocab_file=files.vocab_file, do_lower_case=opts.do_lower_case,
+        spm_model_file=files.spm_model_file, digit_comma=opts.digit_comma)
+    tokenization.check_vocab_fits_config(tokenizer, files.config.vocab_size,
+                                         files.config_file)
+    return tokenizer
+
+
+__all__ = ["ModelFileOptions", "ModelFiles", "resolve_model_files", "make_tokenizer",
+           "digit_comma_option"]

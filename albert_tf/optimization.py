@@ -20,8 +20,10 @@ from the schedule with the step count *before* the update (Keras increments
 which is 0 with warmup, exactly as in the original.
 
 Exclusions are regular expressions searched (`re.search`) in the variable's
-Keras path, e.g. "albert_model/encoder/group_0/inner_group_0/attention/
-layer_norm/gamma". They are resolved once, when the optimizer is built.
+Keras path, e.g. "albert_pretrainer/albert/group_0_inner_group_0/
+attention_layer_norm/gamma" (every layer norm's path contains "layer_norm",
+every bias ends in "bias", so the original's list excludes the same variables
+as on its names). They are resolved once, when the optimizer is built.
 
 Gradients equal to None are dropped before the optimizer is built, so, as in
 the original, a variable that gets no gradient on the first step receives no
@@ -43,10 +45,15 @@ under the original checkpoint names `<var_name>/adam_m`, `<var_name>/adam_v`):
   "adam_v": v})` for every variable the optimizer was built with, in build
   order.
 
-Distribution: under `tf.distribute` strategies, Keras' TF optimizer
-all-reduces gradients with SUM inside `apply_gradients`; the original (on TPU)
-also summed per-core gradients (after per-core clipping). Do not divide the
-loss by the number of replicas if you want the original's behaviour.
+Distribution: used alone under a `tf.distribute` strategy, Keras' TF
+optimizer sums the replicas' gradients inside `apply_gradients`.
+`albert_tf.training` does not rely on that: it divides each replica's loss by
+the number of replicas (times the accumulation steps), sums the gradients
+itself, clips the sum by global norm (clipping must see the reduced gradient)
+and sets `gradients_are_reduced`, so the optimizer applies them without a
+second sum. The step then equals the single-device step on the global batch,
+whatever the replica count (the original on TPU clipped per core and summed;
+see albert_tf.training).
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from albert_tf import driver, fileio, losses, selection
 from albert_tf.errors import UserError
+from albert_tf.model_files import digit_comma_option
 from albert_tf.options import option
 
 _logger = logging.getLogger(__name__)
@@ -66,7 +67,8 @@ def evaluate(strategy, model, dataset_fn, max_eval_steps):
 
 
 def ensure_demo_data(folder, max_seq_length, max_predictions_per_seq, dupe_factor,
-                     random_seed=12345, random_next_sentence=False, splits=("train", "eval")):
+                     random_seed=12345, random_next_sentence=False, splits=("train", "eval"),
+                     digit_comma="python3"):
     """Builds the demo TFRecords of `splits` (train, eval) from data/demo if missing.
 
     The last corpus part is held out for evaluation. `random_next_sentence`:
@@ -97,7 +99,8 @@ def ensure_demo_data(folder, max_seq_length, max_predictions_per_seq, dupe_facto
         cpd.create_pretraining_data(
             inputs, output, config, spm_model_file=str(spm_model), do_lower_case=True,
             dupe_factor=dupe_factor if split == "train" else 1,
-            random_seed=random_seed + (split == "eval"))
+            random_seed=random_seed + (split == "eval"),
+            digit_comma=digit_comma)
     return outputs["train"][1], outputs["eval"][1], str(spm_model)
 
 
@@ -133,6 +136,7 @@ class PretrainingOptions(driver.RunOptions):
     eval_file: str | None = option(None, "Eval TFRecords (default: --input_file, as the "
                                          "original).")
     dupe_factor: int = option(10, "Demo only: passes over the demo corpus.", minimum=1)
+    digit_comma: str = digit_comma_option()
     sentence_order_loss_weight: float = option(
         1.0, "Factor on the sentence-order (or NSP) loss; 0 = masked LM only (the paper's "
              "Table 5 'None').", minimum=0.0)
@@ -184,7 +188,20 @@ class PretrainingTask(driver.Task):
         if o.max_seq_length > config.max_position_embeddings:
             raise UserError(f"--max_seq_length={o.max_seq_length} exceeds the config's "
                             f"max_position_embeddings={config.max_position_embeddings}")
+        if not self.demo:
+            from albert_tf.data.input_pipeline import check_tfrecords, pretraining_feature_spec
+
+            spec = pretraining_feature_spec(o.max_seq_length, o.max_predictions_per_seq,
+                                            dynamic_masking=self._dynamic_masking())
+            if o.do_train:
+                check_tfrecords(o.input_file, spec, "--input_file")
+            if o.do_eval:
+                check_tfrecords(o.eval_file or o.input_file, spec,
+                                "--eval_file" if o.eval_file else "--input_file")
         return config
+
+    def _dynamic_masking(self):
+        return self.options.dynamic_masking or self.options.masked_lm_budget > 0
 
     @staticmethod
     def _read_config(path):
@@ -212,7 +229,8 @@ class PretrainingTask(driver.Task):
         if self.demo:
             self.train_file, self.eval_file, _ = ensure_demo_data(
                 os.path.join(o.output_dir, "demo_data"), o.max_seq_length,
-                o.max_predictions_per_seq, o.dupe_factor, o.random_seed)
+                o.max_predictions_per_seq, o.dupe_factor, o.random_seed,
+                digit_comma=o.digit_comma)
             _logger.info("demo mode: %s -> %s", self.train_file, o.output_dir)
         else:
             self.train_file, self.eval_file = o.input_file, o.eval_file or o.input_file
@@ -220,10 +238,10 @@ class PretrainingTask(driver.Task):
             run.config.to_json_file(os.path.join(o.output_dir, "albert_config.json"))
 
     def _dataset_fn(self, pattern, global_batch, is_training, config):
-        from albert_tf.input_pipeline import MaskingOptions, pretraining_dataset
+        from albert_tf.data.input_pipeline import MaskingOptions, pretraining_dataset
 
         o = self.options
-        dynamic = o.dynamic_masking or o.masked_lm_budget > 0
+        dynamic = self._dynamic_masking()
         masking = MaskingOptions(vocab_size=config.vocab_size, mask_id=4) if dynamic else None
 
         def fn(ctx):

@@ -29,7 +29,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.data import race_data
 from albert_tf.errors import UserError
 from albert_tf.heads import OutputProjection
-from albert_tf.model_files import ModelFileOptions, resolve_model_files
+from albert_tf.model_files import ModelFileOptions, make_tokenizer, resolve_model_files
 from albert_tf.options import REQUIRED, option
 
 _logger = logging.getLogger(__name__)
@@ -137,7 +137,8 @@ class RaceTask(driver.Task):
         self.files = resolve_model_files(opts, opts.max_seq_length)
         if not opts.data_dir or not tf.io.gfile.isdir(os.path.join(opts.data_dir, "RACE")):
             raise UserError(f"--data_dir={opts.data_dir}: no RACE folder in it (expected "
-                            "<data_dir>/RACE/{train,dev,test}/{middle,high}/*.txt)")
+                            "<data_dir>/RACE/{train,dev,test}/{middle,high}/all.txt or "
+                            "numbered *.txt files)")
         return self.files.config
 
     def build_model(self, config):
@@ -147,11 +148,7 @@ class RaceTask(driver.Task):
         return loss_fn(model, features, training)
 
     def prepare(self, run):
-        from albert_tf import tokenization
-
-        self.tokenizer = tokenization.FullTokenizer(
-            vocab_file=self.files.vocab_file, do_lower_case=self.options.do_lower_case,
-            spm_model_file=self.files.spm_model_file)
+        self.tokenizer = make_tokenizer(self.options, self.files)
         self.length = race_data.record_length(self.options.max_seq_length)
 
     def _records(self, split, path):

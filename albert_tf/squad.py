@@ -38,7 +38,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.errors import UserError
 from albert_tf.eval_outputs import collect_outputs, replica_eval_dataset_fn
 from albert_tf.heads import OutputProjection, SquadV2Head
-from albert_tf.model_files import ModelFileOptions, resolve_model_files
+from albert_tf.model_files import ModelFileOptions, make_tokenizer, resolve_model_files
 from albert_tf.modeling import AlbertModel
 from albert_tf.options import option
 
@@ -447,6 +447,7 @@ class SquadTask(driver.Task):
         if opts.do_predict and not opts.predict_file:
             raise UserError("--do_predict needs --predict_file")
         self.files = resolve_model_files(opts, opts.max_seq_length, require_spm=True)
+        self.files.vocab_file = None  # SentencePiece only, as the original
         for flag, path in (("train_file", opts.train_file if opts.do_train else None),
                            ("predict_file", opts.predict_file if opts.do_predict else None)):
             if path and not tf.io.gfile.exists(path):
@@ -457,6 +458,10 @@ class SquadTask(driver.Task):
         # Read the JSON files now: a malformed one fails before anything is written.
         self.predict_examples = _read(opts.predict_file, False) if opts.do_predict else None
         self.train_examples = _read(opts.train_file, True) if opts.do_train else None
+        if opts.do_train and not self.v2 and squad_has_impossible(opts.train_file):
+            raise UserError(f"--train_file={opts.train_file} holds unanswerable questions "
+                            "(is_impossible: true), i.e. SQuAD v2.0 data: pass "
+                            "--version_2_with_negative (or a v1.1 file)")
         return self.files.config
 
     def build_model(self, config):
@@ -469,10 +474,7 @@ class SquadTask(driver.Task):
         return (loss_fn_v2 if self.v2 else loss_fn)(model, features, training)
 
     def prepare(self, run):
-        from albert_tf import tokenization
-
-        self.tokenizer = tokenization.FullTokenizer(spm_model_file=self.files.spm_model_file,
-                                                    do_lower_case=self.options.do_lower_case)
+        self.tokenizer = make_tokenizer(self.options, self.files)
         if self.options.do_predict:
             self._prepare_predictions(run)
 
@@ -566,7 +568,8 @@ class SquadTask(driver.Task):
             task, "train", max_seq_length=opts.max_seq_length, do_lower_case=opts.do_lower_case,
             label_list=(), data_files=[opts.train_file], spm_model_file=self.files.spm_model_file,
             vocab_file=None,
-            extra={"doc_stride": opts.doc_stride, "max_query_length": opts.max_query_length})
+            extra={"doc_stride": opts.doc_stride, "max_query_length": opts.max_query_length},
+            digit_comma=opts.digit_comma)
         meta_path = path + ".json"
         if tf.io.gfile.exists(meta_path):
             meta = json.loads(fileio.read_text(meta_path))
@@ -606,6 +609,12 @@ class SquadTask(driver.Task):
         if self.options.export_dir and run.is_chief:
             run.summary["export"] = export_squad(run.model, self.options.export_dir,
                                                  self.options.max_seq_length)
+
+
+def squad_has_impossible(path) -> bool:
+    from albert_tf.data import squad_data
+
+    return squad_data.squad_has_impossible(path)
 
 
 def _read(path, is_training):

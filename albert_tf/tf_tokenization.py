@@ -169,8 +169,8 @@ class InGraphTokenizer(tf.Module):
     Args:
       spm_model_file: str. SentencePiece model (e.g. `30k-clean.model`).
       do_lower_case: bool. Lower-case in `preprocess` (the original's `do_lower_case`).
-      faithful_py3_comma: bool. Digit-comma rule as the release behaves under Python 3 (see
-        `albert_tf.tokenization.encode_pieces`); default False = intended behaviour.
+      digit_comma: str. "python3" (default) or "intended": the digit-comma rule of
+        `albert_tf.tokenization.encode_pieces`.
 
     Attributes (Python ints): pad_id, unk_id, cls_id, sep_id, mask_id, vocab_size.
     exact_ties: bool, True when float32 ties resolve as in the Python package (see module doc).
@@ -179,17 +179,18 @@ class InGraphTokenizer(tf.Module):
     """
 
     def __init__(self, spm_model_file: str, do_lower_case: bool = True,
-                 faithful_py3_comma: bool = False, name: str | None = None):
+                 digit_comma: str = tokenization.DEFAULT_DIGIT_COMMA, name: str | None = None):
         super().__init__(name=name)
         path = os.fspath(spm_model_file)
         # Validates the file and the special pieces with clear errors, before any graph work.
-        py_tok = tokenization.FullTokenizer(spm_model_file=path, do_lower_case=do_lower_case)
+        py_tok = tokenization.FullTokenizer(spm_model_file=path, do_lower_case=do_lower_case,
+                                            digit_comma=digit_comma)
         special = py_tok.special_ids()
         self.pad_id, self.unk_id = special["pad"], special["unk"]
         self.cls_id, self.sep_id, self.mask_id = special["cls"], special["sep"], special["mask"]
         self.vocab_size = py_tok.vocab_size
         self.do_lower_case = bool(do_lower_case)
-        self.faithful_py3_comma = bool(faithful_py3_comma)
+        self.digit_comma = py_tok.digit_comma
         with open(path, "rb") as f:
             proto = f.read()
         self._sp = tf_text.SentencepieceTokenizer(model=proto, out_type=tf.string)
@@ -276,7 +277,7 @@ class InGraphTokenizer(tf.Module):
         sub = self._encode_pieces(tf.where(fires, stripped, ""))
         vals = sub.flat_values
         rows = sub.value_rowids()
-        if not self.faithful_py3_comma:
+        if self.digit_comma == "intended":
             # Drop a leading "▁" that the re-encoding added to a piece that had none.
             had_none = tf.logical_not(tf.equal(tf.strings.substr(pieces, 0, _UNDERLINE_BYTES), _UNDERLINE))
             first = tf.equal(tf.range(tf.size(vals, out_type=tf.int64)), tf.gather(sub.row_starts(), rows))

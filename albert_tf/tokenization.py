@@ -10,8 +10,11 @@ Two behaviours of the original are made explicit here:
   caller of the original applies `preprocess_text(text, lower=do_lower_case)` first (quirk 19).
 * The digit-comma rule of `encode_pieces` was written for Python 2. Under Python 3 one of its
   comparisons is bytes-vs-str and never true, so a leading "▁" is never stripped from the
-  re-encoded piece (quirk 18). `faithful_py3=True` reproduces that; the default is the intended
-  behaviour (the same as the HuggingFace port).
+  re-encoded piece (quirk 18). `digit_comma` chooses: "python3" (the default) gives the pieces
+  the original scripts produce today, so features and pretraining data equal theirs;
+  "intended" gives the rule as written (what the original gave under Python 2 and what the
+  HuggingFace port does). Every tokenizer of this package (`FullTokenizer`, the batched one of
+  `create_pretraining_data`, the in-graph one) takes the same parameter.
 """
 
 from __future__ import annotations
@@ -24,9 +27,16 @@ from typing import Iterable, Mapping, Sequence
 
 import sentencepiece as spm
 
+from albert_tf.errors import UserError
+
 logger = logging.getLogger(__name__)
 
 SPIECE_UNDERLINE = "\u2581"  # "▁", SentencePiece's word-start marker.
+
+# Values of `digit_comma` (see the module docstring); the default is the original's behaviour
+# under Python 3.
+DIGIT_COMMA_MODES = ("python3", "intended")
+DEFAULT_DIGIT_COMMA = "python3"
 
 # Special pieces the data/model code needs, by role, for each tokenizer mode.
 SPM_SPECIAL_PIECES = {
@@ -46,12 +56,16 @@ WORDPIECE_SPECIAL_PIECES = {
 
 __all__ = [
     "SPIECE_UNDERLINE",
+    "DIGIT_COMMA_MODES",
+    "DEFAULT_DIGIT_COMMA",
+    "check_digit_comma",
     "preprocess_text",
     "encode_pieces",
     "split_digit_comma_piece",
     "encode_ids",
     "load_vocab",
     "load_spm_model",
+    "check_vocab_fits_config",
     "FullTokenizer",
     "BasicTokenizer",
     "WordpieceTokenizer",
@@ -91,6 +105,14 @@ def preprocess_text(text: str, remove_space: bool = True, lower: bool = False) -
     return out
 
 
+def check_digit_comma(digit_comma: str) -> str:
+    """Returns `digit_comma` if it is one of DIGIT_COMMA_MODES, else raises UserError."""
+    if digit_comma not in DIGIT_COMMA_MODES:
+        raise UserError(f"--digit_comma={digit_comma!r}: expected one of "
+                        f"{', '.join(DIGIT_COMMA_MODES)}")
+    return digit_comma
+
+
 def _is_digit_comma_piece(piece: str) -> bool:
     """True for pieces like "▁1990," or "5,": longer than one char, "," after a digit."""
     return len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()
@@ -100,22 +122,22 @@ def encode_pieces(
     sp_model: spm.SentencePieceProcessor,
     text: str,
     sample: bool = False,
-    faithful_py3: bool = False,
+    digit_comma: str = DEFAULT_DIGIT_COMMA,
 ) -> list[str]:
     """Encodes `text` into SentencePiece pieces, splitting "<digits>," pieces (§9.2).
 
     Every piece that ends in "," preceded by a digit is re-encoded without the comma and without
-    "▁" markers, and the comma is appended as its own piece. In the intended (Python 2)
-    behaviour, when the original piece did not start with "▁" but the re-encoded first piece
-    does, that "▁" is removed (the piece is dropped if it was only "▁"): "x1234," gives
-    [..., "4", ","]. With `faithful_py3=True` this strip step never fires, as in the release run
-    under Python 3: [..., "▁", "4", ","].
+    "▁" markers, and the comma is appended as its own piece. As written (`digit_comma=
+    "intended"`, the original under Python 2), when the original piece did not start with "▁"
+    but the re-encoded first piece does, that "▁" is removed (the piece is dropped if it was
+    only "▁"): "x1234," gives [..., "4", ","]. Under Python 3 the original never fires this
+    strip step (`digit_comma="python3"`, the default): [..., "▁", "4", ","].
 
     Args:
       sp_model: a loaded `sentencepiece.SentencePieceProcessor`.
       text: str, normally already passed through `preprocess_text`.
       sample: bool. Use subword sampling (nbest 64, alpha 0.1), as the original offers.
-      faithful_py3: bool. Reproduce the Python-3 behaviour of the release (see above).
+      digit_comma: str. "python3" or "intended" (see above).
 
     Returns:
       list[str] of pieces.
@@ -127,19 +149,20 @@ def encode_pieces(
     out: list[str] = []
     for piece in pieces:
         if _is_digit_comma_piece(piece):
-            out.extend(split_digit_comma_piece(sp_model, piece, faithful_py3))
+            out.extend(split_digit_comma_piece(sp_model, piece, digit_comma))
         else:
             out.append(piece)
     return out
 
 
 def split_digit_comma_piece(
-    sp_model: spm.SentencePieceProcessor, piece: str, faithful_py3: bool = False
+    sp_model: spm.SentencePieceProcessor, piece: str, digit_comma: str = DEFAULT_DIGIT_COMMA
 ) -> list[str]:
     """The pieces that `encode_pieces` puts in place of one "<digit>," piece (see there)."""
+    check_digit_comma(digit_comma)
     sub = sp_model.EncodeAsPieces(piece[:-1].replace(SPIECE_UNDERLINE, ""))
     if (
-        not faithful_py3
+        digit_comma == "intended"
         and not piece.startswith(SPIECE_UNDERLINE)
         and sub
         and sub[0].startswith(SPIECE_UNDERLINE)
@@ -155,14 +178,14 @@ def encode_ids(
     sp_model: spm.SentencePieceProcessor,
     text: str,
     sample: bool = False,
-    faithful_py3: bool = False,
+    digit_comma: str = DEFAULT_DIGIT_COMMA,
 ) -> list[int]:
     """`encode_pieces` followed by `PieceToId` (unknown pieces map to the unk id).
 
     Returns:
       list[int] of SentencePiece ids.
     """
-    pieces = encode_pieces(sp_model, text, sample=sample, faithful_py3=faithful_py3)
+    pieces = encode_pieces(sp_model, text, sample=sample, digit_comma=digit_comma)
     return [sp_model.PieceToId(p) for p in pieces]
 
 
@@ -171,7 +194,7 @@ def load_spm_model(spm_model_file: str) -> spm.SentencePieceProcessor:
 
     Raises:
       FileNotFoundError: the file does not exist.
-      ValueError: the file is not a readable SentencePiece model.
+      UserError: the file is not a readable SentencePiece model.
     """
     path = os.fspath(spm_model_file)
     if not os.path.isfile(path):
@@ -182,9 +205,10 @@ def load_spm_model(spm_model_file: str) -> spm.SentencePieceProcessor:
             proto = f.read()
         sp.LoadFromSerializedProto(proto)
     except (OSError, RuntimeError) as e:
-        raise ValueError(f"Cannot load SentencePiece model {path!r}: {e}") from e
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise UserError(f"Cannot load SentencePiece model {path!r}: {reason}") from None
     if sp.GetPieceSize() <= 0:
-        raise ValueError(f"SentencePiece model {path!r} has no pieces")
+        raise UserError(f"SentencePiece model {path!r} has no pieces")
     return sp
 
 
@@ -201,7 +225,7 @@ def load_vocab(vocab_file: str) -> "collections.OrderedDict[str, int]":
 
     Raises:
       FileNotFoundError: the file does not exist.
-      ValueError: the file is not UTF-8 or contains no tokens.
+      UserError: the file is not UTF-8 or contains no tokens.
     """
     path = os.fspath(vocab_file)
     if not os.path.isfile(path):
@@ -215,10 +239,42 @@ def load_vocab(vocab_file: str) -> "collections.OrderedDict[str, int]":
                 if token not in vocab:
                     vocab[token] = len(vocab)
     except UnicodeDecodeError as e:
-        raise ValueError(f"Vocabulary file {path!r} is not valid UTF-8: {e}") from e
+        raise UserError(f"Vocabulary file {path!r} is not valid UTF-8: {e}") from None
     if not vocab:
-        raise ValueError(f"Vocabulary file {path!r} is empty")
+        raise UserError(f"Vocabulary file {path!r} is empty")
     return vocab
+
+
+def _check_wordpiece_vocab(path: str, vocab: Mapping[str, int]) -> None:
+    """Refuses a vocabulary without "[UNK]" (WordPiece emits it for every unknown word)."""
+    unk = WORDPIECE_SPECIAL_PIECES["unk"]
+    if unk in vocab:
+        return
+    if SPM_SPECIAL_PIECES["unk"] in vocab or any(t.startswith(SPIECE_UNDERLINE) for t in vocab):
+        raise UserError(f"{path}: a SentencePiece .vocab file, not a WordPiece vocabulary; pass "
+                        "the SentencePiece .model file as --spm_model_file instead")
+    raise UserError(f"{path}: not a WordPiece vocabulary (one token per line): it has no {unk} "
+                    "line (for a SentencePiece model use --spm_model_file)")
+
+
+def check_vocab_fits_config(tokenizer: "FullTokenizer", vocab_size: int,
+                            config_file: str) -> None:
+    """Refuses a tokenizer whose ids reach past the model's embedding table.
+
+    Args:
+      tokenizer: a FullTokenizer.
+      vocab_size: the config's `vocab_size` (rows of the word-embedding table).
+      config_file: where `vocab_size` comes from, for the message.
+    Raises:
+      UserError: naming both files when the tokenizer has more pieces than `vocab_size`
+        (the ids past the table would fail inside the model's embedding lookup).
+    """
+    if tokenizer.vocab_size > vocab_size:
+        flag = "--spm_model_file" if tokenizer.spm_mode else "--vocab_file"
+        raise UserError(
+            f"{flag}={tokenizer.model_file} has {tokenizer.vocab_size} pieces but "
+            f"{config_file} has vocab_size {vocab_size}: ids {vocab_size} and above have no "
+            "embedding (use the tokenizer the model was trained with)")
 
 
 def _is_whitespace(char: str) -> bool:
@@ -375,19 +431,19 @@ class FullTokenizer:
       vocab_file: str or None. WordPiece vocabulary (ignored in SentencePiece mode).
       do_lower_case: bool.
       spm_model_file: str or None. SentencePiece model.
-      faithful_py3_comma: bool. Digit-comma rule as the release behaves under Python 3 (see
-        `encode_pieces`); default False = intended behaviour.
+      digit_comma: str. "python3" (default: the original scripts as they run today) or
+        "intended" (the rule as written, as the HuggingFace port); see `encode_pieces`.
 
     Attributes:
       vocab: dict[str, int] piece -> id. inv_vocab: dict[int, str].
       sp_model: SentencePieceProcessor or None (WordPiece mode). spm_mode: bool.
-      do_lower_case: bool. vocab_size (property): int.
+      do_lower_case: bool. digit_comma: str. vocab_size (property): int.
     """
 
     def __init__(self, vocab_file: str | None = None, do_lower_case: bool = True,
-                 spm_model_file: str | None = None, faithful_py3_comma: bool = False):
+                 spm_model_file: str | None = None, digit_comma: str = DEFAULT_DIGIT_COMMA):
         self.do_lower_case = bool(do_lower_case)
-        self.faithful_py3_comma = bool(faithful_py3_comma)
+        self.digit_comma = check_digit_comma(digit_comma)
         self.sp_model = None
         if spm_model_file:
             self.spm_mode = True
@@ -399,10 +455,11 @@ class FullTokenizer:
             self.spm_mode = False
             self.model_file = os.fspath(vocab_file)
             self.vocab = dict(load_vocab(self.model_file))
+            _check_wordpiece_vocab(self.model_file, self.vocab)
             self._basic = BasicTokenizer(do_lower_case=self.do_lower_case)
             self._wordpiece = WordpieceTokenizer(self.vocab)
         else:
-            raise ValueError("FullTokenizer needs spm_model_file (SentencePiece mode) or "
+            raise UserError("FullTokenizer needs spm_model_file (SentencePiece mode) or "
                              "vocab_file (WordPiece mode); neither was given")
         self.inv_vocab = {i: p for p, i in self.vocab.items()}
 
@@ -413,7 +470,7 @@ class FullTokenizer:
     def tokenize(self, text: str) -> list[str]:
         """Splits `text` into pieces (list[str]); see the class docstring for preprocessing."""
         if self.spm_mode:
-            return encode_pieces(self.sp_model, text, faithful_py3=self.faithful_py3_comma)
+            return encode_pieces(self.sp_model, text, digit_comma=self.digit_comma)
         out = []
         for token in self._basic.tokenize(text):
             out.extend(self._wordpiece.tokenize(token))
@@ -449,13 +506,13 @@ class FullTokenizer:
         `[UNK]`, `[CLS]`, `[SEP]`, `[MASK]`.
 
         Raises:
-          ValueError: naming the model/vocab file and the missing pieces.
+          UserError: naming the model/vocab file and the missing pieces.
         """
         wanted = SPM_SPECIAL_PIECES if self.spm_mode else WORDPIECE_SPECIAL_PIECES
         missing = [p for p in wanted.values() if p not in self.vocab]
         if missing:
             kind = "SentencePiece model" if self.spm_mode else "vocabulary"
-            raise ValueError(f"{kind} {self.model_file!r} lacks the special piece(s) "
+            raise UserError(f"{kind} {self.model_file!r} lacks the special piece(s) "
                              f"{', '.join(missing)}; expected all of {', '.join(wanted.values())}")
         return {role: self.vocab[piece] for role, piece in wanted.items()}
 

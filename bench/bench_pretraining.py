@@ -238,7 +238,7 @@ def _write_tfrecord(path, n, seq, vocab):
 
 
 def worker_pipeline(args):
-    from albert_tf.input_pipeline import pretraining_dataset
+    from albert_tf.data.input_pipeline import pretraining_dataset
     folder = tempfile.mkdtemp(prefix="bench_pipe_")
     path = os.path.join(folder, "data.tfrecord")
     _write_tfrecord(path, 1024, args.seq, 30000)

@@ -8,10 +8,12 @@ import tensorflow as tf
 
 import albert_numpy
 from albert_tf import AlbertConfig
-from albert_tf.checkpoints import (CheckpointMismatchError, checkpoint_variable_shapes,
+from albert_tf.checkpoints import (CheckpointMismatchError, check_checkpoint_readable,
+                                   checkpoint_variable_shapes, init_from_checkpoint,
                                    load_original_checkpoint, original_variable_map,
                                    read_checkpoint_values, resolve_checkpoint_path,
                                    save_original_checkpoint)
+from albert_tf.errors import UserError
 from albert_tf.modeling import AlbertModel, AlbertPretrainer
 from test_modeling import assert_rel_close, make_inputs, tiny
 
@@ -168,6 +170,52 @@ def test_path_forms(tf1_checkpoint, tmp_path):
     empty.mkdir()
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         resolve_checkpoint_path(str(empty))
+
+
+def test_truncated_or_foreign_checkpoint_files_are_user_errors(tf1_checkpoint, tmp_path):
+    """Caught from the index alone: no tensor is read (xxlarge data files are GBs)."""
+    cfg, weights, prefix = tf1_checkpoint
+    assert check_checkpoint_readable(prefix + ".index") == prefix
+    data = prefix + ".data-00000-of-00001"
+    size = os.path.getsize(data)
+    # The index spans several table blocks here (about 100 names): the last tensor's
+    # end, read from the index, is the file's length.
+    assert os.path.getsize(prefix + ".index") > 4096
+    for keep in (size - 1, size // 2, 0):
+        with open(data, "r+b") as f:
+            f.truncate(keep)
+        message = f"^{data}: truncated: {keep} bytes, expected {size} bytes$"
+        with pytest.raises(UserError, match=message):
+            check_checkpoint_readable(prefix)
+        with pytest.raises(UserError, match=message):
+            load_original_checkpoint(AlbertPretrainer(cfg), prefix)
+        with pytest.raises(UserError, match=message):
+            init_from_checkpoint(AlbertPretrainer(cfg), prefix)
+    os.remove(data)
+    with pytest.raises(UserError, match=f"^{data}: missing "):
+        check_checkpoint_readable(prefix)
+    text = tmp_path / "x.index"
+    text.write_text("model_checkpoint_path: 'model.ckpt-1'\n")
+    for form in (text, tmp_path / "x"):
+        with pytest.raises(UserError, match=f"^{text}: not a readable TensorFlow checkpoint"):
+            check_checkpoint_readable(form)
+    (tmp_path / "x.index").write_bytes(open(prefix + ".index", "rb").read()[:-9])
+    with pytest.raises(UserError, match="x.index: not a readable TensorFlow checkpoint"):
+        load_original_checkpoint(AlbertModel(cfg), tmp_path / "x")
+
+
+def test_readable_check_accepts_object_checkpoints(tmp_path):
+    """tf.train.Checkpoint files (string tensors, several dtypes) pass; cut by 1 byte, fail."""
+    variables = {"w": tf.Variable(tf.ones([300, 7])), "step": tf.Variable(tf.constant(3, tf.int64)),
+                 "half": tf.Variable(tf.zeros([5], tf.float16))}
+    prefix = tf.train.Checkpoint(**variables).write(str(tmp_path / "ckpt-1"))
+    assert check_checkpoint_readable(prefix) == prefix
+    data = prefix + ".data-00000-of-00001"
+    size = os.path.getsize(data)
+    with open(data, "r+b") as f:
+        f.truncate(size - 1)
+    with pytest.raises(UserError, match=f"truncated: {size - 1} bytes, expected {size} bytes"):
+        check_checkpoint_readable(prefix)
 
 
 def test_mismatch_lists_every_problem_and_assigns_nothing(tf1_checkpoint, tmp_path):

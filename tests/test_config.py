@@ -1,12 +1,12 @@
 """AlbertConfig: JSON round trip, original defaults, presets, validation."""
 
 import json
-import logging
 
 import pytest
 
 from albert_tf import AlbertConfig
-from albert_tf.config import PRESETS, preset
+from albert_tf.config import PRESETS, REQUIRED_FIELDS, preset
+from albert_tf.errors import UserError
 
 ORIGINAL_FIELDS = [
     "vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
@@ -55,43 +55,86 @@ def test_cross_layer_sharing_key(tmp_path):
     assert json.loads(path.read_text())["cross_layer_sharing"] == "ffn"
     assert AlbertConfig.from_json_file(path) == shared
     assert "cross_layer_sharing" not in shared.replace(cross_layer_sharing="all").to_dict()
-    with pytest.raises(ValueError, match="cross_layer_sharing must be one of"):
+    with pytest.raises(UserError, match="^cross_layer_sharing: expected one of all, attention"):
         cfg.replace(cross_layer_sharing="embeddings")
     path.write_text(json.dumps({**RELEASED_BASE_V2, "cross_layer_sharing": "both"}))
-    with pytest.raises(ValueError, match=r"c\.json: AlbertConfig.cross_layer_sharing"):
+    with pytest.raises(UserError, match=r"c\.json: cross_layer_sharing: expected"):
         AlbertConfig.from_json_file(path)
 
 
-def test_missing_key_warns_and_uses_original_default(tmp_path, caplog):
+def test_missing_field_is_an_error_naming_file_and_fields(tmp_path):
+    """The original silently used the xxlarge shape (H = 4096, V = 30000) for a missing field."""
     values = dict(RELEASED_BASE_V2)
-    del values["num_attention_heads"], values["intermediate_size"]
+    del values["hidden_size"], values["vocab_size"]
     path = tmp_path / "c.json"
     path.write_text(json.dumps(values))
-    with caplog.at_level(logging.WARNING):
-        cfg = AlbertConfig.from_json_file(path)
-    assert "num_attention_heads" in caplog.text and "intermediate_size" in caplog.text
-    assert str(path) in caplog.text
-    # The original's constructor defaults are the xxlarge shape.
-    assert cfg.num_attention_heads == 64 and cfg.intermediate_size == 16384
+    with pytest.raises(UserError, match=rf"^{path}: missing fields vocab_size, hidden_size \("):
+        AlbertConfig.from_json_file(path)
+    for name in REQUIRED_FIELDS:
+        with pytest.raises(UserError, match=rf"^c: missing field {name} \("):
+            AlbertConfig.from_dict({k: v for k, v in RELEASED_BASE_V2.items() if k != name}, "c")
+
+
+def test_only_the_unread_down_scale_factor_may_be_absent():
+    assert REQUIRED_FIELDS == tuple(f for f in ORIGINAL_FIELDS if f != "down_scale_factor")
+    values = {k: v for k, v in RELEASED_BASE_V2.items() if k != "down_scale_factor"}
+    assert AlbertConfig.from_dict(values).down_scale_factor == 1
+
+
+@pytest.mark.parametrize("field,value,expected", [
+    ("hidden_size", "768", "a positive integer, got '768'"),
+    ("hidden_size", 768.0, "a positive integer, got 768.0"),
+    ("num_hidden_layers", True, "a positive integer, got True"),
+    ("vocab_size", 0, "a positive integer, got 0"),
+    ("down_scale_factor", None, "a positive integer, got None"),
+    ("hidden_dropout_prob", "0.1", r"a number in \[0, 1\), got '0.1'"),
+    ("attention_probs_dropout_prob", 1.0, r"a number in \[0, 1\), got 1.0"),
+    ("hidden_dropout_prob", False, r"a number in \[0, 1\), got False"),
+    ("initializer_range", -1, "a number > 0, got -1"),
+    ("initializer_range", 0, "a number > 0, got 0"),
+    ("initializer_range", float("nan"), "a number > 0, got nan"),
+    ("hidden_act", None, "one of gelu, relu, tanh, linear, got None"),
+    ("hidden_act", "swish", "one of gelu, relu, tanh, linear, got 'swish'"),
+    ("num_hidden_groups", 13, r"at most num_hidden_layers \(12\), got 13"),
+    ("num_attention_heads", 7,
+     r"hidden_size: expected a multiple of num_attention_heads \(7\), got 768"),
+])
+def test_bad_field_is_a_user_error_naming_file_and_field(tmp_path, field, value, expected):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({**RELEASED_BASE_V2, field: value}))
+    prefix = "" if expected.startswith("hidden_size:") else f"{field}: expected "
+    with pytest.raises(UserError, match=f"^{path}: {prefix}{expected}$"):
+        AlbertConfig.from_json_file(path)
+
+
+def test_released_activation_spellings_are_accepted():
+    for act in ("gelu", "relu", "tanh", "linear", "", "GELU"):
+        assert AlbertConfig.from_dict({**RELEASED_BASE_V2, "hidden_act": act}).hidden_act == act
 
 
 def test_errors_name_the_file_and_field(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"vocab_size": 10,\n "hidden_size": }')
-    with pytest.raises(ValueError, match=r"bad.json: not valid JSON \(line 2"):
+    with pytest.raises(UserError, match=r"bad.json: not valid JSON \(line 2"):
         AlbertConfig.from_json_file(bad)
-    with pytest.raises(ValueError, match="cannot read ALBERT config"):
+    with pytest.raises(UserError, match="cannot read ALBERT config"):
         AlbertConfig.from_json_file(tmp_path / "missing.json")
-    with pytest.raises(ValueError, match="divisible"):
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(UserError, match="cannot read ALBERT config .*binary.json"):
+        AlbertConfig.from_json_file(binary)
+    with pytest.raises(UserError, match="^hidden_size: expected a multiple"):
         AlbertConfig(hidden_size=10, num_attention_heads=3)
-    with pytest.raises(ValueError, match="hidden_act"):
+    with pytest.raises(UserError, match="^hidden_act"):
         AlbertConfig(hidden_act="swish")
-    with pytest.raises(ValueError, match="num_hidden_layers"):
+    with pytest.raises(UserError, match="^num_hidden_layers"):
         AlbertConfig(num_hidden_layers=0)
     notobj = tmp_path / "list.json"
     notobj.write_text("[1, 2]")
-    with pytest.raises(ValueError, match="list.json: expected a JSON object"):
+    with pytest.raises(UserError, match="list.json: expected a JSON object"):
         AlbertConfig.from_json_file(notobj)
+    # Still a ValueError for callers that catch that.
+    assert issubclass(UserError, ValueError)
 
 
 @pytest.mark.parametrize("size,layers,hidden,heads,ffn", [

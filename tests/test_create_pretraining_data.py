@@ -195,3 +195,134 @@ def test_cli_subprocess_exit_code(tmp_path):
         timeout=120,
     )
     assert r.returncode == 1 and "none.txt" in r.stderr and not os.path.exists(tmp_path / "o")
+
+
+# Lines whose pieces end in "<digit>,": "0," and "4," pieces without "▁" (the two modes differ),
+# "▁1990," and "▁2," (they agree), and a line with an unknown piece and a comma (exact path).
+DIGIT_COMMA_LINES = [
+    "In 1990, sales were 3,500, not 2,000, units.",
+    "Prices rose 4,5,6, then fell; x1234, ok",
+    "A 1,000,000, tax and 1990s, 80s, then 7,",
+    "\u0416\u0416 rose 3,500, again",
+]
+
+
+@pytest.mark.parametrize("digit_comma", ["python3", "intended"])
+def test_fast_tokenizer_equals_full_and_in_graph_tokenizers(digit_comma):
+    """All three tokenizers agree in both digit-comma modes."""
+    from albert_tf import tokenization
+    from albert_tf.tf_tokenization import InGraphTokenizer
+
+    tok = tokenization.FullTokenizer(spm_model_file=SPM, digit_comma=digit_comma)
+    fast = cpd.FastTokenizer(tok)
+    flat, lens = fast.encode(fast.preprocess_lines("\n".join(DIGIT_COMMA_LINES)))
+    got = np.split(flat, np.cumsum(lens)[:-1])
+    want = [tok.encode(line) for line in DIGIT_COMMA_LINES]
+    assert [list(g) for g in got] == want
+    in_graph = InGraphTokenizer(SPM, digit_comma=digit_comma)
+    assert in_graph(np.array(DIGIT_COMMA_LINES, object)).to_list() == want
+    other = tokenization.FullTokenizer(spm_model_file=SPM, digit_comma=(
+        "intended" if digit_comma == "python3" else "python3"))
+    assert [other.encode(line) != w for line, w in zip(DIGIT_COMMA_LINES, want)] == [
+        True, True, False, True]
+
+
+def test_digit_comma_flag(tmp_path):
+    """Default: the pieces of the original under Python 3 ("50", "▁", "0", ","); --digit_comma=
+    intended: the rule as written ("50", "0", ",")."""
+    with open(tmp_path / "part-0.txt", "w", encoding="utf-8") as f:
+        for d in range(12):
+            f.write(f"sales were 3,500, in {1990 + d}.\nprices rose 4,5,6, then fell.\n\n")
+    python3 = ["▁", "0", ","]
+    for flag, expected in (((), True), (("--digit_comma=intended",), False)):
+        assert _run(tmp_path, "--write_unmasked", *flag, out="u.tfrecord") == 0
+        from albert_tf import tokenization
+
+        tok = tokenization.FullTokenizer(spm_model_file=SPM)
+        found = False
+        for ex in _records(tmp_path / "u.tfrecord"):
+            pieces = tok.convert_ids_to_tokens(ex.features.feature["input_ids"].int64_list.value)
+            found |= any(pieces[i:i + 3] == python3 for i in range(len(pieces)))
+        assert found == expected
+    assert _run(tmp_path, "--digit_comma=py2", out="x.tfrecord") == 1
+
+
+def _cli(tmp, out):
+    import sys
+
+    return [sys.executable, "-m", "albert_tf.data.create_pretraining_data",
+            f"--input_file={tmp / 'part-*.txt'}", f"--output_file={out}",
+            f"--spm_model_file={SPM}", "--max_seq_length=64", "--max_predictions_per_seq=8",
+            "--dupe_factor=20", "--num_workers=1"]
+
+
+def test_killed_run_leaves_nothing_after_the_next_run(tmp_path):
+    """SIGKILL mid-way leaves the temporary folder and shard; the next run removes them and
+    writes the same bytes as a clean run."""
+    import signal
+    import subprocess
+    import time
+
+    _write_corpus(tmp_path, files=1, docs=300)
+    clean, killed = tmp_path / "clean", tmp_path / "killed"
+    clean.mkdir(), killed.mkdir()
+    assert subprocess.run(_cli(tmp_path, clean / "out.tfrecord"), capture_output=True,
+                          timeout=300).returncode == 0
+    proc = subprocess.Popen(_cli(tmp_path, killed / "out.tfrecord"), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:  # until instances are being spilled: mid-way
+            spills = list(killed.glob(".create_pretraining_data-*/*.spill"))
+            if spills and spills[0].stat().st_size > 0:
+                break
+            time.sleep(0.01)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    leftovers = sorted(p.name for p in killed.iterdir())
+    assert len(leftovers) == 2 and "out.tfrecord" not in leftovers
+    assert leftovers[0].startswith(".create_pretraining_data-")
+    assert leftovers[1].startswith(".out.tfrecord.create_pretraining_data-")
+    assert _run(tmp_path, "--dupe_factor=20", out="killed/out.tfrecord") == 0
+    assert os.listdir(killed) == ["out.tfrecord"]
+    assert (killed / "out.tfrecord").read_bytes() == (clean / "out.tfrecord").read_bytes()
+
+
+def test_temporaries_of_running_processes_or_other_programs_are_kept(tmp_path):
+    from albert_tf import fileio
+
+    _write_corpus(tmp_path, files=1, docs=5)
+    host = fileio.owner_tag().rsplit("-", 1)[0]
+    keep = [f".create_pretraining_data-{host}-{os.getppid()}-abc",  # a running process
+            f".out.tfrecord.create_pretraining_data-otherhost-1.tmp",  # another machine
+            ".create_pretraining_data-x", "out.tfrecord.tmp-1"]  # not our names
+    for name in keep:
+        (tmp_path / name).write_text("")
+    assert _run(tmp_path, out="out.tfrecord") == 0
+    assert sorted(_leftovers(tmp_path)) == sorted(keep + ["out.tfrecord"])
+
+
+def test_long_lines_warn_with_the_dropped_tokens(tmp_path, caplog):
+    from albert_tf import tokenization
+
+    _write_corpus(tmp_path, files=1, docs=20)
+    long_line = " ".join(["the cat sat on the mat"] * 100)
+    with open(tmp_path / "part-0.txt", "a", encoding="utf-8") as f:
+        f.write(f"\n\n{long_line}\n{long_line}\n")
+    n = len(tokenization.FullTokenizer(spm_model_file=SPM).encode(long_line))
+    assert n > 509
+    with caplog.at_level("WARNING"):
+        assert _run(tmp_path, "--max_seq_length=512", out="o.tfrecord") == 0
+    assert (f"2 input line(s) are longer than a whole sequence (max_seq_length - 3 = 509 "
+            f"tokens); every instance cuts them: {2 * (n - 509)} tokens beyond 509 (longest "
+            f"line: {n} tokens, in {tmp_path / 'part-0.txt'})") in caplog.text
+
+
+def test_input_without_any_instance_is_an_error(tmp_path, capsys):
+    # Lines of characters that SentencePiece drops: no document, in any unit of the file.
+    (tmp_path / "part-0.txt").write_text("\u200b\n\u200b\n\n" * 4000)
+    assert _run(tmp_path, "--chunk_size_mb=0.004", out="o.tfrecord") == 1
+    assert "no instance could be made from 1 file(s) (0 documents)" in capsys.readouterr().err
+    assert _leftovers(tmp_path) == []

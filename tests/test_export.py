@@ -41,9 +41,10 @@ np.savez(sys.argv[4], ids_prob=by_ids["probabilities"].numpy(),
 """
 
 
-def _python_features(pairs):
+def _python_features(pairs, digit_comma="python3"):
     processor = get_processor("mrpc")
-    tokenizer = FullTokenizer(spm_model_file=DEMO_SPM, do_lower_case=True)
+    tokenizer = FullTokenizer(spm_model_file=DEMO_SPM, do_lower_case=True,
+                              digit_comma=digit_comma)
     examples = [InputExample(str(i), processor.process_text(a),
                              processor.process_text(b) if b else None, "0")
                 for i, (a, b) in enumerate(pairs)]
@@ -107,3 +108,17 @@ def test_text_features_match_python_single_sentence():
     want = _python_features([(t, "") for t in texts])
     for k in want:
         np.testing.assert_array_equal(got[k].numpy(), want[k], err_msg=k)
+
+
+@pytest.mark.parametrize("digit_comma", ["python3", "intended"])
+def test_serve_text_tokenizes_with_the_training_digit_comma_mode(digit_comma):
+    model = AlbertClassifier(tiny_config(), 2)
+    model.build()
+    module = ClassifierServing(model, SEQ, DEMO_SPM, text_pair=False, digit_comma=digit_comma)
+    texts = ["In 1990, sales were 3,500, not 2,000, units.", "Prices rose 4,5,6, then fell."]
+    got = module.text_features(tf.constant(texts))
+    want = _python_features([(t, "") for t in texts], digit_comma)
+    np.testing.assert_array_equal(got["input_ids"].numpy(), want["input_ids"])
+    other = _python_features([(t, "") for t in texts],
+                             "intended" if digit_comma == "python3" else "python3")
+    assert (other["input_ids"] != want["input_ids"]).any(axis=1).all()

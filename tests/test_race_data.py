@@ -91,3 +91,39 @@ def test_choice_sequences_truncate_as_the_original(tokenizer):
     assert 0 < row.sum() < seq and not row[row.sum():].any()  # zero padding
     with pytest.raises(ValueError, match="must exceed max_qa_length"):
         race_data.write_features([], tokenizer, 9, 6, "unused")
+
+
+def test_default_features_equal_the_originals_python3_ids(tmp_path, tokenizer):
+    """Digit-comma pieces: the original's ids under Python 3 with data/demo/spm.model, which
+    keep the "▁" (13) that re-encoding "0", "5", "6", "34" adds (e.g. "50", "▁", "0", ",")."""
+    folder = tmp_path / "RACE" / "dev" / "middle"
+    folder.mkdir(parents=True)
+    (folder / "all.txt").write_text(json.dumps({
+        "id": "m1", "article": "In 1990, sales were 3,500, not 2,000, units.",
+        "questions": ["Prices rose 4,5,6, then _."],
+        "options": [["fell", "rose", "x1234,", "7,"]], "answers": ["C"]}) + "\n")
+    [example] = read_race_examples(str(tmp_path), "dev", middle_only=True)
+    article = [16, 763, 14, 280, 67, 23, 35, 132, 14, 709, 13, 674, 14, 121, 119, 14, 412, 14,
+               13, 1208, 28, 76, 19, 9]
+    stem = [756, 284, 19, 308, 128, 14, 139, 14, 134, 14, 15, 28]  # "prices rose 4,5,6, then"
+    choices = [[13, 277, 517, 9], [308, 9], [13, 270, 1057, 863, 14, 9], [193, 14, 9]]
+    feature = race_data.convert_example(example, tokenizer, 48, 64)
+    rows = [[2, *article, 3, *stem, *c, 3] for c in choices]
+    assert feature["input_ids"] == [i for r in rows for i in r + [0] * (48 - len(r))]
+    assert feature["label_ids"] == 2
+
+
+def test_all_txt_is_read_alone_else_the_numbered_files(tmp_path):
+    """A level folder holding all.txt next to the numbered files it was made from gave every
+    question twice; like the original, only all.txt is read then."""
+    folder = tmp_path / "RACE" / "dev" / "middle"
+    folder.mkdir(parents=True)
+    records = [{"id": f"m{k}", "article": f"article {k}", "questions": [f"q{k}?"],
+                "options": [["a", "b", "c", "d"]], "answers": ["A"]} for k in range(3)]
+    for k, record in enumerate(records):
+        (folder / f"{k + 1}.txt").write_text(json.dumps(record) + "\n")
+    numbered = read_race_examples(str(tmp_path), "dev", middle_only=True)
+    assert [e.example_id for e in numbered] == ["m0", "m1", "m2"]
+    (folder / "all.txt").write_text("".join(json.dumps(r) + "\n" for r in records[::-1]))
+    from_all = read_race_examples(str(tmp_path), "dev", middle_only=True)
+    assert [e.example_id for e in from_all] == ["m2", "m1", "m0"]

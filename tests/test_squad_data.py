@@ -266,3 +266,52 @@ def test_tfrecord_round_trip(tokenizer, tmp_path, is_training):
         with pytest.raises(tf.errors.InvalidArgumentError):
             next(iter(tf.data.TFRecordDataset(out).map(
                 lambda r: tf.io.parse_single_example(r, spec))))
+
+
+def test_default_features_equal_the_originals_python3_ids(tmp_path, tokenizer):
+    """Digit-comma pieces: the original's ids under Python 3 with data/demo/spm.model, which
+    keep the "▁" (13) that re-encoding "0", "5", "6" adds (e.g. "50", "▁", "0", ",")."""
+    context = "In 1990, sales were 3,500, not 2,000, units."
+    path = _write_json(tmp_path, _doc(context, [
+        {"id": "q1", "question": "Prices rose 4,5,6, then fell.",
+         "answers": [{"text": "3,500", "answer_start": 20}]}]))
+    [feature] = convert_examples_to_features(read_squad_examples(path, False), tokenizer, 64,
+                                             128, 32, is_training=False)
+    question = [756, 284, 19, 308, 128, 14, 139, 14, 134, 14, 15, 28, 13, 277, 517, 9]
+    paragraph = [16, 763, 14, 280, 67, 23, 35, 132, 14, 709, 13, 674, 14, 121, 119, 14, 412, 14,
+                 13, 1208, 28, 76, 19, 9]
+    want = [2, *question, 3, *paragraph, 3]
+    assert feature.input_ids == want + [0] * (64 - len(want))
+
+
+def test_answer_differing_from_the_context_is_kept_and_counted(tmp_path, tokenizer, caplog):
+    """The original keeps such an answer: the target is the span of the text's length at
+    answer_start. One warning gives the count and the first id."""
+    context = "The cat sat on the mat."
+    qas = [{"id": "ok", "question": "Who sat?", "answers": [{"text": "cat", "answer_start": 4}]},
+           {"id": "bad1", "question": "Who sat?", "answers": [{"text": "dog", "answer_start": 4}]},
+           {"id": "bad2", "question": "Where?", "answers": [{"text": "Mat", "answer_start": 19}]}]
+    path = _write_json(tmp_path, _doc(context, qas))
+    with caplog.at_level("WARNING", logger="albert_tf.data.squad_data"):
+        examples = read_squad_examples(path, True)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == [f"{path}: 2 training answer(s) differ from the context at answer_start "
+                        "(first: id bad1); kept as the original does: the answer is the context "
+                        "span from answer_start with the text's length"]
+    assert [e.start_position for e in examples] == [4, 4, 19]
+    ok, bad, _ = convert_examples_to_features(examples, tokenizer, 64, 128, 16, True)
+    assert (bad.start_position, bad.end_position) == (ok.start_position, ok.end_position)
+    caplog.clear()
+    read_squad_examples(_write_json(tmp_path, _doc(context, qas[:1])), True)
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
+def test_squad_has_impossible(tmp_path):
+    assert squad_data.squad_has_impossible(os.path.join(DEMO, "squad", "train-v2.0.json"))
+    assert not squad_data.squad_has_impossible(os.path.join(DEMO, "squad", "train-v1.1.json"))
+    qa = {"id": "q", "question": "?", "answers": [], "is_impossible": False}
+    assert not squad_data.squad_has_impossible(_write_json(tmp_path, _doc("c", [qa])))
+    path = _write_json(tmp_path, _doc("c", [qa, dict(qa, is_impossible=True)]))
+    assert squad_data.squad_has_impossible(path)
+    with pytest.raises(FileNotFoundError, match="nope.json"):
+        squad_data.squad_has_impossible(str(tmp_path / "nope.json"))

@@ -35,11 +35,11 @@ def _varied(n, seed=0):
             for _ in range(n)]
 
 
-@pytest.mark.parametrize("faithful", [False, True])
-def test_in_graph_matches_python_lowercase(faithful):
+@pytest.mark.parametrize("digit_comma", T.DIGIT_COMMA_MODES)
+def test_in_graph_matches_python_lowercase(digit_comma):
     strings = FIXED + TIES + _varied(2500)
-    py = T.FullTokenizer(spm_model_file=DEMO_SPM, do_lower_case=True, faithful_py3_comma=faithful)
-    ig = InGraphTokenizer(DEMO_SPM, do_lower_case=True, faithful_py3_comma=faithful)
+    py = T.FullTokenizer(spm_model_file=DEMO_SPM, do_lower_case=True, digit_comma=digit_comma)
+    ig = InGraphTokenizer(DEMO_SPM, do_lower_case=True, digit_comma=digit_comma)
     assert ig.exact_ties
     pre = [s.decode("utf-8") for s in ig.preprocess(tf.constant(strings)).numpy()]
     got = ig(tf.constant(strings)).to_list()
@@ -124,12 +124,12 @@ def test_in_graph_cased_preprocess_matches():
     assert pre == [T.preprocess_text(s, lower=False) for s in strings]
 
 
-@pytest.mark.parametrize("faithful,expected", [
-    (False, ["▁", "x", "12", "34", ",", "▁", "ok", "▁at", "▁7", ","]),
-    (True, ["▁", "x", "12", "▁34", ",", "▁", "ok", "▁at", "▁7", ","]),
+@pytest.mark.parametrize("digit_comma,expected", [
+    ("intended", ["▁", "x", "12", "34", ",", "▁", "ok", "▁at", "▁7", ","]),
+    ("python3", ["▁", "x", "12", "▁34", ",", "▁", "ok", "▁at", "▁7", ","]),
 ])
-def test_digit_comma_in_graph(faithful, expected):
-    ig = InGraphTokenizer(DEMO_SPM, faithful_py3_comma=faithful)
+def test_digit_comma_in_graph(digit_comma, expected):
+    ig = InGraphTokenizer(DEMO_SPM, digit_comma=digit_comma)
     pieces = ig.tokenize(tf.constant(["x1234, ok at 7,"])).to_list()[0]
     assert [p.decode() for p in pieces] == expected
 

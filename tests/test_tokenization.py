@@ -7,6 +7,7 @@ import pytest
 import sentencepiece as spm
 
 from albert_tf import tokenization as T
+from albert_tf.errors import UserError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO_SPM = os.path.join(ROOT, "data", "demo", "spm.model")
@@ -56,23 +57,32 @@ class FakeSp:
 
 def test_encode_pieces_digit_comma_intended_vs_py3():
     sp = FakeSp()
-    # Piece without "▁": the re-encoded leading "▁" is removed (dropped when alone).
-    assert T.encode_pieces(sp, "x1234, ok") == ["▁x", "1234", ",", "▁ok"]
-    assert T.encode_pieces(sp, "x1234, ok", faithful_py3=True) == ["▁x", "▁", "1234", ",", "▁ok"]
-    assert T.encode_pieces(sp, "a5,") == ["▁a", "5", ","]
-    assert T.encode_pieces(sp, "a5,", faithful_py3=True) == ["▁a", "▁5", ","]
+    # Piece without "▁": as written, the re-encoded leading "▁" is removed (dropped when alone).
+    intended = "intended"
+    assert T.encode_pieces(sp, "x1234, ok", digit_comma=intended) == ["▁x", "1234", ",", "▁ok"]
+    assert T.encode_pieces(sp, "a5,", digit_comma=intended) == ["▁a", "5", ","]
+    # Under Python 3 the original never removes it; that is the default.
+    assert T.encode_pieces(sp, "x1234, ok") == ["▁x", "▁", "1234", ",", "▁ok"]
+    assert T.encode_pieces(sp, "a5,", digit_comma="python3") == ["▁a", "▁5", ","]
     # Piece that starts with "▁": both modes agree.
-    for mode in (False, True):
-        assert T.encode_pieces(sp, "in 1990, we", faithful_py3=mode) == ["▁in", "▁1990", ",", "▁we"]
-    assert T.encode_ids(sp, "a5,") == [2, 1, 1]
+    for mode in T.DIGIT_COMMA_MODES:
+        assert T.encode_pieces(sp, "in 1990, we", digit_comma=mode) == [
+            "▁in", "▁1990", ",", "▁we"]
+    assert T.encode_ids(sp, "a5,") == [2, 2, 1]
+    assert T.encode_ids(sp, "a5,", digit_comma=intended) == [2, 1, 1]
+    with pytest.raises(UserError, match="^--digit_comma='py2': expected one of python3, intended"):
+        T.encode_pieces(sp, "a5,", digit_comma="py2")
+    with pytest.raises(UserError, match="--digit_comma=True"):
+        T.FullTokenizer(spm_model_file=DEMO_SPM, digit_comma=True)
 
 
 def test_encode_pieces_demo_model():
     sp = T.load_spm_model(DEMO_SPM)
     # The demo model segments "x1234," as [.., "34,"]: the rule fires on a piece without "▁".
     assert "34," in sp.EncodeAsPieces("x1234, ok")
-    assert T.encode_pieces(sp, "x1234, ok") == ["▁", "x", "12", "34", ",", "▁", "ok"]
-    assert T.encode_pieces(sp, "x1234, ok", faithful_py3=True) == ["▁", "x", "12", "▁34", ",", "▁", "ok"]
+    assert T.encode_pieces(sp, "x1234, ok", digit_comma="intended") == [
+        "▁", "x", "12", "34", ",", "▁", "ok"]
+    assert T.encode_pieces(sp, "x1234, ok") == ["▁", "x", "12", "▁34", ",", "▁", "ok"]
     assert T.encode_pieces(sp, "at 7,") == ["▁at", "▁7", ","]   # piece with "▁": modes agree
     text = T.preprocess_text("In 1987, she sold 12,500 sheep; at 7, 4,", lower=True)
     pieces = T.encode_pieces(sp, text)
@@ -166,3 +176,31 @@ def test_wordpiece_missing_special(tmp_path):
     p.write_text("[UNK]\n[CLS]\nhello\n")
     with pytest.raises(ValueError, match=r"v\.txt.*\[PAD\].*\[SEP\].*\[MASK\]"):
         T.FullTokenizer(vocab_file=str(p)).special_ids()
+
+
+def test_spm_vocab_as_wordpiece_vocab_is_refused(tmp_path):
+    """A SentencePiece .vocab ("piece<TAB>score" lines) failed later with KeyError: '[UNK]'."""
+    spm_vocab = os.path.join(ROOT, "data", "demo", "spm.vocab")
+    with pytest.raises(UserError, match=rf"^{spm_vocab}: a SentencePiece .vocab file, not a "
+                       r"WordPiece vocabulary; pass the SentencePiece .model file as "
+                       r"--spm_model_file instead$"):
+        T.FullTokenizer(vocab_file=spm_vocab)
+    other = tmp_path / "words.txt"
+    other.write_text("[CLS]\n[SEP]\nhello\n")
+    with pytest.raises(UserError, match=r"words.txt: not a WordPiece vocabulary \(one token per "
+                       r"line\): it has no \[UNK\] line"):
+        T.FullTokenizer(vocab_file=str(other))
+
+
+def test_vocab_must_fit_the_config(wp_vocab):
+    spm_tok = T.FullTokenizer(spm_model_file=DEMO_SPM)
+    size = spm_tok.vocab_size
+    for vocab_size in (size, 30000):
+        T.check_vocab_fits_config(spm_tok, vocab_size, "albert_config.json")
+    with pytest.raises(UserError, match=rf"^--spm_model_file={DEMO_SPM} has {size} pieces but "
+                       r"cfg/albert_config.json has vocab_size 100: ids 100 and above have no "
+                       r"embedding"):
+        T.check_vocab_fits_config(spm_tok, 100, "cfg/albert_config.json")
+    wp_tok = T.FullTokenizer(vocab_file=str(wp_vocab))
+    with pytest.raises(UserError, match=rf"^--vocab_file={wp_vocab} has 19 pieces but c.json"):
+        T.check_vocab_fits_config(wp_tok, 18, "c.json")

@@ -140,8 +140,29 @@ def _field(path: str, line: int, row: list[str], index: int, what: str) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+@dataclasses.dataclass(frozen=True)
+class Columns:
+    """Where the fields of one split's TSV rows are (0-based; negative = from the end).
+
+    text_a / text_b: (column, name used in error messages); text_b None for one-sentence tasks.
+    label: column of the label, or None for the test split's placeholder label.
+    guid: column of the id, or None for "<split>-<row index>" (row 0 is the header, if any).
+    processed_guid: the id goes through ``process_text`` like the texts (the original does so
+      for some tasks and not for others).
+    header: the first row is a header. min_columns: shorter rows are skipped and counted.
+    """
+
+    text_a: tuple[int, str]
+    text_b: tuple[int, str] | None = None
+    label: int | None = None
+    guid: int | None = 0
+    processed_guid: bool = True
+    header: bool = True
+    min_columns: int = 0
+
+
 class DataProcessor:
-    """Base class of the GLUE processors.
+    """A GLUE task: where its files and fields are (one ``Columns`` per split kind).
 
     Args:
       use_spm: SentencePiece mode. Then every text field, GUID and label goes through
@@ -154,8 +175,17 @@ class DataProcessor:
     #: Sub-folder of data_dir holding the TSV files.
     folder: str = ""
     #: File name per split; a split missing here is not available for the task.
-    files: dict[str, str] = {}
+    files: dict[str, str] = {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
+    #: Label strings in index order ([None] for regression, as the original).
+    labels: tuple = ("0", "1")
     is_regression: bool = False
+    #: Fields of the train and dev files, and of the test file.
+    columns: Columns
+    test_columns: Columns
+    #: Label of every test example (the test files have none).
+    test_label: Any = "0"
+    #: Rows skipped by the last read for having fewer than ``min_columns`` columns.
+    last_skipped = 0
 
     def __init__(self, use_spm: bool = True, do_lower_case: bool = True):
         self.use_spm = use_spm
@@ -165,7 +195,7 @@ class DataProcessor:
 
     def get_labels(self) -> list:
         """Label strings in index order ([None] for regression, as the original)."""
-        raise NotImplementedError
+        return list(self.labels)
 
     def data_file(self, data_dir: str, split: str) -> str:
         """Path of the TSV file of ``split`` ("train", "dev" or "test")."""
@@ -202,10 +232,37 @@ class DataProcessor:
             return tokenization.preprocess_text(text, lower=self.do_lower_case)
         return text
 
-    # -- helpers for subclasses ----------------------------------------------------------------
+    # -- reading -------------------------------------------------------------------------------
 
     def _create_examples(self, path, rows, split) -> list[InputExample]:
-        raise NotImplementedError
+        c = self.test_columns if split == "test" else self.columns
+        examples = []
+        skipped = 0
+        for i, (line, row) in enumerate(rows):
+            if c.header and i == 0:
+                continue
+            if len(row) < c.min_columns:
+                skipped += 1
+                continue
+            if c.guid is None:
+                guid = f"{split}-{i}"
+            else:
+                guid = _field(path, line, row, c.guid, "the id")
+                guid = self.process_text(guid) if c.processed_guid else guid
+            text_a = self.process_text(_field(path, line, row, *c.text_a))
+            text_b = self.process_text(_field(path, line, row, *c.text_b)) if c.text_b else None
+            if c.label is None:
+                label = self.test_label
+            elif self.is_regression:
+                label = self._score(path, line, row, c.label)
+            else:
+                label = self._label(path, line, row, c.label)
+            examples.append(InputExample(guid, text_a, text_b, label))
+        if skipped:
+            _logger.warning("%s: skipped %d row(s) with missing columns (as the original)",
+                            path, skipped)
+        self.last_skipped = skipped
+        return examples
 
     def _label(self, path: str, line: int, row: list[str], index: int) -> str:
         """Reads, normalises and validates a classification label."""
@@ -220,47 +277,34 @@ class DataProcessor:
             )
         return label
 
-
-class _PairProcessor(DataProcessor):
-    """Header line, GUID from column 0, text_a/text_b from two columns, label in the last column.
-
-    This is the shape of MNLI, QNLI, RTE, WNLI and AX; subclasses set the columns and the test
-    placeholder label.
-    """
-
-    text_a_col = 1
-    text_b_col = 2
-    test_label: str = ""
-
-    def _create_examples(self, path, rows, split):
-        examples = []
-        for i, (line, row) in enumerate(rows):
-            if i == 0:  # header
-                continue
-            guid = self.process_text(_field(path, line, row, 0, "the id"))
-            text_a = self.process_text(_field(path, line, row, self.text_a_col, "text_a"))
-            text_b = self.process_text(_field(path, line, row, self.text_b_col, "text_b"))
-            if split == "test":
-                label = self.test_label
-            else:
-                label = self._label(path, line, row, -1)
-            examples.append(InputExample(guid, text_a, text_b, label))
-        return examples
+    @staticmethod
+    def _score(path: str, line: int, row: list[str], index: int) -> float:
+        """Reads a regression target (a float)."""
+        raw = _field(path, line, row, index, "the score")
+        try:
+            return float(raw)
+        except ValueError:
+            column = index + 1 if index >= 0 else len(row) + index + 1
+            raise ValueError(
+                f"{path}, line {line}, column {column}: expected a float similarity "
+                f"score, got {raw!r}"
+            ) from None
 
 
-_NLI_LABELS = ["contradiction", "entailment", "neutral"]
+# The shape of MNLI, QNLI, RTE, WNLI and AX: header, id column 0, label in the last column.
+_PAIR_COLUMNS = Columns(text_a=(1, "text_a"), text_b=(2, "text_b"), label=-1)
+_NLI_LABELS = ("contradiction", "entailment", "neutral")
 
 
-class MnliProcessor(_PairProcessor):
+class MnliProcessor(DataProcessor):
     """MultiNLI, matched dev/test sets (columns 8, 9; gold label last)."""
 
     folder = "MNLI"
     files = {"train": "train.tsv", "dev": "dev_matched.tsv", "test": "test_matched.tsv"}
-    text_a_col, text_b_col = 8, 9
+    labels = _NLI_LABELS
+    columns = Columns(text_a=(8, "text_a"), text_b=(9, "text_b"), label=-1)
+    test_columns = dataclasses.replace(columns, label=None)
     test_label = "contradiction"
-
-    def get_labels(self):
-        return list(_NLI_LABELS)
 
 
 class MisMnliProcessor(MnliProcessor):
@@ -269,26 +313,25 @@ class MisMnliProcessor(MnliProcessor):
     files = {"train": "train.tsv", "dev": "dev_mismatched.tsv", "test": "test_mismatched.tsv"}
 
 
-class AxProcessor(_PairProcessor):
+class AxProcessor(DataProcessor):
     """GLUE diagnostic set (prediction only; MNLI labels). Registered here (quirk 30)."""
 
     folder = "diagnostic"
     files = {"test": "diagnostic.tsv"}
+    labels = _NLI_LABELS
+    columns = _PAIR_COLUMNS
+    test_columns = dataclasses.replace(_PAIR_COLUMNS, label=None)
     test_label = "contradiction"
 
-    def get_labels(self):
-        return list(_NLI_LABELS)
 
-
-class QnliProcessor(_PairProcessor):
+class QnliProcessor(DataProcessor):
     """QNLI (question, sentence)."""
 
     folder = "QNLI"
-    files = {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
+    labels = ("entailment", "not_entailment")
+    columns = _PAIR_COLUMNS
+    test_columns = dataclasses.replace(_PAIR_COLUMNS, label=None)
     test_label = "entailment"
-
-    def get_labels(self):
-        return ["entailment", "not_entailment"]
 
 
 class RteProcessor(QnliProcessor):
@@ -297,127 +340,50 @@ class RteProcessor(QnliProcessor):
     folder = "RTE"
 
 
-class WnliProcessor(_PairProcessor):
+class WnliProcessor(DataProcessor):
     """WNLI (sentence1, sentence2; labels 0/1)."""
 
     folder = "WNLI"
-    files = {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
-    test_label = "0"
-
-    def get_labels(self):
-        return ["0", "1"]
+    columns = _PAIR_COLUMNS
+    test_columns = dataclasses.replace(_PAIR_COLUMNS, label=None)
 
 
 class MrpcProcessor(DataProcessor):
     """MRPC: label col 0, strings cols 3 and 4; GUID "<split>-<row>" except on test (id col)."""
 
     folder = "MRPC"
-    files = {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
-
-    def get_labels(self):
-        return ["0", "1"]
-
-    def _create_examples(self, path, rows, split):
-        examples = []
-        for i, (line, row) in enumerate(rows):
-            if i == 0:
-                continue
-            text_a = self.process_text(_field(path, line, row, 3, "#1 String"))
-            text_b = self.process_text(_field(path, line, row, 4, "#2 String"))
-            if split == "test":
-                guid = _field(path, line, row, 0, "the id")  # the original keeps it unprocessed
-                label = "0"
-            else:
-                guid = f"{split}-{i}"
-                label = self._label(path, line, row, 0)
-            examples.append(InputExample(guid, text_a, text_b, label))
-        return examples
+    columns = Columns(text_a=(3, "#1 String"), text_b=(4, "#2 String"), label=0, guid=None)
+    # The original keeps the test id unprocessed.
+    test_columns = Columns(text_a=(3, "#1 String"), text_b=(4, "#2 String"),
+                           processed_guid=False)
 
 
 class ColaProcessor(DataProcessor):
     """CoLA: train/dev have no header (label col 1, sentence col 3); test has one (col 1)."""
 
     folder = "CoLA"
-    files = {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
-
-    def get_labels(self):
-        return ["0", "1"]
-
-    def _create_examples(self, path, rows, split):
-        examples = []
-        for i, (line, row) in enumerate(rows):
-            if split == "test":
-                if i == 0:
-                    continue
-                guid = _field(path, line, row, 0, "the id")  # unprocessed, as the original
-                text_a = self.process_text(_field(path, line, row, 1, "the sentence"))
-                label = "0"
-            else:
-                # No header: the first line is "<split>-0".
-                guid = f"{split}-{i}"
-                text_a = self.process_text(_field(path, line, row, 3, "the sentence"))
-                label = self._label(path, line, row, 1)
-            examples.append(InputExample(guid, text_a, None, label))
-        return examples
+    # No header: the first line is "<split>-0".
+    columns = Columns(text_a=(3, "the sentence"), label=1, guid=None, header=False)
+    test_columns = Columns(text_a=(1, "the sentence"), processed_guid=False)
 
 
 class Sst2Processor(DataProcessor):
     """SST-2: header; train/dev sentence col 0, label col 1; test id col 0, sentence col 1."""
 
     folder = "SST-2"
-    files = {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
-
-    def get_labels(self):
-        return ["0", "1"]
-
-    def _create_examples(self, path, rows, split):
-        examples = []
-        for i, (line, row) in enumerate(rows):
-            if i == 0:
-                continue
-            if split == "test":
-                guid = self.process_text(_field(path, line, row, 0, "the id"))
-                text_a = self.process_text(_field(path, line, row, 1, "the sentence"))
-                label = "0"
-            else:
-                guid = f"{split}-{i}"
-                text_a = self.process_text(_field(path, line, row, 0, "the sentence"))
-                label = self._label(path, line, row, 1)
-            examples.append(InputExample(guid, text_a, None, label))
-        return examples
+    columns = Columns(text_a=(0, "the sentence"), label=1, guid=None)
+    test_columns = Columns(text_a=(1, "the sentence"))
 
 
 class StsbProcessor(DataProcessor):
     """STS-B (regression): sentences cols 7, 8; score = float(last column); test label 0."""
 
     folder = "STS-B"
-    files = {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
+    labels = (None,)
     is_regression = True
-
-    def get_labels(self):
-        return [None]
-
-    def _create_examples(self, path, rows, split):
-        examples = []
-        for i, (line, row) in enumerate(rows):
-            if i == 0:
-                continue
-            guid = self.process_text(_field(path, line, row, 0, "the id"))
-            text_a = self.process_text(_field(path, line, row, 7, "sentence1"))
-            text_b = self.process_text(_field(path, line, row, 8, "sentence2"))
-            if split == "test":
-                label = 0.0
-            else:
-                raw = _field(path, line, row, -1, "the score")
-                try:
-                    label = float(raw)
-                except ValueError:
-                    raise ValueError(
-                        f"{path}, line {line}, column {len(row)}: expected a float similarity "
-                        f"score, got {raw!r}"
-                    ) from None
-            examples.append(InputExample(guid, text_a, text_b, label))
-        return examples
+    columns = Columns(text_a=(7, "sentence1"), text_b=(8, "sentence2"), label=-1)
+    test_columns = dataclasses.replace(columns, label=None)
+    test_label = 0.0
 
 
 class QqpProcessor(DataProcessor):
@@ -428,37 +394,11 @@ class QqpProcessor(DataProcessor):
     """
 
     folder = "QQP"
-    files = {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
-    #: Rows skipped by the last read (for reporting).
-    last_skipped = 0
-
-    def get_labels(self):
-        return ["0", "1"]
-
-    def _create_examples(self, path, rows, split):
-        examples = []
-        skipped = 0
-        for i, (line, row) in enumerate(rows):
-            if i == 0:
-                continue
-            guid = _field(path, line, row, 0, "the id")  # unprocessed, as the original
-            if split == "test":
-                text_a = self.process_text(_field(path, line, row, 1, "question1"))
-                text_b = self.process_text(_field(path, line, row, 2, "question2"))
-                label = "0"
-            else:
-                if len(row) < 6:
-                    skipped += 1
-                    continue
-                text_a = self.process_text(row[3])
-                text_b = self.process_text(row[4])
-                label = self._label(path, line, row, 5)
-            examples.append(InputExample(guid, text_a, text_b, label))
-        if skipped:
-            _logger.warning("%s: skipped %d row(s) with missing columns (as the original)",
-                            path, skipped)
-        self.last_skipped = skipped
-        return examples
+    # The original keeps the id unprocessed.
+    columns = Columns(text_a=(3, "question1"), text_b=(4, "question2"), label=5,
+                      processed_guid=False, min_columns=6)
+    test_columns = Columns(text_a=(1, "question1"), text_b=(2, "question2"),
+                           processed_guid=False)
 
 
 #: Task name (lower case, as the original's --task_name) -> processor class.
@@ -731,12 +671,14 @@ def _hash_file(hasher, path: str) -> None:
 def feature_cache_key(task_name: str, split: str, *, max_seq_length: int, do_lower_case: bool,
                       label_list: Sequence, data_files: Sequence[str] = (),
                       spm_model_file: str | None = None, vocab_file: str | None = None,
-                      extra: dict | None = None) -> str:
+                      extra: dict | None = None, digit_comma: str = "python3") -> str:
     """Hash of everything that determines the features of one split.
 
     Covers the bytes of the data file(s) and of the SentencePiece model / vocabulary, the task,
-    split, label list, max_seq_length, do_lower_case, the feature format version and ``extra``
-    (e.g. the TFDS dataset name and version). Returns 16 hex digits.
+    split, label list, max_seq_length, do_lower_case, the tokenizer's digit_comma mode
+    (default: tokenization.DEFAULT_DIGIT_COMMA, written out to keep this module free of the
+    tokenizer's imports), the feature format version and ``extra`` (e.g. the TFDS dataset name
+    and version). Returns 16 hex digits.
     """
     h = hashlib.sha256()
     meta = {
@@ -745,6 +687,7 @@ def feature_cache_key(task_name: str, split: str, *, max_seq_length: int, do_low
         "split": split,
         "max_seq_length": int(max_seq_length),
         "do_lower_case": bool(do_lower_case),
+        "digit_comma": digit_comma,
         "labels": [None if x is None else str(x) for x in label_list],
         "spm": spm_model_file is not None,
         "extra": extra or {},
@@ -767,7 +710,8 @@ def cached_features(task_name: str, split: str, data_dir: str | None, cache_dir:
 
     The file is ``<cache_dir>/<task>_<split>_<key>.tf_record`` with ``key`` from
     feature_cache_key, so any change of data, SentencePiece model/vocabulary, do_lower_case,
-    max_seq_length, task or label list selects a different file and a stale cache is never read.
+    the tokenizer's digit_comma, max_seq_length, task or label list selects a different file and
+    a stale cache is never read.
     A JSON sidecar (same name + ``.json``) records the example count and the key's inputs; both
     files are written atomically, and the cache counts as present only when both exist.
 
@@ -806,7 +750,8 @@ def cached_features(task_name: str, split: str, data_dir: str | None, cache_dir:
     key = feature_cache_key(task_name, split, max_seq_length=max_seq_length,
                             do_lower_case=do_lower_case, label_list=label_list,
                             data_files=data_files, spm_model_file=spm_model_file,
-                            vocab_file=vocab_file, extra=extra)
+                            vocab_file=vocab_file, extra=extra,
+                            digit_comma=tokenizer.digit_comma)
     os.makedirs(cache_dir, exist_ok=True)
     path = os.path.join(cache_dir, f"{task_name.lower()}_{split}_{key}.tf_record")
     meta_path = path + ".json"
@@ -821,8 +766,9 @@ def cached_features(task_name: str, split: str, data_dir: str | None, cache_dir:
                                                     tokenizer, path, processor.is_regression)
     meta = {"num_examples": count, "task": task_name.lower(), "split": split, "key": key,
             "max_seq_length": max_seq_length, "do_lower_case": do_lower_case,
-            "data_files": data_files, "spm_model_file": spm_model_file,
-            "vocab_file": vocab_file, "extra": extra, "format": FEATURE_FORMAT_VERSION}
+            "digit_comma": tokenizer.digit_comma, "data_files": data_files,
+            "spm_model_file": spm_model_file, "vocab_file": vocab_file, "extra": extra,
+            "format": FEATURE_FORMAT_VERSION}
     atomic_write_text(meta_path, json.dumps(meta, indent=2, sort_keys=True))
     return CachedFeatures(path, count, key, False)
 
@@ -830,6 +776,24 @@ def cached_features(task_name: str, split: str, data_dir: str | None, cache_dir:
 # ---------------------------------------------------------------------------------------------
 # tf.data reader
 # ---------------------------------------------------------------------------------------------
+
+
+def feature_spec(seq_length: int, is_regression: bool = False) -> dict:
+    """tf.io.parse_single_example spec of the classifier (and RACE) TFRecords.
+
+    input_ids, input_mask, segment_ids int64 [seq_length]; label_ids int64 [] (float32 for
+    regression); is_real_example int64 []. RACE records: seq_length = 4 x max_seq_length
+    (`race_data.record_length`).
+    """
+    import tensorflow as tf
+
+    return {
+        "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
+        "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
+        "segment_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
+        "label_ids": tf.io.FixedLenFeature([], tf.float32 if is_regression else tf.int64),
+        "is_real_example": tf.io.FixedLenFeature([], tf.int64),
+    }
 
 
 def classifier_dataset(path: str | Sequence[str], seq_length: int, batch_size: int,
@@ -873,13 +837,7 @@ def classifier_dataset(path: str | Sequence[str], seq_length: int, batch_size: i
     files = [path] if isinstance(path, str) else list(path)
     if input_context is not None:
         batch_size = input_context.get_per_replica_batch_size(batch_size)
-    name_to_features = {
-        "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
-        "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
-        "segment_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
-        "label_ids": tf.io.FixedLenFeature([], tf.float32 if is_regression else tf.int64),
-        "is_real_example": tf.io.FixedLenFeature([], tf.int64),
-    }
+    name_to_features = feature_spec(seq_length, is_regression)
 
     def decode(record):
         example = tf.io.parse_single_example(record, name_to_features)
@@ -919,10 +877,12 @@ def pad_batch(batch: dict, batch_size: int) -> dict:
 
 
 __all__ = [
-    "InputExample", "InputFeatures", "PaddingInputExample", "DataProcessor", "PROCESSORS",
+    "InputExample", "InputFeatures", "PaddingInputExample", "Columns", "DataProcessor",
+    "PROCESSORS",
     "get_processor", "read_tsv", "tfds_name", "tfds_examples", "convert_single_example",
     "convert_examples_to_features", "file_based_convert_examples_to_features",
-    "feature_cache_key", "cached_features", "CachedFeatures", "classifier_dataset", "pad_batch",
+    "feature_cache_key", "cached_features", "CachedFeatures", "feature_spec", "classifier_dataset",
+    "pad_batch",
     "ColaProcessor", "Sst2Processor", "MrpcProcessor", "StsbProcessor", "QqpProcessor",
     "MnliProcessor", "MisMnliProcessor", "QnliProcessor", "RteProcessor", "WnliProcessor",
     "AxProcessor",

@@ -6,7 +6,7 @@
 
 Input: one sentence per line, a blank line between documents (spec §8.2). Output: the original
 TFRecord schema (§8.7), readable by the original `run_pretraining.py` and by
-`albert_tf.input_pipeline`.
+`albert_tf.data.input_pipeline`.
 
 Scaling design and deviations from the original (which reads *all* files into memory, builds
 *all* instances of all dupe passes in memory, and shuffles documents and instances globally):
@@ -40,7 +40,7 @@ Scaling design and deviations from the original (which reads *all* files into me
   as strict UTF-8 (an invalid byte is an error naming the file and line).
 
 Output files are first written under temporary names and renamed at the end; on any error none
-of them remain.
+of them remain, and the temporaries of a killed run are removed by the next run.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ import multiprocessing
 import operator
 import os
 import random
+import re
 import shutil
 import sys
 import tempfile
@@ -64,15 +65,21 @@ from typing import Sequence
 
 import numpy as np
 
+from albert_tf import fileio, tokenization
 from albert_tf.data import example_serialization as es
 from albert_tf.data import pretraining_instances as pi
+from albert_tf.errors import UserError
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_CHUNK_SIZE_MB = 64
+# Names of the temporaries (a folder next to the first output, one file next to each output);
+# they carry fileio.owner_tag(), so a later run removes those of a killed run.
+_TMP_DIR_PREFIX = ".create_pretraining_data-"
+_TMP_OUTPUT_INFIX = "create_pretraining_data-"
 
 
-class InputDataError(ValueError):
+class InputDataError(UserError):
     """Bad input or flags; the message names the file/line/field and what was expected."""
 
 
@@ -168,8 +175,6 @@ class FastTokenizer:
     """
 
     def __init__(self, tokenizer):
-        from albert_tf import tokenization  # no TensorFlow import
-
         self.tok = tokenizer
         self.lower = bool(tokenizer.do_lower_case)
         self._preprocess_text = tokenization.preprocess_text
@@ -196,7 +201,7 @@ class FastTokenizer:
         if out is None:
             tok = self.tok
             pieces = self._split_piece(
-                tok.sp_model, tok.inv_vocab[piece_id], tok.faithful_py3_comma
+                tok.sp_model, tok.inv_vocab[piece_id], tok.digit_comma
             )
             out = self._split_cache[piece_id] = tuple(tok.convert_tokens_to_ids(pieces))
         return out
@@ -313,6 +318,7 @@ class Settings:
     vocab_file: str | None
     spm_model_file: str | None
     do_lower_case: bool
+    digit_comma: str
     config: pi.MaskingConfig
     dupe_factor: int
     random_seed: int
@@ -324,13 +330,12 @@ _WORKER: dict = {}
 
 
 def _init_worker(settings: Settings) -> None:
-    from albert_tf import tokenization
-
     logging.basicConfig(level=logging.WARNING)
     tok = tokenization.FullTokenizer(
         vocab_file=settings.vocab_file,
         do_lower_case=settings.do_lower_case,
         spm_model_file=settings.spm_model_file,
+        digit_comma=settings.digit_comma,
     )
     _WORKER["settings"] = settings
     _WORKER["fast"] = FastTokenizer(tok)
@@ -346,7 +351,18 @@ def _empty_result(unit: Unit, num_shards: int) -> dict:
         instances=0,
         tokens=0,
         masked=0,
+        long_lines=0,
+        long_tokens=0,
+        longest_line=0,
     )
+
+
+def _long_lines(corpus: pi.Corpus, max_num_tokens: int) -> dict:
+    """Lines (segments) longer than a whole sequence: every instance cuts them (§8.3 step 5)."""
+    lengths = np.diff(corpus.seg_offsets)
+    long = lengths[lengths > max_num_tokens]
+    return dict(long_lines=int(long.size), long_tokens=int((long - max_num_tokens).sum()),
+                longest_line=int(long.max()) if long.size else 0)
 
 
 def process_unit(unit: Unit, sinks: Sequence | None = None) -> dict:
@@ -419,6 +435,7 @@ def process_unit(unit: Unit, sinks: Sequence | None = None) -> dict:
         instances=n,
         tokens=tokens,
         masked=masked,
+        **_long_lines(corpus, cfg.max_seq_length - 3),
     )
 
 
@@ -478,6 +495,7 @@ def create_pretraining_data(
     vocab_file: str | None = None,
     spm_model_file: str | None = None,
     do_lower_case: bool = True,
+    digit_comma: str = tokenization.DEFAULT_DIGIT_COMMA,
     dupe_factor: int = 40,
     random_seed: int = 12345,
     num_workers: int | None = None,
@@ -485,7 +503,14 @@ def create_pretraining_data(
     log_every_s: float = 30.0,
 ) -> dict:
     """Library entry point of the CLI. Returns stats: documents, instances, tokens, masked,
-    units, seconds. Raises InputDataError on bad input; then no output file exists."""
+    units, seconds, and long_lines, long_tokens, longest_line (lines longer than
+    max_seq_length - 3 tokens, which every instance cuts; a warning reports them). Raises
+    InputDataError on bad input or when no instance can be made; then no output file exists.
+    Temporaries of killed earlier runs next to the outputs are removed first.
+    `digit_comma`: the SentencePiece digit-comma rule (`albert_tf.tokenization`)."""
+    if digit_comma not in tokenization.DIGIT_COMMA_MODES:
+        raise InputDataError(f"--digit_comma={digit_comma!r}: expected one of "
+                             f"{', '.join(tokenization.DIGIT_COMMA_MODES)}")
     try:
         config.validate()
     except ValueError as e:
@@ -519,19 +544,27 @@ def create_pretraining_data(
     )
 
     out_dir = os.path.dirname(os.path.abspath(outputs[0]))
-    tmp_dir = tempfile.mkdtemp(prefix=".create_pretraining_data-", dir=out_dir)
-    tmp_outputs = [f"{o}.tmp-{os.getpid()}" for o in outputs]
+    for folder in sorted({os.path.dirname(os.path.abspath(o)) for o in outputs}):
+        fileio.remove_stale(folder, re.escape(_TMP_DIR_PREFIX) + r"{owner}-\w+")
+        fileio.remove_stale(folder, r"\..+\." + re.escape(_TMP_OUTPUT_INFIX) + r"{owner}\.tmp")
+    tag = fileio.owner_tag()
+    tmp_dir = tempfile.mkdtemp(prefix=f"{_TMP_DIR_PREFIX}{tag}-", dir=out_dir)
+    tmp_outputs = [os.path.join(os.path.dirname(o), f".{os.path.basename(o)}.{_TMP_OUTPUT_INFIX}"
+                                f"{tag}.tmp") for o in outputs]
     settings = Settings(
         vocab_file,
         spm_model_file,
         do_lower_case,
+        digit_comma,
         config,
         dupe_factor,
         random_seed,
         tmp_dir,
         len(outputs),
     )
-    stats = dict(documents=0, instances=0, tokens=0, masked=0, units=len(units))
+    stats = dict(documents=0, instances=0, tokens=0, masked=0, units=len(units), long_lines=0,
+                 long_tokens=0, longest_line=0)
+    longest_in = None  # the file of the longest line beyond max_seq_length - 3
     t0 = time.time()
     pool = None
     shards = []
@@ -564,8 +597,10 @@ def create_pretraining_data(
                     os.close(src)
                 os.remove(res["path"])
             w = (w + res["instances"]) % num_shards
-            for k in ("documents", "instances", "tokens", "masked"):
+            for k in ("documents", "instances", "tokens", "masked", "long_lines", "long_tokens"):
                 stats[k] += res[k]
+            if res["longest_line"] > stats["longest_line"]:
+                stats["longest_line"], longest_in = res["longest_line"], unit.path
             done_bytes += unit.end - unit.start
             now = time.time()
             if now - last_log >= log_every_s or unit.index == len(units) - 1:
@@ -581,6 +616,16 @@ def create_pretraining_data(
                     stats["instances"] / max(el, 1e-9),
                     eta,
                 )
+        if stats["instances"] == 0:
+            raise InputDataError(f"--input_file={input_file}: no instance could be made from "
+                                 f"{len(files)} file(s) ({stats['documents']} documents)")
+        if stats["long_lines"]:
+            logger.warning(
+                "%d input line(s) are longer than a whole sequence (max_seq_length - 3 = %d "
+                "tokens); every instance cuts them: %d tokens beyond %d (longest line: %d "
+                "tokens, in %s). Split such lines into sentences.", stats["long_lines"],
+                config.max_seq_length - 3, stats["long_tokens"], config.max_seq_length - 3,
+                stats["longest_line"], longest_in)
         while shards:
             shards.pop().close()
         for t, o in zip(tmp_outputs, outputs):
@@ -658,6 +703,14 @@ def define_flags():
         "do_lower_case",
         True,
         "Lower-case the input (SentencePiece: in preprocess_text).",
+        flag_values=values,
+    )
+    flags.DEFINE_enum(
+        "digit_comma",
+        tokenization.DEFAULT_DIGIT_COMMA,
+        list(tokenization.DIGIT_COMMA_MODES),
+        "SentencePiece pieces like '5,': 'python3' splits them as the original does under "
+        "Python 3 (its data today); 'intended' as the rule is written (Python 2, HuggingFace).",
         flag_values=values,
     )
     flags.DEFINE_bool(
@@ -762,6 +815,7 @@ def main(argv=None) -> int:
             vocab_file=FLAGS.vocab_file,
             spm_model_file=FLAGS.spm_model_file,
             do_lower_case=FLAGS.do_lower_case,
+            digit_comma=FLAGS.digit_comma,
             dupe_factor=FLAGS.dupe_factor,
             random_seed=FLAGS.random_seed,
             num_workers=FLAGS.num_workers,

@@ -1,7 +1,9 @@
 """RACE data (§13): JSON-lines folders -> 4-choice examples -> TFRecords.
 
-`<data_dir>/RACE/{train,dev,test}/{middle,high}/*.txt`, one JSON object per line with
-`id`, `article`, `questions`, `options` (4 per question) and `answers` (letters). Every
+`<data_dir>/RACE/{train,dev,test}/{middle,high}/all.txt`, one JSON object per line with
+`id`, `article`, `questions`, `options` (4 per question) and `answers` (letters). The
+original reads only `all.txt`, which users concatenate from the numbered files of the
+RACE release; a level folder without `all.txt` is read from those `*.txt` files instead. Every
 text goes through preprocess_text (SentencePiece mode). Choice j of a question is the
 question with every "_" replaced by option j, or "question option" when there is no
 blank. Each choice becomes `[CLS] article [SEP] choice [SEP]` (the choice keeps its last
@@ -20,14 +22,17 @@ import os
 from typing import Iterable
 
 from albert_tf import fileio, tokenization
+from albert_tf.errors import UserError
 
 _logger = logging.getLogger(__name__)
 
 NUM_CHOICES = 4
 LEVELS = ("middle", "high")
+# The one file per level folder the original reads (the numbered files concatenated).
+ALL_FILE = "all.txt"
 
 
-class RaceDataError(ValueError):
+class RaceDataError(UserError):
     """Malformed RACE input, naming the file, line and field."""
 
 
@@ -52,8 +57,9 @@ def _field(record, key, kind, where):
 def read_race_examples(data_dir: str, split: str, do_lower_case: bool = True,
                        high_only: bool = False, middle_only: bool = False,
                        use_spm: bool = True) -> list[RaceExample]:
-    """Examples of `<data_dir>/RACE/<split>/{middle,high}/*.txt` (files in name order; the
-    original took os.listdir's order)."""
+    """Examples of `<data_dir>/RACE/<split>/{middle,high}/`: its `all.txt` when the folder
+    has one (as the original, which reads nothing else: the numbered files next to it hold
+    the same questions), else its `*.txt` files in name order."""
     import tensorflow as tf
 
     def process(text):
@@ -66,8 +72,11 @@ def read_race_examples(data_dir: str, split: str, do_lower_case: bool = True,
         folder = os.path.join(data_dir, "RACE", split, level)
         if not tf.io.gfile.isdir(folder):
             raise FileNotFoundError(f"RACE folder {folder} not found (expected "
-                                    "<data_dir>/RACE/{train,dev,test}/{middle,high}/*.txt)")
-        for name in sorted(n for n in tf.io.gfile.listdir(folder) if n.endswith(".txt")):
+                                    "<data_dir>/RACE/{train,dev,test}/{middle,high}/all.txt)")
+        names = sorted(n for n in tf.io.gfile.listdir(folder) if n.endswith(".txt"))
+        if ALL_FILE in names:
+            names = [ALL_FILE]
+        for name in names:
             path = os.path.join(folder, name)
             with tf.io.gfile.GFile(path) as f:
                 for line_no, line in enumerate(f, 1):

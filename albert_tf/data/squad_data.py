@@ -23,6 +23,7 @@ import logging
 from typing import Iterable, Iterator, Sequence
 
 from albert_tf import fileio, tokenization
+from albert_tf.errors import UserError
 
 _logger = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ _LENGTH_BONUS = 0.01
 _MIN_ALIGNED_SHARE = 0.8
 
 
-class SquadDataError(ValueError):
+class SquadDataError(UserError):
     """Malformed SQuAD input, naming the file and the JSON path of the bad field."""
 
 
@@ -96,17 +97,7 @@ def _get(obj, key, where, path, kind):
     return value
 
 
-def read_squad_examples(path: str, is_training: bool) -> list[SquadExample]:
-    """Reads `data[].paragraphs[].{context, qas[].{id, question, answers, is_impossible}}`.
-
-    Training needs exactly one answer per question unless `is_impossible` is true (a
-    missing `is_impossible` is false); prediction keeps no answers.
-
-    Raises:
-      FileNotFoundError: the file does not exist.
-      SquadDataError: invalid JSON (with line and column) or a missing/mistyped field,
-        named by its JSON path, e.g. `data[0].paragraphs[3].qas[1].answers`.
-    """
+def _load_document(path: str):
     import tensorflow as tf
 
     if not tf.io.gfile.exists(path):
@@ -114,43 +105,80 @@ def read_squad_examples(path: str, is_training: bool) -> list[SquadExample]:
     with tf.io.gfile.GFile(path, "r") as f:
         text = f.read()
     try:
-        document = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as err:
         raise SquadDataError(f"{path}: invalid JSON at line {err.lineno} column "
                              f"{err.colno}: {err.msg}") from None
-    examples = []
+
+
+def _questions(document, path):
+    """(JSON path of the question, context, question object) of every question."""
     for a, article in enumerate(_get(document, "data", "the top level", path, list)):
         for p, paragraph in enumerate(_get(article, "paragraphs", f"data[{a}]", path, list)):
             where = f"data[{a}].paragraphs[{p}]"
             context = _get(paragraph, "context", where, path, str)
             for q, qa in enumerate(_get(paragraph, "qas", where, path, list)):
-                qwhere = f"{where}.qas[{q}]"
-                qas_id = _get(qa, "id", qwhere, path, (str, int))
-                example = SquadExample(str(qas_id), _get(qa, "question", qwhere, path, str),
-                                       context)
-                if is_training:
-                    impossible = bool(qa.get("is_impossible", False))
-                    answers = _get(qa, "answers", qwhere, path, list)
-                    if impossible:
-                        example.start_position, example.orig_answer_text = -1, ""
-                    elif len(answers) != 1:
-                        raise SquadDataError(
-                            f"{path}: {qwhere} (id {qas_id}) has {len(answers)} answers; "
-                            "for training each question needs exactly 1 (or is_impossible)")
-                    else:
-                        awhere = f"{qwhere}.answers[0]"
-                        example.orig_answer_text = _get(answers[0], "text", awhere, path, str)
-                        start = _get(answers[0], "answer_start", awhere, path, int)
-                        if not (0 <= start and start + len(example.orig_answer_text)
-                                <= len(context)) or not example.orig_answer_text:
-                            raise SquadDataError(
-                                f"{path}: {awhere}: answer_start={start} with a "
-                                f"{len(example.orig_answer_text)}-character text does not "
-                                f"lie in the context ({len(context)} characters)")
-                        example.start_position = start
-                    example.is_impossible = impossible
-                examples.append(example)
+                yield f"{where}.qas[{q}]", context, qa
+
+
+def read_squad_examples(path: str, is_training: bool) -> list[SquadExample]:
+    """Reads `data[].paragraphs[].{context, qas[].{id, question, answers, is_impossible}}`.
+
+    Training needs exactly one answer per question unless `is_impossible` is true (a
+    missing `is_impossible` is false); prediction keeps no answers. A training answer
+    whose text differs from the context at `answer_start` is kept as the original keeps
+    it (the target is the span of the text's length from `answer_start`); one warning
+    gives their number and the first id.
+
+    Raises:
+      FileNotFoundError: the file does not exist.
+      SquadDataError: invalid JSON (with line and column) or a missing/mistyped field,
+        named by its JSON path, e.g. `data[0].paragraphs[3].qas[1].answers`.
+    """
+    examples = []
+    mismatched = []
+    for qwhere, context, qa in _questions(_load_document(path), path):
+        qas_id = _get(qa, "id", qwhere, path, (str, int))
+        example = SquadExample(str(qas_id), _get(qa, "question", qwhere, path, str), context)
+        if is_training:
+            impossible = bool(qa.get("is_impossible", False))
+            answers = _get(qa, "answers", qwhere, path, list)
+            if impossible:
+                example.start_position, example.orig_answer_text = -1, ""
+            elif len(answers) != 1:
+                raise SquadDataError(
+                    f"{path}: {qwhere} (id {qas_id}) has {len(answers)} answers; "
+                    "for training each question needs exactly 1 (or is_impossible)")
+            else:
+                awhere = f"{qwhere}.answers[0]"
+                text = example.orig_answer_text = _get(answers[0], "text", awhere, path, str)
+                start = _get(answers[0], "answer_start", awhere, path, int)
+                if not (0 <= start and start + len(text) <= len(context)) or not text:
+                    raise SquadDataError(
+                        f"{path}: {awhere}: answer_start={start} with a "
+                        f"{len(text)}-character text does not lie in the context "
+                        f"({len(context)} characters)")
+                if context[start:start + len(text)] != text:
+                    mismatched.append(example.qas_id)
+                example.start_position = start
+            example.is_impossible = impossible
+        examples.append(example)
+    if mismatched:
+        _logger.warning(
+            "%s: %d training answer(s) differ from the context at answer_start (first: id "
+            "%s); kept as the original does: the answer is the context span from "
+            "answer_start with the text's length", path, len(mismatched), mismatched[0])
     return examples
+
+
+def squad_has_impossible(path: str) -> bool:
+    """Whether any question of a SQuAD file has `is_impossible: true` (a v2.0 file).
+
+    Such questions train the [CLS] position as the answer; a v1.1 run should refuse them.
+    Raises like `read_squad_examples` on a missing or malformed file.
+    """
+    return any(bool(qa.get("is_impossible", False)) for _, _, qa in
+               _questions(_load_document(path), path) if isinstance(qa, dict))
 
 
 # ---------------------------------------------------------------------------------------
@@ -322,7 +350,7 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer,
     """Yields the features of `examples` (unique ids from 1000000000, in order).
 
     `tokenizer`: a SentencePiece `tokenization.FullTokenizer` (its do_lower_case and
-    faithful_py3_comma apply). Windows of training examples that do not hold the answer
+    digit_comma apply). Windows of training examples that do not hold the answer
     are kept with start = end = 0 and is_impossible (v1 as well, as the original).
     """
     sp = getattr(tokenizer, "sp_model", None)
@@ -331,7 +359,7 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer,
     if max_seq_length <= max_query_length + 3:
         raise ValueError(f"max_seq_length={max_seq_length} must exceed max_query_length="
                          f"{max_query_length} + 3")
-    lower, py3 = tokenizer.do_lower_case, tokenizer.faithful_py3_comma
+    lower, digit_comma = tokenizer.do_lower_case, tokenizer.digit_comma
     cls_id, sep_id = sp.PieceToId("[CLS]"), sp.PieceToId("[SEP]")
     unique_id = FIRST_UNIQUE_ID
     # Questions on one paragraph come together: align each paragraph once.
@@ -340,11 +368,11 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer,
     for example_index, example in enumerate(examples):
         query = tokenization.encode_ids(
             sp, tokenization.preprocess_text(example.question_text, lower=lower),
-            faithful_py3=py3)[:max_query_length]
+            digit_comma=digit_comma)[:max_query_length]
         if example.paragraph_text != cached_text:
             cached_text = example.paragraph_text
             pieces = tokenization.encode_pieces(
-                sp, tokenization.preprocess_text(cached_text, lower=lower), faithful_py3=py3)
+                sp, tokenization.preprocess_text(cached_text, lower=lower), digit_comma=digit_comma)
             alignment = align_pieces(cached_text, pieces, lower)
         if alignment is None:
             dropped += 1
@@ -487,5 +515,6 @@ def squad_dataset(path: str | Sequence[str], seq_length: int, batch_size: int,
 
 
 __all__ = ["SquadExample", "SquadFeature", "SquadDataError", "Alignment", "read_squad_examples",
+           "squad_has_impossible",
            "align_pieces", "doc_spans", "max_context_span", "convert_examples_to_features",
            "feature_spec", "write_features", "squad_dataset", "FIRST_UNIQUE_ID"]

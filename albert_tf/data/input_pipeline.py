@@ -13,15 +13,26 @@ order of word starts with the builder's shorter-n-gram fallback and overlap skip
 10% kept, 10% a uniformly random id of the whole vocabulary. Only pure TF ops (no py_function),
 with stateless RNG keyed by (seed, element counter), so iterators can be saved with
 `tf.train.Checkpoint(iterator=...)` and restored to the exact same stream when a seed is given.
+
+`check_tfrecords` checks any TFRecord input (pretraining, GLUE/RACE, SQuAD) against the
+feature spec its reader will parse, before a run starts.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import random
+import re
 from typing import Sequence
 
+import numpy as np
 import tensorflow as tf
+from google.protobuf.message import DecodeError
+
+from albert_tf.errors import UserError
+
+_logger = logging.getLogger(__name__)
 
 PRETRAINING_FEATURE_NAMES = (
     "input_ids",
@@ -86,11 +97,92 @@ def _expand_patterns(input_patterns) -> list[str]:
             continue
         matches = sorted(tf.io.gfile.glob(p))
         if not matches:
-            raise ValueError(f"input pattern {p!r} matches no file")
+            raise UserError(f"input pattern {p!r} matches no file")
         files.extend(m for m in matches if m not in files)
     if not files:
-        raise ValueError("no input files given")
+        raise UserError("no input files given")
     return files
+
+
+# tf.io dtype of a FixedLenFeature -> the tf.train.Feature list that holds it.
+_FEATURE_KINDS = {tf.int64: "int64_list", tf.float32: "float_list", tf.string: "bytes_list"}
+_KIND_NAMES = {"int64_list": "int64", "float_list": "float32", "bytes_list": "bytes"}
+
+
+def check_tfrecords(input_patterns: str | Sequence[str], spec: dict, what: str) -> list[str]:
+    """Checks TFRecord inputs against the spec their reader parses them with; returns the files.
+
+    Reads only the first record of every file, so it is cheap on any corpus, and turns what
+    would otherwise fail deep inside tf.data ("corrupted record at 0", "Can't parse
+    serialized Example") or, for empty files, train forever on nothing, into one line
+    naming the file and the feature.
+
+    Args:
+      input_patterns: comma-separated globs or a list of them (as `pretraining_dataset`).
+      spec: {name: tf.io.FixedLenFeature} of the reader: `pretraining_feature_spec(...)`,
+        `classifier_data.feature_spec(...)` (RACE: with `race_data.record_length(S)`) or
+        `squad_data.feature_spec(...)`. A feature with a default value may be absent.
+      what: how the user named the input in messages, e.g. "--input_file".
+    Raises:
+      UserError: a pattern matches no file; a file is not a readable TFRecord file or its
+        first record is not a tf.train.Example; a feature of the spec is absent or has
+        another type or length; no file holds a record. Some empty files among others only
+        log a warning.
+    """
+    try:
+        files = _expand_patterns(input_patterns)
+    except UserError as err:
+        raise UserError(f"{what}: {err}") from None
+    empty = []
+    for path in files:
+        record = _first_record(path, what)
+        if record is None:
+            empty.append(path)
+        else:
+            _check_example(record, spec, f"{what} {path}")
+    if len(files) == 1 and empty:
+        raise UserError(f"{what} {files[0]}: the file holds no record")
+    if len(empty) == len(files):
+        raise UserError(f"{what}: none of the {len(files)} files holds a record ({files[0]}, ...)")
+    if empty:
+        _logger.warning("%s: %d of %d files hold no record, e.g. %s", what, len(empty),
+                        len(files), empty[0])
+    return files
+
+
+def _first_record(path: str, what: str) -> bytes | None:
+    try:
+        for record in tf.data.TFRecordDataset(path).take(1):
+            return record.numpy()
+    except tf.errors.OpError as err:
+        # Drop the op decorations: "{{function_node ...}} corrupted record at 0 [Op:...]".
+        reason = re.sub(r"\{\{.*?\}\}|\[Op:.*", "", err.message or "").strip().splitlines()
+        reason = reason[0] if reason else type(err).__name__
+        raise UserError(f"{what} {path}: not a readable TFRecord file ({reason})") from None
+    return None
+
+
+def _check_example(record: bytes, spec: dict, where: str) -> None:
+    try:
+        features = tf.train.Example.FromString(record).features.feature
+    except DecodeError:
+        raise UserError(f"{where}: the first record is not a tf.train.Example") from None
+    for name, fixed in spec.items():
+        length = int(np.prod(fixed.shape, dtype=np.int64))
+        expected = f"{length} {fixed.dtype.name} value{'s' * (length != 1)}"
+        if name not in features:
+            if fixed.default_value is not None:
+                continue
+            present = ", ".join(sorted(features)) or "none"
+            raise UserError(f"{where}: the first record has no feature {name!r} (expected "
+                            f"{expected}; it has {present})")
+        kind = features[name].WhichOneof("kind")
+        count = len(getattr(features[name], kind).value) if kind else 0
+        if kind != _FEATURE_KINDS[fixed.dtype] or count != length:
+            got = (f"{count} {_KIND_NAMES[kind]} value{'s' * (count != 1)}" if kind
+                   else "no values")
+            raise UserError(f"{where}: feature {name!r} of the first record has {got}, "
+                            f"expected {expected}")
 
 
 def dynamic_mask(
