@@ -15,17 +15,7 @@ import tensorflow as tf
 from albert_tf import checkpoints
 from albert_tf.errors import UserError
 from albert_tf.options import Options, option
-from albert_tf.tokenization import DEFAULT_DIGIT_COMMA, DIGIT_COMMA_MODES
-
-
-def digit_comma_option():
-    """The --digit_comma field (every script and create_pretraining_data declare it with
-    this one definition)."""
-    return option(DEFAULT_DIGIT_COMMA,
-                  "SentencePiece pieces like '34,': 'python3' = what the original scripts "
-                  "produce under Python 3 (default; equal features), 'intended' = the rule as "
-                  "written (HuggingFace's). See docs/faithfulness.md.",
-                  choices=DIGIT_COMMA_MODES)
+from albert_tf.tokenization import digit_comma_option
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -114,5 +104,4 @@ def make_tokenizer(opts, files: ModelFiles):
     return tokenizer
 
 
-__all__ = ["ModelFileOptions", "ModelFiles", "resolve_model_files", "make_tokenizer",
-           "digit_comma_option"]
+__all__ = ["ModelFileOptions", "ModelFiles", "resolve_model_files", "make_tokenizer"]

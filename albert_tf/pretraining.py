@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from albert_tf import driver, fileio, losses, selection
 from albert_tf.errors import UserError
-from albert_tf.model_files import digit_comma_option
+from albert_tf.tokenization import digit_comma_option
 from albert_tf.options import option
 
 _logger = logging.getLogger(__name__)

@@ -105,6 +105,18 @@ def preprocess_text(text: str, remove_space: bool = True, lower: bool = False) -
     return out
 
 
+def digit_comma_option():
+    """The --digit_comma option field: every script and create_pretraining_data declare it
+    with this one definition (albert_tf/options.py)."""
+    from albert_tf.options import option
+
+    return option(DEFAULT_DIGIT_COMMA,
+                  "SentencePiece pieces like '34,': 'python3' = what the original scripts "
+                  "produce under Python 3 (default; equal features), 'intended' = the rule as "
+                  "written (HuggingFace's). See docs/faithfulness.md.",
+                  choices=DIGIT_COMMA_MODES)
+
+
 def check_digit_comma(digit_comma: str) -> str:
     """Returns `digit_comma` if it is one of DIGIT_COMMA_MODES, else raises UserError."""
     if digit_comma not in DIGIT_COMMA_MODES:

@@ -69,6 +69,7 @@ from albert_tf import fileio, tokenization
 from albert_tf.data import example_serialization as es
 from albert_tf.data import pretraining_instances as pi
 from albert_tf.errors import UserError
+from albert_tf.options import Options, check, define_flags, from_flags, option
 
 logger = logging.getLogger(__name__)
 
@@ -665,163 +666,85 @@ def create_pretraining_data(
 # ---------------------------------------------------------------------------------------------
 
 
-def define_flags():
-    """The CLI's flags, in their own FlagValues (calling main() in a process that has other
-    absl flags, e.g. a test session or a notebook, then never collides with them)."""
-    from absl import flags
-
-    values = flags.FlagValues()
-
-    flags.DEFINE_string(
-        "input_file", None, "Input raw text file(s): comma-separated globs.", flag_values=values
-    )
-    flags.DEFINE_string(
-        "output_file",
-        None,
-        "Output TFRecord file(s), comma-separated (= shards).",
-        flag_values=values,
-    )
-    flags.DEFINE_string(
-        "vocab_file",
-        None,
-        "WordPiece vocabulary (unused in SentencePiece mode).",
-        flag_values=values,
-    )
-    flags.DEFINE_string(
-        "spm_model_file",
-        None,
-        "SentencePiece model; switches to SentencePiece mode.",
-        flag_values=values,
-    )
-    flags.DEFINE_string(
-        "input_file_mode",
-        "r",
-        "Accepted for compatibility ('r' or 'rb'); input is " "always decoded as strict UTF-8.",
-        flag_values=values,
-    )
-    flags.DEFINE_bool(
-        "do_lower_case",
-        True,
-        "Lower-case the input (SentencePiece: in preprocess_text).",
-        flag_values=values,
-    )
-    flags.DEFINE_enum(
-        "digit_comma",
-        tokenization.DEFAULT_DIGIT_COMMA,
-        list(tokenization.DIGIT_COMMA_MODES),
-        "SentencePiece pieces like '5,': 'python3' splits them as the original does under "
-        "Python 3 (its data today); 'intended' as the rule is written (Python 2, HuggingFace).",
-        flag_values=values,
-    )
-    flags.DEFINE_bool(
-        "do_whole_word_mask",
-        True,
-        "Mask whole words rather than single pieces.",
-        flag_values=values,
-    )
-    flags.DEFINE_bool(
-        "do_permutation", False, "Not supported (rejected); see --helpfull.", flag_values=values
-    )
-    flags.DEFINE_bool(
-        "favor_shorter_ngram", True, "p(n) ∝ 1/n (reversed if False).", flag_values=values
-    )
-    flags.DEFINE_bool(
-        "random_next_sentence",
-        False,
-        "NSP (random other document) instead of SOP.",
-        flag_values=values,
-    )
-    flags.DEFINE_integer("max_seq_length", 512, "Maximum sequence length.", flag_values=values)
-    flags.DEFINE_integer("ngram", 3, "Maximum n-gram length to mask.", flag_values=values)
-    flags.DEFINE_integer(
-        "max_predictions_per_seq", 20, "Maximum masked positions per sequence.", flag_values=values
-    )
-    flags.DEFINE_integer(
-        "random_seed", 12345, "Seed of all random choices (fully reproducible).", flag_values=values
-    )
-    flags.DEFINE_integer(
-        "dupe_factor",
-        40,
-        "Passes over the data, each with fresh random choices.",
-        flag_values=values,
-    )
-    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.", flag_values=values)
-    flags.DEFINE_float(
-        "short_seq_prob", 0.1, "Probability of a shorter target length.", flag_values=values
-    )
-    flags.DEFINE_integer(
-        "num_workers", None, "Worker processes (default: all cores).", flag_values=values
-    )
-    flags.DEFINE_float(
-        "chunk_size_mb",
-        DEFAULT_CHUNK_SIZE_MB,
-        "Files larger than this are split into independent units (0 = never).",
-        flag_values=values,
-    )
-    flags.DEFINE_bool(
-        "write_unmasked",
-        False,
-        "Write tokens + token_boundary without static masks "
-        "(for dynamic masking in the input pipeline).",
-        flag_values=values,
-    )
-    return values
+@dataclasses.dataclass(kw_only=True)
+class CreatePretrainingDataOptions(Options):
+    """The CLI's flags: the original's names and defaults (§8.1) plus ours."""
+    input_file: str | None = option(None, "Input raw text file(s): comma-separated globs.")
+    output_file: str | None = option(None, "Output TFRecord file(s), comma-separated (= shards).")
+    vocab_file: str | None = option(None, "WordPiece vocabulary (unused in SentencePiece mode).")
+    spm_model_file: str | None = option(None, "SentencePiece model; switches to SentencePiece "
+                                              "mode.")
+    input_file_mode: str = option("r", "Accepted for compatibility ('r' or 'rb'); input is "
+                                       "always decoded as strict UTF-8.", choices=("r", "rb"))
+    do_lower_case: bool = option(True, "Lower-case the input (SentencePiece: in "
+                                       "preprocess_text).")
+    do_whole_word_mask: bool = option(True, "Mask whole words rather than single pieces.")
+    do_permutation: bool = option(False, "Not supported (rejected); see docs/original.md, "
+                                         "quirk 21.")
+    favor_shorter_ngram: bool = option(True, "p(n) ∝ 1/n (reversed if False).")
+    random_next_sentence: bool = option(False, "NSP (random other document) instead of SOP.")
+    max_seq_length: int = option(512, "Maximum sequence length.", minimum=2)
+    ngram: int = option(3, "Maximum n-gram length to mask.", minimum=1)
+    max_predictions_per_seq: int = option(20, "Maximum masked positions per sequence.",
+                                          minimum=0)
+    random_seed: int = option(12345, "Seed of all random choices (fully reproducible).")
+    dupe_factor: int = option(40, "Passes over the data, each with fresh random choices.",
+                              minimum=1)
+    masked_lm_prob: float = option(0.15, "Masked LM probability.", minimum=0.0, maximum=1.0)
+    short_seq_prob: float = option(0.1, "Probability of a shorter target length.",
+                                   minimum=0.0, maximum=1.0)
+    num_workers: int | None = option(None, "Worker processes (default: all cores).", minimum=1)
+    chunk_size_mb: float = option(DEFAULT_CHUNK_SIZE_MB, "Files larger than this are split "
+                                  "into independent units (0 = never).", minimum=0.0)
+    write_unmasked: bool = option(False, "Write tokens + token_boundary without static masks "
+                                         "(for dynamic masking in the input pipeline).")
+    digit_comma: str = tokenization.digit_comma_option()
 
 
 def main(argv=None) -> int:
-    """CLI entry: returns the exit status (0 ok, 1 bad input/flags)."""
+    """CLI entry: returns the exit status (0 ok or --help, 1 bad input/flags). The flags
+    live in their own FlagValues, so main() can run in a process that has other absl flags
+    (a test session, a notebook)."""
     from absl import flags
 
-    FLAGS = define_flags()
+    argv = list(argv if argv is not None else sys.argv)
+    values = flags.FlagValues()
+    define_flags(CreatePretrainingDataOptions, values, module_name=argv[0])
+    if any(a in ("--help", "-h", "--helpfull", "-?", "--helpshort") for a in argv[1:]):
+        sys.stdout.write(f"Create masked SOP pretraining TFRecords (docs/pretraining.md).\n\n"
+                         f"{values.module_help(argv[0])}\n")
+        return 0
     try:
-        FLAGS(argv if argv is not None else sys.argv)
+        values(argv)
     except flags.Error as e:
         sys.stderr.write(f"error: {e}\n")
         return 1
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    opts = from_flags(CreatePretrainingDataOptions, values)
     try:
-        missing = [n for n in ("input_file", "output_file") if not FLAGS[n].value]
+        check(opts)
+        missing = [n for n in ("input_file", "output_file") if not getattr(opts, n)]
         if missing:
-            raise InputDataError(
-                "missing required flag(s): " + ", ".join("--" + m for m in missing)
-            )
-        if FLAGS.do_permutation:
+            raise InputDataError("missing required flag(s): " + ", ".join("--" + m for m in missing))
+        if opts.do_permutation:
             raise InputDataError(
                 "--do_permutation is not supported: the original writes masked arrays of twice "
-                "--max_predictions_per_seq that its own reader cannot parse (ORIGINAL_RELEASE §15 "
-                "item 21); it was not used in the paper"
-            )
-        if FLAGS.input_file_mode not in ("r", "rb"):
-            raise InputDataError(
-                f"--input_file_mode={FLAGS.input_file_mode!r}: expected 'r' or 'rb'"
-            )
-        if FLAGS.num_workers is not None and FLAGS.num_workers < 1:
-            raise InputDataError(f"--num_workers={FLAGS.num_workers}: must be >= 1")
+                "--max_predictions_per_seq that its own reader cannot parse (docs/original.md, "
+                "quirk 21); it was not used in the paper")
         config = pi.MaskingConfig(
-            max_seq_length=FLAGS.max_seq_length,
-            short_seq_prob=FLAGS.short_seq_prob,
-            masked_lm_prob=FLAGS.masked_lm_prob,
-            max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-            ngram=FLAGS.ngram,
-            favor_shorter_ngram=FLAGS.favor_shorter_ngram,
-            do_whole_word_mask=FLAGS.do_whole_word_mask,
-            random_next_sentence=FLAGS.random_next_sentence,
-            do_masking=not FLAGS.write_unmasked,
-        )
+            max_seq_length=opts.max_seq_length, short_seq_prob=opts.short_seq_prob,
+            masked_lm_prob=opts.masked_lm_prob,
+            max_predictions_per_seq=opts.max_predictions_per_seq, ngram=opts.ngram,
+            favor_shorter_ngram=opts.favor_shorter_ngram,
+            do_whole_word_mask=opts.do_whole_word_mask,
+            random_next_sentence=opts.random_next_sentence, do_masking=not opts.write_unmasked)
         create_pretraining_data(
-            FLAGS.input_file,
-            FLAGS.output_file,
-            config,
-            vocab_file=FLAGS.vocab_file,
-            spm_model_file=FLAGS.spm_model_file,
-            do_lower_case=FLAGS.do_lower_case,
-            digit_comma=FLAGS.digit_comma,
-            dupe_factor=FLAGS.dupe_factor,
-            random_seed=FLAGS.random_seed,
-            num_workers=FLAGS.num_workers,
-            chunk_size_mb=FLAGS.chunk_size_mb,
-        )
-    except InputDataError as e:
+            opts.input_file, opts.output_file, config, vocab_file=opts.vocab_file,
+            spm_model_file=opts.spm_model_file, do_lower_case=opts.do_lower_case,
+            digit_comma=opts.digit_comma, dupe_factor=opts.dupe_factor,
+            random_seed=opts.random_seed, num_workers=opts.num_workers,
+            chunk_size_mb=opts.chunk_size_mb)
+    except UserError as e:
         logger.error("%s", e)
         sys.stderr.write(f"error: {e}\n")
         return 1
