@@ -25,7 +25,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import driver, metrics as glue
+from albert_tf import driver, fileio, metrics as glue
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import UserError
 from albert_tf.eval_outputs import collect_outputs, replica_eval_dataset_fn
@@ -159,6 +159,7 @@ def compute_metrics(task_name, arrays):
     result = glue.glue_metrics(task_name, arrays["predictions"], arrays["label_ids"], real)
     mask = real != 0
     result["eval_loss"] = float(np.mean(arrays["per_example_loss"][mask])) if mask.any() else 0.0
+    result["loss"] = result["eval_loss"]  # the Estimator's key in the original's results
     return result
 
 
@@ -321,6 +322,9 @@ class ClassifierTask(driver.Task):
         if run.is_chief:
             run.summary["submission"] = glue.write_glue_submission(
                 opts.output_dir, self.task, guids, predictions, self.label_list)
+            # The original's name for the same file.
+            fileio.atomic_write_text(os.path.join(opts.output_dir, "submit_results.tsv"),
+                                     fileio.read_text(run.summary["submission"]))
             run.summary["test_results"] = glue.write_test_results(
                 os.path.join(opts.output_dir, "test_results.tsv"), probabilities)
             _logger.info("wrote %s and %s (%d examples)", run.summary["submission"],

@@ -42,8 +42,11 @@ def define_flags(options_cls) -> None:
 def main(options_cls, run, report=None) -> None:
     """Parses the flags, runs `run(options)` and passes its result to `report`. Bad input
     (UserError, or a file that does not exist) ends the script with `<script>: error:
-    <message>` on stderr and exit status 1; anything else is a bug and keeps its
-    traceback."""
+    <message>` on stderr and exit status 1; a stop on SIGINT/SIGTERM, after the trainer
+    wrote its checkpoint, with one line and status 128 + the signal number (130, 143);
+    anything else is a bug and keeps its traceback."""
+    from albert_tf.training import TrainingInterrupted
+
     script = os.path.basename(sys.argv[0])
 
     def _main(argv):
@@ -54,6 +57,9 @@ def main(options_cls, run, report=None) -> None:
             result = run(options.from_flags(options_cls))
         except (UserError, FileNotFoundError) as err:
             sys.exit(f"{script}: error: {err}")
+        except TrainingInterrupted as stop:
+            sys.stderr.write(f"{script}: {stop}\n")
+            sys.exit(128 + stop.signum)
         if report is not None:
             report(result)
 

@@ -12,16 +12,20 @@ import json
 import logging
 import os
 import threading
+import time
 
 import tensorflow as tf
+
+from albert_tf.errors import UserError
 
 _logger = logging.getLogger(__name__)
 
 STRATEGIES = ("default", "mirrored", "multi_worker")
 
 
-def _with_timeout(fn, seconds, what):
-    """Runs fn() in a thread; raises instead of hanging past `seconds`."""
+def _with_timeout(fn, seconds, what, report_every=10.0):
+    """Runs fn() in a thread; logs a line every `report_every` seconds while waiting and
+    raises instead of hanging past `seconds`."""
     result, error = [], []
 
     def target():
@@ -32,7 +36,12 @@ def _with_timeout(fn, seconds, what):
 
     thread = threading.Thread(target=target, daemon=True)
     thread.start()
-    thread.join(seconds)
+    deadline = time.monotonic() + seconds
+    while thread.is_alive() and time.monotonic() < deadline:
+        thread.join(min(report_every, max(deadline - time.monotonic(), 0.0)))
+        if thread.is_alive() and time.monotonic() < deadline:
+            _logger.info("%s: waiting (%.0f of %.0f s)", what,
+                         seconds - (deadline - time.monotonic()), seconds)
     if thread.is_alive():
         raise RuntimeError(f"{what}: no answer after {seconds:.0f} s")
     if error:
@@ -57,9 +66,10 @@ def tpu_strategy(tpu_name=None, tpu_zone=None, gcp_project=None, master=None,
     try:
         return _with_timeout(connect, timeout_s, "connecting to the TPU")
     except Exception as err:
-        raise RuntimeError(
+        raise UserError(
             f"cannot reach a TPU with {flags}: {err}. Check --tpu_name (or --master "
-            "grpc://host:8470), --tpu_zone and --gcp_project.") from None
+            "grpc://host:8470), --tpu_zone and --gcp_project; --tpu_timeout_s sets the "
+            "wait.") from None
 
 
 def get_strategy(strategy="default", use_tpu=False, tpu_name=None, tpu_zone=None,
@@ -74,13 +84,13 @@ def get_strategy(strategy="default", use_tpu=False, tpu_name=None, tpu_zone=None
     if strategy == "multi_worker":
         raw = os.environ.get("TF_CONFIG")
         if not raw:
-            raise ValueError("--strategy=multi_worker needs the TF_CONFIG environment "
-                             "variable (cluster and task of this worker)")
+            raise UserError("--strategy=multi_worker needs the TF_CONFIG environment "
+                            "variable (cluster and task of this worker)")
         try:
             tf_config = json.loads(raw)
             tf_config["cluster"]["worker"], tf_config["task"]["index"]
         except (ValueError, KeyError, TypeError) as err:
-            raise ValueError(f"TF_CONFIG is not a valid cluster spec ({err!r}): {raw}") from None
+            raise UserError(f"TF_CONFIG is not a valid cluster spec ({err!r}): {raw}") from None
         return tf.distribute.MultiWorkerMirroredStrategy()
     raise ValueError(f"unknown --strategy={strategy!r}; expected one of {STRATEGIES}")
 

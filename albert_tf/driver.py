@@ -12,10 +12,12 @@ metrics and output files.
 5. prepare     the output folder, then `Task.prepare` (tokenizer, features, eval data).
 6. train       one training loop to the last step (albert_tf/training.py); after every
                checkpoint the dev metrics (`Task.evaluator`) and model.ckpt-best selection
-               (albert_tf/selection.py). The final weights are also written as
-               model.ckpt-<step> in the original format.
-7. select      checkpoints not evaluated yet (a resumed run, or the original's second
-               "evaluate every checkpoint" command); with none, the initial weights.
+               (albert_tf/selection.py). Every checkpoint is written as ckpt-<step> (ours:
+               with the input position) and model.ckpt-<step> (the original's format,
+               named by the `checkpoint` file).
+7. select      checkpoints of either format not evaluated yet (a resumed run, or the
+               original's second "evaluate every checkpoint" command); with none, the
+               initial weights.
 8. predict     the final weights (model.ckpt-best, else the last ckpt-<step>, else the
                initial weights) -> `Task.predict`, `Task.export`.
 """
@@ -54,8 +56,10 @@ class RunOptions(Options):
     save_checkpoints_steps: int = option(1000, "Checkpoint (and dev evaluation) interval.",
                                          minimum=1)
     iterations_per_loop: int = option(1000, "Steps per tf.function call.", minimum=1)
-    keep_checkpoint_max: int = option(5, "ckpt-<step> files kept (the best is kept "
-                                         "separately as model.ckpt-best).", minimum=1)
+    keep_checkpoint_max: int | None = option(
+        None, "Checkpoints kept, in each format (the best is kept separately as "
+              "model.ckpt-best); unset or 0: all, as the original's fine-tuning scripts, "
+              "which ignored this flag.", minimum=0)
     use_tpu: bool = option(False, "Run on a Cloud TPU (TPUStrategy).")
     tpu_name: str | None = option(None, "Cloud TPU name or grpc:// address.")
     tpu_zone: str | None = option(None, "GCE zone of the TPU.")
@@ -71,6 +75,8 @@ class RunOptions(Options):
                 "vs 6.0 GB; ALBERT-base steps ~35% slower); auto = malloc from 100M "
                 "parameters on. See albert_tf/host_memory.py.",
         choices=("auto", "tensorflow", "system"))
+    tpu_timeout_s: float = option(300.0, "Seconds to wait for the TPU (--use_tpu) before "
+                                         "giving up.", minimum=0.0)
     dtype: str = option("float32", "Keras dtype policy.", choices=("float32", "mixed_bfloat16"))
     use_xla: bool = option(False, "Compile the training step with XLA.")
 
@@ -98,9 +104,11 @@ class TrainingPlan:
 @dataclasses.dataclass
 class Evaluation:
     """A task's dev evaluation: `evaluate()` -> metrics of the model's current weights;
-    the checkpoint with the largest `key` becomes model.ckpt-best."""
+    the checkpoint with the largest `key` becomes model.ckpt-best; `fmt`: the layout of
+    eval_results.txt the original script wrote."""
     key: str
     evaluate: Callable[[], dict]
+    fmt: selection.EvalFormat = selection.GLUE_FORMAT
 
 
 @dataclasses.dataclass
@@ -188,7 +196,7 @@ def run(task: Task) -> dict:
     with current.strategy.scope():
         current.model = task.build_model(config)
         current.model.build()
-    current.resuming = opts.do_train and bool(selection.object_checkpoints(opts.output_dir))
+    current.resuming = opts.do_train and bool(selection.trained_checkpoints(opts.output_dir))
     if opts.init_checkpoint and not current.resuming:
         current.summary["init"] = init_from_checkpoint(
             current.model, opts.init_checkpoint, task.head, task.head_patterns,
@@ -203,7 +211,7 @@ def run(task: Task) -> dict:
     if evaluation is not None:
         selector = selection.CheckpointSelector(evaluation.key, opts.output_dir,
                                                 current.model, evaluation.evaluate, task.head,
-                                                current.is_chief)
+                                                current.is_chief, evaluation.fmt)
     if opts.do_train:
         if selector is not None:
             selector.evaluate_pending()  # checkpoints of an interrupted run
@@ -228,7 +236,7 @@ def start(opts: RunOptions, config, batch_divisor: int = 1) -> Run:
     keras.mixed_precision.set_global_policy(opts.dtype)
     keras.utils.set_random_seed(opts.random_seed)
     strategy = get_strategy(opts.strategy, opts.use_tpu, opts.tpu_name, opts.tpu_zone,
-                            opts.gcp_project, opts.master)
+                            opts.gcp_project, opts.master, opts.tpu_timeout_s)
     replicas = strategy.num_replicas_in_sync
     if opts.train_batch_size % (replicas * batch_divisor):
         split = f"the {replicas} replicas" + (
@@ -239,8 +247,9 @@ def start(opts: RunOptions, config, batch_divisor: int = 1) -> Run:
 
 
 def train(task: Task, current: Run, selector) -> int:
-    """Trains the task's model to its last step, evaluating on dev after every checkpoint;
-    writes the final weights as model.ckpt-<step> (original format). Returns the step."""
+    """Trains the task's model to its last step, evaluating on dev after every checkpoint
+    and writing each checkpoint in both formats (`save_original_format`). Returns the
+    step reached."""
     from albert_tf import training
     from albert_tf.optimization import create_optimizer
 
@@ -255,16 +264,59 @@ def train(task: Task, current: Run, selector) -> int:
         save_checkpoints_steps=opts.save_checkpoints_steps,
         keep_checkpoint_max=opts.keep_checkpoint_max,
         gradient_accumulation_steps=plan.gradient_accumulation_steps, jit_compile=opts.use_xla)
-    trainer = training.Trainer(current.strategy, current.model, optimizer, task.loss_fn,
-                               task.metric_names, opts.output_dir, loop, current.is_chief)
+    trainer = training.Trainer(
+        current.strategy, current.model, optimizer, task.loss_fn, task.metric_names,
+        opts.output_dir, loop, current.is_chief,
+        save_hook=lambda step: save_original_format(current, optimizer, step))
+    if not training.object_checkpoints(opts.output_dir):
+        resume_from_original_format(current, optimizer)
     trainer.train(plan.dataset_fn,
                   after_save=selector.evaluate_current if selector is not None else None)
-    step = int(optimizer.iterations.numpy())
-    if current.is_chief:
-        checkpoints.save_original_checkpoint(
-            current.model, os.path.join(opts.output_dir, f"model.ckpt-{step}"),
-            global_step=step, update_checkpoint_state=False)
-    return step
+    return int(optimizer.iterations.numpy())
+
+
+def save_original_format(current: Run, optimizer, step) -> None:
+    """model.ckpt-<step> under the original's names (weights, adam_m/adam_v slots,
+    global_step), the `checkpoint` state file naming the kept ones (what
+    tf.train.latest_checkpoint and the original's tools read), the oldest beyond
+    --keep_checkpoint_max removed. Chief only."""
+    from albert_tf.training import remove_checkpoint
+
+    if not current.is_chief:
+        return
+    out = current.options.output_dir
+    prefix = os.path.join(out, f"model.ckpt-{step}")
+    checkpoints.save_original_checkpoint(current.model, prefix, global_step=step,
+                                         optimizer=optimizer, update_checkpoint_state=False)
+    kept = selection.original_checkpoints(out)
+    keep = current.options.keep_checkpoint_max
+    if keep:
+        for _, old in kept[:-keep]:
+            remove_checkpoint(old)
+        kept = kept[-keep:]
+    tf.compat.v1.train.update_checkpoint_state(
+        out, os.path.basename(prefix),
+        all_model_checkpoint_paths=[os.path.basename(p) for _, p in kept])
+
+
+def resume_from_original_format(current: Run, optimizer) -> None:
+    """Continues from the latest model.ckpt-<step> of output_dir when it has no ckpt-<step>
+    (a folder the original code trained): weights, optimizer slots and global_step; the
+    input restarts from the beginning, as the original's did."""
+    originals = selection.original_checkpoints(current.options.output_dir)
+    if not originals:
+        return
+    step, prefix = originals[-1]
+    try:
+        checkpoints.load_original_checkpoint(current.model, prefix, optimizer=optimizer)
+    except checkpoints.CheckpointMismatchError as err:
+        raise UserError(f"cannot resume from {prefix}: {str(err).splitlines()[1:3]}") from None
+    values = checkpoints.checkpoint_variable_shapes(prefix)
+    if "global_step" in values:
+        step = int(tf.train.load_checkpoint(prefix).get_tensor("global_step"))
+    optimizer.iterations.assign(step)
+    _logger.warning("resumed from the original-format %s (step %d); the input starts from "
+                    "its beginning", prefix, step)
 
 
 def finish_selection(selector, current: Run) -> None:
@@ -332,9 +384,9 @@ def final_weights(current: Run, head: str) -> str:
         except checkpoints.CheckpointMismatchError as err:
             raise UserError(f"{best}: {err}") from None
         return best
-    trained = selection.object_checkpoints(output_dir)
+    trained = selection.trained_checkpoints(output_dir)
     if trained:
-        selection.restore_trained(current.model, trained[-1][1], head)
+        selection.restore_checkpoint(current.model, trained[-1][1], head)
         return trained[-1][1]
     if current.options.init_checkpoint:
         return current.options.init_checkpoint

@@ -141,9 +141,3 @@ def read_text(path) -> str:
         return ""
     with open(path, encoding="utf-8") as f:
         return f.read()
-
-
-def append_eval_results(path, metrics: dict, global_step: int) -> None:
-    """Appends a "key = value" block, global_step first, like the original's eval_results.txt."""
-    lines = [f"global_step = {global_step}"] + [f"{k} = {metrics[k]}" for k in sorted(metrics)]
-    atomic_write_text(path, read_text(path) + "\n".join(lines) + "\n")

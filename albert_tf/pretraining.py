@@ -124,6 +124,7 @@ class PretrainingOptions(driver.RunOptions):
     num_warmup_steps: int = option(3125, "Linear warmup steps.", minimum=0)
     start_warmup_step: int = option(0, "Step at which warmup starts.", minimum=0)
     save_checkpoints_steps: int = driver.RunOptions.default("save_checkpoints_steps", 5000)
+    keep_checkpoint_max: int | None = driver.RunOptions.default("keep_checkpoint_max", 5)
     max_eval_steps: int = option(100, "Eval batches.", minimum=1)
     init_from_group0: bool = option(
         False, "Fill every group_<g> from the checkpoint's group_0 (fixed version of the "
@@ -260,7 +261,8 @@ class PretrainingTask(driver.Task):
     def evaluator(self, run):
         if not self.options.do_eval:
             return None
-        return driver.Evaluation("masked_lm_accuracy", lambda: self._evaluate(run))
+        return driver.Evaluation("masked_lm_accuracy", lambda: self._evaluate(run),
+                                 selection.PRETRAINING_FORMAT)
 
     def training_plan(self, run):
         o = self.options
@@ -268,8 +270,10 @@ class PretrainingTask(driver.Task):
             metrics = self._evaluate(run)
             run.summary["before"] = metrics
             if run.is_chief:
-                fileio.append_eval_results(
-                    os.path.join(o.output_dir, BEFORE_TRAINING_RESULTS), metrics, 0)
+                fileio.atomic_write_text(
+                    os.path.join(o.output_dir, BEFORE_TRAINING_RESULTS),
+                    selection.eval_block(metrics, 0, selection.PRETRAINING_FORMAT,
+                                         "masked_lm_accuracy", None, None))
                 selection.write_eval_summaries(o.output_dir, metrics, 0)
             _logger.info("eval before training: %s", json.dumps(metrics))
         accumulation = o.gradient_accumulation_steps

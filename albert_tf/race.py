@@ -22,7 +22,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import driver, fileio, metrics
+from albert_tf import driver, fileio, metrics, selection
 from albert_tf.classifier import (HEAD_PATTERNS, AlbertClassifier, eval_dataset_fn, loss_fn,
                                   predict_arrays)
 from albert_tf.config import AlbertConfig
@@ -79,8 +79,10 @@ class AlbertRace(AlbertClassifier):
 def race_metrics(arrays) -> dict:
     """eval_accuracy and eval_loss over the real examples of `predict_arrays` output."""
     real = arrays["is_real_example"] != 0
+    loss = float(np.mean(arrays["per_example_loss"][real])) if real.any() else 0.0
+    # `loss`: the Estimator's key in the original's results (the same mean here).
     return {"eval_accuracy": metrics.accuracy(arrays["predictions"], arrays["label_ids"], real),
-            "eval_loss": float(np.mean(arrays["per_example_loss"][real])) if real.any() else 0.0}
+            "eval_loss": loss, "loss": loss}
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -177,7 +179,8 @@ class RaceTask(driver.Task):
         if not opts.do_eval:
             return None
         return driver.Evaluation("eval_accuracy", self._metrics_fn(
-            run, "dev", opts.eval_file, "eval.tf_record", opts.eval_batch_size))
+            run, "dev", opts.eval_file, "eval.tf_record", opts.eval_batch_size),
+            selection.RACE_FORMAT)
 
     def training_plan(self, run):
         from albert_tf.data.classifier_data import classifier_dataset
@@ -202,8 +205,14 @@ class RaceTask(driver.Task):
                                   opts.predict_batch_size)()
         run.summary["test"] = result
         if run.is_chief:
+            # The original's layout: a title, the sorted results with the step of the
+            # weights, and the best dev value.
+            best = run.summary.get("best") or selection.read_best(opts.output_dir)
+            values = {**result, "global_step": best["global_step"] if best else 0}
             path = os.path.join(opts.output_dir, "predict_results.txt")
-            fileio.atomic_write_text(path, "".join(f"{k} = {result[k]}\n" for k in sorted(result)))
+            fileio.atomic_write_text(path, "***** Predict results *****\n" + "".join(
+                f"{k} = {values[k]}\n" for k in sorted(values))
+                + f"best = {best['value'] if best else -1}\n")
             run.summary["predict_results"] = path
 
 

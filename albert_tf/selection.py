@@ -1,16 +1,21 @@
 """Checkpoint selection on dev and the output folder's bookkeeping files.
 
-Training writes `ckpt-<step>` (object-based: model, optimizer, input position) every
-save_checkpoints_steps. Each checkpoint's dev metrics are appended to `eval_results.txt`
-as a "key = value" block that starts with `global_step = <step>`, the original's format;
-the best by the task's key is kept as `model.ckpt-best` in the original variable format
-(readable by the original code) and described in `best_checkpoint` (JSON). Reported dev
-numbers are therefore best-checkpoint-on-dev, as the original's (docs/original.md §11.6).
-A resumed or second run skips the steps already in eval_results.txt.
+Training writes every save_checkpoints_steps both `ckpt-<step>` (ours, object-based:
+model, optimizer, input position) and `model.ckpt-<step>` (the same weights, optimizer
+slots and global_step under the original's names; the `checkpoint` state file names
+these, so the original's tools find them). Each checkpoint is evaluated on dev; its
+metrics are appended to `eval_results.txt` in the original script's layout
+(`EvalFormat`), `best_trial.txt` records "<last step>:<best step>:<best value>" as the
+original's run_classifier.py did, and the best by the task's key is kept as
+`model.ckpt-best` in the original variable format, described in `best_checkpoint`
+(JSON). Reported dev numbers are therefore best-checkpoint-on-dev, as the original's
+(docs/original.md §11.6). A resumed run, or a second command evaluating a training
+folder, skips the steps already in eval_results.txt.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -21,53 +26,120 @@ import tensorflow as tf
 
 from albert_tf import checkpoints, fileio
 from albert_tf.errors import UserError
+from albert_tf.training import object_checkpoints
 
 _logger = logging.getLogger(__name__)
 
 BEST_PREFIX = "model.ckpt-best"
 BEST_FILE = "best_checkpoint"
+BEST_TRIAL_FILE = "best_trial.txt"
 EVAL_RESULTS = "eval_results.txt"
-_OBJECT_CHECKPOINT = re.compile(r"^ckpt-(\d+)$")
+_ORIGINAL_CHECKPOINT = re.compile(r"^model\.ckpt-(\d+)$")
+_SEPARATOR = "=" * 50
 
 
-def object_checkpoints(output_dir) -> list[tuple[int, str]]:
-    """[(step, prefix)] of the `ckpt-<step>` files in output_dir, in step order."""
+@dataclasses.dataclass(frozen=True)
+class EvalFormat:
+    """How the original script laid out one checkpoint's block in eval_results.txt:
+    its metrics as sorted "key = value" lines (global_step among them), then
+
+    best: "before" -> "best = <best value before this checkpoint>" (run_classifier.py,
+      run_race.py); "after" -> "best <key> = <best value including it>" (run_squad_*.py);
+      None -> no best line (run_pretraining.py).
+    saved_lines: "saved <checkpoint file> to <model.ckpt-best file>" when it became the best.
+    separator: a line of 50 "=".
+    """
+    best: str | None = "before"
+    saved_lines: bool = False
+    separator: bool = True
+
+
+GLUE_FORMAT = EvalFormat()
+RACE_FORMAT = EvalFormat(saved_lines=True)
+SQUAD_FORMAT = EvalFormat(best="after", saved_lines=True)
+PRETRAINING_FORMAT = EvalFormat(best=None, saved_lines=True, separator=False)
+
+
+def original_checkpoints(output_dir) -> list[tuple[int, str]]:
+    """[(step, prefix)] of the original-format `model.ckpt-<step>` files, in step order."""
     found = {}
-    for index in tf.io.gfile.glob(os.path.join(output_dir, "ckpt-*.index")):
+    for index in tf.io.gfile.glob(os.path.join(output_dir, "model.ckpt-*.index")):
         name = os.path.basename(index)[: -len(".index")]
-        match = _OBJECT_CHECKPOINT.match(name)
+        match = _ORIGINAL_CHECKPOINT.match(name)
         if match:
             found[int(match.group(1))] = os.path.join(output_dir, name)
     return sorted(found.items())
 
 
-def append_eval_results(output_dir, metrics, global_step) -> str:
-    """Appends a "key = value" block (global_step first) to eval_results.txt."""
-    path = os.path.join(output_dir, EVAL_RESULTS)
-    fileio.append_eval_results(path, metrics, global_step)
-    return path
+def trained_checkpoints(output_dir) -> list[tuple[int, str]]:
+    """[(step, prefix)] of every training checkpoint in output_dir, either format, in
+    step order; where a step has both, the original-format one (loadable by name)."""
+    found = dict(object_checkpoints(output_dir))
+    found.update(original_checkpoints(output_dir))
+    return sorted(found.items())
+
+
+def restore_checkpoint(model, prefix, head) -> None:
+    """Fills a task model from one training checkpoint of either format; the encoder
+    and the `head` attribute must both be in it (UserError naming the file otherwise)."""
+    if checkpoints.is_object_based(prefix):
+        parts = checkpoints.restore_object_checkpoint(model, prefix)
+        if head not in parts:
+            raise UserError(f"{prefix}: holds no {head} head (model/{head})")
+        return
+    try:
+        checkpoints.load_original_checkpoint(model, prefix)
+    except checkpoints.CheckpointMismatchError as err:
+        lines = str(err).splitlines()
+        raise UserError(f"{prefix}: cannot fill this model: "
+                        + "; ".join(line.strip() for line in lines[1:6])
+                        + (f"; ... ({len(lines) - 6} more)" if len(lines) > 6 else "")) from None
+
+
+def eval_block(metrics, step, fmt: EvalFormat, key, best_before, best_after,
+               saved_from=None) -> str:
+    """One checkpoint's lines of eval_results.txt in the original's layout."""
+    values = {**metrics, "global_step": int(step)}
+    lines = [f"{k} = {values[k]}" for k in sorted(values)]
+    if fmt.best == "before":
+        lines.append(f"best = {best_before}")
+    if fmt.saved_lines and saved_from:
+        best = os.path.join(os.path.dirname(saved_from), BEST_PREFIX)
+        lines += [f"saved {saved_from}.{ext} to {best}.{ext}"
+                  for ext in ("data-00000-of-00001", "index")]
+    if fmt.best == "after":
+        lines.append(f"best {key} = {best_after}")
+    if fmt.separator:
+        lines.append(_SEPARATOR)
+    return "\n".join(lines) + "\n"
 
 
 def read_eval_results(output_dir) -> dict[int, dict]:
-    """{step: {key: value}} of the blocks in eval_results.txt (values as floats where
-    they parse, strings otherwise)."""
+    """{step: {key: value}} of the checkpoints in eval_results.txt. Reads every layout
+    the original scripts wrote (blocks end at a separator line or when a key repeats)
+    and ours; "best ..." and "saved ..." lines are skipped. Values are floats where they
+    parse."""
     path = os.path.join(output_dir, EVAL_RESULTS)
     if not tf.io.gfile.exists(path):
         return {}
-    blocks, current = {}, None
+    blocks, current = [], {}
     for line in fileio.read_text(path).splitlines():
         key, sep, value = line.partition(" = ")
-        if not sep:
+        if line.startswith("="):
+            blocks.append(current)
+            current = {}
             continue
-        if key == "global_step":
-            current = blocks.setdefault(int(value), {})
+        if not sep or key == "best" or key.startswith(("best ", "saved ")):
             continue
-        if current is not None:
-            try:
-                current[key] = float(value)
-            except ValueError:
-                current[key] = value
-    return blocks
+        if key in current:
+            blocks.append(current)
+            current = {}
+        try:
+            current[key] = float(value)
+        except ValueError:
+            current[key] = value
+    blocks.append(current)
+    return {int(b.pop("global_step")): b for b in blocks if "global_step" in b}
 
 
 def write_eval_summaries(output_dir, metrics, global_step) -> None:
@@ -75,7 +147,8 @@ def write_eval_summaries(output_dir, metrics, global_step) -> None:
     writer = tf.summary.create_file_writer(os.path.join(output_dir, "eval"))
     with writer.as_default(step=global_step):
         for name, value in metrics.items():
-            tf.summary.scalar(name, value)
+            if isinstance(value, (int, float)):
+                tf.summary.scalar(name, value)
     writer.flush()
 
 
@@ -87,14 +160,6 @@ def read_best(output_dir) -> dict | None:
     return json.loads(fileio.read_text(path))
 
 
-def restore_trained(model, prefix, head) -> None:
-    """Restores a task model from one of its training checkpoints (ckpt-<step>);
-    `head` is the model attribute that must be in it."""
-    parts = checkpoints.restore_object_checkpoint(model, prefix)
-    if head not in parts:
-        raise UserError(f"{prefix}: holds no {head} head (model/{head})")
-
-
 class CheckpointSelector:
     """Evaluates checkpoints on dev and keeps the best as model.ckpt-best.
 
@@ -103,13 +168,14 @@ class CheckpointSelector:
     """
 
     def __init__(self, key: str, output_dir: str, model, evaluate: Callable[[], dict],
-                 head: str, is_chief: bool = True):
+                 head: str, is_chief: bool = True, fmt: EvalFormat = GLUE_FORMAT):
         self.key = key
         self.output_dir = output_dir
         self.model = model
         self.evaluate = evaluate
         self.head = head
         self.is_chief = is_chief
+        self.fmt = fmt
         self.best = read_best(output_dir)
         self.results = read_eval_results(output_dir)  # step -> metrics
 
@@ -122,34 +188,45 @@ class CheckpointSelector:
                      ", ".join(f"{k} = {v:.4f}" for k, v in sorted(result.items())))
         if not self.is_chief:
             return result
-        append_eval_results(self.output_dir, result, step)
-        write_eval_summaries(self.output_dir, result, step)
-        if self.best is None or value > self.best["value"]:
+        before = self.best["value"] if self.best is not None else -1
+        improved = self.best is None or value > self.best["value"]
+        if improved:
             checkpoints.save_original_checkpoint(
                 self.model, os.path.join(self.output_dir, BEST_PREFIX), global_step=step,
-                update_checkpoint_state=False)  # the `checkpoint` file stays the trainer's
+                update_checkpoint_state=False)  # the `checkpoint` file names model.ckpt-<step>
             self.best = {"global_step": int(step), "key": self.key, "value": float(value),
                          "checkpoint": BEST_PREFIX, "metrics": result}
             fileio.atomic_write_text(os.path.join(self.output_dir, BEST_FILE),
                                      json.dumps(self.best, indent=2, sort_keys=True) + "\n")
             _logger.info("new best %s = %.4f at step %d -> %s", self.key, value, step,
                          BEST_PREFIX)
+        saved_from = (os.path.join(self.output_dir, f"model.ckpt-{step}")
+                      if improved and step else None)
+        path = os.path.join(self.output_dir, EVAL_RESULTS)
+        block = eval_block(result, step, self.fmt, self.key, before, self.best["value"],
+                           saved_from)
+        fileio.atomic_write_text(path, fileio.read_text(path) + block)
+        fileio.atomic_write_text(
+            os.path.join(self.output_dir, BEST_TRIAL_FILE),
+            f"{int(step)}:{self.best['global_step']}:{self.best['value']}")
+        write_eval_summaries(self.output_dir, result, step)
         return result
 
     def evaluate_pending(self) -> int:
-        """Evaluates every ckpt-<step> not yet in eval_results.txt, in step order.
-        Returns the number evaluated."""
+        """Evaluates every training checkpoint (either format) not yet in
+        eval_results.txt, in step order. Returns the number evaluated."""
         count = 0
-        for step, prefix in object_checkpoints(self.output_dir):
+        for step, prefix in trained_checkpoints(self.output_dir):
             if step in self.results:
                 continue
-            restore_trained(self.model, prefix, self.head)
+            restore_checkpoint(self.model, prefix, self.head)
             self.evaluate_current(step)
             count += 1
         return count
 
 
-__all__ = ["BEST_PREFIX", "BEST_FILE", "EVAL_RESULTS", "CheckpointSelector",
-           "object_checkpoints", "append_eval_results", "read_eval_results",
-           "write_eval_summaries", "read_best",
-           "restore_trained"]
+__all__ = ["BEST_PREFIX", "BEST_FILE", "BEST_TRIAL_FILE", "EVAL_RESULTS", "EvalFormat",
+           "GLUE_FORMAT", "RACE_FORMAT", "SQUAD_FORMAT", "PRETRAINING_FORMAT",
+           "CheckpointSelector", "original_checkpoints", "trained_checkpoints",
+           "restore_checkpoint", "eval_block", "read_eval_results", "write_eval_summaries",
+           "read_best"]

@@ -33,7 +33,7 @@ import os
 import keras
 import tensorflow as tf
 
-from albert_tf import driver, fileio, squad_eval
+from albert_tf import driver, fileio, selection, squad_eval
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import UserError
 from albert_tf.eval_outputs import collect_outputs, replica_eval_dataset_fn
@@ -530,7 +530,8 @@ class SquadTask(driver.Task):
     def evaluator(self, run):
         if not (self.options.do_predict and self.has_gold):
             return None
-        return driver.Evaluation("f1", lambda: self._predict_and_score(run)[0])
+        return driver.Evaluation("f1", lambda: self._predict_and_score(run)[0],
+                                 selection.SQUAD_FORMAT)
 
     def training_plan(self, run):
         import random

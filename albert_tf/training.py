@@ -2,10 +2,18 @@
 
 Inner loop: one `tf.function` runs `iterations_per_loop` optimizer steps with
 `strategy.run`, each step optionally accumulating gradients over several
-micro-batches. Outer loop (plain Python): object-based checkpoints (model,
-optimizer with its step count, and the input iterator, so a restarted run
+micro-batches. Outer loop (plain Python): object-based checkpoints `ckpt-<step>`
+(model, optimizer with its step count, and the input iterator, so a restarted run
 continues exactly where the killed one stopped), logs with steps/s and ETA,
-TensorBoard summaries, and a stop on a non-finite loss.
+TensorBoard summaries.
+
+Nothing non-finite is saved: before a checkpoint is written, the weights and the
+loss of the updated weights on a fixed probe batch must be finite; a non-finite
+loss or weights stop the run (`NonFiniteLossError`) naming the last checkpoint
+written, which passed the same check. SIGINT and SIGTERM (how preemptible TPU and
+GPU machines are stopped) let the current inner loop finish, write a checkpoint at
+that step and stop (`TrainingInterrupted`); the same command continues from it and
+ends with the weights of an uninterrupted run, bit for bit.
 
 Cross-replica gradient semantics (docs/original.md §7.2, quirk 12):
 every replica differentiates its loss divided by (replicas x accumulation
@@ -21,21 +29,82 @@ many replicas or accumulation steps reach a global batch (the tests check
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
 import os
+import re
+import signal
+import threading
 import time
 
 import tensorflow as tf
 
+from albert_tf.errors import UserError
 from albert_tf.optimization import clip_by_global_norm, global_norm_clip_scale
 
 _logger = logging.getLogger(__name__)
+CHECKPOINT_PREFIX = "ckpt"
+_CHECKPOINT_NAME = re.compile(r"^ckpt-(\d+)$")
 
 
-class NonFiniteLossError(RuntimeError):
-    """The loss became NaN or infinite; the last good checkpoint is kept."""
+class NonFiniteLossError(UserError):
+    """The loss or the weights became NaN or infinite; nothing non-finite was saved and
+    the message names the last checkpoint written (all of them passed the check)."""
+
+
+class TrainingInterrupted(Exception):
+    """SIGINT or SIGTERM stopped training after a checkpoint at `step` was written."""
+
+    def __init__(self, signum: int, step: int, checkpoint: str):
+        self.signum, self.step, self.checkpoint = signum, step, checkpoint
+        super().__init__(f"interrupted by {signal.Signals(signum).name} at step {step}: "
+                         f"wrote {checkpoint}; run the same command again to continue")
+
+
+def object_checkpoints(directory) -> list[tuple[int, str]]:
+    """[(step, prefix)] of the `ckpt-<step>` files in `directory`, in step order."""
+    found = {}
+    for index in tf.io.gfile.glob(os.path.join(directory, f"{CHECKPOINT_PREFIX}-*.index")):
+        name = os.path.basename(index)[: -len(".index")]
+        match = _CHECKPOINT_NAME.match(name)
+        if match:
+            found[int(match.group(1))] = os.path.join(directory, name)
+    return sorted(found.items())
+
+
+def remove_checkpoint(prefix) -> None:
+    """Deletes the files of the checkpoint `prefix` (index and data shards)."""
+    for path in tf.io.gfile.glob(prefix + ".*"):
+        if re.fullmatch(r"\.(index|data-\d{5}-of-\d{5}|meta)", path[len(prefix):]):
+            tf.io.gfile.remove(path)
+
+
+@contextlib.contextmanager
+def stop_on_signals():
+    """While active, SIGINT and SIGTERM are recorded instead of killing the process;
+    yields a list that holds the first signal's number. A second SIGINT stops at once
+    (KeyboardInterrupt). Outside the main thread nothing is installed."""
+    received = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def handler(signum, frame):
+        if received and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        if not received:
+            _logger.warning("%s: finishing the current steps, then writing a checkpoint "
+                            "(press Ctrl-C again to stop at once)", signal.Signals(signum).name)
+            received.append(signum)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 @dataclasses.dataclass
@@ -45,7 +114,7 @@ class LoopConfig:
     global_batch_size: int
     iterations_per_loop: int = 1000
     save_checkpoints_steps: int = 5000
-    keep_checkpoint_max: int = 5
+    keep_checkpoint_max: int | None = 5  # None or 0: keep every checkpoint
     gradient_accumulation_steps: int = 1
     clip_norm: float = 1.0
     jit_compile: bool = False
@@ -78,10 +147,13 @@ class Trainer:
       output_dir: where checkpoints (`ckpt-<step>`) and summaries go.
       config: LoopConfig.
       is_chief: whether this worker writes files.
+      save_hook: `save_hook(step)`, called on every worker after each checkpoint
+        is written (also when stopping on a signal): other formats of the same
+        weights, for instance.
     """
 
     def __init__(self, strategy, model, optimizer, loss_fn, metric_names, output_dir,
-                 config: LoopConfig, is_chief=True):
+                 config: LoopConfig, is_chief=True, save_hook=None):
         self.strategy = strategy
         self.model = model
         self.optimizer = optimizer
@@ -90,6 +162,7 @@ class Trainer:
         self.output_dir = output_dir
         self.config = config
         self.is_chief = is_chief
+        self.save_hook = save_hook
         if hasattr(optimizer, "gradients_are_reduced"):
             optimizer.gradients_are_reduced = True
         with strategy.scope():
@@ -103,6 +176,7 @@ class Trainer:
                                 aggregation=tf.VariableAggregation.SUM)
                     for v in model.trainable_variables]
         self._train_loop = tf.function(self._loop_body)
+        self._probe_loss = tf.function(self._probe_loss_body)
         if config.jit_compile:
             # XLA compiles the forward and backward pass of one replica; the
             # iterator, the cross-replica sum and the optimizer stay outside,
@@ -159,6 +233,20 @@ class Trainer:
             acc.assign(tf.zeros_like(acc))
         return norm
 
+    def _probe_replica_loss(self, features):
+        loss, _ = self.loss_fn(self.model, features, training=False)
+        return tf.cast(loss, tf.float32)
+
+    def _probe_loss_body(self, features):
+        """The loss of the current weights on `features` (a distributed batch)."""
+        per_replica = self.strategy.run(self._probe_replica_loss, args=(features,))
+        return self.strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None)
+
+    def _weights_are_finite(self):
+        checks = [tf.reduce_all(tf.math.is_finite(v)) for v in self.model.trainable_variables
+                  if tf.as_dtype(v.dtype).is_floating]
+        return bool(tf.reduce_all(checks))
+
     # --- cross-replica context ----------------------------------------------
     def _reduce(self, per_replica):
         return {k: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
@@ -184,16 +272,18 @@ class Trainer:
 
     # --- outer loop ------------------------------------------------------------
     def train(self, dataset_fn, after_save=None):
-        """Trains to `num_train_steps`, resuming from the latest checkpoint.
+        """Trains to `num_train_steps`, resuming from the latest `ckpt-<step>`.
 
         dataset_fn(input_context) -> per-replica tf.data.Dataset (batches of
         global_batch_size / replicas / accumulation steps examples).
-        after_save(step): called on every worker after each checkpoint (the dev
-        evaluation); training then continues with the same iterator.
+        after_save(step): called on every worker after each regular checkpoint (the
+        dev evaluation); training then continues with the same iterator.
         Returns the metrics (means) of the last inner loop.
+        Raises NonFiniteLossError or TrainingInterrupted (see the module docstring).
         """
         cfg = self.config
-        iterator = iter(self.strategy.distribute_datasets_from_function(dataset_fn))
+        dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
+        iterator = iter(dataset)
         state = {"model": self.model, "optimizer": self.optimizer}
         if isinstance(iterator, tf.__internal__.tracking.Trackable):
             state["iterator"] = iterator
@@ -201,37 +291,66 @@ class Trainer:
             _logger.warning("the input iterator of %s cannot be checkpointed; a resumed "
                             "run re-reads its data from the start", type(self.strategy).__name__)
         checkpoint = tf.train.Checkpoint(**state)
-        # Every worker must take part in a save; only the chief's lands in output_dir.
+        checkpoint.save_counter  # created now, so written checkpoints hold what restore expects
+        # Every worker takes part in a save; only the chief's lands in output_dir.
         directory = (self.output_dir if self.is_chief
                      else os.path.join(self.output_dir, ".non_chief", str(os.getpid())))
-        manager = tf.train.CheckpointManager(
-            checkpoint, directory, max_to_keep=cfg.keep_checkpoint_max,
-            checkpoint_name="ckpt")
-        latest = tf.train.latest_checkpoint(self.output_dir)  # the chief's, for all workers
-        if latest:
-            checkpoint.restore(latest).assert_existing_objects_matched()
-            _logger.info("resumed from %s", latest)
+        saved = object_checkpoints(self.output_dir)  # the chief's, for all workers
+        if saved:
+            checkpoint.restore(saved[-1][1]).assert_existing_objects_matched()
+            _logger.info("resumed from %s", saved[-1][1])
+        # A fixed batch (its own iterator: the training order is untouched) on which the
+        # updated weights must give a finite loss before they are saved.
+        probe = next(iter(dataset))
         step = int(self.optimizer.iterations.numpy())
         start_step, start_time = step, time.time()
         metrics = {}
-        while step < cfg.num_train_steps:
-            next_save = (step // cfg.save_checkpoints_steps + 1) * cfg.save_checkpoints_steps
-            n = min(cfg.iterations_per_loop, next_save - step, cfg.num_train_steps - step)
-            loop_start = time.time()
-            metrics = {k: float(v) for k, v in self._train_loop(iterator, tf.constant(n)).items()}
-            elapsed = time.time() - loop_start
-            if not all(math.isfinite(v) for v in metrics.values()):
-                raise NonFiniteLossError(
-                    f"non-finite training metrics at step {step + n}: {metrics}; stopping. "
-                    f"The last good checkpoint is {manager.latest_checkpoint}")
-            step += n
-            self._report(step, n, elapsed, metrics, start_step, start_time)
-            if step % cfg.save_checkpoints_steps == 0 or step == cfg.num_train_steps:
-                manager.save(checkpoint_number=step)
-                if after_save is not None:
-                    after_save(step)
+        with stop_on_signals() as received:
+            while step < cfg.num_train_steps:
+                next_save = (step // cfg.save_checkpoints_steps + 1) * cfg.save_checkpoints_steps
+                n = min(cfg.iterations_per_loop, next_save - step, cfg.num_train_steps - step)
+                loop_start = time.time()
+                metrics = {k: float(v)
+                           for k, v in self._train_loop(iterator, tf.constant(n)).items()}
+                elapsed = time.time() - loop_start
+                if not all(math.isfinite(v) for v in metrics.values()):
+                    self._stop_non_finite(f"non-finite training metrics in steps {step + 1}-"
+                                          f"{step + n}: {metrics}", directory)
+                step += n
+                self._report(step, n, elapsed, metrics, start_step, start_time)
+                regular = step % cfg.save_checkpoints_steps == 0 or step == cfg.num_train_steps
+                if regular or received:
+                    prefix = self._save(checkpoint, directory, step, probe)
+                    if received:
+                        raise TrainingInterrupted(received[0], step, prefix)
+                    if after_save is not None:
+                        after_save(step)
         self._writer.flush()
         return metrics
+
+    def _save(self, checkpoint, directory, step, probe) -> str:
+        """Writes ckpt-<step> once the weights passed the finiteness checks, keeps the
+        newest keep_checkpoint_max, runs the save hook. Returns the prefix."""
+        probe_loss = float(self._probe_loss(probe))
+        if not (math.isfinite(probe_loss) and self._weights_are_finite()):
+            self._stop_non_finite(f"the weights after step {step} are non-finite or give a "
+                                  f"non-finite loss ({probe_loss}); they were not saved",
+                                  directory)
+        prefix = checkpoint.write(os.path.join(directory, f"{CHECKPOINT_PREFIX}-{step}"))
+        keep = self.config.keep_checkpoint_max
+        if keep:
+            for _, old in object_checkpoints(directory)[:-keep]:
+                remove_checkpoint(old)
+        if self.save_hook is not None:
+            self.save_hook(step)
+        return prefix
+
+    def _stop_non_finite(self, what, directory):
+        saved = object_checkpoints(directory)
+        last = (f"the last checkpoint, {saved[-1][1]}, holds finite weights with a finite loss"
+                if saved else "no checkpoint was written")
+        raise NonFiniteLossError(f"{what}; stopping ({last}). Lower --learning_rate or check "
+                                 "the data.")
 
     def _report(self, step, n, elapsed, metrics, start_step, start_time):
         cfg = self.config

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from albert_tf import fileio
-from albert_tf.fileio import append_eval_results, atomic_write_text, read_text
+from albert_tf.fileio import atomic_write_text, read_text
 
 
 def test_atomic_write_creates_folder_and_leaves_no_temporaries(tmp_path):
@@ -22,14 +22,6 @@ def test_failed_write_keeps_old_content(tmp_path):
     with pytest.raises(TypeError):
         atomic_write_text(path, None)  # not text: fails while writing
     assert path.read_text() == "old" and os.listdir(tmp_path) == ["out.txt"]
-
-
-def test_eval_results_blocks(tmp_path):
-    path = tmp_path / "eval_results.txt"
-    assert read_text(path) == ""
-    append_eval_results(path, {"b": 2.0, "a": 1}, 10)
-    append_eval_results(path, {"a": 3}, 20)
-    assert path.read_text() == "global_step = 10\na = 1\nb = 2.0\nglobal_step = 20\na = 3\n"
 
 
 def test_atomic_path_renames_on_success_and_cleans_up_on_error(tmp_path):

@@ -1,6 +1,5 @@
-"""The output folder's bookkeeping: checkpoint listing, eval_results.txt, best_checkpoint."""
-
-import types
+"""The output folder's bookkeeping: checkpoint listing in both formats, eval_results.txt in
+the original scripts' layouts, best_trial.txt, best_checkpoint."""
 
 import pytest
 import tensorflow as tf
@@ -9,22 +8,74 @@ from albert_tf import selection
 from albert_tf.errors import UserError
 
 
-def test_object_checkpoints_are_in_step_order(tmp_path):
-    for name in ("ckpt-10", "ckpt-2", "ckpt-x", "model.ckpt-best", "model.ckpt-7", "ckpt-3.tmp"):
+def test_trained_checkpoints_of_both_formats_in_step_order(tmp_path):
+    for name in ("ckpt-10", "ckpt-2", "ckpt-x", "model.ckpt-best", "model.ckpt-7",
+                 "model.ckpt-10", "ckpt-3.tmp"):
         (tmp_path / f"{name}.index").write_text("")
-    assert selection.object_checkpoints(str(tmp_path)) == [
-        (2, str(tmp_path / "ckpt-2")), (10, str(tmp_path / "ckpt-10"))]
+    assert selection.original_checkpoints(str(tmp_path)) == [
+        (7, str(tmp_path / "model.ckpt-7")), (10, str(tmp_path / "model.ckpt-10"))]
+    assert selection.trained_checkpoints(str(tmp_path)) == [
+        (2, str(tmp_path / "ckpt-2")), (7, str(tmp_path / "model.ckpt-7")),
+        (10, str(tmp_path / "model.ckpt-10"))]
 
 
-def test_eval_results_round_trip_in_the_original_format(tmp_path):
-    assert selection.read_eval_results(str(tmp_path)) == {}
-    selection.append_eval_results(str(tmp_path), {"f1": 0.5, "exact": 40.0}, 3)
-    selection.append_eval_results(str(tmp_path), {"f1": 0.75}, 12)
-    assert (tmp_path / "eval_results.txt").read_text() == (
-        "global_step = 3\nexact = 40.0\nf1 = 0.5\nglobal_step = 12\nf1 = 0.75\n")
-    assert selection.read_eval_results(str(tmp_path)) == {3: {"exact": 40.0, "f1": 0.5},
-                                                          12: {"f1": 0.75}}
-    assert selection.read_best(str(tmp_path)) is None
+# Blocks as the original scripts wrote them (run_classifier.py, run_race.py,
+# run_squad_v1.py, run_pretraining.py) and as earlier versions of albert_tf did.
+ORIGINAL_LAYOUTS = """\
+eval_accuracy = 0.5
+eval_loss = 0.7
+global_step = 100
+loss = 0.7
+best = -1
+==================================================
+eval_accuracy = 0.75
+eval_loss = 0.6
+global_step = 200
+loss = 0.6
+best = 0.5
+saved out/model.ckpt-200.index to out/model.ckpt-best.index
+==================================================
+exact_match = 40.0
+f1 = 50.5
+best f1 = 50.5
+==================================================
+global_step = 300
+loss = 6.1
+masked_lm_accuracy = 0.2
+saved out/model.ckpt-300.meta to out/model.ckpt-best.meta
+global_step = 400
+loss = 5.9
+masked_lm_accuracy = 0.25
+global_step = 500
+f1 = 0.5
+"""
+
+
+def test_eval_results_of_every_original_layout_are_read(tmp_path):
+    (tmp_path / "eval_results.txt").write_text(ORIGINAL_LAYOUTS)
+    assert selection.read_eval_results(str(tmp_path)) == {
+        100: {"eval_accuracy": 0.5, "eval_loss": 0.7, "loss": 0.7},
+        200: {"eval_accuracy": 0.75, "eval_loss": 0.6, "loss": 0.6},
+        300: {"loss": 6.1, "masked_lm_accuracy": 0.2},
+        400: {"loss": 5.9, "masked_lm_accuracy": 0.25},
+        500: {"f1": 0.5}}
+
+
+def test_eval_blocks_are_the_original_scripts_lines():
+    metrics = {"eval_loss": 0.6, "eval_accuracy": 0.75, "loss": 0.6}
+    assert selection.eval_block(metrics, 200, selection.GLUE_FORMAT, "eval_accuracy", 0.5,
+                                0.75) == ("eval_accuracy = 0.75\neval_loss = 0.6\n"
+                                          "global_step = 200\nloss = 0.6\nbest = 0.5\n"
+                                          + "=" * 50 + "\n")
+    assert selection.eval_block({"f1": 50.5, "exact_match": 40.0}, 7, selection.SQUAD_FORMAT,
+                                "f1", -1, 50.5, saved_from="o/model.ckpt-7") == (
+        "exact_match = 40.0\nf1 = 50.5\nglobal_step = 7\n"
+        "saved o/model.ckpt-7.data-00000-of-00001 to o/model.ckpt-best.data-00000-of-00001\n"
+        "saved o/model.ckpt-7.index to o/model.ckpt-best.index\nbest f1 = 50.5\n"
+        + "=" * 50 + "\n")
+    assert selection.eval_block({"masked_lm_accuracy": 0.2, "loss": 6.0}, 3,
+                                selection.PRETRAINING_FORMAT, "masked_lm_accuracy", 0, 0.2) == (
+        "global_step = 3\nloss = 6.0\nmasked_lm_accuracy = 0.2\n")
 
 
 class _Model(tf.Module):
@@ -41,15 +92,19 @@ def test_selector_keeps_the_best_and_skips_evaluated_steps(tmp_path, monkeypatch
     for step in (1, 2, 3):
         selector.evaluate_current(step)
     assert saved == [1, 3] and selector.best["global_step"] == 3
+    assert (tmp_path / "best_trial.txt").read_text() == "3:3:0.9"
+    text = (tmp_path / "eval_results.txt").read_text()
+    assert text.count("=" * 50) == 3 and "best = -1\n" in text and "best = 0.5\n" in text
     again = selection.CheckpointSelector("acc", str(tmp_path), _Model(), None, "classifier")
     assert again.best["value"] == 0.9 and sorted(again.results) == [1, 2, 3]
-    # ckpt-2 was evaluated already: evaluate_pending does not restore or evaluate it.
+    # ckpt-2 was evaluated already: evaluate_pending neither restores nor evaluates it.
     (tmp_path / "ckpt-2.index").write_text("")
     assert again.evaluate_pending() == 0
 
 
-def test_restore_trained_needs_the_head(tmp_path, monkeypatch):
+def test_a_checkpoint_without_the_head_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(selection.checkpoints, "is_object_based", lambda prefix: True)
     monkeypatch.setattr(selection.checkpoints, "restore_object_checkpoint",
                         lambda model, prefix: ["albert"])
     with pytest.raises(UserError, match="holds no classifier head"):
-        selection.restore_trained(types.SimpleNamespace(), "ckpt-4", "classifier")
+        selection.restore_checkpoint(object(), "ckpt-4", "classifier")

@@ -35,7 +35,7 @@ def test_training_reduces_loss_and_writes_checkpoints(tmp_path):
     metrics = trainer.train(data)
     assert metrics["loss"] < 0.4 * first
     assert int(opt.iterations.numpy()) == 60
-    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-60")
+    assert [step for step, _ in training.object_checkpoints(str(tmp_path))] == [20, 40, 60]
     assert sorted(p for p in os.listdir(tmp_path) if p.endswith(".index")) == [
         "ckpt-20.index", "ckpt-40.index", "ckpt-60.index"]
     assert os.listdir(tmp_path / "train")  # TensorBoard events
@@ -73,22 +73,74 @@ def test_resume_gives_identical_weights(tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
-def test_non_finite_loss_stops_and_keeps_last_checkpoint(tmp_path):
-    strategy = tf.distribute.get_strategy()
-    model, opt = build(strategy)
+def _poisoned(after_calls, when_training=True):
+    """The pretraining loss, NaN once it has been called `after_calls` times (counting
+    only calls with training == when_training)."""
     calls = tf.Variable(0)
 
-    def exploding_loss(model, features, training):
+    def loss_fn(model, features, training):
         loss, parts = pretraining.pretraining_loss_fn(model, features, training)
+        if training != when_training:
+            return loss, parts
         calls.assign_add(1)
-        poison = tf.where(calls > 6, np.float32(np.nan), np.float32(0.0))
-        return loss + poison, parts
+        return loss + tf.where(calls > after_calls, np.float32(np.nan), np.float32(0.0)), parts
+    return loss_fn
 
+
+def test_non_finite_loss_stops_and_names_the_last_good_checkpoint(tmp_path):
+    strategy = tf.distribute.get_strategy()
+    model, opt = build(strategy)
     trainer = make_trainer(model, opt, tmp_path, steps=12, batch=8, save_every=4,
-                           loss_fn=exploding_loss)
-    with pytest.raises(training.NonFiniteLossError, match="ckpt-4"):
+                           loss_fn=_poisoned(6))
+    with pytest.raises(training.NonFiniteLossError, match=r"steps 5-8: .*ckpt-4, holds finite"):
         trainer.train(dataset_fn(8))
-    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-4")
+    assert [step for step, _ in training.object_checkpoints(str(tmp_path))] == [4]
+
+
+def test_weights_with_a_non_finite_loss_are_not_saved(tmp_path):
+    """The training loss of steps 1-4 is finite, but the weights after step 4 give NaN:
+    the save at step 4 is refused and nothing is written."""
+    strategy = tf.distribute.get_strategy()
+    model, opt = build(strategy)
+    trainer = make_trainer(model, opt, tmp_path, steps=12, batch=8, save_every=4,
+                           loss_fn=_poisoned(0, when_training=False))
+    with pytest.raises(training.NonFiniteLossError,
+                       match="after step 4 .* not saved; stopping .no checkpoint was written"):
+        trainer.train(dataset_fn(8))
+    assert training.object_checkpoints(str(tmp_path)) == []
+
+
+def test_signal_stops_after_a_checkpoint_and_resume_is_identical(tmp_path):
+    """SIGINT arrives during steps 5-8: the loop finishes, ckpt-8 is written (not a
+    regular save step), TrainingInterrupted names it; resuming ends with the weights of
+    an uninterrupted run, bit for bit."""
+    import signal
+
+    strategy = tf.distribute.get_strategy()
+    straight, opt = build(strategy)
+    make_trainer(straight, opt, tmp_path / "straight", steps=12, batch=8,
+                 save_every=12).train(dataset_fn(8))
+
+    calls = tf.Variable(0)
+
+    def interrupting_loss(model, features, training):
+        if training:
+            calls.assign_add(1)
+            tf.cond(tf.equal(calls, 6), lambda: tf.py_function(
+                lambda: os.kill(os.getpid(), signal.SIGINT) or 0, [], tf.int32),
+                lambda: tf.constant(0))
+        return pretraining.pretraining_loss_fn(model, features, training)
+
+    first, opt1 = build(strategy)
+    with pytest.raises(training.TrainingInterrupted, match="SIGINT at step 8") as stop:
+        make_trainer(first, opt1, tmp_path / "run", steps=12, batch=8, save_every=12,
+                     loss_fn=interrupting_loss).train(dataset_fn(8))
+    assert stop.value.signum == signal.SIGINT and stop.value.checkpoint.endswith("ckpt-8")
+    second, opt2 = build(strategy, seed=99)
+    make_trainer(second, opt2, tmp_path / "run", steps=12, batch=8,
+                 save_every=12).train(dataset_fn(8))
+    for a, b in zip(weights(straight), weights(second)):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_loop_config_validation():
