@@ -144,10 +144,11 @@ class EncoderKernels:
       * Each block's kernels and biases are cast to the compute dtype once, not
         at every layer that applies it (mixed_bfloat16); a sublayer shared
         between blocks once, for all of them.
-      * `paths.fused_inference_qkv`, inference without output rows: Q, K and V
-        as one kernel [H, 3H] (`BlockWeights.fused_qkv`); otherwise separate
-        (in training the fused product's split and its gradient's concat cost
-        more than two extra oneDNN calls).
+      * `paths.fused_inference_qkv`, inference where every block computes all
+        rows: Q, K and V as one kernel [H, 3H] (`BlockWeights.fused_qkv`);
+        otherwise separate (selected rows take queries of those rows only; in
+        training the fused product's split and its gradient's concat cost more
+        than two extra oneDNN calls).
       * `paths.last_layer_row_selection`, given output rows: the last block
         computes only those rows; otherwise it computes all S and they are
         gathered from its output.
@@ -170,28 +171,27 @@ class EncoderKernels:
         self.select_rows = output_rows is not None and paths.last_layer_row_selection
         fused_qkv = paths.fused_inference_qkv and not training and not self.select_rows
         self.summed_gradients = training and paths.summed_kernel_gradients and shares_weights
-        # key -> tensor; a key is (owning block's name, sublayer, "kernel" or "bias").
+        # key -> tensor; a key is (owning block's name, product name, "kernel" or "bias").
         self.tensors = {}
-        self.names = {}  # block -> {sublayer: key of its kernel}, the biases' keys alike
+        self.names = {}  # block -> {product name: its tensors' key less the kind}
         owners = {}  # id(sublayer) -> name of the first block that has it
         for block in blocks:
-            sublayers = {name: getattr(block, name) for name in DENSE_SUBLAYERS}
-            for layer in sublayers.values():
-                owners.setdefault(id(layer), block.name)
-            # name -> the sublayers whose kernels side by side it multiplies by
-            products = {name: [layer] for name, layer in sublayers.items()}
+            dense = {name: getattr(block, name) for name in DENSE_SUBLAYERS}
+            for sublayer in dense.values():
+                owners.setdefault(id(sublayer), block.name)
+            # product name -> the sublayers whose kernels, side by side, it multiplies by
+            products = {name: [sublayer] for name, sublayer in dense.items()}
             if fused_qkv:
                 products = {"qkv": [products.pop(name)[0] for name in _QKV], **products}
-            self.names[block] = {name: (owners[id(layers[0])], name)
-                                 for name, layers in products.items()}
-            for name, layers in products.items():
+            self.names[block] = {}
+            for name, sublayers in products.items():
+                prefix = self.names[block][name] = (owners[id(sublayers[0])], name)
                 for kind, axis in (("kernel", 1), ("bias", 0)):
-                    key = self.names[block][name] + (kind,)
-                    if key not in self.tensors:  # a shared sublayer: cast by its owner
-                        parts = [tf.cast(getattr(layer, kind), block.compute_dtype)
-                                 for layer in layers]
-                        self.tensors[key] = (parts[0] if len(parts) == 1
-                                             else tf.concat(parts, axis=axis))
+                    if prefix + (kind,) in self.tensors:  # a shared sublayer, cast by its owner
+                        continue
+                    parts = [tf.cast(getattr(s, kind), block.compute_dtype) for s in sublayers]
+                    self.tensors[prefix + (kind,)] = (parts[0] if len(parts) == 1
+                                                      else tf.concat(parts, axis=axis))
 
     def run(self, layers, x):
         """Runs `layers(x, weights, last_rows)`, which applies the blocks to x
