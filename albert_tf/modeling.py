@@ -7,6 +7,10 @@ applications over G parameter groups of I blocks each, and the pooler.
 
 Inputs are dicts of int32 [B, S] tensors: `input_ids`, `input_mask` (1 real,
 0 padding; default all ones) and `segment_ids` (token types; default zeros).
+
+The encoder's speed paths (albert_tf.speed_paths) are chosen when a call is
+traced and applied by `EncoderKernels` (albert_tf.shared_kernels); the model
+code itself is the plain computation.
 """
 
 from __future__ import annotations
@@ -37,7 +41,9 @@ def _int_input(inputs, name, required=True):
         if required:
             raise ValueError(f"ALBERT inputs are missing {name!r}; got keys {sorted(inputs)}")
         return None
-    x = tf.convert_to_tensor(inputs[name]) if not isinstance(inputs[name], tf.Tensor) else inputs[name]
+    x = inputs[name]
+    if not isinstance(x, tf.Tensor):
+        x = tf.convert_to_tensor(x)
     if not x.dtype.is_integer:
         raise TypeError(f"ALBERT input {name!r} must be an integer tensor "
                         f"(int32 ids), got dtype {x.dtype.name}")
@@ -265,18 +271,20 @@ class AlbertPretrainer(keras.Model):
       sop_logits [B, 2] float32 (label 0 = original order, 1 = swapped).
     Losses and metrics of the original are in albert_tf/losses.py.
 
-    `full_sequence_output=False` (what pretraining uses): the last block
-    computes only the [CLS] row and the masked positions, the only rows the
-    two heads read (same logits; `sequence_output` is then [B, Pm, H] at
-    the masked positions).
+    `full_sequence_output=False` (what pretraining uses): the encoder returns
+    only the [CLS] row and the masked positions, the only rows the two heads
+    read, and on CPUs its last block computes only those (same logits;
+    `sequence_output` is then [B, Pm, H] at the masked positions).
     """
 
     def __init__(self, config, full_sequence_output=True, **kwargs):
         kwargs.setdefault("name", "albert_pretrainer")
         super().__init__(**kwargs)
+        # === Config ===
         config = _as_config(config)
         self.config = config
         self.full_sequence_output = full_sequence_output
+        # === Layers ===
         self.albert = AlbertModel(config, name="albert")
         self.masked_lm = MaskedLMHead(
             embedding_size=config.embedding_size, vocab_size=config.vocab_size,
