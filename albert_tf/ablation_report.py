@@ -6,7 +6,7 @@ albert_tf/ablations.py); TensorFlow is not needed, matplotlib only for the PNG f
 
 Statistics: each cell is the mean over the row's seeds ± the sample standard deviation
 (n - 1 in the denominator); a cell is "within noise" of its reference row's cell when the
-difference of the means is smaller than two standard errors of that difference,
+difference of the means is at most two standard errors of that difference,
 2 * sqrt(s1^2 / n1 + s2^2 / n2) (about a 95% band for large n; at n = 3 a difference just
 outside it is only suggestive). Cells of rows with fewer than two seeds are not compared.
 """
@@ -25,7 +25,7 @@ INTRINSIC = (("masked_lm_accuracy", "MLM acc"), ("sop_accuracy", "SOP acc"),
              ("nsp_accuracy", "NSP acc"))
 WITHIN_NOISE = "≈"
 NOISE_RULE = (f"{WITHIN_NOISE}: within noise of the (ref) row it is compared with, i.e. "
-              "|difference of the means| < 2 sqrt(s^2/n + s_ref^2/n_ref) (two standard errors "
+              "|difference of the means| <= 2 sqrt(s^2/n + s_ref^2/n_ref) (two standard errors "
               "of the difference); not marked when either row has n < 2.")
 
 
@@ -45,22 +45,22 @@ def mean_std(values) -> tuple[float, float | None, int]:
 
 
 def within_noise(a: tuple, b: tuple) -> bool | None:
-    """Whether two (mean, std, n) differ by less than two standard errors of the difference;
+    """Whether two (mean, std, n) differ by at most two standard errors of the difference;
     None when either has n < 2 (no std, nothing to compare with)."""
     (mean_a, std_a, n_a), (mean_b, std_b, n_b) = a, b
     if std_a is None or std_b is None:
         return None
-    return abs(mean_a - mean_b) < 2 * math.sqrt(std_a ** 2 / n_a + std_b ** 2 / n_b)
+    return abs(mean_a - mean_b) <= 2 * math.sqrt(std_a ** 2 / n_a + std_b ** 2 / n_b)
 
 
 def row_scores(row: dict, task_titles: dict) -> dict[str, float]:
     """Column title -> value (x100; SQuAD F1 as is) of one (label, seed) row: the intrinsic
-    accuracies, each task's best dev score and, when every task ran, their average."""
+    accuracies, each task's best dev score and, with several tasks, their average."""
     scores = {title: 100 * row[key] for key, title in INTRINSIC if key in row}
     tasks = {task_titles[t]: v["value"] * (1 if t.startswith("squad") else 100)
              for t, v in row.get("tasks", {}).items()}
     scores.update(tasks)
-    if tasks:
+    if len(tasks) > 1:
         scores["Avg"] = sum(tasks.values()) / len(tasks)
     return scores
 
@@ -123,8 +123,8 @@ def summary_table(rows: list[dict], labels: list[str], references: dict,
         cells += [_cell(s["scores"].get(c), ref and ref["scores"].get(c)) for c in columns]
         lines.append("| " + " | ".join(cells) + " |")
     seeds = sorted({seed for s in summary.values() for seed in s["seeds"]})
-    notes = [f"Mean ± sample standard deviation (n - 1) over n pretraining seeds (seeds "
-             f"{', '.join(map(str, seeds))}). Accuracies and scores x100; SQuAD: F1."]
+    notes = [(f"Mean ± sample standard deviation (n - 1) over n pretraining seeds (seeds "
+              f"{', '.join(map(str, seeds))}). Accuracies and scores x100; SQuAD: F1.")]
     if is_reference:
         groups = {ref: [label for label in summary if references.get(label) == ref]
                   for ref in summary if ref in is_reference}
@@ -258,9 +258,13 @@ def write_study_report(study_dir, study: str, rows: list[dict], labels: list[str
     bars = {c: [summary[label]["scores"].get(c) for label in summary] for c in columns}
     counts = {s["n"] for s in summary.values()}
     path = os.path.join(study_dir, "results.png")
-    plots.study_bars(path, f"{study}: mean ± std over "
-                     + (f"{counts.pop()} seeds" if len(counts) == 1 else "seeds (n: results.md)"),
-                     list(summary), bars, [label in is_reference for label in summary])
+    if counts == {1}:
+        title = f"{study}: one seed (no error bars)"
+    else:
+        title = f"{study}: mean ± std over " + (f"{counts.pop()} seeds" if len(counts) == 1
+                                                 else "seeds (n: results.md)")
+    plots.study_bars(path, title, list(summary), bars,
+                     [label in is_reference for label in summary])
     written.append(path)
     curves = curve_summary(rows, labels)
     if curves:

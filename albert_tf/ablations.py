@@ -325,21 +325,26 @@ def _tasks(o: AblationOptions) -> tuple:
     return ()
 
 
-def _demo_text_sequences(o: AblationOptions, tokenizer):
-    text_file = o.smoothness_text_file or str(sorted((DEMO_DIR / "corpus").glob("part-*.txt"))[-1])
+def _held_out_sequences(o: AblationOptions, tokenizer):
+    """The smoothness study's sequences: --smoothness_text_file, default the demo corpus part
+    that pretraining holds out, in `tokenizer`'s vocabulary."""
+    corpus = sorted((DEMO_DIR / "corpus").glob("part-*.txt"))
+    text_file = o.smoothness_text_file or str(corpus[-1])
     return smoothness.text_sequences(text_file, tokenizer,
                                      pretraining.DEMO_SETTINGS["max_seq_length"],
                                      o.smoothness_max_sequences)
 
 
-def read_rows(results_path) -> list[dict]:
-    """The rows of a results.json (none when it does not exist)."""
+def read_rows(results_path, default_seed: int) -> list[dict]:
+    """The rows of a results.json (none when it does not exist). Rows written before seeds
+    were recorded count as run with `default_seed` (--random_seed)."""
     text = fileio.read_text(results_path)
     rows = json.loads(text) if text else []
     for row in rows:
         if "random_seed" not in row:
-            raise UserError(f"{results_path}: row {row.get('label')!r} has no random_seed; add "
-                            "the seed it was run with (--random_seed, default 12345)")
+            _logger.info("%s: row %r has no random_seed: counted as seed %d", results_path,
+                         row["label"], default_seed)
+            row["random_seed"] = default_seed
     return rows
 
 
@@ -353,7 +358,7 @@ def run(o: AblationOptions) -> list[dict]:
     study_dir = os.path.join(o.output_dir, o.study)
     os.makedirs(study_dir, exist_ok=True)
     results_path = os.path.join(study_dir, "results.json")
-    rows = read_rows(results_path)
+    rows = read_rows(results_path, o.random_seed)
     settings = _settings(o, tasks)
     _check_same_settings(rows, settings, results_path)
     study = STUDIES[o.study]
@@ -390,7 +395,7 @@ def run(o: AblationOptions) -> list[dict]:
             if o.study == "smoothness":
                 encoder, tokenizer = smoothness.load_model(pretrain_dir, spm_model)
                 if sequences is None:
-                    sequences = _demo_text_sequences(o, tokenizer)
+                    sequences = _held_out_sequences(o, tokenizer)
                 row["smoothness"] = smoothness.measure(encoder, sequences)
             for task in tasks:
                 start = time.time()
@@ -405,7 +410,8 @@ def run(o: AblationOptions) -> list[dict]:
             write_report(o.study, study_dir, rows)
             _logger.info("%s: %s (seed %d) done: %s", o.study, variant.label, seed,
                          json.dumps({k: v for k, v in row.items() if k != "curve"}))
-    write_report(o.study, study_dir, rows)
+    if rows:  # also redraws the pictures of a finished study (e.g. once matplotlib is there)
+        write_report(o.study, study_dir, rows)
     return rows
 
 
@@ -441,7 +447,7 @@ def measure_checkpoints(o: AblationOptions) -> str:
     demo_spm = str(DEMO_DIR / "spm.model")
     for label, path in models:
         encoder, tokenizer = smoothness.load_model(path, demo_spm)
-        measurements[label] = [smoothness.measure(encoder, _demo_text_sequences(o, tokenizer))]
+        measurements[label] = [smoothness.measure(encoder, _held_out_sequences(o, tokenizer))]
         sources[label] = path
         _logger.info("%s: %s", label, json.dumps(measurements[label][0]))
     text = ("# Layer input vs output (Figure 1)\n\n"

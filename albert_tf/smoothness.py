@@ -20,6 +20,7 @@ serves any model: ours, a released ALBERT folder, or a Google BERT checkpoint (i
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -58,7 +59,7 @@ def transition_sums(states: list[np.ndarray], mask: np.ndarray) -> dict[str, np.
     """
     real = np.asarray(mask).astype(bool)
     sums = {"l2_distance": [], "cosine_similarity": [], "angle_degrees": []}
-    for before, after in zip(states[:-1], states[1:]):
+    for before, after in itertools.pairwise(states):
         x = np.asarray(before, np.float64)[real]  # [T, H]
         y = np.asarray(after, np.float64)[real]
         cosine = np.sum(x * y, -1) / (np.linalg.norm(x, axis=-1) * np.linalg.norm(y, axis=-1))
