@@ -1,20 +1,28 @@
-"""The paper's ablation studies at small scale (Tables 3, 4, 5, 8 and 11).
+"""The paper's ablation studies at small scale (Tables 3, 4, 5, 8, 11 and Figure 1).
 
 A study is a list of variants of the demo model (`albert_tiny`: L = 4, H = 128,
 E = 64, F = 512, all layers shared). Every variant is pretrained on the demo
-corpus with the demo's settings (`pretraining.DEMO_SETTINGS`, LAMB), then
-measured as the paper measures:
+corpus with the demo's settings (`pretraining.DEMO_SETTINGS`, LAMB) once per
+seed (`--seeds`: random_seed, random_seed + 1, ...; the TFRecords are built once
+per seed), then measured as the paper measures:
 
 - intrinsic (Table 5's columns): masked-LM accuracy, and the sentence head's
   accuracy on held-out sentence-order (SOP) pairs and on held-out next-sentence
   (NSP, random other document) pairs;
+- a learning curve: held-out masked-LM accuracy every `--eval_every_steps`
+  (Figure 2), read from the run's eval_results.txt;
 - downstream: fine-tuned on demo tasks (the paper's SQuAD1.1, SQuAD2.0, MNLI,
   SST-2 and RACE by default) with the README's demo settings; the best
-  checkpoint on dev counts, as in the original.
+  checkpoint on dev counts, as in the original;
+- the `smoothness` study (Figure 1) measures, instead of fine-tuning, how much
+  each layer changes its input (albert_tf/smoothness.py) for an all-shared and a
+  not-shared model of the same shape; with `--smoothness_checkpoints` it trains
+  nothing and measures the given checkpoints (e.g. released ALBERT and BERT).
 
-Each finished variant is appended to `<output_dir>/<study>/results.json` and
-the Markdown table `results.md` is rewritten (both atomically), so an
-interrupted study resumes at the first unfinished variant.
+Each finished (variant, seed) is appended to `<output_dir>/<study>/results.json`
+and `results.md` (mean ± std over seeds, albert_tf/ablation_report.py) and the
+pictures are rewritten, so an interrupted study resumes at the first unfinished
+(variant, seed).
 """
 
 from __future__ import annotations
@@ -25,8 +33,10 @@ import logging
 import os
 import time
 
-from albert_tf import fileio, pretraining
+from albert_tf import ablation_report, fileio, plots, pretraining, smoothness
 from albert_tf.config import AlbertConfig, preset
+from albert_tf.errors import UserError
+from albert_tf.options import REQUIRED, Options, check, option
 
 _logger = logging.getLogger(__name__)
 
@@ -43,12 +53,15 @@ class Variant:
     include `cross_layer_sharing`). sentence_task: pretraining pairs, "sop" or
     "nsp". sentence_order_loss_weight: 0 trains the masked LM alone.
     warm_start: initialise from the previous row's final weights (Table 11).
+    reference: the label of the row this one is compared with (the paper's
+    baseline; None for that row itself).
     """
     label: str
     config: dict
     sentence_task: str = "sop"
     sentence_order_loss_weight: float = 1.0
     warm_start: bool = False
+    reference: str | None = None
 
 
 def _sharing(name: str, layers: int = TINY.num_hidden_layers) -> dict:
@@ -59,44 +72,71 @@ def _sharing(name: str, layers: int = TINY.num_hidden_layers) -> dict:
             "not-shared": {"num_hidden_groups": layers}}[name]
 
 
-# The paper's E of 64..768 at H = 768 become 16..128 at H = 128.
+def _compared_with(reference: str, label: str) -> str | None:
+    return None if label == reference else reference
+
+
+# The paper's E of 64..768 at H = 768 become 16..128 at H = 128. References: the demo model
+# (all-shared, E = 64, SOP, no dropout, L = 4) wherever a study has it; Table 4 compares
+# within each E.
 STUDIES = {
     "embedding_size": [  # Table 3
-        Variant(f"{sharing} E={e}", {"embedding_size": e, **_sharing(sharing)})
+        Variant(f"{sharing} E={e}", {"embedding_size": e, **_sharing(sharing)},
+                reference=_compared_with("all-shared E=64", f"{sharing} E={e}"))
         for sharing in ("not-shared", "all-shared") for e in (16, 32, 64, 128)],
     "sharing": [  # Table 4
-        Variant(f"E={e} {sharing}", {"embedding_size": e, **_sharing(sharing)})
+        Variant(f"E={e} {sharing}", {"embedding_size": e, **_sharing(sharing)},
+                reference=_compared_with(f"E={e} all-shared", f"E={e} {sharing}"))
         for e in (128, 64)
         for sharing in ("all-shared", "shared-attention", "shared-FFN", "not-shared")],
     "sentence_loss": [  # Table 5
-        Variant("None", {}, "sop", 0.0),
-        Variant("NSP", {}, "nsp"),
+        Variant("None", {}, "sop", 0.0, reference="SOP"),
+        Variant("NSP", {}, "nsp", reference="SOP"),
         Variant("SOP", {}, "sop"),
     ],
     "dropout": [  # Table 8
-        Variant("with dropout", {"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}),
+        Variant("with dropout", {"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1},
+                reference="without dropout"),
         Variant("without dropout", {}),
     ],
     "layers": [  # Table 11: each depth from 2 on starts from the previous depth's weights
-        Variant(f"L={layers}", {"num_hidden_layers": layers}, warm_start=layers > 1)
+        Variant(f"L={layers}", {"num_hidden_layers": layers}, warm_start=layers > 1,
+                reference=_compared_with("L=4", f"L={layers}"))
         for layers in (1, 2, 4, 8)],
+    "smoothness": [  # Figure 1: ALBERT-style vs BERT-style sharing, same shape
+        Variant(sharing, _sharing(sharing)) for sharing in ("all-shared", "not-shared")],
 }
 
 
-@dataclasses.dataclass
-class AblationOptions:
-    """What run_ablations.py's flags decide."""
-    study: str
-    output_dir: str
-    num_train_steps: int = pretraining.DEMO_SETTINGS["num_train_steps"]
-    tasks: tuple = PAPER_TASKS
-    variants: tuple = ()  # labels to run (default all)
-    random_seed: int = 12345
-    dupe_factor: int = 10  # passes over the demo corpus when building the TFRecords
-
-
-class AblationError(ValueError):
-    """Options that cannot work; the message names the option."""
+@dataclasses.dataclass(kw_only=True)
+class AblationOptions(Options):
+    """What run_ablations.py's flags decide (each field is also the flag)."""
+    study: str = option("sharing", "Which ablation to run.", choices=STUDIES)
+    output_dir: str = option(REQUIRED, "Data, models and results go here.")
+    num_train_steps: int = option(
+        pretraining.DEMO_SETTINGS["num_train_steps"],
+        "Pretraining steps per variant (batch 32, sequence length 128).", minimum=10)
+    tasks: tuple[str, ...] = option(
+        PAPER_TASKS, "Downstream demo tasks (empty: intrinsic metrics only; the smoothness "
+        "study fine-tunes nothing); known: squad_v1, squad_v2, race and the GLUE tasks.")
+    variants: tuple[str, ...] = option((), "Labels of the study's rows to run (default all).")
+    random_seed: int = option(12345, "Seed of data, initialisation and order (the first seed).")
+    seeds: int = option(1, "Pretraining seeds per row: random_seed, random_seed + 1, ...; "
+                        "results.md shows mean ± std over them.", minimum=1)
+    dupe_factor: int = option(10, "Passes over the demo corpus when building the pretraining "
+                              "data.", minimum=1)
+    eval_every_steps: int = option(
+        200, "Held-out masked-LM accuracy every this many pretraining steps (the learning "
+        "curves; each such checkpoint is kept); 0: no curve.", minimum=0)
+    smoothness_checkpoints: tuple[str, ...] = option(
+        (), "--study=smoothness: measure these models instead of training two, as "
+        "label=path (a release folder, a run_pretraining.py output folder, a Google BERT "
+        "folder with bert_config.json, or a checkpoint prefix in such a folder).")
+    smoothness_text_file: str | None = option(
+        None, "--study=smoothness: held-out text (pretraining input format) to measure on; "
+        "default the demo corpus part pretraining holds out.")
+    smoothness_max_sequences: int = option(
+        256, "--study=smoothness: sequences (of 128 tokens at most) measured.", minimum=1)
 
 
 # --------------------------------------------------------------------------------------
@@ -173,143 +213,275 @@ def _demo_data(output_dir, seed, dupe_factor, train_tasks):
     return data, spm_model
 
 
-def pretrain(variant, config, folder, data, num_train_steps, seed, init_checkpoint=None):
-    """Pretrains one variant into `folder` (resumes if a checkpoint is there)."""
+def pretrain(variant, config, folder, data, num_train_steps, seed, init_checkpoint=None,
+             eval_every_steps=0):
+    """Pretrains one variant into `folder` (resumes if a checkpoint is there). With
+    `eval_every_steps`, a checkpoint is kept every that many steps (the learning curve)
+    and the model is evaluated on the SOP held-out data at the start and the end."""
     config_file = os.path.join(folder, "albert_config.json")
     os.makedirs(folder, exist_ok=True)
     config.to_json_file(config_file)
-    train, held_out = data[variant.sentence_task]
     s = pretraining.DEMO_SETTINGS
+    every = eval_every_steps or num_train_steps
     return pretraining.run(pretraining.PretrainingOptions(
-        output_dir=folder, albert_config_file=config_file, input_file=train, eval_file=held_out,
+        output_dir=folder, albert_config_file=config_file,
+        input_file=data[variant.sentence_task][0], eval_file=data["sop"][1],
         init_checkpoint=init_checkpoint, num_train_steps=num_train_steps,
         num_warmup_steps=min(s["num_warmup_steps"], num_train_steps // 10),
-        save_checkpoints_steps=num_train_steps, do_eval=False, random_seed=seed,
+        save_checkpoints_steps=every, keep_checkpoint_max=-(-num_train_steps // every) + 1,
+        do_eval=eval_every_steps > 0, random_seed=seed,
         sentence_order_loss_weight=variant.sentence_order_loss_weight,
         **{k: s[k] for k in ("max_seq_length", "max_predictions_per_seq", "train_batch_size",
                              "eval_batch_size", "learning_rate", "iterations_per_loop",
                              "max_eval_steps")}))
 
 
-def intrinsic_metrics(config, folder, data):
-    """Masked-LM accuracy (SOP held-out data) and the sentence head's accuracy on held-out
-    SOP and NSP pairs, from the latest checkpoint in `folder`."""
+def _restored_pretrainer(config, checkpoint):
+    import tensorflow as tf
+
+    from albert_tf.modeling import AlbertPretrainer
+
+    model = AlbertPretrainer(config, full_sequence_output=False)
+    model.build()
+    tf.train.Checkpoint(model=model).restore(checkpoint).expect_partial()
+    return model
+
+
+def _held_out_metrics(model, eval_file):
     import tensorflow as tf
 
     from albert_tf.data.input_pipeline import pretraining_dataset
-    from albert_tf.modeling import AlbertPretrainer
 
     s = pretraining.DEMO_SETTINGS
-    strategy = tf.distribute.get_strategy()
-    model = AlbertPretrainer(config, full_sequence_output=False)
-    model.build()
-    tf.train.Checkpoint(model=model).restore(_latest_checkpoint(folder)).expect_partial()
+
+    def dataset_fn(ctx):
+        return pretraining_dataset(eval_file, s["eval_batch_size"], s["max_seq_length"],
+                                   s["max_predictions_per_seq"], False, input_context=ctx)
+    return pretraining.evaluate(tf.distribute.get_strategy(), model, dataset_fn,
+                                s["max_eval_steps"])
+
+
+def intrinsic_metrics(config, folder, data):
+    """Masked-LM accuracy (SOP held-out data) and the sentence head's accuracy on held-out
+    SOP and NSP pairs, from the latest checkpoint in `folder`."""
+    model = _restored_pretrainer(config, _latest_checkpoint(folder))
     out = {}
     for task in ("sop", "nsp"):
-        def dataset_fn(ctx, path=data[task][1]):
-            return pretraining_dataset(path, s["eval_batch_size"], s["max_seq_length"],
-                                       s["max_predictions_per_seq"], False, input_context=ctx)
-        metrics = pretraining.evaluate(strategy, model, dataset_fn, s["max_eval_steps"])
+        metrics = _held_out_metrics(model, data[task][1])
         if task == "sop":
             out["masked_lm_accuracy"] = metrics["masked_lm_accuracy"]
         out[f"{task}_accuracy"] = metrics["sentence_order_accuracy"]
     return out
 
 
+def learning_curve(config, folder, eval_file) -> dict:
+    """Held-out masked-LM and sentence-order accuracy at each step of `folder`'s
+    eval_results.txt, after evaluating (and appending there) each kept checkpoint whose
+    step it lacks. Returns {"global_step": [...], "masked_lm_accuracy": [...],
+    "sentence_order_accuracy": [...]}, by step."""
+    import tensorflow as tf
+
+    path = os.path.join(folder, "eval_results.txt")
+    known = ablation_report.read_eval_results(path)
+    state = tf.train.get_checkpoint_state(folder)
+    for checkpoint in (state.all_model_checkpoint_paths if state else []):
+        step = int(checkpoint.rsplit("-", 1)[1])
+        if step not in known:
+            metrics = _held_out_metrics(_restored_pretrainer(config, checkpoint), eval_file)
+            pretraining.write_eval_results(folder, metrics, step)
+    known = ablation_report.read_eval_results(path)
+    keys = ("masked_lm_accuracy", "sentence_order_accuracy")
+    steps = [step for step, metrics in known.items() if all(k in metrics for k in keys)]
+    return {"global_step": steps, **{k: [known[step][k] for step in steps] for k in keys}}
+
+
 # --------------------------------------------------------------------------------------
 # A study
 # --------------------------------------------------------------------------------------
 def resolve(o: AblationOptions) -> list[Variant]:
-    """The variants to run; AblationError names the bad option."""
-    if o.study not in STUDIES:
-        raise AblationError(f"--study={o.study!r}; known: {', '.join(STUDIES)}")
+    """The variants to run; UserError names the bad option."""
+    check(o)
     unknown = [t for t in o.tasks if t not in TASKS]
     if unknown:
-        raise AblationError(f"--tasks: unknown {', '.join(unknown)}; known: {', '.join(TASKS)}")
-    if o.num_train_steps < 10:
-        raise AblationError(f"--num_train_steps={o.num_train_steps}: at least 10")
+        raise UserError(f"--tasks: unknown {', '.join(unknown)}; known: {', '.join(TASKS)}")
+    if o.smoothness_checkpoints and o.study != "smoothness":
+        raise UserError(f"--smoothness_checkpoints: only with --study=smoothness, not "
+                        f"--study={o.study}")
     variants = STUDIES[o.study]
     labels = [v.label for v in variants]
     missing = [v for v in o.variants if v not in labels]
     if missing:
-        raise AblationError(f"--variants: {', '.join(map(repr, missing))} not in study "
-                            f"{o.study!r} ({'; '.join(labels)})")
+        raise UserError(f"--variants: {', '.join(map(repr, missing))} not in study "
+                        f"{o.study!r} ({'; '.join(labels)})")
     return [v for v in variants if not o.variants or v.label in o.variants]
 
 
-def run(o: AblationOptions) -> list[dict]:
-    """Runs the study's variants not yet in results.json; returns all its rows."""
-    import sentencepiece as spm
+def _tasks(o: AblationOptions) -> tuple:
+    """The downstream tasks the study runs (none for the smoothness study)."""
+    if o.study != "smoothness":
+        return o.tasks
+    if "tasks" in o.given and o.tasks:
+        _logger.warning("--tasks is ignored by the smoothness study (it fine-tunes nothing)")
+    return ()
 
-    variants = resolve(o)
-    study_dir = os.path.join(o.output_dir, o.study)
-    os.makedirs(study_dir, exist_ok=True)
-    results_path = os.path.join(study_dir, "results.json")
-    rows = json.loads(fileio.read_text(results_path)) if os.path.exists(results_path) else []
-    settings = _settings(o)
-    _check_same_settings(rows, settings, results_path)
-    done = {r["label"] for r in rows}
-    data, spm_model = _demo_data(o.output_dir, o.random_seed, o.dupe_factor,
-                                 {v.sentence_task for v in variants})
-    vocab_size = spm.SentencePieceProcessor(model_file=spm_model).get_piece_size()
-    previous = None
-    for index, variant in enumerate(STUDIES[o.study]):
-        folder = os.path.join(study_dir, f"{index:02d}")
-        if variant not in variants:
-            previous = folder
-            continue
-        if variant.label in done:
-            _logger.info("%s: %s already done", o.study, variant.label)
-            previous = folder
-            continue
-        config = variant_config(variant, vocab_size)
-        init = None
-        if variant.warm_start and previous is not None:
-            init = _latest_checkpoint(os.path.join(previous, "pretrain"))
-            if init is None:
-                raise AblationError(f"{variant.label} starts from the previous row's weights: "
-                                    f"run {STUDIES[o.study][index - 1].label!r} first")
-        _logger.info("%s: pretraining %s (%d parameters)", o.study, variant.label,
-                     config.num_parameters())
-        start = time.time()
-        pretrain(variant, config, os.path.join(folder, "pretrain"), data, o.num_train_steps,
-                 o.random_seed, init)
-        row = {"label": variant.label, "parameters": config.num_parameters(),
-               **{k: settings[k] for k in ("num_train_steps", "random_seed", "dupe_factor")},
-               "pretrain_seconds": round(time.time() - start, 1),
-               **intrinsic_metrics(config, os.path.join(folder, "pretrain"), data),
-               "tasks": {}}
-        for task in o.tasks:
-            summary = TASKS[task][0](os.path.join(folder, "pretrain"),
-                                     os.path.join(folder, task), o.random_seed)
-            best = summary["best"]
-            row["tasks"][task] = {"key": best["key"], "value": best["value"],
-                                  "global_step": best["global_step"]}
-        rows.append(row)
-        fileio.atomic_write_text(results_path, json.dumps(rows, indent=2) + "\n")
-        fileio.atomic_write_text(os.path.join(study_dir, "results.md"), markdown_table(rows))
-        _logger.info("%s: %s done: %s", o.study, variant.label, json.dumps(row))
-        previous = folder
+
+def _held_out_sequences(o: AblationOptions, tokenizer):
+    """The smoothness study's sequences: --smoothness_text_file, default the demo corpus part
+    that pretraining holds out, in `tokenizer`'s vocabulary."""
+    corpus = sorted((DEMO_DIR / "corpus").glob("part-*.txt"))
+    text_file = o.smoothness_text_file or str(corpus[-1])
+    return smoothness.text_sequences(text_file, tokenizer,
+                                     pretraining.DEMO_SETTINGS["max_seq_length"],
+                                     o.smoothness_max_sequences)
+
+
+def read_rows(results_path, default_seed: int) -> list[dict]:
+    """The rows of a results.json (none when it does not exist). Rows written before seeds
+    were recorded count as run with `default_seed` (--random_seed)."""
+    text = fileio.read_text(results_path)
+    rows = json.loads(text) if text else []
+    for row in rows:
+        if "random_seed" not in row:
+            _logger.info("%s: row %r has no random_seed: counted as seed %d", results_path,
+                         row["label"], default_seed)
+            row["random_seed"] = default_seed
     return rows
 
 
-def _settings(o: AblationOptions) -> dict:
+def run(o: AblationOptions) -> list[dict]:
+    """Runs the study's (variant, seed) pairs not yet in results.json, seed by seed;
+    rewrites results.json, results.md and the pictures after each; returns all rows."""
+    import sentencepiece as spm
+
+    variants = resolve(o)
+    tasks = _tasks(o)
+    study_dir = os.path.join(o.output_dir, o.study)
+    os.makedirs(study_dir, exist_ok=True)
+    results_path = os.path.join(study_dir, "results.json")
+    rows = read_rows(results_path, o.random_seed)
+    settings = _settings(o, tasks)
+    _check_same_settings(rows, settings, results_path)
+    study = STUDIES[o.study]
+    sequences = None
+    for seed in range(o.random_seed, o.random_seed + o.seeds):
+        done = {r["label"] for r in rows if r["random_seed"] == seed}
+        todo = [v for v in variants if v.label not in done]
+        for variant in variants:
+            if variant.label in done:
+                _logger.info("%s: %s (seed %d) already done", o.study, variant.label, seed)
+        if not todo:
+            continue
+        data, spm_model = _demo_data(o.output_dir, seed, o.dupe_factor,
+                                     {v.sentence_task for v in todo})
+        vocab_size = spm.SentencePieceProcessor(model_file=spm_model).get_piece_size()
+        for variant in todo:
+            index = study.index(variant)
+            folder = os.path.join(f"{index:02d}", f"seed{seed}")
+            pretrain_dir = os.path.join(study_dir, folder, "pretrain")
+            config = variant_config(variant, vocab_size)
+            init = _warm_start(study, index, seed, rows, study_dir) if variant.warm_start else None
+            _logger.info("%s: pretraining %s, seed %d (%d parameters)", o.study, variant.label,
+                         seed, config.num_parameters())
+            start = time.time()
+            pretrain(variant, config, pretrain_dir, data, o.num_train_steps, seed, init,
+                     o.eval_every_steps)
+            row = {"label": variant.label, "random_seed": seed, "folder": folder,
+                   "parameters": config.num_parameters(),
+                   **{k: settings[k] for k in ("num_train_steps", "dupe_factor")},
+                   "pretrain_seconds": round(time.time() - start, 1),
+                   **intrinsic_metrics(config, pretrain_dir, data), "tasks": {}}
+            if o.eval_every_steps:
+                row["curve"] = learning_curve(config, pretrain_dir, data["sop"][1])
+            if o.study == "smoothness":
+                encoder, tokenizer = smoothness.load_model(pretrain_dir, spm_model)
+                if sequences is None:
+                    sequences = _held_out_sequences(o, tokenizer)
+                row["smoothness"] = smoothness.measure(encoder, sequences)
+            for task in tasks:
+                start = time.time()
+                summary = TASKS[task][0](pretrain_dir, os.path.join(study_dir, folder, task),
+                                         seed)
+                best = summary["best"]
+                row["tasks"][task] = {"key": best["key"], "value": best["value"],
+                                      "global_step": best["global_step"],
+                                      "seconds": round(time.time() - start, 1)}
+            rows.append(row)
+            fileio.atomic_write_text(results_path, json.dumps(rows, indent=2) + "\n")
+            write_report(o.study, study_dir, rows)
+            _logger.info("%s: %s (seed %d) done: %s", o.study, variant.label, seed,
+                         json.dumps({k: v for k, v in row.items() if k != "curve"}))
+    if rows:  # also redraws the pictures of a finished study (e.g. once matplotlib is there)
+        write_report(o.study, study_dir, rows)
+    return rows
+
+
+def write_report(study: str, study_dir, rows) -> list[str]:
+    """results.md and the pictures of a study's rows (albert_tf/ablation_report.py)."""
+    variants = STUDIES[study]
+    return ablation_report.write_study_report(
+        study_dir, study, rows, [v.label for v in variants],
+        {v.label: v.reference for v in variants if v.reference},
+        {task: title for task, (_, title) in TASKS.items()})
+
+
+def _warm_start(study, index, seed, rows, study_dir):
+    """The final checkpoint of the previous row's run at `seed` (Table 11's warm start)."""
+    previous = study[index - 1]
+    row = next((r for r in rows if r["label"] == previous.label and r["random_seed"] == seed),
+               None)
+    # Rows of the single-seed layout (before --seeds) have no "folder": <index>/pretrain.
+    checkpoint = row and _latest_checkpoint(
+        os.path.join(study_dir, row.get("folder", f"{index - 1:02d}"), "pretrain"))
+    if not checkpoint:
+        raise UserError(f"{study[index].label} starts from the previous row's weights: run "
+                        f"{previous.label!r} with seed {seed} first")
+    return checkpoint
+
+
+def measure_checkpoints(o: AblationOptions) -> str:
+    """--study=smoothness --smoothness_checkpoints=label=path,...: measures each model on the
+    held-out text and writes <output_dir>/smoothness.{json,md,png}. Returns the Markdown."""
+    resolve(o)
+    models = smoothness.parse_model_flags(o.smoothness_checkpoints)
+    measurements, sources = {}, {}
+    demo_spm = str(DEMO_DIR / "spm.model")
+    for label, path in models:
+        encoder, tokenizer = smoothness.load_model(path, demo_spm)
+        measurements[label] = [smoothness.measure(encoder, _held_out_sequences(o, tokenizer))]
+        sources[label] = path
+        _logger.info("%s: %s", label, json.dumps(measurements[label][0]))
+    text = ("# Layer input vs output (Figure 1)\n\n"
+            + ablation_report.smoothness_table(measurements))
+    fileio.atomic_write_text(os.path.join(o.output_dir, "smoothness.json"), json.dumps(
+        {label: {"path": sources[label], **m[0]} for label, m in measurements.items()},
+        indent=2) + "\n")
+    fileio.atomic_write_text(os.path.join(o.output_dir, "smoothness.md"), text)
+    if plots.available():
+        plots.smoothness(
+            os.path.join(o.output_dir, "smoothness.png"), "Layer input vs output",
+            ablation_report.smoothness_summary(measurements))
+    else:
+        _logger.info(plots.MISSING)
+    return text
+
+
+def _settings(o: AblationOptions, tasks) -> dict:
     """What makes rows comparable: rows of one results.json must agree on all of it."""
-    return {"num_train_steps": o.num_train_steps, "tasks": sorted(o.tasks),
-            "random_seed": o.random_seed, "dupe_factor": o.dupe_factor}
+    return {"num_train_steps": o.num_train_steps, "tasks": sorted(tasks),
+            "dupe_factor": o.dupe_factor}
 
 
 def _check_same_settings(rows, settings, results_path):
-    """AblationError when a finished row was run with other settings (a resumed study would
+    """UserError when a finished row was run with other settings (a resumed study would
     otherwise mix them in one table)."""
     for row in rows:
         ran = {"num_train_steps": row["num_train_steps"], "tasks": sorted(row["tasks"]),
-               "random_seed": row.get("random_seed"), "dupe_factor": row.get("dupe_factor")}
+               "dupe_factor": row.get("dupe_factor")}
         differ = [k for k in settings if ran[k] is not None and ran[k] != settings[k]]
         if differ:
-            raise AblationError(
-                f"{results_path}: row {row['label']!r} was run with "
-                + ", ".join(f"{k}={ran[k]}" for k in differ) + " (now "
+            raise UserError(
+                f"{results_path}: row {row['label']!r} (seed {row['random_seed']}) was run "
+                "with " + ", ".join(f"{k}={ran[k]}" for k in differ) + " (now "
                 + ", ".join(f"{k}={settings[k]}" for k in differ)
                 + "); pass another --output_dir or delete that study's folder")
 
@@ -317,24 +489,3 @@ def _check_same_settings(rows, settings, results_path):
 def _latest_checkpoint(folder):
     import tensorflow as tf
     return tf.train.latest_checkpoint(folder)
-
-
-def markdown_table(rows: list[dict]) -> str:
-    """The rows as the paper's tables: parameters, intrinsic accuracies, each task's best
-    dev score (x100) and their average."""
-    tasks = list(dict.fromkeys(t for r in rows for t in r["tasks"]))
-    header = (["Variant", "Params", "MLM acc", "SOP acc", "NSP acc"]
-              + [TASKS[t][1] for t in tasks] + (["Avg"] if tasks else []))
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for r in rows:
-        scores = [r["tasks"][t]["value"] * (1 if t.startswith("squad") else 100)
-                  if t in r["tasks"] else None for t in tasks]
-        cells = [r["label"], f"{r['parameters'] / 1e6:.2f}M",
-                 *(f"{100 * r[k]:.1f}" for k in ("masked_lm_accuracy", "sop_accuracy",
-                                                   "nsp_accuracy")),
-                 *("" if s is None else f"{s:.1f}" for s in scores)]
-        if tasks:
-            known = [s for s in scores if s is not None]
-            cells.append(f"{sum(known) / len(known):.1f}" if len(known) == len(tasks) else "")
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"

@@ -21,9 +21,12 @@ What is fused, and what is not (measured on the bench machine):
     own kernels.
 
 Results equal the plain ops to float32 rounding (XLA's tanh differs in the
-last bits). `disabled()` makes everything traced inside it use the plain ops:
-for comparisons, for builds without XLA's JIT, and for SavedModels that must
-load on any TensorFlow build (albert_tf.export).
+last bits). Whether these kernels are used is the speed-path decision
+(`SpeedPaths.fused_elementwise`, albert_tf.speed_paths: yes on CPU-only machines,
+no with a GPU or TPU), read when a call is traced. `disabled()` makes everything
+traced inside it use the plain ops whatever the decision: for comparisons, for
+builds without XLA's JIT, and for SavedModels that must load on any TensorFlow
+build (albert_tf.export).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.framework import op_def_registry, ops
 from tensorflow.python.ops import control_flow_util
 
+from albert_tf import speed_paths
+
 GELU_C = math.sqrt(2.0 / math.pi)
 GELU_A = 0.044715
 
@@ -45,14 +50,16 @@ _state = threading.local()
 
 
 def enabled():
-    """Whether calls traced now use the fused kernels (XLA loops, oneDNN layer norm)."""
-    return getattr(_state, "enabled", True)
+    """Whether calls traced now use the fused kernels (XLA loops, oneDNN layer norm,
+    and the hand-written gradients of albert_tf.layers): the speed-path decision,
+    unless `disabled()` is in effect in this thread."""
+    return getattr(_state, "enabled", True) and speed_paths.choose().fused_elementwise
 
 
 @contextlib.contextmanager
 def disabled():
     """Within this block (this thread) the functions below trace as plain TensorFlow ops."""
-    previous = enabled()
+    previous = getattr(_state, "enabled", True)
     _state.enabled = False
     try:
         yield
@@ -112,16 +119,14 @@ def _onednn_layer_norm_usable(s):
     norm; our graphs never match its patterns (they need constant gamma and
     beta), so it is created directly. It exists only in TensorFlow's oneDNN
     CPU builds, has no gradient and no XLA lowering: plain ops in eager mode,
-    in XLA contexts (jit_compile, TPU), with a GPU or TPU present, or without
-    oneDNN; and while `tf.saved_model.save` traces, so that a SavedModel loads
-    on any build (functions traced before the save keep their graphs: trace
-    those inside `disabled()`)."""
+    in XLA contexts (jit_compile, TPU), without oneDNN, unless `enabled()` (so
+    not with a GPU or TPU present); and while `tf.saved_model.save` traces, so
+    that a SavedModel loads on any build (functions traced before the save keep
+    their graphs: trace those inside `disabled()`)."""
     return (enabled() and not tf.executing_eagerly() and not _saving()
             and s.dtype == tf.float32 and s.shape.rank in (2, 3)
             and not control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph())
-            and _onednn_layer_norm_registered()
-            and not tf.config.list_logical_devices("GPU")
-            and not tf.config.list_logical_devices("TPU"))
+            and _onednn_layer_norm_registered())
 
 
 def _saving():

@@ -21,6 +21,8 @@ import ctypes.util
 import logging
 import os
 
+from albert_tf.speed_paths import choose
+
 _ENV = "TF_ONEDNN_USE_SYSTEM_ALLOCATOR"
 _M_MMAP_THRESHOLD = -3  # glibc mallopt parameter number
 
@@ -43,13 +45,14 @@ def _set_glibc_mmap_threshold(threshold: int) -> bool:
 
 
 def resolve_allocator(allocator: str, num_parameters: int | None = None) -> str:
-    """"auto" -> "system" for models of >= 100M parameters, else "tensorflow"."""
+    """"auto" -> "system" for models of >= 100M parameters where the speed paths
+    take it (CPU-only machines, albert_tf.speed_paths), else "tensorflow"."""
     if allocator not in ALLOCATORS:
         raise ValueError(f"host allocator must be one of {ALLOCATORS}, got {allocator!r}")
     if allocator != "auto":
         return allocator
     big = num_parameters is not None and num_parameters >= AUTO_SYSTEM_MIN_PARAMETERS
-    return "system" if big else "tensorflow"
+    return "system" if big and choose().system_allocator_for_large_models else "tensorflow"
 
 
 def configure_host_allocator(allocator: str = "system", mmap_threshold: int = 1 << 20,

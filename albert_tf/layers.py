@@ -31,6 +31,8 @@ SUBLAYERS = {
     "attention": ("query", "key", "value", "attention_output", "attention_layer_norm"),
     "ffn": ("intermediate", "ffn_output", "ffn_layer_norm"),
 }
+# Its dense sublayers (a 2-D kernel and a bias each), in creation order.
+DENSE_SUBLAYERS = ("query", "key", "value", "attention_output", "intermediate", "ffn_output")
 
 
 def gelu_tanh(x):
@@ -73,11 +75,12 @@ def get_activation(name):
 
 
 def apply_activation(name, y, training=False):
-    """`get_activation(name)(y)`, using the hand-written GELU gradient when training."""
+    """`get_activation(name)(y)`, with the hand-written GELU gradient when training
+    on the fused-elementwise speed path (albert_tf.speed_paths)."""
     act = get_activation(name)
     if act is None:
         return y
-    if act is gelu_tanh and training:
+    if act is gelu_tanh and training and fused_elementwise.enabled():
         return gelu_tanh_trainable(y)
     return act(y)
 
@@ -144,11 +147,12 @@ class LayerNorm(keras.layers.Layer):
 
     def call(self, x, training=False, residual=None):
         """LN(x + residual) -> float32, x's shape; `residual` (float32, x's
-        shape) is optional. Inference graphs run it as one oneDNN kernel where
-        TensorFlow has one (albert_tf/fused_elementwise.py)."""
+        shape) is optional. On the fused-elementwise speed path, training
+        graphs take the closed-form gradient and inference graphs run one
+        oneDNN kernel where TensorFlow has one (albert_tf/fused_elementwise.py)."""
         gamma = tf.convert_to_tensor(self.gamma)
         beta = tf.convert_to_tensor(self.beta)
-        if training:
+        if training and fused_elementwise.enabled():
             return _layer_norm_trainable(x, residual, gamma, beta, self.epsilon)
         return fused_elementwise.layer_norm(x, residual, gamma, beta, self.epsilon)
 
@@ -247,6 +251,35 @@ class AlbertEmbeddings(keras.layers.Layer):
                 "initializer_range": self.initializer_range}
 
 
+class BlockWeights:
+    """One block's kernels and biases for one forward pass, and the products with them.
+
+    `linear(a, name)` is a [rows, in] . kernel + bias of the dense sublayer `name`
+    ("query", "key", "value", "attention_output", "intermediate", "ffn_output"; or
+    "qkv", the query, key and value kernels side by side [H, 3H] with their biases
+    [3H], which replaces the three when `fused_qkv`). Every weight is a tensor in the
+    block's compute dtype; gradients flow back through the casts to the variables.
+
+    Args:
+      kernels: sublayer name -> what `matmul` multiplies by (a kernel tensor, or the
+        key of one, see albert_tf.shared_kernels.EncoderKernels).
+      biases: sublayer name -> bias tensor.
+      matmul: `matmul(a, kernel) -> a . kernel`; default `tf.matmul`.
+    """
+
+    def __init__(self, kernels, biases, matmul=tf.matmul):
+        self.kernels = kernels
+        self.biases = biases
+        self.matmul = matmul
+
+    @property
+    def fused_qkv(self):
+        return "qkv" in self.kernels
+
+    def linear(self, a, name):
+        return tf.nn.bias_add(self.matmul(a, self.kernels[name]), self.biases[name])
+
+
 class AlbertTransformerBlock(keras.layers.Layer):
     """One attention-FFN block (the original's `attention_ffn_block`).
 
@@ -277,6 +310,7 @@ class AlbertTransformerBlock(keras.layers.Layer):
             raise ValueError(
                 f"hidden_size {hidden_size} is not divisible by "
                 f"num_attention_heads {num_attention_heads}")
+        # === Config ===
         self.hidden_size = hidden_size
         self.num_attention_heads = num_attention_heads
         self.head_size = hidden_size // num_attention_heads
@@ -285,6 +319,13 @@ class AlbertTransformerBlock(keras.layers.Layer):
         self.hidden_dropout_prob = hidden_dropout_prob
         self.attention_probs_dropout_prob = attention_probs_dropout_prob
         self.initializer_range = initializer_range
+        if (shared_part is None) != (share_with is None) or (
+                shared_part is not None and shared_part not in SUBLAYERS):
+            raise ValueError("shared_part (one of "
+                             f"{sorted(SUBLAYERS)}) and share_with go together; got "
+                             f"{shared_part!r} and {type(share_with).__name__}")
+        self.shared_part = shared_part
+        # === Layers ===
         dense = dict(initializer_range=initializer_range, dtype=self.dtype_policy)
         sublayers = {
             "query": lambda: Dense2D(hidden_size, name="query", **dense),
@@ -297,13 +338,7 @@ class AlbertTransformerBlock(keras.layers.Layer):
             "ffn_output": lambda: Dense2D(hidden_size, name="ffn_output", **dense),
             "ffn_layer_norm": lambda: LayerNorm(name="ffn_layer_norm"),
         }
-        if (shared_part is None) != (share_with is None) or (
-                shared_part is not None and shared_part not in SUBLAYERS):
-            raise ValueError("shared_part (one of "
-                             f"{sorted(SUBLAYERS)}) and share_with go together; got "
-                             f"{shared_part!r} and {type(share_with).__name__}")
         # The lender's layer objects themselves: one set of variables.
-        self.shared_part = shared_part
         borrowed = SUBLAYERS[shared_part] if shared_part else ()
         for name, make in sublayers.items():
             setattr(self, name, getattr(share_with, name) if name in borrowed else make())
@@ -317,111 +352,87 @@ class AlbertTransformerBlock(keras.layers.Layer):
             if not layer.built:  # borrowed sublayers are built by their owner
                 layer.build((None, f if name == "ffn_output" else h))
 
-    def prepared_weights(self, fused_qkv=True, parts=("attention", "ffn")):
-        """The block's kernels and biases in the compute dtype.
+    def call(self, x, attention_adder, training=False, query_positions=None,
+             block_weights=None):
+        """x [B, S, H] float32, attention_adder [B, 1, 1, S] -> [B, S, H] float32.
 
-        ALBERT applies one block at every layer; `AlbertModel` calls this once
-        per forward pass and hands the result to every application, so the
-        casts (mixed_bfloat16) and the QKV concat run once instead of L times.
-        Gradients flow through the cast/concat back to the variables.
-
-        `fused_qkv`: Q/K/V as one `qkv` kernel [H, 3H] and bias [3H] (full-length
-        inference: one larger product and one transpose to heads); otherwise as
-        `query`, `key`, `value` (training: the fused product's split and its
-        gradient's concat cost more than the two extra oneDNN calls).
-        `parts`: the sublayer sets to return ("attention", "ffn").
+        `query_positions` int32 [B, P]: only these rows go on (attention
+        queries, residuals, FFN; keys and values still come from all S) ->
+        [B, P, H], each row equal to the full output's (float rounding aside).
+        `block_weights`: this block's `BlockWeights` for the pass (the encoder
+        casts them once for all layers, albert_tf.shared_kernels); default: read
+        from the variables now, Q/K/V separate.
         """
-        dtype = self.compute_dtype
-
-        def cast(v):
-            return tf.cast(v, dtype)
-
-        weights = {}
-        if "attention" in parts:
-            projections = (self.query, self.key, self.value)
-            if fused_qkv:
-                weights["qkv_kernel"] = tf.concat([cast(p.kernel) for p in projections], axis=1)
-                weights["qkv_bias"] = tf.concat([cast(p.bias) for p in projections], axis=0)
-            else:
-                weights.update({f"{p.name}_{v}": cast(getattr(p, v))
-                                for p in projections for v in ("kernel", "bias")})
-            weights["attention_output_kernel"] = cast(self.attention_output.kernel)
-            weights["attention_output_bias"] = cast(self.attention_output.bias)
-        if "ffn" in parts:
-            for layer in (self.intermediate, self.ffn_output):
-                weights[f"{layer.name}_kernel"] = cast(layer.kernel)
-                weights[f"{layer.name}_bias"] = cast(layer.bias)
-        return weights
-
-    def call(self, x, attention_adder, training=False, prepared=None, matmul=None,
-             query_positions=None):
-        """`prepared`: `prepared_weights(...)` (computed here if None). `matmul(a, name)`:
-        the product of a [rows, in] with the kernel `prepared[name]` (default
-        `tf.matmul`; `AlbertModel` passes one that records shared-kernel uses).
-        `query_positions` int32 [B, P]: compute the output only at these positions
-        (keys and values still from all S) -> [B, P, H]; the rows equal those of
-        the full output (float rounding aside)."""
-        if prepared is None:
-            prepared = self.prepared_weights(not training and query_positions is None)
-        w = prepared
-        if matmul is None:
-            def matmul(a, name):
-                return tf.matmul(a, w[name])
-
-        def linear(a, name):  # a [rows, in] -> [rows, out], bias added
-            return tf.nn.bias_add(matmul(a, name + "_kernel"), w[name + "_bias"])
-
-        dtype = self.compute_dtype
-        batch, seq = tf.shape(x)[0], tf.shape(x)[1]
-        n, d, h = self.num_attention_heads, self.head_size, self.hidden_size
-        x_flat = tf.reshape(x, [-1, h])
-        rows = seq
-
-        def heads(t, length=seq):  # [B*length, H] -> [B, N, length, D]
-            return tf.transpose(tf.reshape(t, [batch, length, n, d]), [0, 2, 1, 3])
-
-        if "qkv_kernel" in w:
-            if query_positions is not None:
-                raise ValueError("query_positions needs the block's weights prepared "
-                                 "with fused_qkv=False")
-            qkv = linear(tf.cast(x_flat, dtype), "qkv")
-            # One transpose of the whole product to [3, B, N, S, D]; slices of
-            # its leading axis are views, so no split pass is needed.
-            qkv_heads = tf.transpose(tf.reshape(qkv, [batch, seq, 3, n, d]), [2, 0, 3, 1, 4])
-            q_heads, k_heads, v_heads = qkv_heads[0], qkv_heads[1], qkv_heads[2]
+        w = block_weights or self.read_weights()
+        batch = tf.shape(x)[0]
+        if query_positions is None:
+            x_rows, length = x, tf.shape(x)[1]
         else:
-            x_in = tf.cast(x_flat, dtype)
-            k_heads, v_heads = heads(linear(x_in, "key")), heads(linear(x_in, "value"))
-            if query_positions is not None:
-                # Only these rows go on: attention queries, residuals, FFN; keys
-                # and values still come from all S.
-                rows = tf.shape(query_positions)[1]
-                x_flat = tf.reshape(tf.gather(x, query_positions, batch_dims=1), [-1, h])
-                x_in = tf.cast(x_flat, dtype)
-            q_heads = heads(linear(x_in, "query"), rows)
+            x_rows, length = (tf.gather(x, query_positions, batch_dims=1),
+                              tf.shape(query_positions)[1])
+        h1 = self._attention_sublayer(x, x_rows, attention_adder, w, training)
+        out = self._ffn_sublayer(h1, w, training)
+        return tf.reshape(out, [batch, length, self.hidden_size])
 
-        scores = tf.matmul(q_heads, k_heads, transpose_b=True)  # (B, N, rows, S)
+    def _attention_sublayer(self, x, x_rows, attention_adder, w, training):
+        """Self-attention of the rows x_rows [B, P, H] over all of x [B, S, H],
+        dropout, plus x_rows, layer norm -> h1 [B*P, H] float32."""
+        x_flat = tf.reshape(x, [-1, self.hidden_size])
+        rows_flat = x_flat if x_rows is x else tf.reshape(x_rows, [-1, self.hidden_size])
+        q, k, v = self._query_key_value(x, x_flat, rows_flat, w)
+        scores = tf.matmul(q, k, transpose_b=True)  # [B, N, P, S]
         # The original scales the product (not q) by 1/sqrt(D).
-        scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(d))
+        scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.head_size))
         scores = scores + attention_adder
         probs = tf.nn.softmax(scores, axis=-1)
         if self.attention_probs_dropout_prob > 0:
             probs = self.attention_dropout(probs, training=training)
-        context = tf.matmul(tf.cast(probs, dtype), v_heads)  # (B, N, rows, D)
-        context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, h])
-        attn = linear(context, "attention_output")
+        context = tf.matmul(tf.cast(probs, self.compute_dtype), v)  # [B, N, P, D]
+        context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, self.hidden_size])
+        attn = w.linear(context, "attention_output")
         if self.hidden_dropout_prob > 0:
             attn = self.hidden_dropout(attn, training=training)
-        h1 = self.attention_layer_norm(attn, residual=x_flat, training=training)
+        return self.attention_layer_norm(attn, residual=rows_flat, training=training)
+
+    def _query_key_value(self, x, x_flat, rows_flat, w):
+        """Queries of rows_flat [B*P, H], keys and values of x_flat [B*S, H]
+        (x [B, S, H] itself gives the sizes) -> q [B, N, P, D], k and v
+        [B, N, S, D], in the compute dtype."""
+        dtype = self.compute_dtype
+        batch, seq = tf.shape(x)[0], tf.shape(x)[1]
+        n, d = self.num_attention_heads, self.head_size
+
+        def heads(t):  # [B*length, H] -> [B, N, length, D]
+            return tf.transpose(tf.reshape(t, [batch, -1, n, d]), [0, 2, 1, 3])
+
+        x_in = tf.cast(x_flat, dtype)
+        if w.fused_qkv:  # full-length passes: the encoder fuses only there
+            # One transpose of the whole product to [3, B, N, S, D]; slices of
+            # its leading axis are views, so no split pass is needed.
+            qkv = w.linear(x_in, "qkv")
+            qkv = tf.transpose(tf.reshape(qkv, [batch, seq, 3, n, d]), [2, 0, 3, 1, 4])
+            return qkv[0], qkv[1], qkv[2]
+        k, v = heads(w.linear(x_in, "key")), heads(w.linear(x_in, "value"))
+        q_in = x_in if rows_flat is x_flat else tf.cast(rows_flat, dtype)
+        return heads(w.linear(q_in, "query")), k, v
+
+    def _ffn_sublayer(self, h1, w, training):
+        """Feed-forward of h1 [B*P, H] (dense to F with `hidden_act`, dense back
+        to H), dropout, plus h1, layer norm -> [B*P, H] float32."""
         inter = apply_activation(
-            self.hidden_act,
-            linear(tf.cast(h1, dtype), "intermediate"),
+            self.hidden_act, w.linear(tf.cast(h1, self.compute_dtype), "intermediate"),
             training)
-        ffn = linear(inter, "ffn_output")
+        ffn = w.linear(inter, "ffn_output")
         if self.hidden_dropout_prob > 0:
             ffn = self.hidden_dropout(ffn, training=training)
-        out = self.ffn_layer_norm(ffn, residual=h1, training=training)
-        return tf.reshape(out, [batch, rows, h])
+        return self.ffn_layer_norm(ffn, residual=h1, training=training)
+
+    def read_weights(self):
+        """This block's `BlockWeights`, its variables read and cast now (Q/K/V separate)."""
+        layers = {name: getattr(self, name) for name in DENSE_SUBLAYERS}
+        dtype = self.compute_dtype
+        return BlockWeights({name: tf.cast(layer.kernel, dtype) for name, layer in layers.items()},
+                            {name: tf.cast(layer.bias, dtype) for name, layer in layers.items()})
 
     def get_config(self):
         return {**super().get_config(), "hidden_size": self.hidden_size,

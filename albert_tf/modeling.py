@@ -7,18 +7,24 @@ applications over G parameter groups of I blocks each, and the pooler.
 
 Inputs are dicts of int32 [B, S] tensors: `input_ids`, `input_mask` (1 real,
 0 padding; default all ones) and `segment_ids` (token types; default zeros).
+
+The encoder's speed paths (albert_tf.speed_paths) are chosen when a call is
+traced and applied by `EncoderKernels` (albert_tf.shared_kernels); the model
+code itself is the plain computation.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import keras
 import tensorflow as tf
 
+from albert_tf import speed_paths
 from albert_tf.config import AlbertConfig
 from albert_tf.heads import MaskedLMHead, SentenceOrderHead
-from albert_tf.layers import (
-    MASK_ADDER, SUBLAYERS, AlbertEmbeddings, AlbertTransformerBlock, Dense2D)
-from albert_tf.shared_kernels import run_with_summed_kernel_gradients
+from albert_tf.layers import MASK_ADDER, AlbertEmbeddings, AlbertTransformerBlock, Dense2D
+from albert_tf.shared_kernels import EncoderKernels
 
 
 def _as_config(config) -> AlbertConfig:
@@ -35,7 +41,9 @@ def _int_input(inputs, name, required=True):
         if required:
             raise ValueError(f"ALBERT inputs are missing {name!r}; got keys {sorted(inputs)}")
         return None
-    x = tf.convert_to_tensor(inputs[name]) if not isinstance(inputs[name], tf.Tensor) else inputs[name]
+    x = inputs[name]
+    if not isinstance(x, tf.Tensor):
+        x = tf.convert_to_tensor(x)
     if not x.dtype.is_integer:
         raise TypeError(f"ALBERT input {name!r} must be an integer tensor "
                         f"(int32 ids), got dtype {x.dtype.name}")
@@ -45,29 +53,66 @@ def _int_input(inputs, name, required=True):
     return tf.cast(x, tf.int32)
 
 
+def _attention_adder(input_mask):
+    """int [B, S] -> float32 [B, 1, 1, S], added to attention scores: -10000 on
+    padded keys only (padded queries are still computed)."""
+    adder = (1.0 - tf.cast(input_mask, tf.float32)) * MASK_ADDER
+    return adder[:, tf.newaxis, tf.newaxis, :]
+
+
+def _cls_and(positions):
+    """int [B, P] -> int32 [B, 1 + P]: the [CLS] row 0, then `positions`."""
+    positions = tf.cast(positions, tf.int32)
+    cls = tf.zeros([tf.shape(positions)[0], 1], tf.int32)
+    return tf.concat([cls, positions], axis=1)
+
+
 class AlbertModel(keras.Model):
-    """The ALBERT encoder (original modeling.py `AlbertModel`).
+    """The ALBERT encoder (original modeling.py `AlbertModel`, scope `bert`).
+
+    Embeddings [B, S, E] -> projection to H (only when E != H) -> L layers, layer
+    l applying the I blocks of group `config.group_index(l)` -> pooler on [CLS].
 
     Args:
       config: AlbertConfig (or a dict of its fields).
+      summed_kernel_gradients: False turns off the summed shared-kernel
+        gradients where the speed paths would take them (albert_tf.speed_paths;
+        for comparisons with plain autodiff).
 
-    Call: `model(inputs, training=False)` with `inputs` a dict of int32
-    [B, S] tensors `input_ids`, `input_mask`, `segment_ids`. Returns a dict:
+    Call: `model(inputs, training=False, output_positions=None)` with `inputs` a
+    dict of int32 [B, S] tensors `input_ids`, `input_mask`, `segment_ids`. Returns
+    a dict:
       sequence_output [B, S, H], pooled_output [B, H],
       encoder_outputs: list of L * I tensors [B, S, H] (one per block
         application, in the original's order),
       embedding_output [B, S, E] (after layer norm and dropout, before the
         projection), word_embedding_output [B, S, E] (raw lookup).
-    Outputs are float32 under every dtype policy.
+    Outputs are float32 under every dtype policy. `output_positions` int32
+    [B, P]: `sequence_output` is then [B, P, H], row p being the full output's
+    row output_positions[:, p], and the last entry of `encoder_outputs` holds
+    the [CLS] row and those rows (all a classifier, P = 0, or the masked-LM head
+    reads; the last block computes only them on CPUs).
+
+    Example:
+
+    >>> import numpy as np
+    >>> from albert_tf import AlbertConfig
+    >>> config = AlbertConfig(vocab_size=100, embedding_size=8, hidden_size=16,
+    ...                       num_hidden_layers=2, num_attention_heads=2,
+    ...                       intermediate_size=32)
+    >>> model = AlbertModel(config)
+    >>> out = model({"input_ids": np.array([[2, 15, 37, 3, 0]], np.int32),
+    ...              "input_mask": np.array([[1, 1, 1, 1, 0]], np.int32)})
+    >>> out["sequence_output"].shape, out["pooled_output"].shape, len(out["encoder_outputs"])
+    (TensorShape([1, 5, 16]), TensorShape([1, 16]), 2)
     """
 
     def __init__(self, config, summed_kernel_gradients=True, **kwargs):
         kwargs.setdefault("name", "albert")
         super().__init__(**kwargs)
+        # === Config ===
         config = _as_config(config)
         self.config = config
-        # Training with shared blocks: each kernel's gradient as one product over
-        # its L uses (albert_tf/shared_kernels.py) instead of L summed copies.
         self.summed_kernel_gradients = summed_kernel_gradients
         # === Layers ===
         self.embeddings = AlbertEmbeddings(
@@ -108,6 +153,7 @@ class AlbertModel(keras.Model):
                 setattr(self, block.name, block)
         self.pooler = Dense2D(config.hidden_size, activation="tanh",
                               initializer_range=config.initializer_range, name="pooler")
+        # Layer l applies the blocks of group layer_groups[l].
         self.layer_groups = [config.group_index(l) for l in range(config.num_hidden_layers)]
 
     def build(self, input_shape=None):
@@ -115,45 +161,42 @@ class AlbertModel(keras.Model):
         self.embeddings.build()
         if self.embedding_projection is not None:
             self.embedding_projection.build((None, c.embedding_size))
-        for blocks in self.groups.values():
-            for block in blocks:
-                block.build()
+        for block in self.blocks():
+            block.build()
         self.pooler.build((None, c.hidden_size))
         self.built = True
 
-    def call(self, inputs, training=False, output_positions=None):
-        """See the class docstring. `output_positions` int32 [B, P] (optional): the
-        last block computes only the [CLS] row and these rows, which is all a
-        classifier (P = 0) or the masked-LM head needs; `sequence_output` is then
-        [B, P, H] with row p = the full output's row output_positions[:, p], and
-        the last entry of `encoder_outputs` holds the [CLS] row and those rows."""
-        if not isinstance(inputs, dict):
-            raise TypeError("AlbertModel expects a dict with input_ids, input_mask, "
-                            f"segment_ids; got {type(inputs).__name__}")
-        input_ids = _int_input(inputs, "input_ids")
-        input_mask = _int_input(inputs, "input_mask", required=False)
-        segment_ids = _int_input(inputs, "segment_ids", required=False)
-        if input_mask is None:
-            input_mask = tf.ones_like(input_ids)
-        if segment_ids is None:
-            segment_ids = tf.zeros_like(input_ids)
-        input_ids = self._check_length(input_ids)
+    def blocks(self):
+        """Every block once, group by group (group 0, which lends shared parts, first)."""
+        return [block for blocks in self.groups.values() for block in blocks]
 
+    def blocks_of(self, layer):
+        """The I blocks layer `layer` applies, in order."""
+        return self.groups[self.layer_groups[layer]]
+
+    def call(self, inputs, training=False, output_positions=None):
+        """See the class docstring."""
+        input_ids, input_mask, segment_ids = self._checked_inputs(inputs)
         embedding_output, word_embedding_output = self.embeddings(
             input_ids, segment_ids, training=training)
         x = embedding_output
         if self.embedding_projection is not None:
             x = tf.cast(self.embedding_projection(x), tf.float32)
+        adder = _attention_adder(input_mask)
+        rows = None if output_positions is None else _cls_and(output_positions)
 
-        # [B, 1, 1, S]: -10000 on padded keys only; padded queries still computed.
-        adder = (1.0 - tf.cast(input_mask, tf.float32)) * MASK_ADDER
-        adder = adder[:, tf.newaxis, tf.newaxis, :]
-        query_positions = None
-        if output_positions is not None:
-            output_positions = tf.cast(output_positions, tf.int32)
-            cls = tf.zeros([tf.shape(output_positions)[0], 1], tf.int32)
-            query_positions = tf.concat([cls, output_positions], axis=1)
-        encoder_outputs = self._encoder(x, adder, training, query_positions)
+        def layers(x, weights, last_rows):
+            outputs = []
+            for layer in range(self.config.num_hidden_layers):
+                blocks = self.blocks_of(layer)
+                for block in blocks:
+                    last = layer == self.config.num_hidden_layers - 1 and block is blocks[-1]
+                    x = block(x, adder, training=training, block_weights=weights[block],
+                              query_positions=last_rows if last else None)
+                    outputs.append(x)
+            return outputs
+
+        encoder_outputs = self._encoder_kernels(training, rows).run(layers, x)
         x = encoder_outputs[-1]
         pooled = tf.cast(self.pooler(x[:, 0]), tf.float32)
         return {
@@ -164,51 +207,27 @@ class AlbertModel(keras.Model):
             "word_embedding_output": word_embedding_output,
         }
 
-    def _encoder(self, x, adder, training, query_positions=None):
-        """The L x I block applications: [B, S, H] -> list of L * I [B, S, H] (the
-        last one [B, P, H] at `query_positions` [B, P] when given)."""
-        # Cast/concat each used block's weights once, not once per layer; a
-        # shared part is prepared once, by the block that owns it.
-        fused_qkv = not training and query_positions is None
-        flat = {}  # (g, i, name) of the owning block -> tensor
-        part_keys = {}  # (g, i, part) -> {weight name: its key in `flat`}
-        for g, blocks in self.groups.items():  # group 0 first: it owns the shared parts
-            for i, block in enumerate(blocks):
-                for part in SUBLAYERS:
-                    if part == block.shared_part:
-                        part_keys[(g, i, part)] = part_keys[(0, i, part)]
-                        continue
-                    weights = block.prepared_weights(fused_qkv, parts=(part,))
-                    flat.update({(g, i, name): t for name, t in weights.items()})
-                    part_keys[(g, i, part)] = {name: (g, i, name) for name in weights}
-        keys = {(g, i): {name: key for part in SUBLAYERS
-                         for name, key in part_keys[(g, i, part)].items()}
-                for g, blocks in self.groups.items() for i in range(len(blocks))}
+    def _encoder_kernels(self, training, rows):
+        """The blocks' weights and speed paths for this pass (albert_tf.shared_kernels)."""
+        paths = speed_paths.choose()
+        if not self.summed_kernel_gradients:
+            paths = dataclasses.replace(paths, summed_kernel_gradients=False)
+        return EncoderKernels(self.blocks(), paths, training, rows, self.config.shares_weights)
 
-        applications = [(g, i) for g in self.layer_groups for i in range(len(self.groups[g]))]
-
-        def run(x, weights, matmul):
-            outputs = []
-            for k, (g, i) in enumerate(applications):
-                block_keys = keys[(g, i)]
-
-                def block_matmul(a, name, block_keys=block_keys):
-                    return matmul(a, block_keys[name])
-                w = {name: weights[key] for name, key in block_keys.items()}
-                last = k == len(applications) - 1
-                x = self.groups[g][i](x, adder, training=training, prepared=w,
-                                      matmul=block_matmul,
-                                      query_positions=query_positions if last else None)
-                outputs.append(x)
-            return outputs
-
-        if not (training and self.summed_kernel_gradients and self.config.shares_weights):
-            return run(x, flat, lambda a, key: tf.matmul(a, flat[key]))
-        kernels = {k: t for k, t in flat.items() if k[-1].endswith("_kernel")}
-        others = {k: t for k, t in flat.items() if k not in kernels}
-        return run_with_summed_kernel_gradients(
-            lambda x, tensors, matmul: run(x, {**kernels, **tensors}, matmul),
-            x, kernels, others)
+    def _checked_inputs(self, inputs):
+        """(input_ids, input_mask, segment_ids), int32 [B, S] each, the defaults
+        filled in (mask all ones, segments zeros), the length checked."""
+        if not isinstance(inputs, dict):
+            raise TypeError("AlbertModel expects a dict with input_ids, input_mask, "
+                            f"segment_ids; got {type(inputs).__name__}")
+        input_ids = _int_input(inputs, "input_ids")
+        input_mask = _int_input(inputs, "input_mask", required=False)
+        segment_ids = _int_input(inputs, "segment_ids", required=False)
+        if input_mask is None:
+            input_mask = tf.ones_like(input_ids)
+        if segment_ids is None:
+            segment_ids = tf.zeros_like(input_ids)
+        return self._check_length(input_ids), input_mask, segment_ids
 
     def _check_length(self, input_ids):
         """Returns input_ids, failing if longer than max_position_embeddings."""
@@ -252,18 +271,20 @@ class AlbertPretrainer(keras.Model):
       sop_logits [B, 2] float32 (label 0 = original order, 1 = swapped).
     Losses and metrics of the original are in albert_tf/losses.py.
 
-    `full_sequence_output=False` (what pretraining uses): the last block
-    computes only the [CLS] row and the masked positions, the only rows the
-    two heads read (same logits; `sequence_output` is then [B, Pm, H] at
-    the masked positions).
+    `full_sequence_output=False` (what pretraining uses): the encoder returns
+    only the [CLS] row and the masked positions, the only rows the two heads
+    read, and on CPUs its last block computes only those (same logits;
+    `sequence_output` is then [B, Pm, H] at the masked positions).
     """
 
     def __init__(self, config, full_sequence_output=True, **kwargs):
         kwargs.setdefault("name", "albert_pretrainer")
         super().__init__(**kwargs)
+        # === Config ===
         config = _as_config(config)
         self.config = config
         self.full_sequence_output = full_sequence_output
+        # === Layers ===
         self.albert = AlbertModel(config, name="albert")
         self.masked_lm = MaskedLMHead(
             embedding_size=config.embedding_size, vocab_size=config.vocab_size,

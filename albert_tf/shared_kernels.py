@@ -1,4 +1,9 @@
-"""Gradients of shared kernels as one matrix product over all their uses.
+"""The weights of the encoder's blocks in a forward pass, and the gradients of
+shared kernels as one matrix product over all their uses.
+
+`EncoderKernels` holds the encoder's speed paths (albert_tf.speed_paths) for
+one pass: each block's weights cast once for all layers, fused inference QKV,
+last-layer row selection, and the summed gradients below.
 
 ALBERT applies the same kernels at every layer. Plain autodiff gives each
 kernel one weight-sized gradient per application and then sums them, so up to
@@ -22,6 +27,10 @@ from typing import Callable, Hashable, Mapping, Sequence
 
 import tensorflow as tf
 
+from albert_tf.layers import DENSE_SUBLAYERS, BlockWeights
+from albert_tf.speed_paths import SpeedPaths
+
+_QKV = ("query", "key", "value")
 # matmul(a, key) -> a @ kernels[key]; a is [rows, in].
 Matmul = Callable[[tf.Tensor, Hashable], tf.Tensor]
 
@@ -126,3 +135,89 @@ def run_with_summed_kernel_gradients(
         return outputs, grad
 
     return stack(x, *[kernels[k] for k in kernel_keys], *[tensors[k] for k in tensor_keys])
+
+
+class EncoderKernels:
+    """The weights of the encoder's blocks for one forward pass, and how the stack of
+    block applications runs: the encoder's speed paths, chosen once per pass.
+
+      * Each block's kernels and biases are cast to the compute dtype once, not
+        at every layer that applies it (mixed_bfloat16); a sublayer shared
+        between blocks once, for all of them.
+      * `paths.fused_inference_qkv`, inference where every block computes all
+        rows: Q, K and V as one kernel [H, 3H] (`BlockWeights.fused_qkv`);
+        otherwise separate (selected rows take queries of those rows only; in
+        training the fused product's split and its gradient's concat cost more
+        than two extra oneDNN calls).
+      * `paths.last_layer_row_selection`, given output rows: the last block
+        computes only those rows; otherwise it computes all S and they are
+        gathered from its output.
+      * `paths.summed_kernel_gradients`, training a model whose kernels are
+        applied at more than one layer: the stack runs under
+        `run_with_summed_kernel_gradients`.
+
+    Args:
+      blocks: every block of the model once, the owners of shared sublayers
+        first (group 0's blocks lend theirs).
+      paths: the speed paths (albert_tf.speed_paths.choose()).
+      training: whether the pass trains.
+      output_rows: int32 [B, P] or None, the rows the stack's last output keeps.
+      shares_weights: whether some kernel is applied at more than one layer.
+    """
+
+    def __init__(self, blocks, paths: SpeedPaths, training: bool, output_rows,
+                 shares_weights: bool):
+        self.output_rows = output_rows
+        self.select_rows = output_rows is not None and paths.last_layer_row_selection
+        fused_qkv = paths.fused_inference_qkv and not training and not self.select_rows
+        self.summed_gradients = training and paths.summed_kernel_gradients and shares_weights
+        # key -> tensor; a key is (owning block's name, product name, "kernel" or "bias").
+        self.tensors = {}
+        self.names = {}  # block -> {product name: its tensors' key less the kind}
+        owners = {}  # id(sublayer) -> name of the first block that has it
+        for block in blocks:
+            dense = {name: getattr(block, name) for name in DENSE_SUBLAYERS}
+            for sublayer in dense.values():
+                owners.setdefault(id(sublayer), block.name)
+            # product name -> the sublayers whose kernels, side by side, it multiplies by
+            products = {name: [sublayer] for name, sublayer in dense.items()}
+            if fused_qkv:
+                products = {"qkv": [products.pop(name)[0] for name in _QKV], **products}
+            self.names[block] = {}
+            for name, sublayers in products.items():
+                prefix = self.names[block][name] = (owners[id(sublayers[0])], name)
+                for kind, axis in (("kernel", 1), ("bias", 0)):
+                    if prefix + (kind,) in self.tensors:  # a shared sublayer, cast by its owner
+                        continue
+                    parts = [tf.cast(getattr(s, kind), block.compute_dtype) for s in sublayers]
+                    self.tensors[prefix + (kind,)] = (parts[0] if len(parts) == 1
+                                                      else tf.concat(parts, axis=axis))
+
+    def run(self, layers, x):
+        """Runs `layers(x, weights, last_rows)`, which applies the blocks to x
+        [B, S, H] with `weights[block]` (its `BlockWeights`), the last one at
+        `last_rows` [B, P] (None: all rows), and returns every application's
+        output. Returns that list, its last entry [B, P, H] at `output_rows`
+        when given."""
+        last_rows = self.output_rows if self.select_rows else None
+        if self.summed_gradients:
+            kernels = {k: t for k, t in self.tensors.items() if k[-1] == "kernel"}
+            others = {k: t for k, t in self.tensors.items() if k[-1] != "kernel"}
+            outputs = run_with_summed_kernel_gradients(
+                lambda x, tensors, matmul: layers(x, self._weights(tensors, matmul), last_rows),
+                x, kernels, others)
+        else:
+            tensors = self.tensors
+            outputs = layers(x, self._weights(tensors, lambda a, key: tf.matmul(a, tensors[key])),
+                             last_rows)
+        if self.output_rows is not None and last_rows is None:
+            outputs[-1] = tf.gather(outputs[-1], self.output_rows, batch_dims=1)
+        return outputs
+
+    def _weights(self, tensors, matmul):
+        """block -> its BlockWeights: kernels by key through `matmul(a, key)`, biases
+        from `tensors`."""
+        return {block: BlockWeights({name: key + ("kernel",) for name, key in names.items()},
+                                    {name: tensors[key + ("bias",)] for name, key in names.items()},
+                                    matmul)
+                for block, names in self.names.items()}

@@ -145,3 +145,17 @@ def test_saved_model_traced_by_save_has_no_onednn_layer_norm(tmp_path):
     x = np.random.default_rng(0).normal(size=(3, 8)).astype(np.float32)
     want = albert_numpy.layer_norm(x.astype(np.float64), np.zeros(8), np.ones(8), eps=1e-12)
     np.testing.assert_allclose(loaded.serve(tf.constant(x)).numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_accelerator_decision_turns_the_fused_kernels_off():
+    from albert_tf import speed_paths
+    f32 = tf.TensorSpec([4, 8], tf.float32)
+    with speed_paths.forced(speed_paths.WITH_ACCELERATOR):
+        assert not fe.enabled()
+        assert _xla_functions(fe.gelu_tanh, f32) == []
+        assert _xla_functions(lambda dy: fe.gelu_tanh_backward(dy, dy), f32) == []
+    with speed_paths.forced(speed_paths.CPU_ONLY):
+        assert fe.enabled()
+        with fe.disabled():  # disabled() wins over the decision
+            assert not fe.enabled()
+        assert len(_xla_functions(fe.gelu_tanh, f32)) == 1

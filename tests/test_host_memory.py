@@ -63,3 +63,15 @@ def test_auto_picks_malloc_for_large_models_only():
     assert resolve_allocator("auto") == "tensorflow"
     assert resolve_allocator("system", 10) == "system"
     assert resolve_allocator("tensorflow", 10 ** 9) == "tensorflow"
+
+
+def test_auto_keeps_tensorflows_allocator_with_an_accelerator():
+    from albert_tf import speed_paths
+    from albert_tf.config import preset
+    from albert_tf.host_memory import resolve_allocator
+    xxlarge = preset("albert_xxlarge_v2").num_parameters()
+    with speed_paths.forced(speed_paths.WITH_ACCELERATOR):
+        assert resolve_allocator("auto", xxlarge) == "tensorflow"
+        assert resolve_allocator("system", xxlarge) == "system"  # asked for: kept
+    with speed_paths.forced(speed_paths.CPU_ONLY):
+        assert resolve_allocator("auto", xxlarge) == "system"

@@ -122,3 +122,24 @@ def test_training_gradients_equal_inference_path_gradients(act):
         a, b = tf.convert_to_tensor(a).numpy(), tf.convert_to_tensor(b).numpy()
         scale = max(np.max(np.abs(b)), 1e-3)
         assert np.max(np.abs(a - b)) / scale < 1e-4, v.path
+
+
+def test_block_called_alone_equals_its_application_in_the_model():
+    """A block reading its own weights (Q, K, V separate) gives the model's first block
+    output (full-length inference: one QKV product), and query_positions give its rows."""
+    from albert_tf.modeling import AlbertModel
+    cfg = tiny(num_hidden_groups=2, inner_group_num=2)
+    model = AlbertModel(cfg)
+    inputs = make_inputs(cfg)
+    del inputs["masked_lm_positions"]
+    out = model(inputs)
+    x = tf.cast(model.embedding_projection(out["embedding_output"]), tf.float32)
+    adder = (1.0 - tf.cast(inputs["input_mask"], tf.float32))[:, None, None, :] * -10000.0
+    block = model.groups[0][0]
+    alone = block(x, adder)
+    np.testing.assert_allclose(alone, out["encoder_outputs"][0], rtol=1e-5, atol=1e-5)
+    positions = tf.constant([[0, 4, 2], [10, 0, 0], [1, 2, 3]], tf.int32)
+    rows = block(x, adder, query_positions=positions)
+    assert rows.shape == (3, 3, cfg.hidden_size)
+    np.testing.assert_allclose(rows, tf.gather(alone, positions, batch_dims=1),
+                               rtol=1e-5, atol=1e-5)

@@ -128,6 +128,14 @@ def test_selected_rows_give_the_same_gradients():
         assert_rel_close(b, a, tol=2e-5)
 
 
+def test_docstring_examples_run():
+    import doctest
+
+    from albert_tf import modeling
+    result = doctest.testmod(modeling)
+    assert result.attempted > 0 and result.failed == 0
+
+
 def test_defaults_for_mask_and_segments():
     cfg = CONFIGS["shared_gelu"]
     model = AlbertModel(cfg)

@@ -1,5 +1,7 @@
 """Tests of albert_tf.shared_kernels: summed shared-kernel gradients equal autodiff."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -162,3 +164,75 @@ def test_stacking_choice_follows_bytes_moved():
     assert not shared_kernels._stacking_is_cheaper([tf.zeros([2048, 768])] * 12, small_kernel)
     with pytest.raises(ValueError, match="method"):
         run_with_summed_kernel_gradients(_body, tf.zeros([1, 3]), {}, {}, method="tree")
+
+
+def _encoder_kernels(model, paths, training, rows):
+    from albert_tf.shared_kernels import EncoderKernels
+    return EncoderKernels(model.blocks(), paths, training, rows, model.config.shares_weights)
+
+
+@pytest.mark.parametrize("fused_qkv", [True, False])
+def test_encoder_kernels_cast_a_shared_sublayer_once(fused_qkv):
+    """Shared attention, three groups: the attention weights once (group 0's), the FFN's
+    once per group; Q, K and V side by side in full-length inference."""
+    from albert_tf.speed_paths import CPU_ONLY
+    cfg = AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=3,
+                       num_hidden_groups=3, num_attention_heads=2, intermediate_size=24,
+                       extra={"cross_layer_sharing": "attention"})
+    model = AlbertModel(cfg)
+    model.build()
+    kernels = _encoder_kernels(model, CPU_ONLY, training=not fused_qkv, rows=None)
+    attention = [("group_0_inner_group_0", "qkv")] if fused_qkv else [
+        ("group_0_inner_group_0", name) for name in ("query", "key", "value")]
+    attention.append(("group_0_inner_group_0", "attention_output"))
+    ffn = [(f"group_{g}_inner_group_0", name) for g in range(3)
+           for name in ("intermediate", "ffn_output")]
+    assert list(kernels.tensors) == [
+        key + (kind,) for key in attention + ffn for kind in ("kernel", "bias")]
+    first, last = model.groups[0][0], model.groups[2][0]
+    assert kernels.names[last]["attention_output"] == kernels.names[first]["attention_output"]
+    if fused_qkv:
+        qkv = kernels.tensors[("group_0_inner_group_0", "qkv", "kernel")]
+        np.testing.assert_array_equal(
+            qkv, np.concatenate([first.query.kernel, first.key.kernel, first.value.kernel], 1))
+
+
+@pytest.mark.parametrize("training,with_rows,paths_name,fused,selected,summed", [
+    (False, False, "CPU_ONLY", True, False, False),
+    (False, True, "CPU_ONLY", False, True, False),
+    (True, False, "CPU_ONLY", False, False, True),
+    (True, True, "CPU_ONLY", False, True, True),
+    (False, False, "WITH_ACCELERATOR", False, False, False),
+    (False, True, "WITH_ACCELERATOR", False, False, False),
+    (True, True, "WITH_ACCELERATOR", False, False, False)])
+def test_encoder_kernels_choose_each_path_once_per_pass(training, with_rows, paths_name,
+                                                         fused, selected, summed):
+    from albert_tf import speed_paths
+    _, model, _ = _models()
+    rows = tf.constant([[0, 2]], tf.int32) if with_rows else None
+    kernels = _encoder_kernels(model, getattr(speed_paths, paths_name), training, rows)
+    assert all(("qkv" in names) == fused for names in kernels.names.values())
+    assert (kernels.select_rows, kernels.summed_gradients) == (selected, summed)
+
+
+def test_unselected_rows_are_gathered_after_the_last_block():
+    """Without row selection the last block computes every row; the stack's last output
+    still holds only the requested ones."""
+    from albert_tf import speed_paths
+    _, model, _ = _models()
+    x = tf.random.stateless_normal([2, 5, 16], seed=[0, 1])
+    adder = tf.zeros([2, 1, 1, 5])
+    rows = tf.constant([[0, 3], [0, 1]], tf.int32)
+    seen = []
+
+    def layers(x, weights, last_rows):
+        seen.append(last_rows)
+        block = model.groups[0][0]
+        return [block(x, adder, block_weights=weights[block], query_positions=last_rows)]
+
+    no_selection = dataclasses.replace(speed_paths.CPU_ONLY, last_layer_row_selection=False)
+    full = _encoder_kernels(model, no_selection, False, rows).run(layers, x)[-1]
+    selected = _encoder_kernels(model, speed_paths.CPU_ONLY, False, rows).run(layers, x)[-1]
+    assert seen[0] is None and seen[1] is rows
+    assert full.shape == selected.shape == (2, 2, 16)
+    np.testing.assert_allclose(full, selected, rtol=1e-5, atol=1e-5)
