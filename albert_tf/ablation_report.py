@@ -188,29 +188,6 @@ def smoothness_table(measurements: dict[str, list[dict]]) -> str:
 # --------------------------------------------------------------------------------------
 # Learning curves
 # --------------------------------------------------------------------------------------
-def read_eval_results(path) -> dict[int, dict[str, float]]:
-    """global_step -> {key: value} of an eval_results.txt ("global_step = N" starts a
-    block of "key = value" lines); a step written twice keeps its last block."""
-    blocks, current = {}, None
-    for number, line in enumerate(fileio.read_text(path).splitlines(), 1):
-        if not line.strip():
-            continue
-        key, sep, value = (part.strip() for part in line.partition("="))
-        try:
-            number_value = float(value)
-        except ValueError:
-            number_value = None
-        if not sep or number_value is None:
-            raise ValueError(f"{path}:{number}: expected 'key = number', got {line!r}")
-        if key == "global_step":
-            current = blocks[int(number_value)] = {}
-        elif current is None:
-            raise ValueError(f"{path}:{number}: {key!r} before any 'global_step = N' line")
-        else:
-            current[key] = number_value
-    return dict(sorted(blocks.items()))
-
-
 def curve_summary(rows: list[dict], labels: list[str],
                   key: str = "masked_lm_accuracy") -> dict[str, tuple[list, list]]:
     """label -> (steps, [(mean, std, n) of x100 `key` at each step over the label's seeds])
@@ -280,5 +257,5 @@ def write_study_report(study_dir, study: str, rows: list[dict], labels: list[str
 
 
 __all__ = ["mean_std", "within_noise", "row_scores", "aggregate", "summary_table",
-           "per_seed_table", "smoothness_summary", "smoothness_table", "read_eval_results",
+           "per_seed_table", "smoothness_summary", "smoothness_table",
            "curve_summary", "write_study_report", "NOISE_RULE", "WITHIN_NOISE"]

@@ -33,7 +33,7 @@ import logging
 import os
 import time
 
-from albert_tf import ablation_report, fileio, plots, pretraining, smoothness
+from albert_tf import ablation_report, checkpoints, fileio, plots, pretraining, selection, smoothness
 from albert_tf.config import AlbertConfig, preset
 from albert_tf.errors import UserError
 from albert_tf.options import REQUIRED, Options, check, option
@@ -237,13 +237,12 @@ def pretrain(variant, config, folder, data, num_train_steps, seed, init_checkpoi
 
 
 def _restored_pretrainer(config, checkpoint):
-    import tensorflow as tf
 
     from albert_tf.modeling import AlbertPretrainer
 
     model = AlbertPretrainer(config, full_sequence_output=False)
     model.build()
-    tf.train.Checkpoint(model=model).restore(checkpoint).expect_partial()
+    checkpoints.init_from_checkpoint(model, checkpoint)  # either format, every variable
     return model
 
 
@@ -274,22 +273,13 @@ def intrinsic_metrics(config, folder, data):
     return out
 
 
-def learning_curve(config, folder, eval_file) -> dict:
-    """Held-out masked-LM and sentence-order accuracy at each step of `folder`'s
-    eval_results.txt, after evaluating (and appending there) each kept checkpoint whose
-    step it lacks. Returns {"global_step": [...], "masked_lm_accuracy": [...],
-    "sentence_order_accuracy": [...]}, by step."""
-    import tensorflow as tf
-
-    path = os.path.join(folder, "eval_results.txt")
-    known = ablation_report.read_eval_results(path)
-    state = tf.train.get_checkpoint_state(folder)
-    for checkpoint in (state.all_model_checkpoint_paths if state else []):
-        step = int(checkpoint.rsplit("-", 1)[1])
-        if step not in known:
-            metrics = _held_out_metrics(_restored_pretrainer(config, checkpoint), eval_file)
-            pretraining.write_eval_results(folder, metrics, step)
-    known = ablation_report.read_eval_results(path)
+def learning_curve(folder) -> dict:
+    """Held-out masked-LM and sentence-order accuracy before training and at every
+    checkpoint of the pretraining run in `folder` (the run evaluates each checkpoint it
+    writes into eval_results.txt). Returns {"global_step": [...], "masked_lm_accuracy":
+    [...], "sentence_order_accuracy": [...]}, by step."""
+    known = {**selection.read_eval_results(folder, pretraining.BEFORE_TRAINING_RESULTS),
+             **selection.read_eval_results(folder)}
     keys = ("masked_lm_accuracy", "sentence_order_accuracy")
     steps = [step for step, metrics in known.items() if all(k in metrics for k in keys)]
     return {"global_step": steps, **{k: [known[step][k] for step in steps] for k in keys}}
@@ -391,7 +381,7 @@ def run(o: AblationOptions) -> list[dict]:
                    "pretrain_seconds": round(time.time() - start, 1),
                    **intrinsic_metrics(config, pretrain_dir, data), "tasks": {}}
             if o.eval_every_steps:
-                row["curve"] = learning_curve(config, pretrain_dir, data["sop"][1])
+                row["curve"] = learning_curve(pretrain_dir)
             if o.study == "smoothness":
                 encoder, tokenizer = smoothness.load_model(pretrain_dir, spm_model)
                 if sequences is None:
@@ -487,5 +477,6 @@ def _check_same_settings(rows, settings, results_path):
 
 
 def _latest_checkpoint(folder):
-    import tensorflow as tf
-    return tf.train.latest_checkpoint(folder)
+    """The newest training checkpoint of a pretraining folder (either format), or None."""
+    trained = selection.trained_checkpoints(folder)
+    return trained[-1][1] if trained else None

@@ -24,7 +24,7 @@ from google.protobuf.message import DecodeError
 from tensorflow.core.protobuf import tensor_bundle_pb2
 
 from albert_tf.errors import UserError
-from albert_tf.heads import MaskedLMHead, OutputProjection, SentenceOrderHead, SquadV2Head
+from albert_tf.heads import MaskedLMHead, OutputProjection, SquadV2Head
 from albert_tf.modeling import AlbertModel
 
 _logger = logging.getLogger(__name__)

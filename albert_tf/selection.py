@@ -114,12 +114,12 @@ def eval_block(metrics, step, fmt: EvalFormat, key, best_before, best_after,
     return "\n".join(lines) + "\n"
 
 
-def read_eval_results(output_dir) -> dict[int, dict]:
-    """{step: {key: value}} of the checkpoints in eval_results.txt. Reads every layout
-    the original scripts wrote (blocks end at a separator line or when a key repeats)
-    and ours; "best ..." and "saved ..." lines are skipped. Values are floats where they
-    parse."""
-    path = os.path.join(output_dir, EVAL_RESULTS)
+def read_eval_results(output_dir, name=EVAL_RESULTS) -> dict[int, dict]:
+    """{step: {key: value}} of the checkpoints in eval_results.txt (or the file `name`).
+    Reads every layout the original scripts wrote (blocks end at a separator line or when
+    a key repeats) and ours; "best ..." and "saved ..." lines are skipped. Values are
+    floats where they parse."""
+    path = os.path.join(output_dir, name)
     if not tf.io.gfile.exists(path):
         return {}
     blocks, current = [], {}

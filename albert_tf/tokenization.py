@@ -23,7 +23,7 @@ import collections
 import logging
 import os
 import unicodedata
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping
 
 import sentencepiece as spm
 

@@ -8,7 +8,7 @@ continues exactly where the killed one stopped), logs with steps/s and ETA,
 TensorBoard summaries.
 
 Nothing non-finite is saved: before a checkpoint is written, the weights and the
-loss of the updated weights on a fixed probe batch must be finite; a non-finite
+model's outputs (so any loss computed from them) on a fixed probe batch must be finite; a non-finite
 loss or weights stop the run (`NonFiniteLossError`) naming the last checkpoint
 written, which passed the same check. SIGINT and SIGTERM (how preemptible TPU and
 GPU machines are stopped) let the current inner loop finish, write a checkpoint at
@@ -176,7 +176,7 @@ class Trainer:
                                 aggregation=tf.VariableAggregation.SUM)
                     for v in model.trainable_variables]
         self._train_loop = tf.function(self._loop_body)
-        self._probe_loss = tf.function(self._probe_loss_body)
+        self._probe = tf.function(self._probe_body)
         if config.jit_compile:
             # XLA compiles the forward and backward pass of one replica; the
             # iterator, the cross-replica sum and the optimizer stay outside,
@@ -233,14 +233,17 @@ class Trainer:
             acc.assign(tf.zeros_like(acc))
         return norm
 
-    def _probe_replica_loss(self, features):
-        loss, _ = self.loss_fn(self.model, features, training=False)
-        return tf.cast(loss, tf.float32)
+    def _probe_replica_non_finite(self, features):
+        outputs = tf.nest.flatten(self.model(features, training=False))
+        checks = [tf.reduce_all(tf.math.is_finite(o)) for o in outputs if o.dtype.is_floating]
+        return 1.0 - tf.cast(tf.reduce_all(checks), tf.float32)
 
-    def _probe_loss_body(self, features):
-        """The loss of the current weights on `features` (a distributed batch)."""
-        per_replica = self.strategy.run(self._probe_replica_loss, args=(features,))
-        return self.strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None)
+    def _probe_body(self, features):
+        """The number of replicas on which some output of the current weights on
+        `features` (a distributed batch) is not finite (0: every output is finite, and so
+        is any loss computed from them)."""
+        per_replica = self.strategy.run(self._probe_replica_non_finite, args=(features,))
+        return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
     def _weights_are_finite(self):
         checks = [tf.reduce_all(tf.math.is_finite(v)) for v in self.model.trainable_variables
@@ -300,7 +303,8 @@ class Trainer:
             checkpoint.restore(saved[-1][1]).assert_existing_objects_matched()
             _logger.info("resumed from %s", saved[-1][1])
         # A fixed batch (its own iterator: the training order is untouched) on which the
-        # updated weights must give a finite loss before they are saved.
+        # updated weights must give finite outputs (hence a finite loss) before they are
+        # saved; inference mode, so no dropout draw changes the training's random stream.
         probe = next(iter(dataset))
         step = int(self.optimizer.iterations.numpy())
         start_step, start_time = step, time.time()
@@ -331,11 +335,9 @@ class Trainer:
     def _save(self, checkpoint, directory, step, probe) -> str:
         """Writes ckpt-<step> once the weights passed the finiteness checks, keeps the
         newest keep_checkpoint_max, runs the save hook. Returns the prefix."""
-        probe_loss = float(self._probe_loss(probe))
-        if not (math.isfinite(probe_loss) and self._weights_are_finite()):
-            self._stop_non_finite(f"the weights after step {step} are non-finite or give a "
-                                  f"non-finite loss ({probe_loss}); they were not saved",
-                                  directory)
+        if float(self._probe(probe)) > 0 or not self._weights_are_finite():
+            self._stop_non_finite(f"the weights after step {step} are non-finite or give "
+                                  "non-finite outputs; they were not saved", directory)
         prefix = checkpoint.write(os.path.join(directory, f"{CHECKPOINT_PREFIX}-{step}"))
         keep = self.config.keep_checkpoint_max
         if keep:

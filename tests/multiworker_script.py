@@ -6,7 +6,6 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
 from albert_tf import pretraining, training  # noqa: E402
 from albert_tf.distribute import get_strategy, is_chief  # noqa: E402

@@ -110,24 +110,6 @@ def test_per_seed_table_and_intrinsic_only_rows():
                      "| X | 7 | 1.00M | 25.0 | 90.0 | 60.0 |"]
 
 
-def test_read_eval_results(tmp_path):
-    path = tmp_path / "eval_results.txt"
-    path.write_text("global_step = 0\nmasked_lm_accuracy = 0.01\nloss = 7.5\n"
-                    "global_step = 20\nmasked_lm_accuracy = 0.2\n"
-                    "global_step = 10\nmasked_lm_accuracy = 0.1\n\n"
-                    "global_step = 20\nmasked_lm_accuracy = 0.25\n")
-    assert report.read_eval_results(path) == {
-        0: {"masked_lm_accuracy": 0.01, "loss": 7.5}, 10: {"masked_lm_accuracy": 0.1},
-        20: {"masked_lm_accuracy": 0.25}}  # by step; the last block of a step wins
-    assert report.read_eval_results(tmp_path / "absent.txt") == {}
-    path.write_text("masked_lm_accuracy = 0.1\n")
-    with pytest.raises(ValueError, match=r"eval_results.txt:1: 'masked_lm_accuracy' before"):
-        report.read_eval_results(path)
-    path.write_text("global_step = 0\nnot a line\n")
-    with pytest.raises(ValueError, match=r"eval_results.txt:2: expected 'key = number'"):
-        report.read_eval_results(path)
-
-
 def test_curve_summary():
     rows = [_row("A", 1, 0.2, curve={"global_step": [0, 10], "masked_lm_accuracy": [0.0, 0.2]}),
             _row("A", 2, 0.2, curve={"global_step": [0, 10, 20],

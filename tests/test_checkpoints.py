@@ -7,7 +7,6 @@ import pytest
 import tensorflow as tf
 
 import albert_numpy
-from albert_tf import AlbertConfig
 from albert_tf.checkpoints import (CheckpointMismatchError, check_checkpoint_readable,
                                    checkpoint_variable_shapes, init_from_checkpoint,
                                    load_original_checkpoint, original_variable_map,

@@ -35,7 +35,9 @@ ORIGINAL_FLAGS = {
         "max_seq_length": 512, "do_train": False, "do_eval": False, "do_predict": False,
         "train_batch_size": 32, "eval_batch_size": 8, "predict_batch_size": 8,
         "learning_rate": 5e-5, "train_step": 1000, "warmup_step": 0,
-        "save_checkpoints_steps": 1000, "keep_checkpoint_max": 5, "iterations_per_loop": 1000,
+        # keep_checkpoint_max: the original's default 5 had no effect (its eval loop kept
+        # every checkpoint); unset keeps them all, as it did.
+        "save_checkpoints_steps": 1000, "keep_checkpoint_max": None, "iterations_per_loop": 1000,
         "optimizer": "adamw", "export_dir": None, "threshold_to_export": math.nan},
     "run_squad": {
         **_TPU, "albert_config_file": None, "vocab_file": None, "spm_model_file": None,

@@ -296,7 +296,7 @@ def test_temporaries_of_running_processes_or_other_programs_are_kept(tmp_path):
     _write_corpus(tmp_path, files=1, docs=5)
     host = fileio.owner_tag().rsplit("-", 1)[0]
     keep = [f".create_pretraining_data-{host}-{os.getppid()}-abc",  # a running process
-            f".out.tfrecord.create_pretraining_data-otherhost-1.tmp",  # another machine
+            ".out.tfrecord.create_pretraining_data-otherhost-1.tmp",  # another machine
             ".create_pretraining_data-x", "out.tfrecord.tmp-1"]  # not our names
     for name in keep:
         (tmp_path / name).write_text("")

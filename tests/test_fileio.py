@@ -5,7 +5,7 @@ import os
 import pytest
 
 from albert_tf import fileio
-from albert_tf.fileio import atomic_write_text, read_text
+from albert_tf.fileio import atomic_write_text
 
 
 def test_atomic_write_creates_folder_and_leaves_no_temporaries(tmp_path):

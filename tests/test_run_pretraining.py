@@ -2,6 +2,8 @@
 
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -9,6 +11,7 @@ import time
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from albert_tf.checkpoints import read_checkpoint_values
 
@@ -55,17 +58,57 @@ def run(cmd, **kwargs):
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, **kwargs)
 
 
-def test_end_to_end_and_resume_after_sigkill(tiny_data, tmp_path):
+def _original_names_restore_with_a_tf1_saver(prefix, config_file):
+    """The original code's way to read a checkpoint: a TF1 graph whose variables carry the
+    original names (model, adam_m/adam_v slots, global_step), restored by name."""
+    from albert_tf import checkpoints
+    from albert_tf.config import AlbertConfig
+    from albert_tf.modeling import AlbertPretrainer
+
+    model = AlbertPretrainer(AlbertConfig.from_json_file(config_file))
+    model.build()
+    shapes = {n: v.shape for n, v in checkpoints.original_variable_map(model).items()}
+    graph = tf.Graph()
+    with graph.as_default():
+        variables = {"global_step": tf.compat.v1.get_variable(
+            "global_step", [], tf.int64, initializer=tf.compat.v1.zeros_initializer())}
+        for name, shape in shapes.items():
+            for full in (name, f"{name}/adam_m", f"{name}/adam_v"):
+                variables[full] = tf.compat.v1.get_variable(full, shape, tf.float32)
+        saver = tf.compat.v1.train.Saver()
+        with tf.compat.v1.Session() as session:
+            saver.restore(session, prefix)
+            return session.run(variables)
+
+
+def test_end_to_end_checkpoint_formats_and_resume_after_sigkill(tiny_data, tmp_path):
     straight = tmp_path / "straight"
     result = run(command(tiny_data, straight, "--do_eval"))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "sentence_order_accuracy = " in result.stdout
     results = (straight / "eval_results.txt").read_text()
     for key in ("masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy",
-                "sentence_order_loss", "global_step = 60"):
+                "sentence_order_loss", "global_step = 60", "saved "):
         assert key in results
-    assert (straight / "model.ckpt-60.index").exists()  # original-format export
     assert os.listdir(straight / "train") and os.listdir(straight / "eval")
+    # Every checkpoint in both formats, 5 kept; the `checkpoint` file names the
+    # original-format ones, which the original's name-based Saver restores.
+    assert sorted(os.listdir(straight))[:3] == ["albert_config.json", "best_checkpoint",
+                                                "best_trial.txt"]
+    latest = tf.train.latest_checkpoint(str(straight))
+    assert latest == str(straight / "model.ckpt-60")
+    state = tf.train.get_checkpoint_state(str(straight))
+    assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == [
+        f"model.ckpt-{s}" for s in (52, 54, 56, 58, 60)]
+    assert sorted(p.name for p in straight.glob("ckpt-*.index")) == [
+        f"ckpt-{s}.index" for s in (52, 54, 56, 58, 60)]
+    tf1 = _original_names_restore_with_a_tf1_saver(latest, tiny_data / "albert_config.json")
+    ours = read_checkpoint_values(latest)
+    assert tf1["global_step"] == 60 and len(tf1) == len(ours)
+    for name, value in tf1.items():
+        np.testing.assert_array_equal(value, ours[name], err_msg=name)
+    best = json.loads((straight / "best_checkpoint").read_text())
+    assert best["key"] == "masked_lm_accuracy" and (straight / "model.ckpt-best.index").exists()
 
     killed = tmp_path / "killed"
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
@@ -88,6 +131,59 @@ def test_end_to_end_and_resume_after_sigkill(tiny_data, tmp_path):
     assert sorted(want) == sorted(got)
     for name in want:
         np.testing.assert_array_equal(want[name], got[name], err_msg=name)
+
+    # Evaluating a folder the original code could have written: only model.ckpt-<step>
+    # files and their `checkpoint` state; the same metrics as on our checkpoint.
+    original = tmp_path / "original"
+    original.mkdir()
+    for path in straight.glob("model.ckpt-60.*"):
+        shutil.copy(path, original)
+    tf.compat.v1.train.update_checkpoint_state(str(original), "model.ckpt-60")
+    shutil.copy(straight / "albert_config.json", original)
+    result = run(command(tiny_data, original, "--do_train=false", "--do_eval"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "after 60 steps:" in result.stdout
+    from albert_tf import selection
+    assert selection.read_eval_results(str(original)) == {
+        60: selection.read_eval_results(str(straight))[60]}
+
+
+def test_sigterm_writes_a_checkpoint_and_the_rerun_continues_bit_for_bit(tiny_data, tmp_path):
+    """What a preemptible VM does: SIGTERM mid-run. The run finishes its current loop,
+    writes a checkpoint at that step, exits 143 with one line; the same command ends
+    with the weights of an uninterrupted run (test above: straight)."""
+    straight = tmp_path / "straight"
+    assert run(command(tiny_data, straight, "--num_train_steps=20")).returncode == 0
+    stopped = tmp_path / "stopped"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    proc = subprocess.Popen(command(tiny_data, stopped, "--num_train_steps=20",
+                                    "--save_checkpoints_steps=10"),
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while not list(stopped.glob("train/*")) or not _log_has(stopped):
+        assert proc.poll() is None, "run ended before the signal"
+        assert time.time() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 143, stderr[-2000:]
+    line = stderr.strip().splitlines()[-1]
+    assert re.fullmatch(r"run_pretraining.py: interrupted by SIGTERM at step (\d+): wrote "
+                        r".*ckpt-\1; run the same command again to continue", line), line
+    step = int(re.search(r"step (\d+)", line).group(1))
+    assert step < 20 and (stopped / f"model.ckpt-{step}.index").exists()
+    resumed = run(command(tiny_data, stopped, "--num_train_steps=20",
+                          "--save_checkpoints_steps=10"))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    want = read_checkpoint_values(str(straight / "model.ckpt-20"))
+    got = read_checkpoint_values(str(stopped / "model.ckpt-20"))
+    for name in want:
+        np.testing.assert_array_equal(want[name], got[name], err_msg=name)
+
+
+def _log_has(folder):
+    """Whether training has logged at least one step (its summaries exist)."""
+    return any(p.stat().st_size > 100 for p in (folder / "train").glob("*"))
 
 
 def test_init_checkpoint_must_match(tiny_data, tmp_path):

@@ -73,15 +73,12 @@ def test_resume_gives_identical_weights(tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
-def _poisoned(after_calls, when_training=True):
-    """The pretraining loss, NaN once it has been called `after_calls` times (counting
-    only calls with training == when_training)."""
+def _poisoned(after_calls):
+    """The pretraining loss, NaN once it has been called `after_calls` times."""
     calls = tf.Variable(0)
 
     def loss_fn(model, features, training):
         loss, parts = pretraining.pretraining_loss_fn(model, features, training)
-        if training != when_training:
-            return loss, parts
         calls.assign_add(1)
         return loss + tf.where(calls > after_calls, np.float32(np.nan), np.float32(0.0)), parts
     return loss_fn
@@ -97,16 +94,28 @@ def test_non_finite_loss_stops_and_names_the_last_good_checkpoint(tmp_path):
     assert [step for step, _ in training.object_checkpoints(str(tmp_path))] == [4]
 
 
-def test_weights_with_a_non_finite_loss_are_not_saved(tmp_path):
-    """The training loss of steps 1-4 is finite, but the weights after step 4 give NaN:
-    the save at step 4 is refused and nothing is written."""
+def test_weights_with_non_finite_outputs_are_not_saved(tmp_path):
+    """The training loss of steps 1-4 is finite, but the weights after step 4 give NaN
+    outputs: the save at step 4 is refused and nothing is written."""
     strategy = tf.distribute.get_strategy()
     model, opt = build(strategy)
-    trainer = make_trainer(model, opt, tmp_path, steps=12, batch=8, save_every=4,
-                           loss_fn=_poisoned(0, when_training=False))
-    with pytest.raises(training.NonFiniteLossError,
-                       match="after step 4 .* not saved; stopping .no checkpoint was written"):
-        trainer.train(dataset_fn(8))
+    trainer = make_trainer(model, opt, tmp_path, steps=12, batch=8, save_every=4)
+    real_call = type(model).call
+
+    def call(self, inputs, training=False):
+        outputs = real_call(self, inputs, training=training)
+        if not training:  # what the probe sees
+            outputs["sop_logits"] = outputs["sop_logits"] * np.float32(np.nan)
+        return outputs
+
+    type(model).call = call
+    try:
+        with pytest.raises(training.NonFiniteLossError,
+                           match="after step 4 .* not saved; stopping .no checkpoint was "
+                                 "written"):
+            trainer.train(dataset_fn(8))
+    finally:
+        type(model).call = real_call
     assert training.object_checkpoints(str(tmp_path)) == []
 
 
