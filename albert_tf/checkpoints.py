@@ -1,7 +1,7 @@
 """Reading and writing checkpoints of the original TF1 release by name.
 
 The whole mapping between our Keras variables and the original variable
-names lives in the tables of this module (ORIGINAL_RELEASE.md §5): the
+names lives in the tables of this module (docs/original.md §5): the
 encoder table, one table per head class, and the scope each head attribute
 of a model takes. Loading checks every name and shape before assigning
 anything and fails listing every problem; saving writes the same names and

@@ -315,7 +315,7 @@ class InGraphTokenizer(tf.Module):
 
 def _truncated_lengths(len_a: tf.Tensor, len_b: tf.Tensor, budget: int):
     """Closed form of the original's loop "pop the last token of the longer side (b on ties)
-    while len_a + len_b > budget" (ORIGINAL_RELEASE §11.3). int64 [B] each."""
+    while len_a + len_b > budget" (docs/original.md §11.3). int64 [B] each."""
     over = len_a + len_b > budget
     half_up = (budget + 1) // 2  # a keeps the extra token: ties pop from b
     new_a = tf.minimum(len_a, tf.maximum(tf.cast(half_up, len_a.dtype), budget - len_b))

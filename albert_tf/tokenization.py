@@ -1,6 +1,6 @@
 """Tokenization for ALBERT: SentencePiece (English models) and WordPiece (Chinese models).
 
-Mirrors `tokenization.py` of the original release (ORIGINAL_RELEASE.md §9). This module must not
+Mirrors `tokenization.py` of the original release (docs/original.md §9). This module must not
 import TensorFlow: the data-generation worker processes import it. The in-graph equivalent lives in
 `albert_tf.tf_tokenization`.
 

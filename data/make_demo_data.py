@@ -710,8 +710,8 @@ def train_spm(lines: list[str], prefix: str, vocab_size: int, seed: int) -> int:
     """Trains the unigram model with the original's spm_train options; returns the vocab size.
 
     Writes `<prefix>.model` and `<prefix>.vocab`. The user-defined symbols go in as a list
-    (sentencepiece CSV-quotes it), avoiding the README's comma-list pitfall (ORIGINAL_RELEASE
-    §9.5). Sentences come from an iterator and the model from a writer, so no file path ends up in
+    (sentencepiece CSV-quotes it), avoiding the original README's comma-list pitfall
+    (docs/original.md §9.5, quirk 20). Sentences come from an iterator and the model from a writer, so no file path ends up in
     the stored trainer spec; one thread and a fixed seed make the output byte-identical.
     If `vocab_size` is more than the corpus supports, the largest supported size is used.
     """

@@ -1,6 +1,6 @@
 """An independent numpy (float64) ALBERT forward pass, written from the math.
 
-Weights are a dict keyed by the ORIGINAL checkpoint names (ORIGINAL_RELEASE.md
+Weights are a dict keyed by the ORIGINAL checkpoint names (docs/original.md
 §5.2), so this file knows nothing about the Keras implementation.
 """
 

@@ -16,7 +16,7 @@ from albert_tf.errors import UserError
 from albert_tf.modeling import AlbertModel, AlbertPretrainer
 from test_modeling import assert_rel_close, make_inputs, tiny
 
-# ORIGINAL_RELEASE.md §5.2 for G = I = 1, written out literally.
+# docs/original.md §5.2 for G = I = 1, written out literally.
 RELEASED_LAYOUT_NAMES = """
 bert/embeddings/word_embeddings V,E
 bert/embeddings/token_type_embeddings T,E

@@ -291,7 +291,7 @@ def test_outputs_and_config_round_trip():
 
 
 RELEASED_COUNTS = {
-    # encoder incl. pooler, ORIGINAL_RELEASE.md §4
+    # encoder incl. pooler, docs/original.md §4
     "albert_base_v2": 11_683_584,
     "albert_large_v2": 17_683_968,
     "albert_xlarge_v2": 58_724_864,
@@ -329,7 +329,7 @@ def test_num_parameters_with_groups_and_inner_groups():
 @pytest.mark.parametrize("sharing,paper_millions", [
     ("all", 89.65), ("attention", 63.65), ("ffn", 37.69)])
 def test_parameter_counts_of_sharing_strategies(sharing, paper_millions):
-    """ALBERT-base shape, E = 128, one group per layer: the counts of ORIGINAL_RELEASE.md's
+    """ALBERT-base shape, E = 128, one group per layer: the counts of docs/original.md's
     ablation table (paper Table 4: 89M not-shared, 64M shared-attention, 38M shared-FFN)."""
     from albert_tf.config import preset
     cfg = preset("base", num_hidden_groups=12, cross_layer_sharing=sharing)

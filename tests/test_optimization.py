@@ -1,5 +1,5 @@
 """Tests of albert_tf.optimization against numpy references written from the
-math of the original release (ORIGINAL_RELEASE.md §7), not from the code
+math of the original release (docs/original.md §7), not from the code
 under test."""
 
 import contextlib
