@@ -22,8 +22,10 @@ cli.define_flags(classifier.ClassifierOptions)
 def report(summary):
     best = summary.get("best")
     if best:
-        print(f"best checkpoint on dev: step {best['global_step']}, "
-              f"{best['key']} = {best['value']:.4f}")
+        print(
+            f"best checkpoint on dev: step {best['global_step']}, "
+            f"{best['key']} = {best['value']:.4f}"
+        )
     for name in ("submission", "test_results", "export_dir"):
         if name in summary:
             print(f"{name}: {summary[name]}")

@@ -19,8 +19,10 @@ cli.define_flags(pretraining.PretrainingOptions)
 def report(summary):
     before, after = summary["before"], summary["after"]
     if before:
-        print(f"before training: masked_lm_accuracy = {before['masked_lm_accuracy']:.4f}, "
-              f"sentence_order_accuracy = {before['sentence_order_accuracy']:.4f}")
+        print(
+            f"before training: masked_lm_accuracy = {before['masked_lm_accuracy']:.4f}, "
+            f"sentence_order_accuracy = {before['sentence_order_accuracy']:.4f}"
+        )
     if after:
         print(f"after {summary['step']} steps:")
         print(f"masked_lm_accuracy = {after['masked_lm_accuracy']:.4f}")

@@ -20,8 +20,10 @@ cli.define_flags(race.RaceOptions)
 def report(summary):
     best = summary.get("best")
     if best:
-        print(f"best checkpoint on dev: step {best['global_step']}, "
-              f"{best['key']} = {best['value']:.4f}")
+        print(
+            f"best checkpoint on dev: step {best['global_step']}, "
+            f"{best['key']} = {best['value']:.4f}"
+        )
     if "test" in summary:
         print("test: " + ", ".join(f"{k} = {v:.4f}" for k, v in summary["test"].items()))
 

@@ -21,12 +21,17 @@ from albert_tf import fileio, plots
 
 _logger = logging.getLogger(__name__)
 
-INTRINSIC = (("masked_lm_accuracy", "MLM acc"), ("sop_accuracy", "SOP acc"),
-             ("nsp_accuracy", "NSP acc"))
+INTRINSIC = (
+    ("masked_lm_accuracy", "MLM acc"),
+    ("sop_accuracy", "SOP acc"),
+    ("nsp_accuracy", "NSP acc"),
+)
 WITHIN_NOISE = "≈"
-NOISE_RULE = (f"{WITHIN_NOISE}: within noise of the (ref) row it is compared with, i.e. "
-              "|difference of the means| <= 2 sqrt(s^2/n + s_ref^2/n_ref) (two standard errors "
-              "of the difference); not marked when either row has n < 2.")
+NOISE_RULE = (
+    f"{WITHIN_NOISE}: within noise of the (ref) row it is compared with, i.e. "
+    "|difference of the means| <= 2 sqrt(s^2/n + s_ref^2/n_ref) (two standard errors "
+    "of the difference); not marked when either row has n < 2."
+)
 
 
 # --------------------------------------------------------------------------------------
@@ -50,15 +55,17 @@ def within_noise(a: tuple, b: tuple) -> bool | None:
     (mean_a, std_a, n_a), (mean_b, std_b, n_b) = a, b
     if std_a is None or std_b is None:
         return None
-    return abs(mean_a - mean_b) <= 2 * math.sqrt(std_a ** 2 / n_a + std_b ** 2 / n_b)
+    return abs(mean_a - mean_b) <= 2 * math.sqrt(std_a**2 / n_a + std_b**2 / n_b)
 
 
 def row_scores(row: dict, task_titles: dict) -> dict[str, float]:
     """Column title -> value (x100; SQuAD F1 as is) of one (label, seed) row: the intrinsic
     accuracies, each task's best dev score and, with several tasks, their average."""
     scores = {title: 100 * row[key] for key, title in INTRINSIC if key in row}
-    tasks = {task_titles[t]: v["value"] * (1 if t.startswith("squad") else 100)
-             for t, v in row.get("tasks", {}).items()}
+    tasks = {
+        task_titles[t]: v["value"] * (1 if t.startswith("squad") else 100)
+        for t, v in row.get("tasks", {}).items()
+    }
     scores.update(tasks)
     if len(tasks) > 1:
         scores["Avg"] = sum(tasks.values()) / len(tasks)
@@ -75,10 +82,12 @@ def aggregate(rows: list[dict], labels: list[str], task_titles: dict) -> dict[st
             continue
         per_seed = [row_scores(r, task_titles) for r in mine]
         columns = list(dict.fromkeys(c for s in per_seed for c in s))
-        out[label] = {"n": len(mine), "seeds": [r["random_seed"] for r in mine],
-                      "parameters": mine[0]["parameters"],
-                      "scores": {c: mean_std([s[c] for s in per_seed if c in s])
-                                 for c in columns}}
+        out[label] = {
+            "n": len(mine),
+            "seeds": [r["random_seed"] for r in mine],
+            "parameters": mine[0]["parameters"],
+            "scores": {c: mean_std([s[c] for s in per_seed if c in s]) for c in columns},
+        }
     return out
 
 
@@ -107,8 +116,7 @@ def _columns(summary: dict) -> list[str]:
 # --------------------------------------------------------------------------------------
 # Tables
 # --------------------------------------------------------------------------------------
-def summary_table(rows: list[dict], labels: list[str], references: dict,
-                  task_titles: dict) -> str:
+def summary_table(rows: list[dict], labels: list[str], references: dict, task_titles: dict) -> str:
     """The study's table: one line per label (study order) with n, parameters and
     mean ± std of every column; `references`: label -> the label it is compared with."""
     summary = aggregate(rows, labels, task_titles)
@@ -118,27 +126,45 @@ def summary_table(rows: list[dict], labels: list[str], references: dict,
     is_reference = _compared_references(summary, references)
     for label, s in summary.items():
         ref = summary.get(references.get(label))
-        cells = [label + (" (ref)" if label in is_reference else ""), str(s["n"]),
-                 f"{s['parameters'] / 1e6:.2f}M"]
+        cells = [
+            label + (" (ref)" if label in is_reference else ""),
+            str(s["n"]),
+            f"{s['parameters'] / 1e6:.2f}M",
+        ]
         cells += [_cell(s["scores"].get(c), ref and ref["scores"].get(c)) for c in columns]
         lines.append("| " + " | ".join(cells) + " |")
     seeds = sorted({seed for s in summary.values() for seed in s["seeds"]})
-    notes = [(f"Mean ± sample standard deviation (n - 1) over n pretraining seeds (seeds "
-              f"{', '.join(map(str, seeds))}). Accuracies and scores x100; SQuAD: F1.")]
+    notes = [
+        (
+            f"Mean ± sample standard deviation (n - 1) over n pretraining seeds (seeds "
+            f"{', '.join(map(str, seeds))}). Accuracies and scores x100; SQuAD: F1."
+        )
+    ]
     if is_reference:
-        groups = {ref: [label for label in summary if references.get(label) == ref]
-                  for ref in summary if ref in is_reference}
+        groups = {
+            ref: [label for label in summary if references.get(label) == ref]
+            for ref in summary
+            if ref in is_reference
+        }
         if len(groups) > 1:
-            notes.append("Compared with: " + "; ".join(
-                f"{ref}: {', '.join(those)}" for ref, those in groups.items()) + ".")
+            notes.append(
+                "Compared with: "
+                + "; ".join(f"{ref}: {', '.join(those)}" for ref, those in groups.items())
+                + "."
+            )
         notes.append(NOISE_RULE)
     return "\n".join(lines) + "\n\n" + " ".join(notes) + "\n"
 
 
 def per_seed_table(rows: list[dict], labels: list[str], task_titles: dict) -> str:
     """Every (label, seed) row as measured, in study order then seed."""
-    ordered = sorted(rows, key=lambda r: (labels.index(r["label"]) if r["label"] in labels
-                                          else len(labels), r["random_seed"]))
+    ordered = sorted(
+        rows,
+        key=lambda r: (
+            labels.index(r["label"]) if r["label"] in labels else len(labels),
+            r["random_seed"],
+        ),
+    )
     per_seed = [row_scores(r, task_titles) for r in ordered]
     columns = _columns({i: {"scores": s} for i, s in enumerate(per_seed)})
     header = ["Variant", "Seed", "Params", *columns]
@@ -157,8 +183,10 @@ def smoothness_summary(measurements: dict[str, list[dict]]) -> dict[str, dict]:
     out = {}
     for label, runs in measurements.items():
         layers = len(runs[0]["l2_distance"])
-        out[label] = {key: [mean_std([r[key][layer] for r in runs]) for layer in range(layers)]
-                      for key in ("l2_distance", "angle_degrees", "cosine_similarity")}
+        out[label] = {
+            key: [mean_std([r[key][layer] for r in runs]) for layer in range(layers)]
+            for key in ("l2_distance", "angle_degrees", "cosine_similarity")
+        }
     return out
 
 
@@ -167,8 +195,9 @@ def smoothness_table(measurements: dict[str, list[dict]]) -> str:
     output, mean ± std over its measurements."""
     summary = smoothness_summary(measurements)
     labels = list(summary)
-    header = (["Layer"] + [f"{label} L2" for label in labels]
-              + [f"{label} angle (°)" for label in labels])
+    header = (
+        ["Layer"] + [f"{label} L2" for label in labels] + [f"{label} angle (°)" for label in labels]
+    )
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for layer in range(max(len(s["l2_distance"]) for s in summary.values())):
         cells = [str(layer)]
@@ -177,19 +206,24 @@ def smoothness_table(measurements: dict[str, list[dict]]) -> str:
                 values = summary[label][key]
                 cells.append(_cell(values[layer]) if layer < len(values) else "")
         lines.append("| " + " | ".join(cells) + " |")
-    counts = ", ".join(f"{label}: n = {len(runs)}, {runs[0]['tokens']} tokens"
-                       for label, runs in measurements.items())
-    return ("\n".join(lines) + "\n\nLayer l: from the state entering layer l (layer 0: the "
-            "embeddings after the E -> H projection) to the state leaving it; means over the "
-            "real (not padding) tokens of the held-out text; angle = arccos of the cosine "
-            f"similarity, averaged per token; ± the std over n measurements ({counts}).\n")
+    counts = ", ".join(
+        f"{label}: n = {len(runs)}, {runs[0]['tokens']} tokens"
+        for label, runs in measurements.items()
+    )
+    return (
+        "\n".join(lines) + "\n\nLayer l: from the state entering layer l (layer 0: the "
+        "embeddings after the E -> H projection) to the state leaving it; means over the "
+        "real (not padding) tokens of the held-out text; angle = arccos of the cosine "
+        f"similarity, averaged per token; ± the std over n measurements ({counts}).\n"
+    )
 
 
 # --------------------------------------------------------------------------------------
 # Learning curves
 # --------------------------------------------------------------------------------------
-def curve_summary(rows: list[dict], labels: list[str],
-                  key: str = "masked_lm_accuracy") -> dict[str, tuple[list, list]]:
+def curve_summary(
+    rows: list[dict], labels: list[str], key: str = "masked_lm_accuracy"
+) -> dict[str, tuple[list, list]]:
     """label -> (steps, [(mean, std, n) of x100 `key` at each step over the label's seeds])
     from the rows' "curve" entries (rows without one are skipped)."""
     out = {}
@@ -208,16 +242,20 @@ def curve_summary(rows: list[dict], labels: list[str],
 # --------------------------------------------------------------------------------------
 # A study's files
 # --------------------------------------------------------------------------------------
-def write_study_report(study_dir, study: str, rows: list[dict], labels: list[str],
-                       references: dict, task_titles: dict) -> list[str]:
+def write_study_report(
+    study_dir, study: str, rows: list[dict], labels: list[str], references: dict, task_titles: dict
+) -> list[str]:
     """Writes results.md and the pictures (results.png, learning_curves.png and, when rows
     carry smoothness measurements, smoothness.png) into `study_dir`. Returns the paths
     written."""
     text = f"# Study {study}\n\n" + summary_table(rows, labels, references, task_titles)
     measurements = {}
     for label in labels:
-        runs = [r["smoothness"] for r in sorted(rows, key=lambda r: r["random_seed"])
-                if r["label"] == label and "smoothness" in r]
+        runs = [
+            r["smoothness"]
+            for r in sorted(rows, key=lambda r: r["random_seed"])
+            if r["label"] == label and "smoothness" in r
+        ]
         if runs:
             measurements[label] = runs
     if measurements:
@@ -238,10 +276,10 @@ def write_study_report(study_dir, study: str, rows: list[dict], labels: list[str
     if counts == {1}:
         title = f"{study}: one seed (no error bars)"
     else:
-        title = f"{study}: mean ± std over " + (f"{counts.pop()} seeds" if len(counts) == 1
-                                                 else "seeds (n: results.md)")
-    plots.study_bars(path, title, list(summary), bars,
-                     [label in is_reference for label in summary])
+        title = f"{study}: mean ± std over " + (
+            f"{counts.pop()} seeds" if len(counts) == 1 else "seeds (n: results.md)"
+        )
+    plots.study_bars(path, title, list(summary), bars, [label in is_reference for label in summary])
     written.append(path)
     curves = curve_summary(rows, labels)
     if curves:
@@ -250,12 +288,26 @@ def write_study_report(study_dir, study: str, rows: list[dict], labels: list[str
         written.append(path)
     if measurements:
         path = os.path.join(study_dir, "smoothness.png")
-        plots.smoothness(path, f"{study}: layer input vs output (mean ± std over seeds)",
-                         smoothness_summary(measurements))
+        plots.smoothness(
+            path,
+            f"{study}: layer input vs output (mean ± std over seeds)",
+            smoothness_summary(measurements),
+        )
         written.append(path)
     return written
 
 
-__all__ = ["mean_std", "within_noise", "row_scores", "aggregate", "summary_table",
-           "per_seed_table", "smoothness_summary", "smoothness_table",
-           "curve_summary", "write_study_report", "NOISE_RULE", "WITHIN_NOISE"]
+__all__ = [
+    "mean_std",
+    "within_noise",
+    "row_scores",
+    "aggregate",
+    "summary_table",
+    "per_seed_table",
+    "smoothness_summary",
+    "smoothness_table",
+    "curve_summary",
+    "write_study_report",
+    "NOISE_RULE",
+    "WITHIN_NOISE",
+]

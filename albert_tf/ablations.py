@@ -33,7 +33,15 @@ import logging
 import os
 import time
 
-from albert_tf import ablation_report, checkpoints, fileio, plots, pretraining, selection, smoothness
+from albert_tf import (
+    ablation_report,
+    checkpoints,
+    fileio,
+    plots,
+    pretraining,
+    selection,
+    smoothness,
+)
 from albert_tf.config import AlbertConfig, preset
 from albert_tf.errors import UserError
 from albert_tf.options import REQUIRED, Options, check, option
@@ -56,6 +64,7 @@ class Variant:
     reference: the label of the row this one is compared with (the paper's
     baseline; None for that row itself).
     """
+
     label: str
     config: dict
     sentence_task: str = "sop"
@@ -66,10 +75,12 @@ class Variant:
 
 def _sharing(name: str, layers: int = TINY.num_hidden_layers) -> dict:
     """Config changes of the paper's sharing strategies (Table 4)."""
-    return {"all-shared": {"num_hidden_groups": 1},
-            "shared-attention": {"num_hidden_groups": layers, "cross_layer_sharing": "attention"},
-            "shared-FFN": {"num_hidden_groups": layers, "cross_layer_sharing": "ffn"},
-            "not-shared": {"num_hidden_groups": layers}}[name]
+    return {
+        "all-shared": {"num_hidden_groups": 1},
+        "shared-attention": {"num_hidden_groups": layers, "cross_layer_sharing": "attention"},
+        "shared-FFN": {"num_hidden_groups": layers, "cross_layer_sharing": "ffn"},
+        "not-shared": {"num_hidden_groups": layers},
+    }[name]
 
 
 def _compared_with(reference: str, label: str) -> str | None:
@@ -81,62 +92,98 @@ def _compared_with(reference: str, label: str) -> str | None:
 # within each E.
 STUDIES = {
     "embedding_size": [  # Table 3
-        Variant(f"{sharing} E={e}", {"embedding_size": e, **_sharing(sharing)},
-                reference=_compared_with("all-shared E=64", f"{sharing} E={e}"))
-        for sharing in ("not-shared", "all-shared") for e in (16, 32, 64, 128)],
+        Variant(
+            f"{sharing} E={e}",
+            {"embedding_size": e, **_sharing(sharing)},
+            reference=_compared_with("all-shared E=64", f"{sharing} E={e}"),
+        )
+        for sharing in ("not-shared", "all-shared")
+        for e in (16, 32, 64, 128)
+    ],
     "sharing": [  # Table 4
-        Variant(f"E={e} {sharing}", {"embedding_size": e, **_sharing(sharing)},
-                reference=_compared_with(f"E={e} all-shared", f"E={e} {sharing}"))
+        Variant(
+            f"E={e} {sharing}",
+            {"embedding_size": e, **_sharing(sharing)},
+            reference=_compared_with(f"E={e} all-shared", f"E={e} {sharing}"),
+        )
         for e in (128, 64)
-        for sharing in ("all-shared", "shared-attention", "shared-FFN", "not-shared")],
+        for sharing in ("all-shared", "shared-attention", "shared-FFN", "not-shared")
+    ],
     "sentence_loss": [  # Table 5
         Variant("None", {}, "sop", 0.0, reference="SOP"),
         Variant("NSP", {}, "nsp", reference="SOP"),
         Variant("SOP", {}, "sop"),
     ],
     "dropout": [  # Table 8
-        Variant("with dropout", {"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1},
-                reference="without dropout"),
+        Variant(
+            "with dropout",
+            {"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1},
+            reference="without dropout",
+        ),
         Variant("without dropout", {}),
     ],
     "layers": [  # Table 11: each depth from 2 on starts from the previous depth's weights
-        Variant(f"L={layers}", {"num_hidden_layers": layers}, warm_start=layers > 1,
-                reference=_compared_with("L=4", f"L={layers}"))
-        for layers in (1, 2, 4, 8)],
+        Variant(
+            f"L={layers}",
+            {"num_hidden_layers": layers},
+            warm_start=layers > 1,
+            reference=_compared_with("L=4", f"L={layers}"),
+        )
+        for layers in (1, 2, 4, 8)
+    ],
     "smoothness": [  # Figure 1: ALBERT-style vs BERT-style sharing, same shape
-        Variant(sharing, _sharing(sharing)) for sharing in ("all-shared", "not-shared")],
+        Variant(sharing, _sharing(sharing)) for sharing in ("all-shared", "not-shared")
+    ],
 }
 
 
 @dataclasses.dataclass(kw_only=True)
 class AblationOptions(Options):
     """What run_ablations.py's flags decide (each field is also the flag)."""
+
     study: str = option("sharing", "Which ablation to run.", choices=STUDIES)
     output_dir: str = option(REQUIRED, "Data, models and results go here.")
     num_train_steps: int = option(
         pretraining.DEMO_SETTINGS["num_train_steps"],
-        "Pretraining steps per variant (batch 32, sequence length 128).", minimum=10)
+        "Pretraining steps per variant (batch 32, sequence length 128).",
+        minimum=10,
+    )
     tasks: tuple[str, ...] = option(
-        PAPER_TASKS, "Downstream demo tasks (empty: intrinsic metrics only; the smoothness "
-        "study fine-tunes nothing); known: squad_v1, squad_v2, race and the GLUE tasks.")
+        PAPER_TASKS,
+        "Downstream demo tasks (empty: intrinsic metrics only; the smoothness "
+        "study fine-tunes nothing); known: squad_v1, squad_v2, race and the GLUE tasks.",
+    )
     variants: tuple[str, ...] = option((), "Labels of the study's rows to run (default all).")
     random_seed: int = option(12345, "Seed of data, initialisation and order (the first seed).")
-    seeds: int = option(1, "Pretraining seeds per row: random_seed, random_seed + 1, ...; "
-                        "results.md shows mean ± std over them.", minimum=1)
-    dupe_factor: int = option(10, "Passes over the demo corpus when building the pretraining "
-                              "data.", minimum=1)
+    seeds: int = option(
+        1,
+        "Pretraining seeds per row: random_seed, random_seed + 1, ...; "
+        "results.md shows mean ± std over them.",
+        minimum=1,
+    )
+    dupe_factor: int = option(
+        10, "Passes over the demo corpus when building the pretraining data.", minimum=1
+    )
     eval_every_steps: int = option(
-        200, "Held-out masked-LM accuracy every this many pretraining steps (the learning "
-        "curves; each such checkpoint is kept); 0: no curve.", minimum=0)
+        200,
+        "Held-out masked-LM accuracy every this many pretraining steps (the learning "
+        "curves; each such checkpoint is kept); 0: no curve.",
+        minimum=0,
+    )
     smoothness_checkpoints: tuple[str, ...] = option(
-        (), "--study=smoothness: measure these models instead of training two, as "
+        (),
+        "--study=smoothness: measure these models instead of training two, as "
         "label=path (a release folder, a run_pretraining.py output folder, a Google BERT "
-        "folder with bert_config.json, or a checkpoint prefix in such a folder).")
+        "folder with bert_config.json, or a checkpoint prefix in such a folder).",
+    )
     smoothness_text_file: str | None = option(
-        None, "--study=smoothness: held-out text (pretraining input format) to measure on; "
-        "default the demo corpus part pretraining holds out.")
+        None,
+        "--study=smoothness: held-out text (pretraining input format) to measure on; "
+        "default the demo corpus part pretraining holds out.",
+    )
     smoothness_max_sequences: int = option(
-        256, "--study=smoothness: sequences (of 128 tokens at most) measured.", minimum=1)
+        256, "--study=smoothness: sequences (of 128 tokens at most) measured.", minimum=1
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -145,38 +192,80 @@ class AblationOptions(Options):
 def _squad(version_2):
     def run(init_checkpoint, output_dir, seed):
         from albert_tf import squad
+
         suffix = "v2.0" if version_2 else "v1.1"
-        return squad.run(squad.SquadOptions(
-            output_dir=output_dir, init_checkpoint=init_checkpoint,
-            spm_model_file=str(DEMO_DIR / "spm.model"),
-            train_file=str(DEMO_DIR / "squad" / f"train-{suffix}.json"),
-            predict_file=str(DEMO_DIR / "squad" / f"dev-{suffix}.json"),
-            version_2_with_negative=version_2, do_train=True, do_predict=True,
-            max_seq_length=128, doc_stride=64, max_query_length=32, train_batch_size=32,
-            predict_batch_size=32, num_train_epochs=40, learning_rate=5e-4,
-            save_checkpoints_steps=100 if version_2 else 75, random_seed=seed))
+        return squad.run(
+            squad.SquadOptions(
+                output_dir=output_dir,
+                init_checkpoint=init_checkpoint,
+                spm_model_file=str(DEMO_DIR / "spm.model"),
+                train_file=str(DEMO_DIR / "squad" / f"train-{suffix}.json"),
+                predict_file=str(DEMO_DIR / "squad" / f"dev-{suffix}.json"),
+                version_2_with_negative=version_2,
+                do_train=True,
+                do_predict=True,
+                max_seq_length=128,
+                doc_stride=64,
+                max_query_length=32,
+                train_batch_size=32,
+                predict_batch_size=32,
+                num_train_epochs=40,
+                learning_rate=5e-4,
+                save_checkpoints_steps=100 if version_2 else 75,
+                random_seed=seed,
+            )
+        )
+
     return run
 
 
 def _glue(task):
     def run(init_checkpoint, output_dir, seed):
         from albert_tf import classifier
-        return classifier.run(classifier.ClassifierOptions(
-            task_name=task, output_dir=output_dir, data_dir=str(DEMO_DIR / "glue"),
-            init_checkpoint=init_checkpoint, spm_model_file=str(DEMO_DIR / "spm.model"),
-            max_seq_length=128, do_train=True, do_eval=True, train_batch_size=32,
-            eval_batch_size=32, learning_rate=1e-4, train_step=300, warmup_step=30,
-            save_checkpoints_steps=50, random_seed=seed))
+
+        return classifier.run(
+            classifier.ClassifierOptions(
+                task_name=task,
+                output_dir=output_dir,
+                data_dir=str(DEMO_DIR / "glue"),
+                init_checkpoint=init_checkpoint,
+                spm_model_file=str(DEMO_DIR / "spm.model"),
+                max_seq_length=128,
+                do_train=True,
+                do_eval=True,
+                train_batch_size=32,
+                eval_batch_size=32,
+                learning_rate=1e-4,
+                train_step=300,
+                warmup_step=30,
+                save_checkpoints_steps=50,
+                random_seed=seed,
+            )
+        )
+
     return run
 
 
 def _race(init_checkpoint, output_dir, seed):
     from albert_tf import race
-    return race.run(race.RaceOptions(
-        data_dir=str(DEMO_DIR), output_dir=output_dir, init_checkpoint=init_checkpoint,
-        spm_model_file=str(DEMO_DIR / "spm.model"), max_seq_length=128, max_qa_length=32,
-        train_batch_size=32, eval_batch_size=32, learning_rate=5e-5, train_step=300,
-        warmup_step=30, save_checkpoints_steps=100, random_seed=seed))
+
+    return race.run(
+        race.RaceOptions(
+            data_dir=str(DEMO_DIR),
+            output_dir=output_dir,
+            init_checkpoint=init_checkpoint,
+            spm_model_file=str(DEMO_DIR / "spm.model"),
+            max_seq_length=128,
+            max_qa_length=32,
+            train_batch_size=32,
+            eval_batch_size=32,
+            learning_rate=5e-5,
+            train_step=300,
+            warmup_step=30,
+            save_checkpoints_steps=100,
+            random_seed=seed,
+        )
+    )
 
 
 # task -> (run(init_checkpoint, output_dir, seed) -> summary with "best", column title)
@@ -184,8 +273,10 @@ TASKS = {
     "squad_v1": (_squad(False), "SQuAD1.1 F1"),
     "squad_v2": (_squad(True), "SQuAD2.0 F1"),
     "race": (_race, "RACE acc"),
-    **{t: (_glue(t), t) for t in ("CoLA", "MNLI", "MRPC", "QNLI", "QQP", "RTE", "SST-2",
-                                  "STS-B", "WNLI")},
+    **{
+        t: (_glue(t), t)
+        for t in ("CoLA", "MNLI", "MRPC", "QNLI", "QQP", "RTE", "SST-2", "STS-B", "WNLI")
+    },
 }
 
 
@@ -207,14 +298,19 @@ def _demo_data(output_dir, seed, dupe_factor, train_tasks):
         train, held_out, spm_model = pretraining.ensure_demo_data(
             os.path.join(output_dir, f"data_{task}_seed{seed}_dupe{dupe_factor}"),
             s["max_seq_length"],
-            s["max_predictions_per_seq"], dupe_factor=dupe_factor, random_seed=seed,
-            random_next_sentence=task == "nsp", splits=splits)
+            s["max_predictions_per_seq"],
+            dupe_factor=dupe_factor,
+            random_seed=seed,
+            random_next_sentence=task == "nsp",
+            splits=splits,
+        )
         data[task] = (train if "train" in splits else None, held_out)
     return data, spm_model
 
 
-def pretrain(variant, config, folder, data, num_train_steps, seed, init_checkpoint=None,
-             eval_every_steps=0):
+def pretrain(
+    variant, config, folder, data, num_train_steps, seed, init_checkpoint=None, eval_every_steps=0
+):
     """Pretrains one variant into `folder` (resumes if a checkpoint is there). With
     `eval_every_steps`, a checkpoint is kept every that many steps (the learning curve)
     and the model is evaluated on the SOP held-out data at the start and the end."""
@@ -223,17 +319,34 @@ def pretrain(variant, config, folder, data, num_train_steps, seed, init_checkpoi
     config.to_json_file(config_file)
     s = pretraining.DEMO_SETTINGS
     every = eval_every_steps or num_train_steps
-    return pretraining.run(pretraining.PretrainingOptions(
-        output_dir=folder, albert_config_file=config_file,
-        input_file=data[variant.sentence_task][0], eval_file=data["sop"][1],
-        init_checkpoint=init_checkpoint, num_train_steps=num_train_steps,
-        num_warmup_steps=min(s["num_warmup_steps"], num_train_steps // 10),
-        save_checkpoints_steps=every, keep_checkpoint_max=-(-num_train_steps // every) + 1,
-        do_eval=eval_every_steps > 0, random_seed=seed,
-        sentence_order_loss_weight=variant.sentence_order_loss_weight,
-        **{k: s[k] for k in ("max_seq_length", "max_predictions_per_seq", "train_batch_size",
-                             "eval_batch_size", "learning_rate", "iterations_per_loop",
-                             "max_eval_steps")}))
+    return pretraining.run(
+        pretraining.PretrainingOptions(
+            output_dir=folder,
+            albert_config_file=config_file,
+            input_file=data[variant.sentence_task][0],
+            eval_file=data["sop"][1],
+            init_checkpoint=init_checkpoint,
+            num_train_steps=num_train_steps,
+            num_warmup_steps=min(s["num_warmup_steps"], num_train_steps // 10),
+            save_checkpoints_steps=every,
+            keep_checkpoint_max=-(-num_train_steps // every) + 1,
+            do_eval=eval_every_steps > 0,
+            random_seed=seed,
+            sentence_order_loss_weight=variant.sentence_order_loss_weight,
+            **{
+                k: s[k]
+                for k in (
+                    "max_seq_length",
+                    "max_predictions_per_seq",
+                    "train_batch_size",
+                    "eval_batch_size",
+                    "learning_rate",
+                    "iterations_per_loop",
+                    "max_eval_steps",
+                )
+            },
+        )
+    )
 
 
 def _restored_pretrainer(config, checkpoint):
@@ -254,10 +367,18 @@ def _held_out_metrics(model, eval_file):
     s = pretraining.DEMO_SETTINGS
 
     def dataset_fn(ctx):
-        return pretraining_dataset(eval_file, s["eval_batch_size"], s["max_seq_length"],
-                                   s["max_predictions_per_seq"], False, input_context=ctx)
-    return pretraining.evaluate(tf.distribute.get_strategy(), model, dataset_fn,
-                                s["max_eval_steps"])
+        return pretraining_dataset(
+            eval_file,
+            s["eval_batch_size"],
+            s["max_seq_length"],
+            s["max_predictions_per_seq"],
+            False,
+            input_context=ctx,
+        )
+
+    return pretraining.evaluate(
+        tf.distribute.get_strategy(), model, dataset_fn, s["max_eval_steps"]
+    )
 
 
 def intrinsic_metrics(config, folder, data):
@@ -278,8 +399,10 @@ def learning_curve(folder) -> dict:
     checkpoint of the pretraining run in `folder` (the run evaluates each checkpoint it
     writes into eval_results.txt). Returns {"global_step": [...], "masked_lm_accuracy":
     [...], "sentence_order_accuracy": [...]}, by step."""
-    known = {**selection.read_eval_results(folder, pretraining.BEFORE_TRAINING_RESULTS),
-             **selection.read_eval_results(folder)}
+    known = {
+        **selection.read_eval_results(folder, pretraining.BEFORE_TRAINING_RESULTS),
+        **selection.read_eval_results(folder),
+    }
     keys = ("masked_lm_accuracy", "sentence_order_accuracy")
     steps = [step for step, metrics in known.items() if all(k in metrics for k in keys)]
     return {"global_step": steps, **{k: [known[step][k] for step in steps] for k in keys}}
@@ -295,14 +418,17 @@ def resolve(o: AblationOptions) -> list[Variant]:
     if unknown:
         raise UserError(f"--tasks: unknown {', '.join(unknown)}; known: {', '.join(TASKS)}")
     if o.smoothness_checkpoints and o.study != "smoothness":
-        raise UserError(f"--smoothness_checkpoints: only with --study=smoothness, not "
-                        f"--study={o.study}")
+        raise UserError(
+            f"--smoothness_checkpoints: only with --study=smoothness, not --study={o.study}"
+        )
     variants = STUDIES[o.study]
     labels = [v.label for v in variants]
     missing = [v for v in o.variants if v not in labels]
     if missing:
-        raise UserError(f"--variants: {', '.join(map(repr, missing))} not in study "
-                        f"{o.study!r} ({'; '.join(labels)})")
+        raise UserError(
+            f"--variants: {', '.join(map(repr, missing))} not in study "
+            f"{o.study!r} ({'; '.join(labels)})"
+        )
     return [v for v in variants if not o.variants or v.label in o.variants]
 
 
@@ -320,9 +446,12 @@ def _held_out_sequences(o: AblationOptions, tokenizer):
     that pretraining holds out, in `tokenizer`'s vocabulary."""
     corpus = sorted((DEMO_DIR / "corpus").glob("part-*.txt"))
     text_file = o.smoothness_text_file or str(corpus[-1])
-    return smoothness.text_sequences(text_file, tokenizer,
-                                     pretraining.DEMO_SETTINGS["max_seq_length"],
-                                     o.smoothness_max_sequences)
+    return smoothness.text_sequences(
+        text_file,
+        tokenizer,
+        pretraining.DEMO_SETTINGS["max_seq_length"],
+        o.smoothness_max_sequences,
+    )
 
 
 def read_rows(results_path, default_seed: int) -> list[dict]:
@@ -332,8 +461,12 @@ def read_rows(results_path, default_seed: int) -> list[dict]:
     rows = json.loads(text) if text else []
     for row in rows:
         if "random_seed" not in row:
-            _logger.info("%s: row %r has no random_seed: counted as seed %d", results_path,
-                         row["label"], default_seed)
+            _logger.info(
+                "%s: row %r has no random_seed: counted as seed %d",
+                results_path,
+                row["label"],
+                default_seed,
+            )
             row["random_seed"] = default_seed
     return rows
 
@@ -361,8 +494,9 @@ def run(o: AblationOptions) -> list[dict]:
                 _logger.info("%s: %s (seed %d) already done", o.study, variant.label, seed)
         if not todo:
             continue
-        data, spm_model = _demo_data(o.output_dir, seed, o.dupe_factor,
-                                     {v.sentence_task for v in todo})
+        data, spm_model = _demo_data(
+            o.output_dir, seed, o.dupe_factor, {v.sentence_task for v in todo}
+        )
         vocab_size = spm.SentencePieceProcessor(model_file=spm_model).get_piece_size()
         for variant in todo:
             index = study.index(variant)
@@ -370,16 +504,34 @@ def run(o: AblationOptions) -> list[dict]:
             pretrain_dir = os.path.join(study_dir, folder, "pretrain")
             config = variant_config(variant, vocab_size)
             init = _warm_start(study, index, seed, rows, study_dir) if variant.warm_start else None
-            _logger.info("%s: pretraining %s, seed %d (%d parameters)", o.study, variant.label,
-                         seed, config.num_parameters())
+            _logger.info(
+                "%s: pretraining %s, seed %d (%d parameters)",
+                o.study,
+                variant.label,
+                seed,
+                config.num_parameters(),
+            )
             start = time.time()
-            pretrain(variant, config, pretrain_dir, data, o.num_train_steps, seed, init,
-                     o.eval_every_steps)
-            row = {"label": variant.label, "random_seed": seed, "folder": folder,
-                   "parameters": config.num_parameters(),
-                   **{k: settings[k] for k in ("num_train_steps", "dupe_factor")},
-                   "pretrain_seconds": round(time.time() - start, 1),
-                   **intrinsic_metrics(config, pretrain_dir, data), "tasks": {}}
+            pretrain(
+                variant,
+                config,
+                pretrain_dir,
+                data,
+                o.num_train_steps,
+                seed,
+                init,
+                o.eval_every_steps,
+            )
+            row = {
+                "label": variant.label,
+                "random_seed": seed,
+                "folder": folder,
+                "parameters": config.num_parameters(),
+                **{k: settings[k] for k in ("num_train_steps", "dupe_factor")},
+                "pretrain_seconds": round(time.time() - start, 1),
+                **intrinsic_metrics(config, pretrain_dir, data),
+                "tasks": {},
+            }
             if o.eval_every_steps:
                 row["curve"] = learning_curve(pretrain_dir)
             if o.study == "smoothness":
@@ -389,17 +541,24 @@ def run(o: AblationOptions) -> list[dict]:
                 row["smoothness"] = smoothness.measure(encoder, sequences)
             for task in tasks:
                 start = time.time()
-                summary = TASKS[task][0](pretrain_dir, os.path.join(study_dir, folder, task),
-                                         seed)
+                summary = TASKS[task][0](pretrain_dir, os.path.join(study_dir, folder, task), seed)
                 best = summary["best"]
-                row["tasks"][task] = {"key": best["key"], "value": best["value"],
-                                      "global_step": best["global_step"],
-                                      "seconds": round(time.time() - start, 1)}
+                row["tasks"][task] = {
+                    "key": best["key"],
+                    "value": best["value"],
+                    "global_step": best["global_step"],
+                    "seconds": round(time.time() - start, 1),
+                }
             rows.append(row)
             fileio.atomic_write_text(results_path, json.dumps(rows, indent=2) + "\n")
             write_report(o.study, study_dir, rows)
-            _logger.info("%s: %s (seed %d) done: %s", o.study, variant.label, seed,
-                         json.dumps({k: v for k, v in row.items() if k != "curve"}))
+            _logger.info(
+                "%s: %s (seed %d) done: %s",
+                o.study,
+                variant.label,
+                seed,
+                json.dumps({k: v for k, v in row.items() if k != "curve"}),
+            )
     if rows:  # also redraws the pictures of a finished study (e.g. once matplotlib is there)
         write_report(o.study, study_dir, rows)
     return rows
@@ -409,22 +568,28 @@ def write_report(study: str, study_dir, rows) -> list[str]:
     """results.md and the pictures of a study's rows (albert_tf/ablation_report.py)."""
     variants = STUDIES[study]
     return ablation_report.write_study_report(
-        study_dir, study, rows, [v.label for v in variants],
+        study_dir,
+        study,
+        rows,
+        [v.label for v in variants],
         {v.label: v.reference for v in variants if v.reference},
-        {task: title for task, (_, title) in TASKS.items()})
+        {task: title for task, (_, title) in TASKS.items()},
+    )
 
 
 def _warm_start(study, index, seed, rows, study_dir):
     """The final checkpoint of the previous row's run at `seed` (Table 11's warm start)."""
     previous = study[index - 1]
-    row = next((r for r in rows if r["label"] == previous.label and r["random_seed"] == seed),
-               None)
+    row = next((r for r in rows if r["label"] == previous.label and r["random_seed"] == seed), None)
     # Rows of the single-seed layout (before --seeds) have no "folder": <index>/pretrain.
     checkpoint = row and _latest_checkpoint(
-        os.path.join(study_dir, row.get("folder", f"{index - 1:02d}"), "pretrain"))
+        os.path.join(study_dir, row.get("folder", f"{index - 1:02d}"), "pretrain")
+    )
     if not checkpoint:
-        raise UserError(f"{study[index].label} starts from the previous row's weights: run "
-                        f"{previous.label!r} with seed {seed} first")
+        raise UserError(
+            f"{study[index].label} starts from the previous row's weights: run "
+            f"{previous.label!r} with seed {seed} first"
+        )
     return checkpoint
 
 
@@ -440,16 +605,21 @@ def measure_checkpoints(o: AblationOptions) -> str:
         measurements[label] = [smoothness.measure(encoder, _held_out_sequences(o, tokenizer))]
         sources[label] = path
         _logger.info("%s: %s", label, json.dumps(measurements[label][0]))
-    text = ("# Layer input vs output (Figure 1)\n\n"
-            + ablation_report.smoothness_table(measurements))
-    fileio.atomic_write_text(os.path.join(o.output_dir, "smoothness.json"), json.dumps(
-        {label: {"path": sources[label], **m[0]} for label, m in measurements.items()},
-        indent=2) + "\n")
+    text = "# Layer input vs output (Figure 1)\n\n" + ablation_report.smoothness_table(measurements)
+    fileio.atomic_write_text(
+        os.path.join(o.output_dir, "smoothness.json"),
+        json.dumps(
+            {label: {"path": sources[label], **m[0]} for label, m in measurements.items()}, indent=2
+        )
+        + "\n",
+    )
     fileio.atomic_write_text(os.path.join(o.output_dir, "smoothness.md"), text)
     if plots.available():
         plots.smoothness(
-            os.path.join(o.output_dir, "smoothness.png"), "Layer input vs output",
-            ablation_report.smoothness_summary(measurements))
+            os.path.join(o.output_dir, "smoothness.png"),
+            "Layer input vs output",
+            ablation_report.smoothness_summary(measurements),
+        )
     else:
         _logger.info(plots.MISSING)
     return text
@@ -457,23 +627,32 @@ def measure_checkpoints(o: AblationOptions) -> str:
 
 def _settings(o: AblationOptions, tasks) -> dict:
     """What makes rows comparable: rows of one results.json must agree on all of it."""
-    return {"num_train_steps": o.num_train_steps, "tasks": sorted(tasks),
-            "dupe_factor": o.dupe_factor}
+    return {
+        "num_train_steps": o.num_train_steps,
+        "tasks": sorted(tasks),
+        "dupe_factor": o.dupe_factor,
+    }
 
 
 def _check_same_settings(rows, settings, results_path):
     """UserError when a finished row was run with other settings (a resumed study would
     otherwise mix them in one table)."""
     for row in rows:
-        ran = {"num_train_steps": row["num_train_steps"], "tasks": sorted(row["tasks"]),
-               "dupe_factor": row.get("dupe_factor")}
+        ran = {
+            "num_train_steps": row["num_train_steps"],
+            "tasks": sorted(row["tasks"]),
+            "dupe_factor": row.get("dupe_factor"),
+        }
         differ = [k for k in settings if ran[k] is not None and ran[k] != settings[k]]
         if differ:
             raise UserError(
                 f"{results_path}: row {row['label']!r} (seed {row['random_seed']}) was run "
-                "with " + ", ".join(f"{k}={ran[k]}" for k in differ) + " (now "
+                "with "
+                + ", ".join(f"{k}={ran[k]}" for k in differ)
+                + " (now "
                 + ", ".join(f"{k}={settings[k]}" for k in differ)
-                + "); pass another --output_dir or delete that study's folder")
+                + "); pass another --output_dir or delete that study's folder"
+            )
 
 
 def _latest_checkpoint(folder):

@@ -50,25 +50,28 @@ _PROJECTION_TABLE = [
 # sits inside the intermediate scope (original quirks, §5.1). By the part
 # layers may share (AlbertConfig.cross_layer_sharing): a block that borrows a
 # part has no names for it; its owner, group 0, has them.
-_BLOCK_TABLES = {"attention": [
-    ("attention_1/self/query/kernel", lambda b: b.query.kernel),
-    ("attention_1/self/query/bias", lambda b: b.query.bias),
-    ("attention_1/self/key/kernel", lambda b: b.key.kernel),
-    ("attention_1/self/key/bias", lambda b: b.key.bias),
-    ("attention_1/self/value/kernel", lambda b: b.value.kernel),
-    ("attention_1/self/value/bias", lambda b: b.value.bias),
-    ("attention_1/output/dense/kernel", lambda b: b.attention_output.kernel),
-    ("attention_1/output/dense/bias", lambda b: b.attention_output.bias),
-    ("LayerNorm/beta", lambda b: b.attention_layer_norm.beta),
-    ("LayerNorm/gamma", lambda b: b.attention_layer_norm.gamma),
-], "ffn": [
-    ("ffn_1/intermediate/dense/kernel", lambda b: b.intermediate.kernel),
-    ("ffn_1/intermediate/dense/bias", lambda b: b.intermediate.bias),
-    ("ffn_1/intermediate/output/dense/kernel", lambda b: b.ffn_output.kernel),
-    ("ffn_1/intermediate/output/dense/bias", lambda b: b.ffn_output.bias),
-    ("LayerNorm_1/beta", lambda b: b.ffn_layer_norm.beta),
-    ("LayerNorm_1/gamma", lambda b: b.ffn_layer_norm.gamma),
-]}
+_BLOCK_TABLES = {
+    "attention": [
+        ("attention_1/self/query/kernel", lambda b: b.query.kernel),
+        ("attention_1/self/query/bias", lambda b: b.query.bias),
+        ("attention_1/self/key/kernel", lambda b: b.key.kernel),
+        ("attention_1/self/key/bias", lambda b: b.key.bias),
+        ("attention_1/self/value/kernel", lambda b: b.value.kernel),
+        ("attention_1/self/value/bias", lambda b: b.value.bias),
+        ("attention_1/output/dense/kernel", lambda b: b.attention_output.kernel),
+        ("attention_1/output/dense/bias", lambda b: b.attention_output.bias),
+        ("LayerNorm/beta", lambda b: b.attention_layer_norm.beta),
+        ("LayerNorm/gamma", lambda b: b.attention_layer_norm.gamma),
+    ],
+    "ffn": [
+        ("ffn_1/intermediate/dense/kernel", lambda b: b.intermediate.kernel),
+        ("ffn_1/intermediate/dense/bias", lambda b: b.intermediate.bias),
+        ("ffn_1/intermediate/output/dense/kernel", lambda b: b.ffn_output.kernel),
+        ("ffn_1/intermediate/output/dense/bias", lambda b: b.ffn_output.bias),
+        ("LayerNorm_1/beta", lambda b: b.ffn_layer_norm.beta),
+        ("LayerNorm_1/gamma", lambda b: b.ffn_layer_norm.gamma),
+    ],
+}
 _POOLER_TABLE = [
     ("pooler/dense/kernel", lambda e: e.pooler.kernel),
     ("pooler/dense/bias", lambda e: e.pooler.bias),
@@ -122,8 +125,9 @@ def encoder_of(model):
     encoder = getattr(model, "albert", None)
     if isinstance(encoder, AlbertModel):
         return encoder
-    raise TypeError(f"{type(model).__name__} is neither an AlbertModel nor has an "
-                    "`albert` encoder attribute")
+    raise TypeError(
+        f"{type(model).__name__} is neither an AlbertModel nor has an `albert` encoder attribute"
+    )
 
 
 def _head_table(head):
@@ -191,8 +195,9 @@ def resolve_checkpoint_path(path) -> str:
         latest = tf.train.latest_checkpoint(path)
         if latest and tf.io.gfile.exists(latest + ".index"):
             return latest
-        prefixes = sorted(p[: -len(".index")] for p in tf.io.gfile.glob(
-            os.path.join(path, "*.index")))
+        prefixes = sorted(
+            p[: -len(".index")] for p in tf.io.gfile.glob(os.path.join(path, "*.index"))
+        )
         if not prefixes:
             raise FileNotFoundError(f"no checkpoint (*.index file) in directory {path!r}")
         if len(prefixes) == 1:
@@ -204,13 +209,13 @@ def resolve_checkpoint_path(path) -> str:
         if stepped:
             return max(stepped, key=lambda p: int(_STEP.search(p).group(1)))
         raise FileNotFoundError(
-            f"directory {path!r} holds several checkpoints ({', '.join(map(os.path.basename, prefixes))});"
-            " pass the prefix of one")
+            f"directory {path!r} holds several checkpoints "
+            f"({', '.join(map(os.path.basename, prefixes))}); pass the prefix of one"
+        )
     prefix = _SUFFIX.sub("", path)
     if tf.io.gfile.exists(prefix + ".index"):
         return prefix
-    raise FileNotFoundError(
-        f"no checkpoint at {path!r} (looked for {prefix + '.index'!r})")
+    raise FileNotFoundError(f"no checkpoint at {path!r} (looked for {prefix + '.index'!r})")
 
 
 # --- file checks ---------------------------------------------------------------
@@ -242,24 +247,26 @@ def _table_block(table, handle):
     # Each block is followed by a one-byte compression type; TensorFlow writes 0 (none).
     if table[offset + size] != 0:
         raise ValueError("compressed table block")
-    block = table[offset: offset + size]
+    block = table[offset : offset + size]
     (num_restarts,) = struct.unpack_from("<I", block, size - 4)
     end, pos, key = size - 4 - 4 * num_restarts, 0, b""
     while pos < end:
         shared, pos = _varint(block, pos)
         unshared, pos = _varint(block, pos)
         value_size, pos = _varint(block, pos)
-        key = key[:shared] + block[pos: pos + unshared]
+        key = key[:shared] + block[pos : pos + unshared]
         pos += unshared
-        yield key, block[pos: pos + value_size]
+        yield key, block[pos : pos + value_size]
         pos += value_size
 
 
 def _bundle_index(table: bytes):
     """(header, {name: BundleEntryProto}) of the bytes of a checkpoint `.index` file."""
     footer = table[-_TABLE_FOOTER_SIZE:]
-    if (len(table) < _TABLE_FOOTER_SIZE
-            or struct.unpack_from("<Q", footer, _TABLE_FOOTER_SIZE - 8)[0] != _TABLE_MAGIC):
+    if (
+        len(table) < _TABLE_FOOTER_SIZE
+        or struct.unpack_from("<Q", footer, _TABLE_FOOTER_SIZE - 8)[0] != _TABLE_MAGIC
+    ):
         raise ValueError("no table footer")
     _, pos = _varint(footer, 0)  # the meta-index block handle: unused
     _, pos = _varint(footer, pos)
@@ -267,8 +274,10 @@ def _bundle_index(table: bytes):
     for _, data_handle in _table_block(table, footer[pos:]):
         entries.update(_table_block(table, data_handle))
     header = tensor_bundle_pb2.BundleHeaderProto.FromString(entries.pop(b""))
-    return header, {k.decode("utf-8"): tensor_bundle_pb2.BundleEntryProto.FromString(v)
-                    for k, v in entries.items()}
+    return header, {
+        k.decode("utf-8"): tensor_bundle_pb2.BundleEntryProto.FromString(v)
+        for k, v in entries.items()
+    }
 
 
 def check_checkpoint_readable(path) -> str:
@@ -296,8 +305,10 @@ def check_checkpoint_readable(path) -> str:
     needed = [0] * shards
     for name, entry in entries.items():
         if entry.shard_id >= shards:
-            raise UserError(f"{index}: not a readable TensorFlow checkpoint index "
-                            f"({name} is in shard {entry.shard_id} of {shards})")
+            raise UserError(
+                f"{index}: not a readable TensorFlow checkpoint index "
+                f"({name} is in shard {entry.shard_id} of {shards})"
+            )
         needed[entry.shard_id] = max(needed[entry.shard_id], entry.offset + entry.size)
     for shard, size in enumerate(needed):
         data = f"{prefix}.data-{shard:05d}-of-{shards:05d}"
@@ -326,6 +337,7 @@ class LoadReport:
     source: original name each model variable was read from, where different
       (init_from_group0).
     """
+
     checkpoint: str
     loaded: list
     missing_allowed: list
@@ -337,8 +349,9 @@ def _group0_name(name):
     return re.sub(r"/group_\d+/", "/group_0/", name, count=1)
 
 
-def load_original_checkpoint(model, path, *, allow_missing=(), init_from_group0=False,
-                             optimizer=None) -> LoadReport:
+def load_original_checkpoint(
+    model, path, *, allow_missing=(), init_from_group0=False, optimizer=None
+) -> LoadReport:
     """Fills `model` from a checkpoint of the original release, by name.
 
     Args:
@@ -381,8 +394,9 @@ def load_original_checkpoint(model, path, *, allow_missing=(), init_from_group0=
                 missing.append(name)
             continue
         if tuple(shapes[found]) != tuple(variable.shape):
-            mismatched.append(f"{found}: checkpoint {list(shapes[found])}, "
-                              f"model {list(variable.shape)}")
+            mismatched.append(
+                f"{found}: checkpoint {list(shapes[found])}, model {list(variable.shape)}"
+            )
             continue
         if found != name:
             source[name] = found
@@ -390,7 +404,7 @@ def load_original_checkpoint(model, path, *, allow_missing=(), init_from_group0=
 
     slot_plan = []
     if optimizer is not None:
-        for name, found, variable in plan:
+        for _name, found, variable in plan:
             for suffix in OPTIMIZER_SLOT_SUFFIXES:
                 key = f"{found}/{suffix}"
                 if key in shapes:
@@ -417,22 +431,35 @@ def load_original_checkpoint(model, path, *, allow_missing=(), init_from_group0=
     ignored = sorted(n for n in shapes if n not in used)
     _log_ignored(prefix, ignored)
     if allowed_missing:
-        _logger.info("left %d variable(s) at their initial values: %s",
-                     len(allowed_missing), ", ".join(allowed_missing))
-    return LoadReport(checkpoint=prefix, loaded=[n for n, _, _ in plan],
-                      missing_allowed=allowed_missing, ignored=ignored, source=source)
+        _logger.info(
+            "left %d variable(s) at their initial values: %s",
+            len(allowed_missing),
+            ", ".join(allowed_missing),
+        )
+    return LoadReport(
+        checkpoint=prefix,
+        loaded=[n for n, _, _ in plan],
+        missing_allowed=allowed_missing,
+        ignored=ignored,
+        source=source,
+    )
 
 
 def _log_ignored(prefix, ignored):
     slots = [n for n in ignored if n.rsplit("/", 1)[-1] in OPTIMIZER_SLOT_SUFFIXES]
     other = [n for n in ignored if n not in slots]
-    _logger.info("loaded %s; ignored %d optimizer slot(s)%s", prefix, len(slots),
-                 f" and {', '.join(other)}" if other else "")
+    _logger.info(
+        "loaded %s; ignored %d optimizer slot(s)%s",
+        prefix,
+        len(slots),
+        f" and {', '.join(other)}" if other else "",
+    )
 
 
 # --- saving --------------------------------------------------------------------
-def save_original_checkpoint(model, prefix, *, global_step=None, optimizer=None,
-                             update_checkpoint_state=True) -> str:
+def save_original_checkpoint(
+    model, prefix, *, global_step=None, optimizer=None, update_checkpoint_state=True
+) -> str:
     """Writes `model` under the original variable names (TF1 bundle format).
 
     Args:
@@ -451,7 +478,9 @@ def save_original_checkpoint(model, prefix, *, global_step=None, optimizer=None,
     names, tensors = [], []
     for name, variable in original_variable_map(model).items():
         names.append(name)
-        tensors.append(tf.convert_to_tensor(variable.value if hasattr(variable, "value") else variable))
+        tensors.append(
+            tf.convert_to_tensor(variable.value if hasattr(variable, "value") else variable)
+        )
         if optimizer is not None:
             for suffix in OPTIMIZER_SLOT_SUFFIXES:
                 names.append(f"{name}/{suffix}")
@@ -464,10 +493,14 @@ def save_original_checkpoint(model, prefix, *, global_step=None, optimizer=None,
     tf.io.gfile.makedirs(folder)
     tmp_prefix = os.path.join(folder, f".tmp-{uuid.uuid4().hex}-{os.path.basename(prefix)}")
     try:
-        tf.raw_ops.SaveV2(prefix=tmp_prefix, tensor_names=names,
-                          shape_and_slices=[""] * len(names), tensors=tensors)
+        tf.raw_ops.SaveV2(
+            prefix=tmp_prefix,
+            tensor_names=names,
+            shape_and_slices=[""] * len(names),
+            tensors=tensors,
+        )
         for tmp_file in tf.io.gfile.glob(tmp_prefix + ".*"):
-            tf.io.gfile.rename(tmp_file, prefix + tmp_file[len(tmp_prefix):], overwrite=True)
+            tf.io.gfile.rename(tmp_file, prefix + tmp_file[len(tmp_prefix) :], overwrite=True)
     finally:
         for leftover in tf.io.gfile.glob(tmp_prefix + "*"):
             tf.io.gfile.remove(leftover)
@@ -478,8 +511,7 @@ def save_original_checkpoint(model, prefix, *, global_step=None, optimizer=None,
 
 def checkpoint_variable_shapes(path) -> dict[str, list]:
     """Name -> shape of every variable in a checkpoint (any path form)."""
-    return dict(tf.train.load_checkpoint(resolve_checkpoint_path(path))
-                .get_variable_to_shape_map())
+    return dict(tf.train.load_checkpoint(resolve_checkpoint_path(path)).get_variable_to_shape_map())
 
 
 def read_checkpoint_values(path) -> dict[str, np.ndarray]:
@@ -512,8 +544,10 @@ def restore_object_checkpoint(model, prefix) -> list[str]:
     # The encoder sits at model/albert (a pretrainer or task model was saved) or is
     # the saved model itself (an AlbertModel was saved).
     errors = []
-    for holder in (tf.train.Checkpoint(model=tf.train.Checkpoint(albert=encoder)),
-                   tf.train.Checkpoint(model=encoder)):
+    for holder in (
+        tf.train.Checkpoint(model=tf.train.Checkpoint(albert=encoder)),
+        tf.train.Checkpoint(model=encoder),
+    ):
         try:
             holder.restore(prefix).expect_partial().assert_existing_objects_matched()
             break
@@ -522,7 +556,8 @@ def restore_object_checkpoint(model, prefix) -> list[str]:
     else:
         raise CheckpointMismatchError(
             f"checkpoint {prefix!r} does not hold this model's encoder (object path "
-            f"model/albert/... or model/...): {errors[0]}") from None
+            f"model/albert/... or model/...): {errors[0]}"
+        ) from None
     restored = ["albert"]
     for name in HEAD_SCOPES:
         head = getattr(model, name, None) if model is not encoder else None
@@ -532,12 +567,14 @@ def restore_object_checkpoint(model, prefix) -> list[str]:
         # presence is decided by the object graph: unmatched = head absent (kept fresh).
         try:
             tf.train.Checkpoint(model=tf.train.Checkpoint(**{name: head})).restore(
-                prefix).expect_partial().assert_existing_objects_matched()
+                prefix
+            ).expect_partial().assert_existing_objects_matched()
         except AssertionError:
             continue
         except ValueError as err:
             raise CheckpointMismatchError(
-                f"checkpoint {prefix!r}: head {name!r} does not match: {str(err)[:500]}") from None
+                f"checkpoint {prefix!r}: head {name!r} does not match: {str(err)[:500]}"
+            ) from None
         restored.append(name)
     return restored
 
@@ -546,8 +583,10 @@ def _original_names_of(model, attribute):
     """Original names of the variables of `model.<attribute>` (encoder or head)."""
     if attribute == "albert":
         return set(original_variable_map(encoder_of(model)))
-    return {_join(HEAD_SCOPES[attribute], suffix)
-            for suffix, _ in _head_table(getattr(model, attribute))}
+    return {
+        _join(HEAD_SCOPES[attribute], suffix)
+        for suffix, _ in _head_table(getattr(model, attribute))
+    }
 
 
 def init_from_checkpoint(model, path, *, allow_missing=(), init_from_group0=False) -> LoadReport:
@@ -562,8 +601,9 @@ def init_from_checkpoint(model, path, *, allow_missing=(), init_from_group0=Fals
     """
     prefix = check_checkpoint_readable(path)
     if not is_object_based(prefix):
-        return load_original_checkpoint(model, prefix, allow_missing=allow_missing,
-                                        init_from_group0=init_from_group0)
+        return load_original_checkpoint(
+            model, prefix, allow_missing=allow_missing, init_from_group0=init_from_group0
+        )
     restored = restore_object_checkpoint(model, prefix)
     names = original_variable_map(model)
     loaded = set().union(*(_original_names_of(model, a) for a in restored))
@@ -572,6 +612,12 @@ def init_from_checkpoint(model, path, *, allow_missing=(), init_from_group0=Fals
     refused = [n for n in absent if not any(p.search(n) for p in allowed)]
     if refused:
         raise CheckpointMismatchError(
-            f"checkpoint {prefix!r} holds no values for: {', '.join(refused)}")
-    return LoadReport(checkpoint=prefix, loaded=[n for n in names if n in loaded],
-                      missing_allowed=absent, ignored=[], source={})
+            f"checkpoint {prefix!r} holds no values for: {', '.join(refused)}"
+        )
+    return LoadReport(
+        checkpoint=prefix,
+        loaded=[n for n in names if n in loaded],
+        missing_allowed=absent,
+        ignored=[],
+        source={},
+    )

@@ -25,7 +25,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import driver, fileio, metrics as glue
+from albert_tf import driver, fileio
+from albert_tf import metrics as glue
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import UserError
 from albert_tf.eval_outputs import collect_outputs, replica_eval_dataset_fn
@@ -72,9 +73,9 @@ class AlbertClassifier(keras.Model):
         self.classifier_dropout = float(classifier_dropout)
         self.albert = AlbertModel(config, name="albert")
         self.dropout = keras.layers.Dropout(self.classifier_dropout, name="classifier_dropout")
-        self.classifier = OutputProjection(self.num_labels,
-                                           initializer_range=config.initializer_range,
-                                           name="classifier")
+        self.classifier = OutputProjection(
+            self.num_labels, initializer_range=config.initializer_range, name="classifier"
+        )
 
     def build(self, input_shape=None):
         self.albert.build()
@@ -91,21 +92,35 @@ class AlbertClassifier(keras.Model):
         logits = self.classifier(pooled)
         if self.is_regression:
             logits = tf.squeeze(logits, axis=-1)
-            return {"logits": logits, "probabilities": logits, "predictions": logits,
-                    "pooled_output": encoded["pooled_output"]}
-        return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
-                "predictions": tf.argmax(logits, axis=-1, output_type=tf.int32),
-                "pooled_output": encoded["pooled_output"]}
+            return {
+                "logits": logits,
+                "probabilities": logits,
+                "predictions": logits,
+                "pooled_output": encoded["pooled_output"],
+            }
+        return {
+            "logits": logits,
+            "probabilities": tf.nn.softmax(logits, axis=-1),
+            "predictions": tf.argmax(logits, axis=-1, output_type=tf.int32),
+            "pooled_output": encoded["pooled_output"],
+        }
 
     def get_config(self):
-        return {"config": self.config.to_dict(), "num_labels": self.num_labels,
-                "classifier_dropout": self.classifier_dropout, "name": self.name}
+        return {
+            "config": self.config.to_dict(),
+            "num_labels": self.num_labels,
+            "classifier_dropout": self.classifier_dropout,
+            "name": self.name,
+        }
 
     @classmethod
     def from_config(cls, config):
-        return cls(AlbertConfig.from_dict(config["config"]), config["num_labels"],
-                   config.get("classifier_dropout", CLASSIFIER_DROPOUT),
-                   name=config.get("name", "albert_classifier"))
+        return cls(
+            AlbertConfig.from_dict(config["config"]),
+            config["num_labels"],
+            config.get("classifier_dropout", CLASSIFIER_DROPOUT),
+            name=config.get("name", "albert_classifier"),
+        )
 
 
 def per_example_loss(logits, labels, is_regression):
@@ -120,8 +135,9 @@ def per_example_loss(logits, labels, is_regression):
 def loss_fn(model, features, training):
     """Trainer loss: mean over the replica's batch (training batches hold no padding)."""
     out = model(features, training=training)
-    loss = tf.reduce_mean(per_example_loss(out["logits"], features["label_ids"],
-                                           model.is_regression))
+    loss = tf.reduce_mean(
+        per_example_loss(out["logits"], features["label_ids"], model.is_regression)
+    )
     return loss, {}
 
 
@@ -134,21 +150,30 @@ def eval_dataset_fn(path, seq_length, batch_size, num_examples, is_regression, r
     from albert_tf.data.classifier_data import classifier_dataset
 
     return replica_eval_dataset_fn(
-        lambda per_replica: classifier_dataset(path, seq_length, per_replica,
-                                               is_training=False, is_regression=is_regression),
-        num_examples, batch_size, replicas)
+        lambda per_replica: classifier_dataset(
+            path, seq_length, per_replica, is_training=False, is_regression=is_regression
+        ),
+        num_examples,
+        batch_size,
+        replicas,
+    )
 
 
 def predict_arrays(strategy, model, dataset_fn):
     """Runs the model over an eval/predict dataset; returns numpy arrays in file order:
     probabilities, predictions, per_example_loss, label_ids, is_real_example."""
+
     def step(features):
         out = model(features, training=False)
-        return {"probabilities": out["probabilities"], "predictions": out["predictions"],
-                "per_example_loss": per_example_loss(out["logits"], features["label_ids"],
-                                                     model.is_regression),
-                "label_ids": features["label_ids"],
-                "is_real_example": features["is_real_example"]}
+        return {
+            "probabilities": out["probabilities"],
+            "predictions": out["predictions"],
+            "per_example_loss": per_example_loss(
+                out["logits"], features["label_ids"], model.is_regression
+            ),
+            "label_ids": features["label_ids"],
+            "is_real_example": features["is_real_example"],
+        }
 
     return collect_outputs(strategy, dataset_fn, step)
 
@@ -175,31 +200,37 @@ def init_from_checkpoint(model, path):
 @dataclasses.dataclass(kw_only=True)
 class ClassifierOptions(driver.RunOptions, ModelFileOptions):
     """run_classifier.py's flags (original names and defaults, §11.1) plus ours."""
-    task_name: str = option(REQUIRED, "Task: cola, sst-2, mrpc, sts-b, qqp, mnli, mismnli, "
-                                      "qnli, rte, wnli, ax.")
+
+    task_name: str = option(
+        REQUIRED, "Task: cola, sst-2, mrpc, sts-b, qqp, mnli, mismnli, qnli, rte, wnli, ax."
+    )
     data_dir: str | None = option(None, "GLUE data folder (holds MRPC/, SST-2/, ...).")
     cached_dir: str | None = option(None, "Feature cache folder (default: --output_dir).")
-    max_seq_length: int = option(512, "Sequence length (<= max_position_embeddings).",
-                                 minimum=3)
+    max_seq_length: int = option(512, "Sequence length (<= max_position_embeddings).", minimum=3)
     do_eval: bool = option(False, "Evaluate every checkpoint on dev, keep the best.")
     do_predict: bool = option(False, "Write <TASK>.tsv and test_results.tsv for the test set.")
     eval_batch_size: int = option(8, "Eval batch size.", minimum=1)
     predict_batch_size: int = option(8, "Predict batch size.", minimum=1)
     train_step: int = option(1000, "Optimizer steps.", minimum=1)
     warmup_step: int = option(0, "Linear warmup steps.", minimum=0)
-    export_dir: str | None = option(None, "Write a SavedModel (serving_default over ids, "
-                                          "serve_text over raw strings) here.")
+    export_dir: str | None = option(
+        None, "Write a SavedModel (serving_default over ids, serve_text over raw strings) here."
+    )
     threshold_to_export: float = option(
-        float("nan"), "If set, the SavedModel also outputs this constant as `threshold`.")
+        float("nan"), "If set, the SavedModel also outputs this constant as `threshold`."
+    )
     use_tfds: bool = option(False, "Read GLUE from TensorFlow Datasets instead of TSVs.")
     tfds_data_dir: str | None = option(None, "TFDS data directory.")
-    full_shuffle: bool = option(False, "Shuffle the whole training set each epoch instead of "
-                                       "the original's 100-record buffer.")
+    full_shuffle: bool = option(
+        False,
+        "Shuffle the whole training set each epoch instead of the original's 100-record buffer.",
+    )
 
 
 class ClassifierTask(driver.Task):
     """GLUE fine-tuning: features cached per split, dev metrics by the original's key
     (metrics.selection_key), submission files from the test split, SavedModel export."""
+
     head = "classifier"
     head_patterns = tuple(HEAD_PATTERNS)
 
@@ -212,18 +243,24 @@ class ClassifierTask(driver.Task):
 
         opts = self.options
         if self.task not in PROCESSORS:
-            raise UserError(f"--task_name={opts.task_name!r} is not a known task; "
-                            f"known: {', '.join(sorted(PROCESSORS))}")
+            raise UserError(
+                f"--task_name={opts.task_name!r} is not a known task; "
+                f"known: {', '.join(sorted(PROCESSORS))}"
+            )
         if not (opts.do_train or opts.do_eval or opts.do_predict or opts.export_dir):
-            raise UserError("at least one of --do_train, --do_eval, --do_predict or "
-                            "--export_dir must be set")
+            raise UserError(
+                "at least one of --do_train, --do_eval, --do_predict or --export_dir must be set"
+            )
         self.files = resolve_model_files(opts, opts.max_seq_length)
-        self.processor = get_processor(self.task, use_spm=bool(self.files.spm_model_file),
-                                       do_lower_case=opts.do_lower_case)
+        self.processor = get_processor(
+            self.task, use_spm=bool(self.files.spm_model_file), do_lower_case=opts.do_lower_case
+        )
         self.label_list = self.processor.get_labels()
-        splits = ([("train", "do_train")] if opts.do_train else []) + \
-                 ([("dev", "do_eval")] if opts.do_eval else []) + \
-                 ([("test", "do_predict")] if opts.do_predict else [])
+        splits = (
+            ([("train", "do_train")] if opts.do_train else [])
+            + ([("dev", "do_eval")] if opts.do_eval else [])
+            + ([("test", "do_predict")] if opts.do_predict else [])
+        )
         if splits and not opts.use_tfds:
             if not opts.data_dir:
                 raise UserError("--data_dir is required (or --use_tfds)")
@@ -235,9 +272,11 @@ class ClassifierTask(driver.Task):
                 except ValueError as err:
                     raise UserError(f"--{flag} with --task_name={self.task}: {err}") from None
                 if not tf.io.gfile.exists(path):
-                    raise UserError(f"--{flag}: {path} not found (task {self.task} reads "
-                                    f"{self.processor.folder}/{self.processor.files[split]} under "
-                                    "--data_dir)")
+                    raise UserError(
+                        f"--{flag}: {path} not found (task {self.task} reads "
+                        f"{self.processor.folder}/{self.processor.files[split]} under "
+                        "--data_dir)"
+                    )
         return self.files.config
 
     def build_model(self, config):
@@ -254,12 +293,19 @@ class ClassifierTask(driver.Task):
 
         opts = self.options
         try:
-            return cached_features(self.task, split, opts.data_dir,
-                                   opts.cached_dir or opts.output_dir, self.tokenizer,
-                                   opts.max_seq_length, do_lower_case=opts.do_lower_case,
-                                   spm_model_file=self.files.spm_model_file,
-                                   vocab_file=self.files.vocab_file, use_tfds=opts.use_tfds,
-                                   tfds_data_dir=opts.tfds_data_dir)
+            return cached_features(
+                self.task,
+                split,
+                opts.data_dir,
+                opts.cached_dir or opts.output_dir,
+                self.tokenizer,
+                opts.max_seq_length,
+                do_lower_case=opts.do_lower_case,
+                spm_model_file=self.files.spm_model_file,
+                vocab_file=self.files.vocab_file,
+                use_tfds=opts.use_tfds,
+                tfds_data_dir=opts.tfds_data_dir,
+            )
         except (ValueError, FileNotFoundError) as err:
             raise UserError(f"{split} data: {err}") from None
 
@@ -269,10 +315,18 @@ class ClassifierTask(driver.Task):
             return None
         dev = self._features("dev")
         run.summary["num_dev_examples"] = dev.num_examples
-        dev_fn = eval_dataset_fn(dev.path, opts.max_seq_length, opts.eval_batch_size,
-                                 dev.num_examples, run.model.is_regression, run.replicas)
-        return driver.Evaluation(glue.selection_key(self.task), lambda: compute_metrics(
-            self.task, predict_arrays(run.strategy, run.model, dev_fn)))
+        dev_fn = eval_dataset_fn(
+            dev.path,
+            opts.max_seq_length,
+            opts.eval_batch_size,
+            dev.num_examples,
+            run.model.is_regression,
+            run.replicas,
+        )
+        return driver.Evaluation(
+            glue.selection_key(self.task),
+            lambda: compute_metrics(self.task, predict_arrays(run.strategy, run.model, dev_fn)),
+        )
 
     def training_plan(self, run):
         from albert_tf.data.classifier_data import classifier_dataset
@@ -281,14 +335,23 @@ class ClassifierTask(driver.Task):
         train = self._features("train")
         run.summary["num_train_examples"] = train.num_examples
         if train.num_examples < opts.train_batch_size:
-            raise UserError(f"training data has {train.num_examples} examples, fewer than "
-                            f"--train_batch_size={opts.train_batch_size}")
+            raise UserError(
+                f"training data has {train.num_examples} examples, fewer than "
+                f"--train_batch_size={opts.train_batch_size}"
+            )
 
         def dataset_fn(ctx):
-            return classifier_dataset(train.path, opts.max_seq_length, opts.train_batch_size,
-                                      is_training=True, is_regression=run.model.is_regression,
-                                      input_context=ctx, full_shuffle=opts.full_shuffle,
-                                      seed=opts.random_seed)
+            return classifier_dataset(
+                train.path,
+                opts.max_seq_length,
+                opts.train_batch_size,
+                is_training=True,
+                is_regression=run.model.is_regression,
+                input_context=ctx,
+                full_shuffle=opts.full_shuffle,
+                seed=opts.random_seed,
+            )
+
         return driver.TrainingPlan(dataset_fn, opts.train_step, opts.warmup_step)
 
     def wants_final_weights(self):
@@ -299,8 +362,13 @@ class ClassifierTask(driver.Task):
 
         opts = self.options
         if opts.use_tfds:
-            examples = tfds_examples(self.task, "test", opts.tfds_data_dir,
-                                     bool(self.files.spm_model_file), opts.do_lower_case)
+            examples = tfds_examples(
+                self.task,
+                "test",
+                opts.tfds_data_dir,
+                bool(self.files.spm_model_file),
+                opts.do_lower_case,
+            )
         else:
             examples = self.processor.get_examples(opts.data_dir, "test")
         return [e.guid for e in examples]
@@ -312,23 +380,41 @@ class ClassifierTask(driver.Task):
         test = self._features("test")
         guids = self._test_guids()
         if len(guids) != test.num_examples:
-            raise UserError(f"test data: {len(guids)} examples but {test.num_examples} "
-                            "features (stale cache?)")
-        arrays = predict_arrays(run.strategy, run.model, eval_dataset_fn(
-            test.path, opts.max_seq_length, opts.predict_batch_size, test.num_examples,
-            run.model.is_regression, run.replicas))
+            raise UserError(
+                f"test data: {len(guids)} examples but {test.num_examples} features (stale cache?)"
+            )
+        arrays = predict_arrays(
+            run.strategy,
+            run.model,
+            eval_dataset_fn(
+                test.path,
+                opts.max_seq_length,
+                opts.predict_batch_size,
+                test.num_examples,
+                run.model.is_regression,
+                run.replicas,
+            ),
+        )
         real = arrays["is_real_example"] != 0
         probabilities, predictions = arrays["probabilities"][real], arrays["predictions"][real]
         if run.is_chief:
             run.summary["submission"] = glue.write_glue_submission(
-                opts.output_dir, self.task, guids, predictions, self.label_list)
+                opts.output_dir, self.task, guids, predictions, self.label_list
+            )
             # The original's name for the same file.
-            fileio.atomic_write_text(os.path.join(opts.output_dir, "submit_results.tsv"),
-                                     fileio.read_text(run.summary["submission"]))
+            fileio.atomic_write_text(
+                os.path.join(opts.output_dir, "submit_results.tsv"),
+                fileio.read_text(run.summary["submission"]),
+            )
             run.summary["test_results"] = glue.write_test_results(
-                os.path.join(opts.output_dir, "test_results.tsv"), probabilities)
-            _logger.info("wrote %s and %s (%d examples)", run.summary["submission"],
-                         run.summary["test_results"], len(guids))
+                os.path.join(opts.output_dir, "test_results.tsv"), probabilities
+            )
+            _logger.info(
+                "wrote %s and %s (%d examples)",
+                run.summary["submission"],
+                run.summary["test_results"],
+                len(guids),
+            )
 
     def export(self, run):
         from albert_tf.export import export_classifier
@@ -336,11 +422,17 @@ class ClassifierTask(driver.Task):
         opts = self.options
         if opts.export_dir and run.is_chief:
             run.summary["export_dir"] = export_classifier(
-                run.model, opts.export_dir, opts.max_seq_length,
-                spm_model_file=self.files.spm_model_file, do_lower_case=opts.do_lower_case,
-                text_pair=self.task not in SINGLE_SENTENCE_TASKS, label_list=self.label_list,
-                task_name=self.task, threshold=opts.threshold_to_export,
-                digit_comma=opts.digit_comma)
+                run.model,
+                opts.export_dir,
+                opts.max_seq_length,
+                spm_model_file=self.files.spm_model_file,
+                do_lower_case=opts.do_lower_case,
+                text_pair=self.task not in SINGLE_SENTENCE_TASKS,
+                label_list=self.label_list,
+                task_name=self.task,
+                threshold=opts.threshold_to_export,
+                digit_comma=opts.digit_comma,
+            )
 
 
 def run(opts: ClassifierOptions) -> dict:
@@ -348,6 +440,14 @@ def run(opts: ClassifierOptions) -> dict:
     return {"task": (opts.task_name or "").lower(), **driver.run(ClassifierTask(opts))}
 
 
-__all__ = ["AlbertClassifier", "ClassifierOptions", "ClassifierTask", "loss_fn",
-           "per_example_loss", "predict_arrays", "compute_metrics", "init_from_checkpoint",
-           "run"]
+__all__ = [
+    "AlbertClassifier",
+    "ClassifierOptions",
+    "ClassifierTask",
+    "loss_fn",
+    "per_example_loss",
+    "predict_arrays",
+    "compute_metrics",
+    "init_from_checkpoint",
+    "run",
+]

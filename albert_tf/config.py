@@ -86,27 +86,37 @@ class AlbertConfig:
                 raise UserError(f"{name}: expected a positive integer, got {value!r}")
         for name, (in_range, bounds) in _FLOAT_FIELDS.items():
             value = getattr(self, name)
-            if (isinstance(value, bool) or not isinstance(value, (int, float))
-                    or not math.isfinite(value) or not in_range(value)):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or not in_range(value)
+            ):
                 raise UserError(f"{name}: expected a number {bounds}, got {value!r}")
         # The original maps null to "no activation" and any other non-string to a
         # callable; in a JSON file either is a mistake, so only the names are accepted.
         if not isinstance(self.hidden_act, str) or self.hidden_act.lower() not in ACTIVATIONS:
-            raise UserError(f"hidden_act: expected one of {', '.join(ACTIVATIONS[:-1])}, "
-                            f"got {self.hidden_act!r}")
+            raise UserError(
+                f"hidden_act: expected one of {', '.join(ACTIVATIONS[:-1])}, "
+                f"got {self.hidden_act!r}"
+            )
         if self.hidden_size % self.num_attention_heads:
             raise UserError(
                 f"hidden_size: expected a multiple of num_attention_heads "
-                f"({self.num_attention_heads}), got {self.hidden_size}")
+                f"({self.num_attention_heads}), got {self.hidden_size}"
+            )
         # More groups than layers would leave groups that no layer uses (no weights).
         if self.num_hidden_groups > self.num_hidden_layers:
             raise UserError(
                 f"num_hidden_groups: expected at most num_hidden_layers "
-                f"({self.num_hidden_layers}), got {self.num_hidden_groups}")
+                f"({self.num_hidden_layers}), got {self.num_hidden_groups}"
+            )
         sharing = self.extra.get("cross_layer_sharing", "all")
         if sharing not in CROSS_LAYER_SHARING:
-            raise UserError(f"cross_layer_sharing: expected one of "
-                            f"{', '.join(CROSS_LAYER_SHARING)}, got {sharing!r}")
+            raise UserError(
+                f"cross_layer_sharing: expected one of "
+                f"{', '.join(CROSS_LAYER_SHARING)}, got {sharing!r}"
+            )
 
     # --- derived ----------------------------------------------------------
     @property
@@ -153,12 +163,12 @@ class AlbertConfig:
         embeddings = (self.vocab_size + self.type_vocab_size + self.max_position_embeddings) * e
         embeddings += 2 * e  # layer norm
         projection = e * h + h if e != h else 0
-        sublayers = {"attention": 4 * (h * h + h) + 2 * h,
-                     "ffn": (h * f + f) + (f * h + h) + 2 * h}
+        sublayers = {"attention": 4 * (h * h + h) + 2 * h, "ffn": (h * f + f) + (f * h + h) + 2 * h}
         groups = len(self.used_groups())
         blocks = sum(
             (1 if part == self.cross_layer_sharing else groups) * self.inner_group_num * size
-            for part, size in sublayers.items())
+            for part, size in sublayers.items()
+        )
         return embeddings + projection + blocks + h * h + h
 
     # --- (de)serialization ------------------------------------------------
@@ -182,7 +192,8 @@ class AlbertConfig:
             raise UserError(
                 f"{source}: missing field{'s' if len(missing) > 1 else ''} "
                 f"{', '.join(missing)} (an ALBERT config must set every field; the "
-                f"original silently used the xxlarge shape for missing ones)")
+                f"original silently used the xxlarge shape for missing ones)"
+            )
         known = cls.field_names()
         kwargs = {k: values[k] for k in known if k in values}
         extra = {k: v for k, v in values.items() if k not in known}
@@ -240,12 +251,20 @@ class AlbertConfig:
 
 # Every field but `down_scale_factor` (stored, never read) changes the model, so a
 # config file must set it.
-REQUIRED_FIELDS = tuple(name for name in AlbertConfig.field_names()
-                        if name != "down_scale_factor")
+REQUIRED_FIELDS = tuple(name for name in AlbertConfig.field_names() if name != "down_scale_factor")
 _POSITIVE_INT_FIELDS = (
-    "vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
-    "num_attention_heads", "intermediate_size", "inner_group_num", "down_scale_factor",
-    "max_position_embeddings", "type_vocab_size")
+    "vocab_size",
+    "embedding_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_hidden_groups",
+    "num_attention_heads",
+    "intermediate_size",
+    "inner_group_num",
+    "down_scale_factor",
+    "max_position_embeddings",
+    "type_vocab_size",
+)
 # name: (range check, its description). Ints are accepted: released files write 0.
 _FLOAT_FIELDS = {
     "hidden_dropout_prob": (lambda v: 0 <= v < 1, "in [0, 1)"),
@@ -269,39 +288,70 @@ def _albert_preset(size: str, version: str) -> AlbertConfig:
     # v1 used dropout 0.1 except xxlarge; all v2 models trained without dropout.
     dropout = 0.1 if (version == "v1" and size != "xxlarge") else 0.0
     return AlbertConfig(
-        vocab_size=30000, embedding_size=128, hidden_size=hidden,
-        num_hidden_layers=layers, num_hidden_groups=1,
-        num_attention_heads=heads, intermediate_size=ffn, inner_group_num=1,
-        hidden_act="gelu", hidden_dropout_prob=dropout,
-        attention_probs_dropout_prob=dropout, max_position_embeddings=512,
-        type_vocab_size=2, initializer_range=0.02)
+        vocab_size=30000,
+        embedding_size=128,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_hidden_groups=1,
+        num_attention_heads=heads,
+        intermediate_size=ffn,
+        inner_group_num=1,
+        hidden_act="gelu",
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        initializer_range=0.02,
+    )
 
 
 def _bert_preset(size: str) -> AlbertConfig:
     layers, hidden, heads = {"base": (12, 768, 12), "large": (24, 1024, 16)}[size]
     # BERT shape in ALBERT code: E = H (no projection), one group per layer.
     return AlbertConfig(
-        vocab_size=30000, embedding_size=hidden, hidden_size=hidden,
-        num_hidden_layers=layers, num_hidden_groups=layers,
-        num_attention_heads=heads, intermediate_size=4 * hidden,
-        inner_group_num=1, hidden_act="gelu", hidden_dropout_prob=0.1,
-        attention_probs_dropout_prob=0.1, max_position_embeddings=512,
-        type_vocab_size=2, initializer_range=0.02)
+        vocab_size=30000,
+        embedding_size=hidden,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_hidden_groups=layers,
+        num_attention_heads=heads,
+        intermediate_size=4 * hidden,
+        inner_group_num=1,
+        hidden_act="gelu",
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        initializer_range=0.02,
+    )
 
 
 def _tiny_preset() -> AlbertConfig:
     # Small enough to pretrain on a CPU in minutes (the README's demo).
     return AlbertConfig(
-        vocab_size=2000, embedding_size=64, hidden_size=128,
-        num_hidden_layers=4, num_hidden_groups=1, num_attention_heads=4,
-        intermediate_size=512, inner_group_num=1, hidden_act="gelu",
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-        max_position_embeddings=512, type_vocab_size=2, initializer_range=0.02)
+        vocab_size=2000,
+        embedding_size=64,
+        hidden_size=128,
+        num_hidden_layers=4,
+        num_hidden_groups=1,
+        num_attention_heads=4,
+        intermediate_size=512,
+        inner_group_num=1,
+        hidden_act="gelu",
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        initializer_range=0.02,
+    )
 
 
 PRESETS = {
-    **{f"albert_{s}_{v}": (lambda s=s, v=v: _albert_preset(s, v))
-       for s in _ALBERT_SHAPES for v in ("v1", "v2")},
+    **{
+        f"albert_{s}_{v}": (lambda s=s, v=v: _albert_preset(s, v))
+        for s in _ALBERT_SHAPES
+        for v in ("v1", "v2")
+    },
     "bert_base": lambda: _bert_preset("base"),
     "bert_large": lambda: _bert_preset("large"),
     "albert_tiny": _tiny_preset,

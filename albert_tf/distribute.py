@@ -40,8 +40,12 @@ def _with_timeout(fn, seconds, what, report_every=10.0):
     while thread.is_alive() and time.monotonic() < deadline:
         thread.join(min(report_every, max(deadline - time.monotonic(), 0.0)))
         if thread.is_alive() and time.monotonic() < deadline:
-            _logger.info("%s: waiting (%.0f of %.0f s)", what,
-                         seconds - (deadline - time.monotonic()), seconds)
+            _logger.info(
+                "%s: waiting (%.0f of %.0f s)",
+                what,
+                seconds - (deadline - time.monotonic()),
+                seconds,
+            )
     if thread.is_alive():
         raise RuntimeError(f"{what}: no answer after {seconds:.0f} s")
     if error:
@@ -49,16 +53,18 @@ def _with_timeout(fn, seconds, what, report_every=10.0):
     return result[0]
 
 
-def tpu_strategy(tpu_name=None, tpu_zone=None, gcp_project=None, master=None,
-                 timeout_s=300.0):
+def tpu_strategy(tpu_name=None, tpu_zone=None, gcp_project=None, master=None, timeout_s=300.0):
     """Connects to a Cloud TPU and returns a TPUStrategy (clear error if unreachable)."""
     target = tpu_name or master
-    flags = (f"--tpu_name={tpu_name!r} --tpu_zone={tpu_zone!r} "
-             f"--gcp_project={gcp_project!r} --master={master!r}")
+    flags = (
+        f"--tpu_name={tpu_name!r} --tpu_zone={tpu_zone!r} "
+        f"--gcp_project={gcp_project!r} --master={master!r}"
+    )
 
     def connect():
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
-            tpu=target, zone=tpu_zone, project=gcp_project)
+            tpu=target, zone=tpu_zone, project=gcp_project
+        )
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
         return tf.distribute.TPUStrategy(resolver)
@@ -69,11 +75,19 @@ def tpu_strategy(tpu_name=None, tpu_zone=None, gcp_project=None, master=None,
         raise UserError(
             f"cannot reach a TPU with {flags}: {err}. Check --tpu_name (or --master "
             "grpc://host:8470), --tpu_zone and --gcp_project; --tpu_timeout_s sets the "
-            "wait.") from None
+            "wait."
+        ) from None
 
 
-def get_strategy(strategy="default", use_tpu=False, tpu_name=None, tpu_zone=None,
-                 gcp_project=None, master=None, tpu_timeout_s=300.0):
+def get_strategy(
+    strategy="default",
+    use_tpu=False,
+    tpu_name=None,
+    tpu_zone=None,
+    gcp_project=None,
+    master=None,
+    tpu_timeout_s=300.0,
+):
     """Returns the tf.distribute strategy the flags ask for."""
     if use_tpu:
         return tpu_strategy(tpu_name, tpu_zone, gcp_project, master, tpu_timeout_s)
@@ -84,8 +98,10 @@ def get_strategy(strategy="default", use_tpu=False, tpu_name=None, tpu_zone=None
     if strategy == "multi_worker":
         raw = os.environ.get("TF_CONFIG")
         if not raw:
-            raise UserError("--strategy=multi_worker needs the TF_CONFIG environment "
-                            "variable (cluster and task of this worker)")
+            raise UserError(
+                "--strategy=multi_worker needs the TF_CONFIG environment "
+                "variable (cluster and task of this worker)"
+            )
         try:
             tf_config = json.loads(raw)
             tf_config["cluster"]["worker"], tf_config["task"]["index"]
@@ -101,4 +117,5 @@ def is_chief(strategy) -> bool:
     if resolver is None or not getattr(resolver, "task_type", None):
         return True
     return resolver.task_type in ("chief", None) or (
-        resolver.task_type == "worker" and resolver.task_id == 0)
+        resolver.task_type == "worker" and resolver.task_id == 0
+    )

@@ -44,39 +44,53 @@ class RunOptions(Options):
     """What every script accepts: the output folder, the training loop's flags, devices
     (the original's TPU flags; ours: strategy, dtype, XLA), seed and host memory.
     Scripts whose original had other defaults re-declare them with `RunOptions.default`."""
-    output_dir: str = option(REQUIRED, "Checkpoints, summaries, eval_results.txt and "
-                                       "predictions go here.")
+
+    output_dir: str = option(
+        REQUIRED, "Checkpoints, summaries, eval_results.txt and predictions go here."
+    )
     init_checkpoint: str | None = option(
-        None, "Initial weights: an original-format checkpoint, one of our ckpt-<step>, or a "
-              "release folder.")
+        None,
+        "Initial weights: an original-format checkpoint, one of our ckpt-<step>, or a "
+        "release folder.",
+    )
     do_train: bool = option(False, "Train.")
     train_batch_size: int = option(32, "Global training batch size.", minimum=1)
     learning_rate: float = option(5e-5, "Peak learning rate.", minimum=0.0)
     optimizer: str = option("adamw", "Optimizer.", choices=("adamw", "lamb"))
-    save_checkpoints_steps: int = option(1000, "Checkpoint (and dev evaluation) interval.",
-                                         minimum=1)
+    save_checkpoints_steps: int = option(
+        1000, "Checkpoint (and dev evaluation) interval.", minimum=1
+    )
     iterations_per_loop: int = option(1000, "Steps per tf.function call.", minimum=1)
     keep_checkpoint_max: int | None = option(
-        None, "Checkpoints kept, in each format (the best is kept separately as "
-              "model.ckpt-best); unset or 0: all, as the original's fine-tuning scripts, "
-              "which ignored this flag.", minimum=0)
+        None,
+        "Checkpoints kept, in each format (the best is kept separately as "
+        "model.ckpt-best); unset or 0: all, as the original's fine-tuning scripts, "
+        "which ignored this flag.",
+        minimum=0,
+    )
     use_tpu: bool = option(False, "Run on a Cloud TPU (TPUStrategy).")
     tpu_name: str | None = option(None, "Cloud TPU name or grpc:// address.")
     tpu_zone: str | None = option(None, "GCE zone of the TPU.")
     gcp_project: str | None = option(None, "GCP project of the TPU.")
     master: str | None = option(None, "TPU master address (alternative to --tpu_name).")
     num_tpu_cores: int = option(8, "Accepted for compatibility; the TPU topology decides.")
-    strategy: str = option("default", "Distribution strategy when not on TPU.",
-                           choices=("default", "mirrored", "multi_worker"))
+    strategy: str = option(
+        "default",
+        "Distribution strategy when not on TPU.",
+        choices=("default", "mirrored", "multi_worker"),
+    )
     random_seed: int = option(12345, "Seed of initialization and data order.")
     host_allocator: str = option(
-        "auto", "CPU tensor memory: TensorFlow's pool (fastest for small models) or malloc "
-                "with a 1 MiB mmap threshold (lowest peak memory: ALBERT-xxlarge b2 step 4.8 "
-                "vs 6.0 GB; ALBERT-base steps ~35% slower); auto = malloc from 100M "
-                "parameters on. See albert_tf/host_memory.py.",
-        choices=("auto", "tensorflow", "system"))
-    tpu_timeout_s: float = option(300.0, "Seconds to wait for the TPU (--use_tpu) before "
-                                         "giving up.", minimum=0.0)
+        "auto",
+        "CPU tensor memory: TensorFlow's pool (fastest for small models) or malloc "
+        "with a 1 MiB mmap threshold (lowest peak memory: ALBERT-xxlarge b2 step 4.8 "
+        "vs 6.0 GB; ALBERT-base steps ~35% slower); auto = malloc from 100M "
+        "parameters on. See albert_tf/host_memory.py.",
+        choices=("auto", "tensorflow", "system"),
+    )
+    tpu_timeout_s: float = option(
+        300.0, "Seconds to wait for the TPU (--use_tpu) before giving up.", minimum=0.0
+    )
     dtype: str = option("float32", "Keras dtype policy.", choices=("float32", "mixed_bfloat16"))
     use_xla: bool = option(False, "Compile the training step with XLA.")
 
@@ -93,6 +107,7 @@ class TrainingPlan:
 
     dataset_fn(input_context) -> the per-replica dataset of (micro-)batches.
     """
+
     dataset_fn: Callable
     num_train_steps: int
     num_warmup_steps: int
@@ -106,6 +121,7 @@ class Evaluation:
     """A task's dev evaluation: `evaluate()` -> metrics of the model's current weights;
     the checkpoint with the largest `key` becomes model.ckpt-best; `fmt`: the layout of
     eval_results.txt the original script wrote."""
+
     key: str
     evaluate: Callable[[], dict]
     fmt: selection.EvalFormat = selection.GLUE_FORMAT
@@ -114,6 +130,7 @@ class Evaluation:
 @dataclasses.dataclass
 class Run:
     """The run in progress, as the task's methods see it."""
+
     options: RunOptions
     config: object  # AlbertConfig
     strategy: tf.distribute.Strategy
@@ -137,6 +154,7 @@ class Task:
     metric_names: the extra scalars `loss_fn` returns, logged with the loss.
     init_from_group0: fill every group from the checkpoint's group_0 (pretraining).
     """
+
     head: str = ""
     head_patterns: tuple[str, ...] = ()
     metric_names: tuple[str, ...] = ()
@@ -199,8 +217,12 @@ def run(task: Task) -> dict:
     current.resuming = opts.do_train and bool(selection.trained_checkpoints(opts.output_dir))
     if opts.init_checkpoint and not current.resuming:
         current.summary["init"] = init_from_checkpoint(
-            current.model, opts.init_checkpoint, task.head, task.head_patterns,
-            task.init_from_group0)
+            current.model,
+            opts.init_checkpoint,
+            task.head,
+            task.head_patterns,
+            task.init_from_group0,
+        )
         current.initialized = True
         _logger.info("--init_checkpoint: %s", current.summary["init"])
     tf.io.gfile.makedirs(opts.output_dir)  # only once the inputs proved usable
@@ -209,9 +231,15 @@ def run(task: Task) -> dict:
     evaluation = task.evaluator(current)
     selector = None
     if evaluation is not None:
-        selector = selection.CheckpointSelector(evaluation.key, opts.output_dir,
-                                                current.model, evaluation.evaluate, task.head,
-                                                current.is_chief, evaluation.fmt)
+        selector = selection.CheckpointSelector(
+            evaluation.key,
+            opts.output_dir,
+            current.model,
+            evaluation.evaluate,
+            task.head,
+            current.is_chief,
+            evaluation.fmt,
+        )
     if opts.do_train:
         if selector is not None:
             selector.evaluate_pending()  # checkpoints of an interrupted run
@@ -231,18 +259,29 @@ def start(opts: RunOptions, config, batch_divisor: int = 1) -> Run:
     from albert_tf.distribute import get_strategy, is_chief
     from albert_tf.host_memory import configure_host_allocator
 
-    configure_host_allocator(opts.host_allocator,  # before TensorFlow's first op
-                             num_parameters=config.num_parameters())
+    configure_host_allocator(
+        opts.host_allocator,  # before TensorFlow's first op
+        num_parameters=config.num_parameters(),
+    )
     keras.mixed_precision.set_global_policy(opts.dtype)
     keras.utils.set_random_seed(opts.random_seed)
-    strategy = get_strategy(opts.strategy, opts.use_tpu, opts.tpu_name, opts.tpu_zone,
-                            opts.gcp_project, opts.master, opts.tpu_timeout_s)
+    strategy = get_strategy(
+        opts.strategy,
+        opts.use_tpu,
+        opts.tpu_name,
+        opts.tpu_zone,
+        opts.gcp_project,
+        opts.master,
+        opts.tpu_timeout_s,
+    )
     replicas = strategy.num_replicas_in_sync
     if opts.train_batch_size % (replicas * batch_divisor):
         split = f"the {replicas} replicas" + (
-            f" x {batch_divisor} accumulation steps" if batch_divisor > 1 else "")
-        raise UserError(f"--train_batch_size={opts.train_batch_size}: expected a multiple of "
-                        f"{split}")
+            f" x {batch_divisor} accumulation steps" if batch_divisor > 1 else ""
+        )
+        raise UserError(
+            f"--train_batch_size={opts.train_batch_size}: expected a multiple of {split}"
+        )
     return Run(opts, config, strategy, is_chief(strategy))
 
 
@@ -255,23 +294,39 @@ def train(task: Task, current: Run, selector) -> int:
 
     opts, plan = current.options, task.training_plan(current)
     with current.strategy.scope():
-        optimizer = create_optimizer(opts.learning_rate, plan.num_train_steps,
-                                     plan.num_warmup_steps, opts.optimizer, plan.poly_power,
-                                     plan.start_warmup_step)
+        optimizer = create_optimizer(
+            opts.learning_rate,
+            plan.num_train_steps,
+            plan.num_warmup_steps,
+            opts.optimizer,
+            plan.poly_power,
+            plan.start_warmup_step,
+        )
     loop = training.LoopConfig(
-        num_train_steps=plan.num_train_steps, global_batch_size=opts.train_batch_size,
+        num_train_steps=plan.num_train_steps,
+        global_batch_size=opts.train_batch_size,
         iterations_per_loop=opts.iterations_per_loop,
         save_checkpoints_steps=opts.save_checkpoints_steps,
         keep_checkpoint_max=opts.keep_checkpoint_max,
-        gradient_accumulation_steps=plan.gradient_accumulation_steps, jit_compile=opts.use_xla)
+        gradient_accumulation_steps=plan.gradient_accumulation_steps,
+        jit_compile=opts.use_xla,
+    )
     trainer = training.Trainer(
-        current.strategy, current.model, optimizer, task.loss_fn, task.metric_names,
-        opts.output_dir, loop, current.is_chief,
-        save_hook=lambda step: save_original_format(current, optimizer, step))
+        current.strategy,
+        current.model,
+        optimizer,
+        task.loss_fn,
+        task.metric_names,
+        opts.output_dir,
+        loop,
+        current.is_chief,
+        save_hook=lambda step: save_original_format(current, optimizer, step),
+    )
     if not training.object_checkpoints(opts.output_dir):
         resume_from_original_format(current, optimizer)
-    trainer.train(plan.dataset_fn,
-                  after_save=selector.evaluate_current if selector is not None else None)
+    trainer.train(
+        plan.dataset_fn, after_save=selector.evaluate_current if selector is not None else None
+    )
     return int(optimizer.iterations.numpy())
 
 
@@ -286,8 +341,9 @@ def save_original_format(current: Run, optimizer, step) -> None:
         return
     out = current.options.output_dir
     prefix = os.path.join(out, f"model.ckpt-{step}")
-    checkpoints.save_original_checkpoint(current.model, prefix, global_step=step,
-                                         optimizer=optimizer, update_checkpoint_state=False)
+    checkpoints.save_original_checkpoint(
+        current.model, prefix, global_step=step, optimizer=optimizer, update_checkpoint_state=False
+    )
     kept = selection.original_checkpoints(out)
     keep = current.options.keep_checkpoint_max
     if keep:
@@ -295,8 +351,10 @@ def save_original_format(current: Run, optimizer, step) -> None:
             remove_checkpoint(old)
         kept = kept[-keep:]
     tf.compat.v1.train.update_checkpoint_state(
-        out, os.path.basename(prefix),
-        all_model_checkpoint_paths=[os.path.basename(p) for _, p in kept])
+        out,
+        os.path.basename(prefix),
+        all_model_checkpoint_paths=[os.path.basename(p) for _, p in kept],
+    )
 
 
 def resume_from_original_format(current: Run, optimizer) -> None:
@@ -315,8 +373,11 @@ def resume_from_original_format(current: Run, optimizer) -> None:
     if "global_step" in values:
         step = int(tf.train.load_checkpoint(prefix).get_tensor("global_step"))
     optimizer.iterations.assign(step)
-    _logger.warning("resumed from the original-format %s (step %d); the input starts from "
-                    "its beginning", prefix, step)
+    _logger.warning(
+        "resumed from the original-format %s (step %d); the input starts from its beginning",
+        prefix,
+        step,
+    )
 
 
 def finish_selection(selector, current: Run) -> None:
@@ -325,17 +386,23 @@ def finish_selection(selector, current: Run) -> None:
     selector.evaluate_pending()
     if not selector.results and selector.best is None:
         if not current.initialized:
-            raise UserError(f"no checkpoint (ckpt-<step>) in {current.options.output_dir} and "
-                            "no --init_checkpoint to evaluate")
+            raise UserError(
+                f"no checkpoint (ckpt-<step>) in {current.options.output_dir} and "
+                "no --init_checkpoint to evaluate"
+            )
         selector.evaluate_current(0)  # the --init_checkpoint weights
     current.summary["best"] = selector.best
     if selector.results:
         last = max(selector.results)
         current.summary["eval_step"], current.summary["eval"] = last, selector.results[last]
     if current.is_chief and selector.best is not None:
-        _logger.info("best checkpoint on dev: step %d, %s = %.4f (best-on-dev, as the "
-                     "original's reported numbers)", selector.best["global_step"],
-                     selector.best["key"], selector.best["value"])
+        _logger.info(
+            "best checkpoint on dev: step %d, %s = %.4f (best-on-dev, as the "
+            "original's reported numbers)",
+            selector.best["global_step"],
+            selector.best["key"],
+            selector.best["value"],
+        )
 
 
 def init_from_checkpoint(model, path, head: str, head_patterns=(), init_from_group0=False):
@@ -358,14 +425,18 @@ def init_from_checkpoint(model, path, head: str, head_patterns=(), init_from_gro
         raise UserError(f"--init_checkpoint={path}: {err}") from None
     object_based = checkpoints.is_object_based(prefix)
     try:
-        report = checkpoints.init_from_checkpoint(model, prefix, allow_missing=list(head_patterns),
-                                                  init_from_group0=init_from_group0)
+        report = checkpoints.init_from_checkpoint(
+            model, prefix, allow_missing=list(head_patterns), init_from_group0=init_from_group0
+        )
     except checkpoints.CheckpointMismatchError as err:
         lines = str(err).splitlines()
-        detail = "\n".join(lines[:12] + ([f"  ... ({len(lines) - 12} more lines)"]
-                                         if len(lines) > 12 else []))
-        raise UserError(f"--init_checkpoint={path}: nothing loaded; the checkpoint cannot fill "
-                        f"this model:\n{detail}") from None
+        detail = "\n".join(
+            lines[:12] + ([f"  ... ({len(lines) - 12} more lines)"] if len(lines) > 12 else [])
+        )
+        raise UserError(
+            f"--init_checkpoint={path}: nothing loaded; the checkpoint cannot fill "
+            f"this model:\n{detail}"
+        ) from None
     if not report.loaded:
         raise UserError(f"--init_checkpoint={path}: no variable matched")
     fresh = f"; fresh {head} head" if report.missing_allowed else ""
@@ -390,9 +461,22 @@ def final_weights(current: Run, head: str) -> str:
         return trained[-1][1]
     if current.options.init_checkpoint:
         return current.options.init_checkpoint
-    raise UserError(f"nothing to predict with: no {selection.BEST_PREFIX} or ckpt-<step> in "
-                    f"{output_dir} and no --init_checkpoint")
+    raise UserError(
+        f"nothing to predict with: no {selection.BEST_PREFIX} or ckpt-<step> in "
+        f"{output_dir} and no --init_checkpoint"
+    )
 
 
-__all__ = ["RunOptions", "TrainingPlan", "Evaluation", "Run", "Task", "run", "start", "train",
-           "finish_selection", "init_from_checkpoint", "final_weights"]
+__all__ = [
+    "RunOptions",
+    "TrainingPlan",
+    "Evaluation",
+    "Run",
+    "Task",
+    "run",
+    "start",
+    "train",
+    "finish_selection",
+    "init_from_checkpoint",
+    "final_weights",
+]

@@ -30,6 +30,7 @@ def replica_eval_dataset_fn(make_dataset, num_records, batch_size, replicas):
             zeros = dataset.take(1).map(lambda b: {k: tf.zeros_like(v) for k, v in b.items()})
             dataset = dataset.concatenate(zeros.repeat(extra))
         return dataset
+
     return fn
 
 
@@ -44,7 +45,8 @@ def collect_outputs(strategy, dataset_fn, step_fn) -> dict:
         out = strategy.run(step, args=(features,))
         for name, value in out.items():
             parts.setdefault(name, []).extend(
-                v.numpy() for v in strategy.experimental_local_results(value))
+                v.numpy() for v in strategy.experimental_local_results(value)
+            )
     if not parts:
         raise UserError("the evaluation data produced no batch")
     return {name: np.concatenate(values, axis=0) for name, values in parts.items()}

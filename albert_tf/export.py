@@ -37,8 +37,16 @@ _logger = logging.getLogger(__name__)
 class ClassifierServing(tf.Module):
     """tf.Module wrapping an AlbertClassifier for tf.saved_model.save."""
 
-    def __init__(self, model, max_seq_length, spm_model_file=None, do_lower_case=True,
-                 text_pair=True, threshold=None, digit_comma=DEFAULT_DIGIT_COMMA):
+    def __init__(
+        self,
+        model,
+        max_seq_length,
+        spm_model_file=None,
+        do_lower_case=True,
+        text_pair=True,
+        threshold=None,
+        digit_comma=DEFAULT_DIGIT_COMMA,
+    ):
         super().__init__(name="classifier_serving")
         self.model = model
         self.max_seq_length = int(max_seq_length)
@@ -48,8 +56,9 @@ class ClassifierServing(tf.Module):
         if spm_model_file:
             from albert_tf.tf_tokenization import InGraphTokenizer
 
-            self.tokenizer = InGraphTokenizer(spm_model_file, do_lower_case=do_lower_case,
-                                              digit_comma=digit_comma)
+            self.tokenizer = InGraphTokenizer(
+                spm_model_file, do_lower_case=do_lower_case, digit_comma=digit_comma
+            )
 
     def _outputs(self, features):
         out = self.model(features, training=False)
@@ -60,8 +69,9 @@ class ClassifierServing(tf.Module):
         return result
 
     def serve_ids(self, input_ids, input_mask, segment_ids):
-        return self._outputs({"input_ids": input_ids, "input_mask": input_mask,
-                              "segment_ids": segment_ids})
+        return self._outputs(
+            {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+        )
 
     def text_features(self, text_a, text_b=None):
         """Raw strings -> int32 [B, S] features, as convert_single_example."""
@@ -79,26 +89,43 @@ class ClassifierServing(tf.Module):
 
     def signatures(self):
         s = self.max_seq_length
-        ids_spec = [tf.TensorSpec([None, s], tf.int32, name=n)
-                    for n in ("input_ids", "input_mask", "segment_ids")]
-        sigs = {"serving_default": tf.function(self.serve_ids, input_signature=ids_spec)
-                .get_concrete_function()}
+        ids_spec = [
+            tf.TensorSpec([None, s], tf.int32, name=n)
+            for n in ("input_ids", "input_mask", "segment_ids")
+        ]
+        sigs = {
+            "serving_default": tf.function(
+                self.serve_ids, input_signature=ids_spec
+            ).get_concrete_function()
+        }
         if self.tokenizer is not None:
             text = tf.TensorSpec([None], tf.string, name="text_a")
             if self.text_pair:
-                fn = tf.function(lambda text_a, text_b: self._outputs(
-                    self.text_features(text_a, text_b)),
-                    input_signature=[text, tf.TensorSpec([None], tf.string, name="text_b")])
+                fn = tf.function(
+                    lambda text_a, text_b: self._outputs(self.text_features(text_a, text_b)),
+                    input_signature=[text, tf.TensorSpec([None], tf.string, name="text_b")],
+                )
             else:
-                fn = tf.function(lambda text_a: self._outputs(self.text_features(text_a)),
-                                 input_signature=[text])
+                fn = tf.function(
+                    lambda text_a: self._outputs(self.text_features(text_a)), input_signature=[text]
+                )
             sigs["serve_text"] = fn.get_concrete_function()
         return sigs
 
 
-def export_classifier(model, export_dir, max_seq_length, *, spm_model_file=None,
-                      do_lower_case=True, text_pair=True, label_list=None, task_name=None,
-                      threshold=None, digit_comma=DEFAULT_DIGIT_COMMA) -> str:
+def export_classifier(
+    model,
+    export_dir,
+    max_seq_length,
+    *,
+    spm_model_file=None,
+    do_lower_case=True,
+    text_pair=True,
+    label_list=None,
+    task_name=None,
+    threshold=None,
+    digit_comma=DEFAULT_DIGIT_COMMA,
+) -> str:
     """Writes a SavedModel of `model` (an AlbertClassifier) to `export_dir`.
 
     `digit_comma`: the tokenizer mode the model was fine-tuned with (serve_text must
@@ -106,8 +133,9 @@ def export_classifier(model, export_dir, max_seq_length, *, spm_model_file=None,
     replaced. Returns export_dir.
     """
     export_dir = os.fspath(export_dir).rstrip("/")
-    module = ClassifierServing(model, max_seq_length, spm_model_file, do_lower_case,
-                               text_pair, threshold, digit_comma)
+    module = ClassifierServing(
+        model, max_seq_length, spm_model_file, do_lower_case, text_pair, threshold, digit_comma
+    )
     if spm_model_file is None:
         _logger.warning("no SentencePiece model: exporting without the serve_text signature")
     parent = os.path.dirname(os.path.abspath(export_dir))
@@ -124,13 +152,18 @@ def export_classifier(model, export_dir, max_seq_length, *, spm_model_file=None,
         if label_list is not None:
             with open(os.path.join(extra, "labels.txt"), "w", encoding="utf-8") as f:
                 f.write("".join(f"{label}\n" for label in label_list))
-        info = {"task_name": task_name, "max_seq_length": int(max_seq_length),
-                "do_lower_case": bool(do_lower_case), "digit_comma": digit_comma,
-                "text_pair": bool(text_pair),
-                "label_list": None if label_list is None else [
-                    None if x is None else str(x) for x in label_list],
-                "threshold": module.threshold,
-                "signatures": sorted(signatures)}
+        info = {
+            "task_name": task_name,
+            "max_seq_length": int(max_seq_length),
+            "do_lower_case": bool(do_lower_case),
+            "digit_comma": digit_comma,
+            "text_pair": bool(text_pair),
+            "label_list": None
+            if label_list is None
+            else [None if x is None else str(x) for x in label_list],
+            "threshold": module.threshold,
+            "signatures": sorted(signatures),
+        }
         with open(os.path.join(extra, "export_info.json"), "w", encoding="utf-8") as f:
             json.dump(info, f, indent=2)
         if os.path.exists(export_dir):
@@ -144,8 +177,10 @@ def export_classifier(model, export_dir, max_seq_length, *, spm_model_file=None,
 
 
 def _squad_input_specs(max_seq_length):
-    return [tf.TensorSpec([1, max_seq_length], tf.int32, name=n)
-            for n in ("input_ids", "input_mask", "segment_ids")]
+    return [
+        tf.TensorSpec([1, max_seq_length], tf.int32, name=n)
+        for n in ("input_ids", "input_mask", "segment_ids")
+    ]
 
 
 def export_squad(model, export_dir, max_seq_length) -> dict:
@@ -158,14 +193,15 @@ def export_squad(model, export_dir, max_seq_length) -> dict:
     {"saved_model": path, "tflite": path}."""
     import time
 
-    from tensorflow.python.framework.convert_to_constants import (
-        convert_variables_to_constants_v2)
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
     from albert_tf import fileio
 
     def serve(input_ids, input_mask, segment_ids):
-        out = model({"input_ids": input_ids, "input_mask": input_mask,
-                     "segment_ids": segment_ids}, training=False)
+        out = model(
+            {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
+            training=False,
+        )
         return {"start_logits": out["start_logits"], "end_logits": out["end_logits"]}
 
     export_dir = os.fspath(export_dir).rstrip("/")
@@ -186,14 +222,17 @@ def export_squad(model, export_dir, max_seq_length) -> dict:
                 shutil.rmtree(tmp, ignore_errors=True)
         # TFLite takes the weights as constants.
         frozen = convert_variables_to_constants_v2(concrete)
+
         def as_tuple(input_ids, input_mask, segment_ids):
-            out = tf.nest.pack_sequence_as(concrete.structured_outputs,
-                                           frozen(input_ids, input_mask, segment_ids))
+            out = tf.nest.pack_sequence_as(
+                concrete.structured_outputs, frozen(input_ids, input_mask, segment_ids)
+            )
             return out["start_logits"], out["end_logits"]
 
         as_tuple = tf.function(as_tuple, input_signature=_squad_input_specs(max_seq_length))
         flatbuffer = tf.lite.TFLiteConverter.from_concrete_functions(
-            [as_tuple.get_concrete_function()], module).convert()
+            [as_tuple.get_concrete_function()], module
+        ).convert()
     tflite = os.path.join(export_dir, "albert_model.tflite")
     with fileio.atomic_path(tflite) as path:
         with open(path, "wb") as f:

@@ -72,8 +72,9 @@ def remove_stale(directory: str, name_pattern: str) -> list[str]:
                 os.remove(path)
         removed.append(path)
     if removed:
-        _logger.info("removed %d temporary file(s) of killed runs: %s", len(removed),
-                     ", ".join(removed))
+        _logger.info(
+            "removed %d temporary file(s) of killed runs: %s", len(removed), ", ".join(removed)
+        )
     return removed
 
 

@@ -123,10 +123,15 @@ def _onednn_layer_norm_usable(s):
     not with a GPU or TPU present); and while `tf.saved_model.save` traces, so
     that a SavedModel loads on any build (functions traced before the save keep
     their graphs: trace those inside `disabled()`)."""
-    return (enabled() and not tf.executing_eagerly() and not _saving()
-            and s.dtype == tf.float32 and s.shape.rank in (2, 3)
-            and not control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph())
-            and _onednn_layer_norm_registered())
+    return (
+        enabled()
+        and not tf.executing_eagerly()
+        and not _saving()
+        and s.dtype == tf.float32
+        and s.shape.rank in (2, 3)
+        and not control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph())
+        and _onednn_layer_norm_registered()
+    )
 
 
 def _saving():
@@ -143,18 +148,24 @@ def _onednn_layer_norm_registered():
     try:  # TensorFlow internals: if they move, fall back to the plain ops
         from tensorflow.python.util import _pywrap_util_port
 
-        return bool(_pywrap_util_port.IsMklEnabled()
-                    and op_def_registry.get("_MklLayerNorm") is not None)
+        return bool(
+            _pywrap_util_port.IsMklEnabled() and op_def_registry.get("_MklLayerNorm") is not None
+        )
     except (ImportError, AttributeError):
         return False
 
 
 def _onednn_layer_norm(s, gamma, beta, epsilon):
     op = ops.get_default_graph().create_op(
-        "_MklLayerNorm", [s, tf.convert_to_tensor(gamma), tf.convert_to_tensor(beta)],
-        [tf.float32], name="layer_norm",
-        attrs={"T": attr_value_pb2.AttrValue(type=tf.float32.as_datatype_enum),
-               "epsilon": attr_value_pb2.AttrValue(f=epsilon)})
+        "_MklLayerNorm",
+        [s, tf.convert_to_tensor(gamma), tf.convert_to_tensor(beta)],
+        [tf.float32],
+        name="layer_norm",
+        attrs={
+            "T": attr_value_pb2.AttrValue(type=tf.float32.as_datatype_enum),
+            "epsilon": attr_value_pb2.AttrValue(f=epsilon),
+        },
+    )
     return op.outputs[0]
 
 
@@ -175,8 +186,7 @@ def layer_norm_forward(x, residual, gamma, beta, epsilon):
     s = _sum_input(x, residual)
     mean = tf.reduce_mean(s, axis=-1, keepdims=True)
     centered = s - mean
-    rstd = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True)
-                         + epsilon)
+    rstd = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True) + epsilon)
     xhat = centered * rstd
     return xhat * gamma + beta, xhat, rstd
 
@@ -205,6 +215,7 @@ def layer_norm_backward(dy, xhat, rstd, gamma):
     def row_mean(rows):  # [rows, H] -> [..., 1]
         return tf.reshape(tf.matmul(rows, column), tf.concat([lead, [1]], axis=0))
 
-    dx = _fused_layer_norm_input_gradient(dy, xhat, rstd, gamma, row_mean(rows_dy),
-                                          row_mean(rows_p))
+    dx = _fused_layer_norm_input_gradient(
+        dy, xhat, rstd, gamma, row_mean(rows_dy), row_mean(rows_p)
+    )
     return dx, tf.reduce_sum(rows_p, axis=0), tf.reduce_sum(rows_dy, axis=0)

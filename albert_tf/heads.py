@@ -21,42 +21,53 @@ class MaskedLMHead(keras.layers.Layer):
     Returns logits [B, Pm, V] float32.
     """
 
-    def __init__(self, embedding_size, vocab_size, hidden_act="gelu",
-                 initializer_range=0.02, **kwargs):
+    def __init__(
+        self, embedding_size, vocab_size, hidden_act="gelu", initializer_range=0.02, **kwargs
+    ):
         super().__init__(**kwargs)
         self.embedding_size = embedding_size
         self.vocab_size = vocab_size
         self.hidden_act = hidden_act
         self.initializer_range = initializer_range
-        self.transform = Dense2D(embedding_size, activation=hidden_act,
-                                 initializer_range=initializer_range,
-                                 dtype=self.dtype_policy, name="transform")
+        self.transform = Dense2D(
+            embedding_size,
+            activation=hidden_act,
+            initializer_range=initializer_range,
+            dtype=self.dtype_policy,
+            name="transform",
+        )
         self.layer_norm = LayerNorm(name="transform_layer_norm")
 
     def build(self, input_shape):
         self.transform.build((None, input_shape[-1]))
         self.layer_norm.build((None, self.embedding_size))
         self.output_bias = self.add_weight(
-            name="output_bias", shape=(self.vocab_size,), initializer="zeros",
-            autocast=False)  # added to float32 logits
+            name="output_bias", shape=(self.vocab_size,), initializer="zeros", autocast=False
+        )  # added to float32 logits
 
     def call(self, sequence_output, positions, embedding_table):
         """positions None: `sequence_output` is already [B, Pm, H] at the masked positions."""
-        gathered = (sequence_output if positions is None
-                    else tf.gather(sequence_output, positions, batch_dims=1))  # (B, Pm, H)
+        gathered = (
+            sequence_output
+            if positions is None
+            else tf.gather(sequence_output, positions, batch_dims=1)
+        )  # (B, Pm, H)
         batch, num = tf.shape(gathered)[0], tf.shape(gathered)[1]
         x = tf.reshape(gathered, [-1, sequence_output.shape[-1]])
         x = self.layer_norm(self.transform(x))
         dtype = self.compute_dtype
-        logits = tf.matmul(tf.cast(x, dtype), tf.cast(embedding_table, dtype),
-                           transpose_b=True)
+        logits = tf.matmul(tf.cast(x, dtype), tf.cast(embedding_table, dtype), transpose_b=True)
         logits = tf.cast(logits, tf.float32) + self.output_bias
         return tf.reshape(logits, [batch, num, self.vocab_size])
 
     def get_config(self):
-        return {**super().get_config(), "embedding_size": self.embedding_size,
-                "vocab_size": self.vocab_size, "hidden_act": self.hidden_act,
-                "initializer_range": self.initializer_range}
+        return {
+            **super().get_config(),
+            "embedding_size": self.embedding_size,
+            "vocab_size": self.vocab_size,
+            "hidden_act": self.hidden_act,
+            "initializer_range": self.initializer_range,
+        }
 
 
 class OutputProjection(keras.layers.Layer):
@@ -73,21 +84,25 @@ class OutputProjection(keras.layers.Layer):
 
     def build(self, input_shape):
         self.output_weights = self.add_weight(
-            name="output_weights", shape=(self.num_outputs, input_shape[-1]),
-            initializer=truncated_normal(self.initializer_range))
+            name="output_weights",
+            shape=(self.num_outputs, input_shape[-1]),
+            initializer=truncated_normal(self.initializer_range),
+        )
         self.output_bias = self.add_weight(
-            name="output_bias", shape=(self.num_outputs,), initializer="zeros",
-            autocast=False)  # added to float32 logits
+            name="output_bias", shape=(self.num_outputs,), initializer="zeros", autocast=False
+        )  # added to float32 logits
 
     def call(self, x):
         dtype = self.compute_dtype
-        logits = tf.matmul(tf.cast(x, dtype), tf.cast(self.output_weights, dtype),
-                           transpose_b=True)
+        logits = tf.matmul(tf.cast(x, dtype), tf.cast(self.output_weights, dtype), transpose_b=True)
         return tf.cast(logits, tf.float32) + self.output_bias
 
     def get_config(self):
-        return {**super().get_config(), "num_outputs": self.num_outputs,
-                "initializer_range": self.initializer_range}
+        return {
+            **super().get_config(),
+            "num_outputs": self.num_outputs,
+            "initializer_range": self.initializer_range,
+        }
 
 
 class SentenceOrderHead(OutputProjection):
@@ -144,8 +159,8 @@ class SquadV2Head(keras.layers.Layer):
         """Masked end logits: start_vectors [B, H] -> [B, S]; [B, K, H] -> [B, K, S]."""
         dtype = self.compute_dtype
         kernel = tf.cast(self.end_dense_0.kernel, dtype)
-        h_part = tf.matmul(tf.cast(h, dtype), kernel[:self.hidden_size])  # [B, S, H]
-        s_part = tf.matmul(tf.cast(start_vectors, dtype), kernel[self.hidden_size:])
+        h_part = tf.matmul(tf.cast(h, dtype), kernel[: self.hidden_size])  # [B, S, H]
+        s_part = tf.matmul(tf.cast(start_vectors, dtype), kernel[self.hidden_size :])
         if start_vectors.shape.rank == 3:  # beam: [B, K, 1, H] + [B, 1, S, H]
             h_part, s_part, p_mask = h_part[:, None], s_part[:, :, None], p_mask[:, None]
         else:
@@ -165,6 +180,9 @@ class SquadV2Head(keras.layers.Layer):
         return tf.squeeze(tf.cast(self.answer_dense_1(hidden), tf.float32), -1)
 
     def get_config(self):
-        return {**super().get_config(), "hidden_size": self.hidden_size,
-                "initializer_range": self.initializer_range,
-                "dropout_prob": self.dropout_prob}
+        return {
+            **super().get_config(),
+            "hidden_size": self.hidden_size,
+            "initializer_range": self.initializer_range,
+            "dropout_prob": self.dropout_prob,
+        }

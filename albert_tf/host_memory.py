@@ -38,14 +38,15 @@ def _set_glibc_mmap_threshold(threshold: int) -> bool:
     """mallopt(M_MMAP_THRESHOLD, threshold) when the C library is glibc."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.gnu_get_libc_version  # only glibc has it (and mallopt's numbering)
-    except (OSError, AttributeError):
+    except OSError:
+        return False
+    if not hasattr(libc, "gnu_get_libc_version"):  # only glibc (and its mallopt numbering)
         return False
     return bool(libc.mallopt(_M_MMAP_THRESHOLD, int(threshold)))
 
 
 def resolve_allocator(allocator: str, num_parameters: int | None = None) -> str:
-    """"auto" -> "system" for models of >= 100M parameters where the speed paths
+    """ "auto" -> "system" for models of >= 100M parameters where the speed paths
     take it (CPU-only machines, albert_tf.speed_paths), else "tensorflow"."""
     if allocator not in ALLOCATORS:
         raise ValueError(f"host allocator must be one of {ALLOCATORS}, got {allocator!r}")
@@ -55,8 +56,9 @@ def resolve_allocator(allocator: str, num_parameters: int | None = None) -> str:
     return "system" if big and choose().system_allocator_for_large_models else "tensorflow"
 
 
-def configure_host_allocator(allocator: str = "system", mmap_threshold: int = 1 << 20,
-                             num_parameters: int | None = None) -> bool:
+def configure_host_allocator(
+    allocator: str = "system", mmap_threshold: int = 1 << 20, num_parameters: int | None = None
+) -> bool:
     """Chooses how TensorFlow allocates host memory for the rest of the process.
 
     Args:
@@ -76,14 +78,17 @@ def configure_host_allocator(allocator: str = "system", mmap_threshold: int = 1 
     if allocator == "tensorflow":
         return True
     if os.environ.get(_ENV) not in (None, "1", "true", "True"):
-        logging.info("%s=%s set by the user: leaving TensorFlow's allocator as is",
-                     _ENV, os.environ[_ENV])
+        logging.info(
+            "%s=%s set by the user: leaving TensorFlow's allocator as is", _ENV, os.environ[_ENV]
+        )
         return False
     os.environ[_ENV] = "1"
     ok = _set_glibc_mmap_threshold(mmap_threshold)
     if not ok:
-        logging.warning("could not set the malloc mmap threshold (not glibc?): "
-                        "freed tensor memory may not return to the system")
+        logging.warning(
+            "could not set the malloc mmap threshold (not glibc?): "
+            "freed tensor memory may not return to the system"
+        )
     import tensorflow as tf
 
     try:
@@ -94,6 +99,7 @@ def configure_host_allocator(allocator: str = "system", mmap_threshold: int = 1 
         logging.warning(
             "TensorFlow already allocated from its memory pool before "
             "configure_host_allocator() was called; it keeps using it (call it "
-            "before building models or datasets)")
+            "before building models or datasets)"
+        )
         return False
     return ok

@@ -54,6 +54,7 @@ def gelu_tanh_trainable(x):
     one XLA-fused loop (albert_tf/fused_elementwise.py), and only x is kept for
     the gradient (autodiff of the op chain keeps ~6 [B*S, F] intermediates and
     emits ~15 elementwise ops)."""
+
     def grad(dy):
         return fused_elementwise.gelu_tanh_backward(dy, x)
 
@@ -117,7 +118,8 @@ def _layer_norm_trainable(x, residual, gamma, beta, epsilon):
     @tf.custom_gradient
     def layer_norm(x, gamma, beta, *residuals):
         out, xhat, rstd = fused_elementwise.layer_norm_forward(
-            x, residuals[0] if residuals else None, gamma, beta, epsilon)
+            x, residuals[0] if residuals else None, gamma, beta, epsilon
+        )
 
         def grad(dy):
             dx, dgamma, dbeta = fused_elementwise.layer_norm_backward(dy, xhat, rstd, gamma)
@@ -166,8 +168,7 @@ class Dense2D(keras.layers.Layer):
     Computes in the layer's compute dtype; x may have any leading shape.
     """
 
-    def __init__(self, units, activation=None, initializer_range=0.02,
-                 use_bias=True, **kwargs):
+    def __init__(self, units, activation=None, initializer_range=0.02, use_bias=True, **kwargs):
         super().__init__(**kwargs)
         self.units = units
         self.activation = activation
@@ -176,10 +177,15 @@ class Dense2D(keras.layers.Layer):
 
     def build(self, input_shape):
         self.kernel = self.add_weight(
-            name="kernel", shape=(input_shape[-1], self.units),
-            initializer=truncated_normal(self.initializer_range))
-        self.bias = (self.add_weight(name="bias", shape=(self.units,), initializer="zeros")
-                     if self.use_bias else None)
+            name="kernel",
+            shape=(input_shape[-1], self.units),
+            initializer=truncated_normal(self.initializer_range),
+        )
+        self.bias = (
+            self.add_weight(name="bias", shape=(self.units,), initializer="zeros")
+            if self.use_bias
+            else None
+        )
 
     def call(self, x, training=False):
         dtype = self.compute_dtype
@@ -188,10 +194,13 @@ class Dense2D(keras.layers.Layer):
         return apply_activation(self.activation, y, training)
 
     def get_config(self):
-        return {**super().get_config(), "units": self.units,
-                "activation": self.activation,
-                "initializer_range": self.initializer_range,
-                "use_bias": self.use_bias}
+        return {
+            **super().get_config(),
+            "units": self.units,
+            "activation": self.activation,
+            "initializer_range": self.initializer_range,
+            "use_bias": self.use_bias,
+        }
 
 
 class AlbertEmbeddings(keras.layers.Layer):
@@ -203,9 +212,16 @@ class AlbertEmbeddings(keras.layers.Layer):
     word_embedding_output [B, S, E], the raw lookup).
     """
 
-    def __init__(self, vocab_size, embedding_size, type_vocab_size,
-                 max_position_embeddings, dropout_rate=0.0,
-                 initializer_range=0.02, **kwargs):
+    def __init__(
+        self,
+        vocab_size,
+        embedding_size,
+        type_vocab_size,
+        max_position_embeddings,
+        dropout_rate=0.0,
+        initializer_range=0.02,
+        **kwargs,
+    ):
         kwargs["dtype"] = "float32"
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
@@ -220,14 +236,18 @@ class AlbertEmbeddings(keras.layers.Layer):
     def build(self, input_shape=None):
         init = truncated_normal(self.initializer_range)
         self.word_embeddings = self.add_weight(
-            name="word_embeddings", shape=(self.vocab_size, self.embedding_size),
-            initializer=init)
+            name="word_embeddings", shape=(self.vocab_size, self.embedding_size), initializer=init
+        )
         self.token_type_embeddings = self.add_weight(
             name="token_type_embeddings",
-            shape=(self.type_vocab_size, self.embedding_size), initializer=init)
+            shape=(self.type_vocab_size, self.embedding_size),
+            initializer=init,
+        )
         self.position_embeddings = self.add_weight(
             name="position_embeddings",
-            shape=(self.max_position_embeddings, self.embedding_size), initializer=init)
+            shape=(self.max_position_embeddings, self.embedding_size),
+            initializer=init,
+        )
         self.layer_norm.build((None, None, self.embedding_size))
 
     def call(self, input_ids, segment_ids, training=False):
@@ -243,12 +263,15 @@ class AlbertEmbeddings(keras.layers.Layer):
         return x, words
 
     def get_config(self):
-        return {**super().get_config(), "vocab_size": self.vocab_size,
-                "embedding_size": self.embedding_size,
-                "type_vocab_size": self.type_vocab_size,
-                "max_position_embeddings": self.max_position_embeddings,
-                "dropout_rate": self.dropout_rate,
-                "initializer_range": self.initializer_range}
+        return {
+            **super().get_config(),
+            "vocab_size": self.vocab_size,
+            "embedding_size": self.embedding_size,
+            "type_vocab_size": self.type_vocab_size,
+            "max_position_embeddings": self.max_position_embeddings,
+            "dropout_rate": self.dropout_rate,
+            "initializer_range": self.initializer_range,
+        }
 
 
 class BlockWeights:
@@ -298,10 +321,19 @@ class AlbertTransformerBlock(keras.layers.Layer):
     shared-FFN models, `AlbertConfig.cross_layer_sharing`).
     """
 
-    def __init__(self, hidden_size, num_attention_heads, intermediate_size,
-                 hidden_act="gelu", hidden_dropout_prob=0.0,
-                 attention_probs_dropout_prob=0.0, initializer_range=0.02,
-                 shared_part=None, share_with=None, **kwargs):
+    def __init__(
+        self,
+        hidden_size,
+        num_attention_heads,
+        intermediate_size,
+        hidden_act="gelu",
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        initializer_range=0.02,
+        shared_part=None,
+        share_with=None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         # Keep the float32 residual stream and mask adder as they come; the
         # block casts to the compute dtype only around matrix products.
@@ -309,7 +341,8 @@ class AlbertTransformerBlock(keras.layers.Layer):
         if hidden_size % num_attention_heads:
             raise ValueError(
                 f"hidden_size {hidden_size} is not divisible by "
-                f"num_attention_heads {num_attention_heads}")
+                f"num_attention_heads {num_attention_heads}"
+            )
         # === Config ===
         self.hidden_size = hidden_size
         self.num_attention_heads = num_attention_heads
@@ -320,10 +353,13 @@ class AlbertTransformerBlock(keras.layers.Layer):
         self.attention_probs_dropout_prob = attention_probs_dropout_prob
         self.initializer_range = initializer_range
         if (shared_part is None) != (share_with is None) or (
-                shared_part is not None and shared_part not in SUBLAYERS):
-            raise ValueError("shared_part (one of "
-                             f"{sorted(SUBLAYERS)}) and share_with go together; got "
-                             f"{shared_part!r} and {type(share_with).__name__}")
+            shared_part is not None and shared_part not in SUBLAYERS
+        ):
+            raise ValueError(
+                "shared_part (one of "
+                f"{sorted(SUBLAYERS)}) and share_with go together; got "
+                f"{shared_part!r} and {type(share_with).__name__}"
+            )
         self.shared_part = shared_part
         # === Layers ===
         dense = dict(initializer_range=initializer_range, dtype=self.dtype_policy)
@@ -333,8 +369,9 @@ class AlbertTransformerBlock(keras.layers.Layer):
             "value": lambda: Dense2D(hidden_size, name="value", **dense),
             "attention_output": lambda: Dense2D(hidden_size, name="attention_output", **dense),
             "attention_layer_norm": lambda: LayerNorm(name="attention_layer_norm"),
-            "intermediate": lambda: Dense2D(intermediate_size, activation=hidden_act,
-                                            name="intermediate", **dense),
+            "intermediate": lambda: Dense2D(
+                intermediate_size, activation=hidden_act, name="intermediate", **dense
+            ),
             "ffn_output": lambda: Dense2D(hidden_size, name="ffn_output", **dense),
             "ffn_layer_norm": lambda: LayerNorm(name="ffn_layer_norm"),
         }
@@ -352,8 +389,7 @@ class AlbertTransformerBlock(keras.layers.Layer):
             if not layer.built:  # borrowed sublayers are built by their owner
                 layer.build((None, f if name == "ffn_output" else h))
 
-    def call(self, x, attention_adder, training=False, query_positions=None,
-             block_weights=None):
+    def call(self, x, attention_adder, training=False, query_positions=None, block_weights=None):
         """x [B, S, H] float32, attention_adder [B, 1, 1, S] -> [B, S, H] float32.
 
         `query_positions` int32 [B, P]: only these rows go on (attention
@@ -368,8 +404,10 @@ class AlbertTransformerBlock(keras.layers.Layer):
         if query_positions is None:
             x_rows, length = x, tf.shape(x)[1]
         else:
-            x_rows, length = (tf.gather(x, query_positions, batch_dims=1),
-                              tf.shape(query_positions)[1])
+            x_rows, length = (
+                tf.gather(x, query_positions, batch_dims=1),
+                tf.shape(query_positions)[1],
+            )
         h1 = self._attention_sublayer(x, x_rows, attention_adder, w, training)
         out = self._ffn_sublayer(h1, w, training)
         return tf.reshape(out, [batch, length, self.hidden_size])
@@ -420,8 +458,8 @@ class AlbertTransformerBlock(keras.layers.Layer):
         """Feed-forward of h1 [B*P, H] (dense to F with `hidden_act`, dense back
         to H), dropout, plus h1, layer norm -> [B*P, H] float32."""
         inter = apply_activation(
-            self.hidden_act, w.linear(tf.cast(h1, self.compute_dtype), "intermediate"),
-            training)
+            self.hidden_act, w.linear(tf.cast(h1, self.compute_dtype), "intermediate"), training
+        )
         ffn = w.linear(inter, "ffn_output")
         if self.hidden_dropout_prob > 0:
             ffn = self.hidden_dropout(ffn, training=training)
@@ -431,14 +469,19 @@ class AlbertTransformerBlock(keras.layers.Layer):
         """This block's `BlockWeights`, its variables read and cast now (Q/K/V separate)."""
         layers = {name: getattr(self, name) for name in DENSE_SUBLAYERS}
         dtype = self.compute_dtype
-        return BlockWeights({name: tf.cast(layer.kernel, dtype) for name, layer in layers.items()},
-                            {name: tf.cast(layer.bias, dtype) for name, layer in layers.items()})
+        return BlockWeights(
+            {name: tf.cast(layer.kernel, dtype) for name, layer in layers.items()},
+            {name: tf.cast(layer.bias, dtype) for name, layer in layers.items()},
+        )
 
     def get_config(self):
-        return {**super().get_config(), "hidden_size": self.hidden_size,
-                "num_attention_heads": self.num_attention_heads,
-                "intermediate_size": self.intermediate_size,
-                "hidden_act": self.hidden_act,
-                "hidden_dropout_prob": self.hidden_dropout_prob,
-                "attention_probs_dropout_prob": self.attention_probs_dropout_prob,
-                "initializer_range": self.initializer_range}
+        return {
+            **super().get_config(),
+            "hidden_size": self.hidden_size,
+            "num_attention_heads": self.num_attention_heads,
+            "intermediate_size": self.intermediate_size,
+            "hidden_act": self.hidden_act,
+            "hidden_dropout_prob": self.hidden_dropout_prob,
+            "attention_probs_dropout_prob": self.attention_probs_dropout_prob,
+            "initializer_range": self.initializer_range,
+        }

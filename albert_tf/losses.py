@@ -25,7 +25,8 @@ def masked_lm_loss(mlm_logits, masked_lm_ids, masked_lm_weights):
     weights = tf.cast(masked_lm_weights, tf.float32)
     per_prediction = _per_example_cross_entropy(mlm_logits, masked_lm_ids)
     return tf.reduce_sum(weights * per_prediction) / (
-        tf.reduce_sum(weights) + MLM_DENOMINATOR_EPSILON)
+        tf.reduce_sum(weights) + MLM_DENOMINATOR_EPSILON
+    )
 
 
 def sentence_order_loss(sop_logits, labels):
@@ -45,8 +46,9 @@ def pretraining_loss(outputs, features, sentence_order_weight=1.0):
         alone (the paper's "None" row of Table 5). The part is reported either way.
     Returns: (total [], {"masked_lm_loss": [], "sentence_order_loss": []}).
     """
-    mlm = masked_lm_loss(outputs["mlm_logits"], features["masked_lm_ids"],
-                         features["masked_lm_weights"])
+    mlm = masked_lm_loss(
+        outputs["mlm_logits"], features["masked_lm_ids"], features["masked_lm_weights"]
+    )
     sop = sentence_order_loss(outputs["sop_logits"], features["next_sentence_labels"])
     total = mlm + sop if sentence_order_weight == 1.0 else mlm + sentence_order_weight * sop
     return total, {"masked_lm_loss": mlm, "sentence_order_loss": sop}
@@ -81,13 +83,15 @@ def pretraining_metric_sums(outputs, features):
 
 def finalize_pretraining_metrics(sums):
     """Original metric names from summed statistics (python floats in, out)."""
+
     def ratio(a, b):
         return float(a) / float(b) if float(b) > 0 else 0.0
+
     return {
         "masked_lm_accuracy": ratio(sums["masked_lm_correct"], sums["masked_lm_weight"]),
         "masked_lm_loss": ratio(sums["masked_lm_loss_sum"], sums["masked_lm_weight"]),
-        "sentence_order_accuracy": ratio(sums["sentence_order_correct"],
-                                         sums["sentence_order_count"]),
-        "sentence_order_loss": ratio(sums["sentence_order_loss_sum"],
-                                     sums["sentence_order_count"]),
+        "sentence_order_accuracy": ratio(
+            sums["sentence_order_correct"], sums["sentence_order_count"]
+        ),
+        "sentence_order_loss": ratio(sums["sentence_order_loss_sum"], sums["sentence_order_count"]),
     }

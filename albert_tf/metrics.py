@@ -24,8 +24,16 @@ _logger = logging.getLogger(__name__)
 
 #: The submission file name of each task on the GLUE server.
 GLUE_SUBMISSION_NAMES = {
-    "cola": "CoLA", "sst-2": "SST-2", "mrpc": "MRPC", "sts-b": "STS-B", "qqp": "QQP",
-    "mnli": "MNLI-m", "mismnli": "MNLI-mm", "qnli": "QNLI", "rte": "RTE", "wnli": "WNLI",
+    "cola": "CoLA",
+    "sst-2": "SST-2",
+    "mrpc": "MRPC",
+    "sts-b": "STS-B",
+    "qqp": "QQP",
+    "mnli": "MNLI-m",
+    "mismnli": "MNLI-mm",
+    "qnli": "QNLI",
+    "rte": "RTE",
+    "wnli": "WNLI",
     "ax": "AX",
 }
 
@@ -138,8 +146,9 @@ def mean_squared_error(predictions, labels, is_real_example=None) -> float:
 def _check_task(task_name: str) -> str:
     key = task_name.lower()
     if key not in GLUE_SUBMISSION_NAMES:
-        raise ValueError(f"unknown GLUE task {task_name!r}; known tasks: "
-                         f"{sorted(GLUE_SUBMISSION_NAMES)}")
+        raise ValueError(
+            f"unknown GLUE task {task_name!r}; known tasks: {sorted(GLUE_SUBMISSION_NAMES)}"
+        )
     return key
 
 
@@ -189,8 +198,9 @@ def _format_float(x) -> str:
     return repr(float(x))
 
 
-def write_glue_submission(output_dir: str, task_name: str, guids: Sequence,
-                          predictions, label_list: Sequence) -> str:
+def write_glue_submission(
+    output_dir: str, task_name: str, guids: Sequence, predictions, label_list: Sequence
+) -> str:
     """Writes ``<output_dir>/<TASK>.tsv`` for the GLUE server; returns its path.
 
     Header ``index\\tprediction``, then one ``guid\\tlabel`` line per example: the label string
@@ -203,8 +213,10 @@ def write_glue_submission(output_dir: str, task_name: str, guids: Sequence,
     if preds.ndim != 1:
         preds = preds.reshape(-1)
     if len(guids) != preds.shape[0]:
-        raise ValueError(f"{len(guids)} guids but {preds.shape[0]} predictions; drop padding "
-                         "(is_real_example == 0) rows before writing the submission")
+        raise ValueError(
+            f"{len(guids)} guids but {preds.shape[0]} predictions; drop padding "
+            "(is_real_example == 0) rows before writing the submission"
+        )
     lines = ["index\tprediction"]
     for guid, pred in zip(guids, preds):
         if key in _REGRESSION_TASKS:
@@ -212,8 +224,9 @@ def write_glue_submission(output_dir: str, task_name: str, guids: Sequence,
         else:
             index = int(pred)
             if not 0 <= index < len(label_list):
-                raise ValueError(f"prediction {index} for {guid!r} is not a class index of "
-                                 f"{list(label_list)}")
+                raise ValueError(
+                    f"prediction {index} for {guid!r} is not a class index of {list(label_list)}"
+                )
             value = str(label_list[index])
         lines.append(f"{guid}\t{value}")
     path = os.path.join(output_dir, glue_submission_filename(key))
@@ -237,8 +250,18 @@ def write_test_results(path: str, outputs) -> str:
 
 
 __all__ = [
-    "accuracy", "confusion_counts", "f1_score", "matthews_corrcoef", "pearson", "spearman",
-    "rankdata", "mean_squared_error", "glue_metrics", "selection_key",
-    "glue_submission_filename", "write_glue_submission", "write_test_results",
+    "accuracy",
+    "confusion_counts",
+    "f1_score",
+    "matthews_corrcoef",
+    "pearson",
+    "spearman",
+    "rankdata",
+    "mean_squared_error",
+    "glue_metrics",
+    "selection_key",
+    "glue_submission_filename",
+    "write_glue_submission",
+    "write_test_results",
     "GLUE_SUBMISSION_NAMES",
 ]

@@ -21,13 +21,15 @@ from albert_tf.tokenization import digit_comma_option
 @dataclasses.dataclass(kw_only=True)
 class ModelFileOptions(Options):
     """The original fine-tuning scripts' flags naming the model and tokenizer."""
+
     albert_config_file: str | None = option(
-        None, "albert_config.json of the pretrained model (default: the release folder's).")
+        None, "albert_config.json of the pretrained model (default: the release folder's)."
+    )
     spm_model_file: str | None = option(None, "SentencePiece model (30k-clean.model).")
-    vocab_file: str | None = option(None, "WordPiece vocabulary (only without "
-                                          "--spm_model_file).")
+    vocab_file: str | None = option(None, "WordPiece vocabulary (only without --spm_model_file).")
     albert_hub_module_handle: str | None = option(
-        None, "Not supported (TF-Hub); pass a release folder as --init_checkpoint.")
+        None, "Not supported (TF-Hub); pass a release folder as --init_checkpoint."
+    )
     do_lower_case: bool = option(True, "Lower-case the input.")
     digit_comma: str = digit_comma_option()
 
@@ -36,6 +38,7 @@ class ModelFileOptions(Options):
 class ModelFiles:
     """The resolved files: config (parsed) and its file, SentencePiece model, WordPiece
     vocabulary."""
+
     config: object  # AlbertConfig
     spm_model_file: str | None
     vocab_file: str | None
@@ -49,9 +52,11 @@ def resolve_model_files(opts, max_seq_length: int, require_spm: bool = False) ->
     from albert_tf.config import AlbertConfig
 
     if opts.albert_hub_module_handle:
-        raise UserError("--albert_hub_module_handle: TF-Hub modules are not supported; unpack "
-                        "the released model and pass its folder as --init_checkpoint (it "
-                        "provides albert_config.json, model.ckpt-best and 30k-clean.model)")
+        raise UserError(
+            "--albert_hub_module_handle: TF-Hub modules are not supported; unpack "
+            "the released model and pass its folder as --init_checkpoint (it "
+            "provides albert_config.json, model.ckpt-best and 30k-clean.model)"
+        )
     init = opts.init_checkpoint
     config_file, spm, vocab = opts.albert_config_file, opts.spm_model_file, opts.vocab_file
     is_release = bool(init) and release.is_release_folder(init)
@@ -65,8 +70,10 @@ def resolve_model_files(opts, max_seq_length: int, require_spm: bool = False) ->
             spm = files.spm_model_file
             vocab = None if spm else files.vocab_file
     if not config_file:
-        raise UserError("--albert_config_file is required (or pass a release folder holding "
-                        "albert_config.json as --init_checkpoint)")
+        raise UserError(
+            "--albert_config_file is required (or pass a release folder holding "
+            "albert_config.json as --init_checkpoint)"
+        )
     if not tf.io.gfile.exists(config_file):
         raise UserError(f"--albert_config_file={config_file}: file not found")
     try:
@@ -74,16 +81,20 @@ def resolve_model_files(opts, max_seq_length: int, require_spm: bool = False) ->
     except (ValueError, TypeError, KeyError) as err:
         raise UserError(f"--albert_config_file={config_file}: {err}") from None
     if require_spm and not spm:
-        raise UserError("--spm_model_file is required: SQuAD features are SentencePiece only, "
-                        "as the original's" + (" (--vocab_file is not used)" if vocab else ""))
+        raise UserError(
+            "--spm_model_file is required: SQuAD features are SentencePiece only, "
+            "as the original's" + (" (--vocab_file is not used)" if vocab else "")
+        )
     if not spm and not vocab:
         raise UserError("--spm_model_file (or --vocab_file) is required")
     for flag, path in (("spm_model_file", spm), ("vocab_file", vocab)):
         if path and not tf.io.gfile.exists(path):
             raise UserError(f"--{flag}={path}: file not found")
     if max_seq_length > config.max_position_embeddings:
-        raise UserError(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings="
-                        f"{config.max_position_embeddings} of {config_file}")
+        raise UserError(
+            f"--max_seq_length={max_seq_length} exceeds max_position_embeddings="
+            f"{config.max_position_embeddings} of {config_file}"
+        )
     if init and not is_release:
         try:
             checkpoints.resolve_checkpoint_path(init)
@@ -97,10 +108,12 @@ def make_tokenizer(opts, files: ModelFiles):
     from albert_tf import tokenization
 
     tokenizer = tokenization.FullTokenizer(
-        vocab_file=files.vocab_file, do_lower_case=opts.do_lower_case,
-        spm_model_file=files.spm_model_file, digit_comma=opts.digit_comma)
-    tokenization.check_vocab_fits_config(tokenizer, files.config.vocab_size,
-                                         files.config_file)
+        vocab_file=files.vocab_file,
+        do_lower_case=opts.do_lower_case,
+        spm_model_file=files.spm_model_file,
+        digit_comma=opts.digit_comma,
+    )
+    tokenization.check_vocab_fits_config(tokenizer, files.config.vocab_size, files.config_file)
     return tokenizer
 
 

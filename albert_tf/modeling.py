@@ -45,11 +45,13 @@ def _int_input(inputs, name, required=True):
     if not isinstance(x, tf.Tensor):
         x = tf.convert_to_tensor(x)
     if not x.dtype.is_integer:
-        raise TypeError(f"ALBERT input {name!r} must be an integer tensor "
-                        f"(int32 ids), got dtype {x.dtype.name}")
+        raise TypeError(
+            f"ALBERT input {name!r} must be an integer tensor (int32 ids), got dtype {x.dtype.name}"
+        )
     if x.shape.rank is not None and x.shape.rank != 2:
-        raise ValueError(f"ALBERT input {name!r} must have rank 2 [batch, seq], "
-                         f"got shape {x.shape}")
+        raise ValueError(
+            f"ALBERT input {name!r} must have rank 2 [batch, seq], got shape {x.shape}"
+        )
     return tf.cast(x, tf.int32)
 
 
@@ -116,16 +118,21 @@ class AlbertModel(keras.Model):
         self.summed_kernel_gradients = summed_kernel_gradients
         # === Layers ===
         self.embeddings = AlbertEmbeddings(
-            vocab_size=config.vocab_size, embedding_size=config.embedding_size,
+            vocab_size=config.vocab_size,
+            embedding_size=config.embedding_size,
             type_vocab_size=config.type_vocab_size,
             max_position_embeddings=config.max_position_embeddings,
             dropout_rate=config.hidden_dropout_prob,
-            initializer_range=config.initializer_range, name="embeddings")
+            initializer_range=config.initializer_range,
+            name="embeddings",
+        )
         self.embedding_projection = None
         if config.embedding_size != config.hidden_size:
             self.embedding_projection = Dense2D(
-                config.hidden_size, initializer_range=config.initializer_range,
-                name="embedding_projection")
+                config.hidden_size,
+                initializer_range=config.initializer_range,
+                name="embedding_projection",
+            )
         # groups[g][i]: block i of group g; groups no layer maps to get no weights.
         # Partial sharing: the shared part of block (g, i) is block (0, i)'s.
         sharing = config.cross_layer_sharing
@@ -133,26 +140,36 @@ class AlbertModel(keras.Model):
         # changed later under int keys can no longer be saved (SavedModel).
         groups = {}
         for g in config.used_groups():
-            groups[g] = [AlbertTransformerBlock(
-                hidden_size=config.hidden_size,
-                num_attention_heads=config.num_attention_heads,
-                intermediate_size=config.intermediate_size,
-                hidden_act=config.hidden_act,
-                hidden_dropout_prob=config.hidden_dropout_prob,
-                attention_probs_dropout_prob=config.attention_probs_dropout_prob,
-                initializer_range=config.initializer_range,
-                **({} if sharing == "all" or g == 0 else
-                   {"shared_part": sharing, "share_with": groups[0][i]}),
-                name=f"group_{g}_inner_group_{i}")
-                for i in range(config.inner_group_num)]
+            groups[g] = [
+                AlbertTransformerBlock(
+                    hidden_size=config.hidden_size,
+                    num_attention_heads=config.num_attention_heads,
+                    intermediate_size=config.intermediate_size,
+                    hidden_act=config.hidden_act,
+                    hidden_dropout_prob=config.hidden_dropout_prob,
+                    attention_probs_dropout_prob=config.attention_probs_dropout_prob,
+                    initializer_range=config.initializer_range,
+                    **(
+                        {}
+                        if sharing == "all" or g == 0
+                        else {"shared_part": sharing, "share_with": groups[0][i]}
+                    ),
+                    name=f"group_{g}_inner_group_{i}",
+                )
+                for i in range(config.inner_group_num)
+            ]
         self.groups = groups
         # Keras 3 containers are invisible to tf.train.Checkpoint: also track each
         # block as a direct attribute so object-based checkpoints hold its weights.
         for blocks in self.groups.values():
             for block in blocks:
                 setattr(self, block.name, block)
-        self.pooler = Dense2D(config.hidden_size, activation="tanh",
-                              initializer_range=config.initializer_range, name="pooler")
+        self.pooler = Dense2D(
+            config.hidden_size,
+            activation="tanh",
+            initializer_range=config.initializer_range,
+            name="pooler",
+        )
         # Layer l applies the blocks of group layer_groups[l].
         self.layer_groups = [config.group_index(l) for l in range(config.num_hidden_layers)]
 
@@ -178,7 +195,8 @@ class AlbertModel(keras.Model):
         """See the class docstring."""
         input_ids, input_mask, segment_ids = self._checked_inputs(inputs)
         embedding_output, word_embedding_output = self.embeddings(
-            input_ids, segment_ids, training=training)
+            input_ids, segment_ids, training=training
+        )
         x = embedding_output
         if self.embedding_projection is not None:
             x = tf.cast(self.embedding_projection(x), tf.float32)
@@ -191,8 +209,13 @@ class AlbertModel(keras.Model):
                 blocks = self.blocks_of(layer)
                 for block in blocks:
                     last = layer == self.config.num_hidden_layers - 1 and block is blocks[-1]
-                    x = block(x, adder, training=training, block_weights=weights[block],
-                              query_positions=last_rows if last else None)
+                    x = block(
+                        x,
+                        adder,
+                        training=training,
+                        block_weights=weights[block],
+                        query_positions=last_rows if last else None,
+                    )
                     outputs.append(x)
             return outputs
 
@@ -218,8 +241,10 @@ class AlbertModel(keras.Model):
         """(input_ids, input_mask, segment_ids), int32 [B, S] each, the defaults
         filled in (mask all ones, segments zeros), the length checked."""
         if not isinstance(inputs, dict):
-            raise TypeError("AlbertModel expects a dict with input_ids, input_mask, "
-                            f"segment_ids; got {type(inputs).__name__}")
+            raise TypeError(
+                "AlbertModel expects a dict with input_ids, input_mask, "
+                f"segment_ids; got {type(inputs).__name__}"
+            )
         input_ids = _int_input(inputs, "input_ids")
         input_mask = _int_input(inputs, "input_mask", required=False)
         segment_ids = _int_input(inputs, "segment_ids", required=False)
@@ -236,13 +261,16 @@ class AlbertModel(keras.Model):
         if static is not None:
             if static > limit:
                 raise ValueError(
-                    f"sequence length {static} exceeds max_position_embeddings {limit}")
+                    f"sequence length {static} exceeds max_position_embeddings {limit}"
+                )
             return input_ids
         # Unknown length: a run-time check that everything downstream waits for
         # (otherwise the position slice could fail first with a cryptic message).
         check = tf.debugging.assert_less_equal(
-            tf.shape(input_ids)[1], limit,
-            message=f"sequence length exceeds max_position_embeddings {limit}")
+            tf.shape(input_ids)[1],
+            limit,
+            message=f"sequence length exceeds max_position_embeddings {limit}",
+        )
         with tf.control_dependencies([check]):
             return tf.identity(input_ids)
 
@@ -252,14 +280,19 @@ class AlbertModel(keras.Model):
         return self.embeddings.word_embeddings
 
     def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name,
-                "summed_kernel_gradients": self.summed_kernel_gradients}
+        return {
+            "config": self.config.to_dict(),
+            "name": self.name,
+            "summed_kernel_gradients": self.summed_kernel_gradients,
+        }
 
     @classmethod
     def from_config(cls, config):
-        return cls(AlbertConfig.from_dict(config["config"]),
-                   summed_kernel_gradients=config.get("summed_kernel_gradients", True),
-                   name=config.get("name", "albert"))
+        return cls(
+            AlbertConfig.from_dict(config["config"]),
+            summed_kernel_gradients=config.get("summed_kernel_gradients", True),
+            name=config.get("name", "albert"),
+        )
 
 
 class AlbertPretrainer(keras.Model):
@@ -287,11 +320,15 @@ class AlbertPretrainer(keras.Model):
         # === Layers ===
         self.albert = AlbertModel(config, name="albert")
         self.masked_lm = MaskedLMHead(
-            embedding_size=config.embedding_size, vocab_size=config.vocab_size,
-            hidden_act=config.hidden_act, initializer_range=config.initializer_range,
-            name="masked_lm")
+            embedding_size=config.embedding_size,
+            vocab_size=config.vocab_size,
+            hidden_act=config.hidden_act,
+            initializer_range=config.initializer_range,
+            name="masked_lm",
+        )
         self.sentence_order = SentenceOrderHead(
-            initializer_range=config.initializer_range, name="sentence_order")
+            initializer_range=config.initializer_range, name="sentence_order"
+        )
 
     def build(self, input_shape=None):
         self.albert.build()
@@ -307,16 +344,22 @@ class AlbertPretrainer(keras.Model):
             outputs = dict(self.albert(inputs, training=training, output_positions=positions))
             positions = None  # sequence_output holds the masked rows already
         outputs["mlm_logits"] = self.masked_lm(
-            outputs["sequence_output"], positions, self.albert.embedding_table)
+            outputs["sequence_output"], positions, self.albert.embedding_table
+        )
         outputs["sop_logits"] = self.sentence_order(outputs["pooled_output"])
         return outputs
 
     def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name,
-                "full_sequence_output": self.full_sequence_output}
+        return {
+            "config": self.config.to_dict(),
+            "name": self.name,
+            "full_sequence_output": self.full_sequence_output,
+        }
 
     @classmethod
     def from_config(cls, config):
-        return cls(AlbertConfig.from_dict(config["config"]),
-                   full_sequence_output=config.get("full_sequence_output", True),
-                   name=config.get("name", "albert_pretrainer"))
+        return cls(
+            AlbertConfig.from_dict(config["config"]),
+            full_sequence_output=config.get("full_sequence_output", True),
+            name=config.get("name", "albert_pretrainer"),
+        )

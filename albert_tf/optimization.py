@@ -137,13 +137,11 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
         if int(num_train_steps) <= 0:
             # The original divides by T: T = 0 gives a NaN learning rate.
             raise ValueError(
-                "`num_train_steps` must be positive. Received: "
-                f"num_train_steps={num_train_steps}"
+                f"`num_train_steps` must be positive. Received: num_train_steps={num_train_steps}"
             )
         if int(num_warmup_steps) < 0:
             raise ValueError(
-                "`num_warmup_steps` must be >= 0. Received: "
-                f"num_warmup_steps={num_warmup_steps}"
+                f"`num_warmup_steps` must be >= 0. Received: num_warmup_steps={num_warmup_steps}"
             )
         self.init_lr = float(init_lr)
         self.num_train_steps = int(num_train_steps)
@@ -165,9 +163,7 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
             if self.num_warmup_steps > 0:
                 # The original subtracts in integers, then casts to float.
                 done = tf.cast(step, tf.int64) - self.start_warmup_step
-                warmup_lr = lr0 * (
-                    tf.cast(done, tf.float32) / float(self.num_warmup_steps)
-                )
+                warmup_lr = lr0 * (tf.cast(done, tf.float32) / float(self.num_warmup_steps))
                 if self.clip_negative:
                     warmup_lr = tf.maximum(warmup_lr, 0.0)
                 lr = tf.where(done < self.num_warmup_steps, warmup_lr, lr)
@@ -220,20 +216,14 @@ class _AdamCore(keras.optimizers.Optimizer):
         # Stored under private names: Keras' base class has a method called
         # `exclude_from_weight_decay` that an attribute would shadow.
         self._decay_exclusions = (
-            list(exclude_from_weight_decay)
-            if exclude_from_weight_decay
-            else None
+            list(exclude_from_weight_decay) if exclude_from_weight_decay else None
         )
         self._layer_adaptation_arg = (
-            list(exclude_from_layer_adaptation)
-            if exclude_from_layer_adaptation
-            else None
+            list(exclude_from_layer_adaptation) if exclude_from_layer_adaptation else None
         )
         # As in the original LAMB: a falsy (None or empty) list falls back to
         # the weight-decay exclusions.
-        self._adaptation_exclusions = (
-            self._layer_adaptation_arg or self._decay_exclusions
-        )
+        self._adaptation_exclusions = self._layer_adaptation_arg or self._decay_exclusions
         # Set for the duration of one `apply` (see there).
         self._gradient_scale = None
         self._previous_update = {}
@@ -245,17 +235,13 @@ class _AdamCore(keras.optimizers.Optimizer):
         """Whether the λ·w term is added for `variable` (by its path)."""
         if not self.weight_decay_rate:
             return False
-        return not _matches_any(
-            _variable_name(variable), self._decay_exclusions
-        )
+        return not _matches_any(_variable_name(variable), self._decay_exclusions)
 
     def use_layer_adaptation_for(self, variable) -> bool:
         """Whether LAMB's trust ratio applies to `variable` (by its path)."""
         if not self._use_layer_adaptation:
             return False
-        return not _matches_any(
-            _variable_name(variable), self._adaptation_exclusions
-        )
+        return not _matches_any(_variable_name(variable), self._adaptation_exclusions)
 
     # --- Keras optimizer protocol --------------------------------------
 
@@ -272,11 +258,7 @@ class _AdamCore(keras.optimizers.Optimizer):
         # variable without gradient gets no slots (as in the original) and is
         # not checked against the built variable list on later steps.
         if trainable_variables is not None:
-            pairs = [
-                (g, v)
-                for g, v in zip(grads, trainable_variables)
-                if g is not None
-            ]
+            pairs = [(g, v) for g, v in zip(grads, trainable_variables) if g is not None]
             if pairs:
                 grads = [g for g, _ in pairs]
                 trainable_variables = [v for _, v in pairs]
@@ -292,15 +274,11 @@ class _AdamCore(keras.optimizers.Optimizer):
         if self.built:
             return
         super().build(var_list)
-        self._adam_m, self._adam_v = self.add_optimizer_variables(
-            var_list, list(self.SLOT_NAMES)
-        )
+        self._adam_m, self._adam_v = self.add_optimizer_variables(var_list, list(self.SLOT_NAMES))
         # Resolved once from the Keras paths: inside `update_step` the
         # TF backend passes the underlying tf.Variable, which has no path.
         self._decay_flags = [self.use_weight_decay_for(v) for v in var_list]
-        self._adaptation_flags = [
-            self.use_layer_adaptation_for(v) for v in var_list
-        ]
+        self._adaptation_flags = [self.use_layer_adaptation_for(v) for v in var_list]
 
     def update_step(self, gradient, variable, learning_rate):
         index = self._get_variable_index(variable)
@@ -342,9 +320,11 @@ class _AdamCore(keras.optimizers.Optimizer):
 
         new_param = param - update_with_lr
         if isinstance(variable, tf.Variable) and not tf.executing_eagerly():
-            ops = [variable.assign(new_param, read_value=False),
-                   _tf_variable(m_var).assign(next_m, read_value=False),
-                   _tf_variable(v_var).assign(next_v, read_value=False)]
+            ops = [
+                variable.assign(new_param, read_value=False),
+                _tf_variable(m_var).assign(next_m, read_value=False),
+                _tf_variable(v_var).assign(next_v, read_value=False),
+            ]
             previous[variable.device] = ops
             return
         self.assign(variable, new_param)
@@ -398,10 +378,7 @@ class _AdamCore(keras.optimizers.Optimizer):
           The Keras variable holding the slot (assignable).
         """
         if slot_name not in self.SLOT_NAMES:
-            raise ValueError(
-                f"Unknown slot {slot_name!r}; expected one of "
-                f"{self.SLOT_NAMES}."
-            )
+            raise ValueError(f"Unknown slot {slot_name!r}; expected one of {self.SLOT_NAMES}.")
         if not self.has_slots(variable):
             raise KeyError(
                 f"The optimizer has no slots for variable "
@@ -418,9 +395,7 @@ class _AdamCore(keras.optimizers.Optimizer):
             return []
         return [
             (var, {"adam_m": m, "adam_v": v})
-            for var, m, v in zip(
-                self._trainable_variables, self._adam_m, self._adam_v
-            )
+            for var, m, v in zip(self._trainable_variables, self._adam_m, self._adam_v)
             if m is not None
         ]
 
@@ -523,9 +498,7 @@ def create_optimizer(
     )
     classes = {"adamw": AdamWeightDecay, "lamb": LAMB}
     if optimizer not in classes:
-        raise ValueError(
-            f"Unsupported optimizer: {optimizer!r}; expected 'adamw' or 'lamb'."
-        )
+        raise ValueError(f"Unsupported optimizer: {optimizer!r}; expected 'adamw' or 'lamb'.")
     return classes[optimizer](
         learning_rate=schedule,
         weight_decay_rate=weight_decay_rate,

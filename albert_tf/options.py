@@ -46,15 +46,21 @@ class _Spec:
     flag: bool = True
 
 
-def option(default=REQUIRED, help: str = "", *, choices=None, minimum=None, maximum=None,
-           below=None):
+def option(
+    default=REQUIRED, help: str = "", *, choices=None, minimum=None, maximum=None, below=None
+):
     """A field that is also a flag (see the module docstring).
 
     minimum / maximum: inclusive bounds; below: exclusive upper bound. Bounds are not
     checked on None.
     """
-    spec = _Spec(help=help, choices=tuple(choices) if choices is not None else None,
-                 minimum=minimum, maximum=maximum, below=below)
+    spec = _Spec(
+        help=help,
+        choices=tuple(choices) if choices is not None else None,
+        minimum=minimum,
+        maximum=maximum,
+        below=below,
+    )
     if default is REQUIRED:
         return dataclasses.field(metadata={_META: spec})
     return dataclasses.field(default=default, metadata={_META: spec})
@@ -64,8 +70,10 @@ def option(default=REQUIRED, help: str = "", *, choices=None, minimum=None, maxi
 class Options:
     """Base of every script's options. `given`: the names of the flags given on the
     command line (filled by `from_flags`; empty when built in Python)."""
-    given: frozenset = dataclasses.field(default=frozenset(), repr=False, compare=False,
-                                         metadata={_META: _Spec(help="", flag=False)})
+
+    given: frozenset = dataclasses.field(
+        default=frozenset(), repr=False, compare=False, metadata={_META: _Spec(help="", flag=False)}
+    )
 
 
 def _flag_fields(cls):
@@ -122,10 +130,12 @@ def define_flags(cls, flag_values=None, module_name=None) -> None:
 def _parsers():
     from absl import flags
 
-    return {int: lambda: (flags.IntegerParser(), None),
-            float: lambda: (flags.FloatParser(), None),
-            str: lambda: (flags.ArgumentParser(), None),
-            tuple: lambda: (flags.ListParser(), flags.CsvListSerializer(","))}
+    return {
+        int: lambda: (flags.IntegerParser(), None),
+        float: lambda: (flags.FloatParser(), None),
+        str: lambda: (flags.ArgumentParser(), None),
+        tuple: lambda: (flags.ListParser(), flags.CsvListSerializer(",")),
+    }
 
 
 def from_flags(cls, flag_values=None):
@@ -176,13 +186,16 @@ def check(opts) -> None:
         if kind in (int, float):
             number = isinstance(value, int if kind is int else (int, float))
             if isinstance(value, bool) or not number:
-                raise UserError(f"--{f.name}={value!r}: expected "
-                                f"{'an integer' if kind is int else 'a number'}")
+                raise UserError(
+                    f"--{f.name}={value!r}: expected {'an integer' if kind is int else 'a number'}"
+                )
             bounded = (spec.minimum, spec.maximum, spec.below) != (None, None, None)
-            if bounded and (math.isnan(value)
-                            or (spec.minimum is not None and value < spec.minimum)
-                            or (spec.maximum is not None and value > spec.maximum)
-                            or (spec.below is not None and value >= spec.below)):
+            if bounded and (
+                math.isnan(value)
+                or (spec.minimum is not None and value < spec.minimum)
+                or (spec.maximum is not None and value > spec.maximum)
+                or (spec.below is not None and value >= spec.below)
+            ):
                 raise UserError(f"--{f.name}={value}: expected {_describe(spec, kind)}")
         if spec.choices and value not in spec.choices:
             raise UserError(f"--{f.name}={value!r}: expected one of {', '.join(spec.choices)}")

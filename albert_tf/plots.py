@@ -46,8 +46,9 @@ def _means_stds(stats):
     return means, stds
 
 
-def study_bars(path, title: str, labels: list[str], columns: dict[str, list],
-               is_reference: list[bool]) -> None:
+def study_bars(
+    path, title: str, labels: list[str], columns: dict[str, list], is_reference: list[bool]
+) -> None:
     """One panel per column (metric): a bar per row (in `labels` order) at its mean with
     an error bar of ± one std; reference rows in another colour.
 
@@ -58,14 +59,16 @@ def study_bars(path, title: str, labels: list[str], columns: dict[str, list],
     per_line = min(count, 4)
     lines = -(-count // per_line)
     width = max(3.2, 0.45 * len(labels) + 1.2)
-    figure, axes = plt.subplots(lines, per_line, figsize=(width * per_line, 3.6 * lines),
-                                squeeze=False)
+    figure, axes = plt.subplots(
+        lines, per_line, figsize=(width * per_line, 3.6 * lines), squeeze=False
+    )
     colors = [_REFERENCE_COLOR if ref else _OTHER_COLOR for ref in is_reference]
     for ax, (column, stats) in zip(axes.flat, columns.items()):
         means, stds = _means_stds(stats)
         positions = range(len(labels))
-        ax.bar(positions, means, yerr=stds, capsize=4, color=colors, edgecolor="black",
-               linewidth=0.5)
+        ax.bar(
+            positions, means, yerr=stds, capsize=4, color=colors, edgecolor="black", linewidth=0.5
+        )
         ax.set_title(column)
         ax.set_xticks(list(positions), labels, rotation=35, ha="right", fontsize=8)
         ax.set_ylim(bottom=0)  # bars from zero: differences look as large as they are
@@ -83,9 +86,14 @@ def learning_curves(path, title: str, curves: dict[str, tuple[list, list]]) -> N
     figure, ax = plt.subplots(figsize=(6.4, 4.2))
     for label, (steps, stats) in curves.items():
         means, stds = _means_stds(stats)
-        line, = ax.plot(steps, means, marker="o", markersize=3, label=label)
-        ax.fill_between(steps, [m - s for m, s in zip(means, stds)],
-                        [m + s for m, s in zip(means, stds)], color=line.get_color(), alpha=0.2)
+        (line,) = ax.plot(steps, means, marker="o", markersize=3, label=label)
+        ax.fill_between(
+            steps,
+            [m - s for m, s in zip(means, stds)],
+            [m + s for m, s in zip(means, stds)],
+            color=line.get_color(),
+            alpha=0.2,
+        )
     ax.set_xlabel("Pretraining steps")
     ax.set_ylabel("Held-out masked-LM accuracy (%)")
     ax.set_title(title, fontsize=10)
@@ -106,8 +114,15 @@ def smoothness(path, title: str, summary: dict[str, dict]) -> None:
     for ax, (key, name) in zip(axes, panels):
         for label, values in summary.items():
             means, stds = _means_stds(values[key])
-            ax.errorbar(range(len(means)), means, yerr=stds, marker="o", markersize=4,
-                        capsize=3, label=label)
+            ax.errorbar(
+                range(len(means)),
+                means,
+                yerr=stds,
+                marker="o",
+                markersize=4,
+                capsize=3,
+                label=label,
+            )
         ax.set_xlabel("Layer")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel(name)

@@ -20,8 +20,8 @@ import tensorflow as tf
 
 from albert_tf import driver, fileio, losses, selection
 from albert_tf.errors import UserError
-from albert_tf.tokenization import digit_comma_option
 from albert_tf.options import option
+from albert_tf.tokenization import digit_comma_option
 
 _logger = logging.getLogger(__name__)
 
@@ -55,20 +55,30 @@ def evaluate(strategy, model, dataset_fn, max_eval_steps):
         if step >= max_eval_steps:
             break
         sums = strategy.run(eval_step, args=(features,))
-        sums = {k: float(strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None))
-                for k, v in sums.items()}
+        sums = {
+            k: float(strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None))
+            for k, v in sums.items()
+        }
         totals = sums if totals is None else {k: totals[k] + sums[k] for k in totals}
     if totals is None:
-        raise ValueError("the evaluation data produced no batch (too few records for "
-                         "--eval_batch_size?)")
+        raise ValueError(
+            "the evaluation data produced no batch (too few records for --eval_batch_size?)"
+        )
     metrics = losses.finalize_pretraining_metrics(totals)
     metrics["loss"] = metrics["masked_lm_loss"] + metrics["sentence_order_loss"]
     return metrics
 
 
-def ensure_demo_data(folder, max_seq_length, max_predictions_per_seq, dupe_factor,
-                     random_seed=12345, random_next_sentence=False, splits=("train", "eval"),
-                     digit_comma="python3"):
+def ensure_demo_data(
+    folder,
+    max_seq_length,
+    max_predictions_per_seq,
+    dupe_factor,
+    random_seed=12345,
+    random_next_sentence=False,
+    splits=("train", "eval"),
+    digit_comma="python3",
+):
     """Builds the demo TFRecords of `splits` (train, eval) from data/demo if missing.
 
     The last corpus part is held out for evaluation. `random_next_sentence`:
@@ -83,7 +93,8 @@ def ensure_demo_data(folder, max_seq_length, max_predictions_per_seq, dupe_facto
     if len(corpus) < 2 or not spm_model.exists():
         raise FileNotFoundError(
             f"demo data not found under {DEMO_DIR}; run `python3 data/make_demo_data.py` "
-            "or pass --input_file and --albert_config_file")
+            "or pass --input_file and --albert_config_file"
+        )
     os.makedirs(folder, exist_ok=True)
     outputs = {
         "train": (",".join(map(str, corpus[:-1])), os.path.join(folder, "train.tfrecord")),
@@ -93,14 +104,21 @@ def ensure_demo_data(folder, max_seq_length, max_predictions_per_seq, dupe_facto
         if split not in splits or os.path.exists(output):
             continue
         _logger.info("building demo %s data %s", split, output)
-        config = pi.MaskingConfig(max_seq_length=max_seq_length,
-                                  max_predictions_per_seq=max_predictions_per_seq,
-                                  random_next_sentence=random_next_sentence)
+        config = pi.MaskingConfig(
+            max_seq_length=max_seq_length,
+            max_predictions_per_seq=max_predictions_per_seq,
+            random_next_sentence=random_next_sentence,
+        )
         cpd.create_pretraining_data(
-            inputs, output, config, spm_model_file=str(spm_model), do_lower_case=True,
+            inputs,
+            output,
+            config,
+            spm_model_file=str(spm_model),
+            do_lower_case=True,
             dupe_factor=dupe_factor if split == "train" else 1,
             random_seed=random_seed + (split == "eval"),
-            digit_comma=digit_comma)
+            digit_comma=digit_comma,
+        )
     return outputs["train"][1], outputs["eval"][1], str(spm_model)
 
 
@@ -108,13 +126,17 @@ def ensure_demo_data(folder, max_seq_length, max_predictions_per_seq, dupe_facto
 class PretrainingOptions(driver.RunOptions):
     """run_pretraining.py's flags (the original's names and defaults, §10) plus ours. With
     no --input_file the demo runs: DEMO_SETTINGS replace the flags not given."""
+
     albert_config_file: str | None = option(None, "albert_config.json of the model.")
     input_file: str | None = option(None, "Comma-separated globs of pretraining TFRecords.")
     max_seq_length: int = option(512, "Sequence length of the TFRecords.", minimum=2)
     max_predictions_per_seq: int = option(20, "Masked positions per sequence.", minimum=1)
     do_train: bool = driver.RunOptions.default("do_train", True)
-    do_eval: bool = option(False, "Evaluate every checkpoint on held-out data; keep the best "
-                                  "masked-LM accuracy as model.ckpt-best.")
+    do_eval: bool = option(
+        False,
+        "Evaluate every checkpoint on held-out data; keep the best "
+        "masked-LM accuracy as model.ckpt-best.",
+    )
     train_batch_size: int = driver.RunOptions.default("train_batch_size", 4096)
     eval_batch_size: int = option(64, "Global eval batch size.", minimum=1)
     optimizer: str = driver.RunOptions.default("optimizer", "lamb")
@@ -127,27 +149,44 @@ class PretrainingOptions(driver.RunOptions):
     keep_checkpoint_max: int | None = driver.RunOptions.default("keep_checkpoint_max", 5)
     max_eval_steps: int = option(100, "Eval batches.", minimum=1)
     init_from_group0: bool = option(
-        False, "Fill every group_<g> from the checkpoint's group_0 (fixed version of the "
-               "original's flag, which restored the wrong groups).")
-    masked_lm_budget: float = option(0.0, "Original flag (a float there; its path crashed). > 0 "
-                                          "turns on --dynamic_masking.", minimum=0.0)
+        False,
+        "Fill every group_<g> from the checkpoint's group_0 (fixed version of the "
+        "original's flag, which restored the wrong groups).",
+    )
+    masked_lm_budget: float = option(
+        0.0,
+        "Original flag (a float there; its path crashed). > 0 turns on --dynamic_masking.",
+        minimum=0.0,
+    )
     gradient_accumulation_steps: int = option(
-        1, "Micro-batches per optimizer step (global batch = train_batch_size).", minimum=1)
+        1, "Micro-batches per optimizer step (global batch = train_batch_size).", minimum=1
+    )
     dynamic_masking: bool = option(False, "Draw n-gram masks on the fly each epoch.")
-    eval_file: str | None = option(None, "Eval TFRecords (default: --input_file, as the "
-                                         "original).")
+    eval_file: str | None = option(None, "Eval TFRecords (default: --input_file, as the original).")
     dupe_factor: int = option(10, "Demo only: passes over the demo corpus.", minimum=1)
     digit_comma: str = digit_comma_option()
     sentence_order_loss_weight: float = option(
-        1.0, "Factor on the sentence-order (or NSP) loss; 0 = masked LM only (the paper's "
-             "Table 5 'None').", minimum=0.0)
+        1.0,
+        "Factor on the sentence-order (or NSP) loss; 0 = masked LM only (the paper's "
+        "Table 5 'None').",
+        minimum=0.0,
+    )
 
 
 # The demo (no --input_file): these values replace flags not given on the command line.
 DEMO_SETTINGS = dict(
-    max_seq_length=128, max_predictions_per_seq=20, train_batch_size=32, eval_batch_size=32,
-    learning_rate=0.005, num_train_steps=1200, num_warmup_steps=100, save_checkpoints_steps=400,
-    iterations_per_loop=50, max_eval_steps=20, do_eval=True)
+    max_seq_length=128,
+    max_predictions_per_seq=20,
+    train_batch_size=32,
+    eval_batch_size=32,
+    learning_rate=0.005,
+    num_train_steps=1200,
+    num_warmup_steps=100,
+    save_checkpoints_steps=400,
+    iterations_per_loop=50,
+    max_eval_steps=20,
+    do_eval=True,
+)
 BEFORE_TRAINING_RESULTS = "eval_results_before_training.txt"
 
 
@@ -155,14 +194,16 @@ class PretrainingTask(driver.Task):
     """Masked LM + sentence order on TFRecords of create_pretraining_data (or the demo's);
     dev metrics on held-out records every checkpoint, model.ckpt-best by masked-LM
     accuracy (the original's eval loop, §6.4)."""
+
     head = "masked_lm"
     head_patterns = ("^cls/",)
     metric_names = METRIC_NAMES
 
     def __init__(self, options: PretrainingOptions):
         if options.input_file is None:  # the demo
-            options = dataclasses.replace(options, **{
-                k: v for k, v in DEMO_SETTINGS.items() if k not in options.given})
+            options = dataclasses.replace(
+                options, **{k: v for k, v in DEMO_SETTINGS.items() if k not in options.given}
+            )
         super().__init__(options)
         self.init_from_group0 = options.init_from_group0
         self.demo = options.input_file is None
@@ -176,29 +217,40 @@ class PretrainingTask(driver.Task):
 
             spm_model = DEMO_DIR / "spm.model"
             if not spm_model.exists():
-                raise UserError(f"demo data not found under {DEMO_DIR}; run `python3 "
-                                "data/make_demo_data.py` or pass --input_file and "
-                                "--albert_config_file")
+                raise UserError(
+                    f"demo data not found under {DEMO_DIR}; run `python3 "
+                    "data/make_demo_data.py` or pass --input_file and "
+                    "--albert_config_file"
+                )
             vocab_size = spm.SentencePieceProcessor(model_file=str(spm_model)).get_piece_size()
-            config = (self._read_config(o.albert_config_file) if o.albert_config_file
-                      else preset("albert_tiny", vocab_size=vocab_size))
+            config = (
+                self._read_config(o.albert_config_file)
+                if o.albert_config_file
+                else preset("albert_tiny", vocab_size=vocab_size)
+            )
         else:
             if not o.albert_config_file:
                 raise UserError("--albert_config_file is required with --input_file")
             config = self._read_config(o.albert_config_file)
         if o.max_seq_length > config.max_position_embeddings:
-            raise UserError(f"--max_seq_length={o.max_seq_length} exceeds the config's "
-                            f"max_position_embeddings={config.max_position_embeddings}")
+            raise UserError(
+                f"--max_seq_length={o.max_seq_length} exceeds the config's "
+                f"max_position_embeddings={config.max_position_embeddings}"
+            )
         if not self.demo:
             from albert_tf.data.input_pipeline import check_tfrecords, pretraining_feature_spec
 
-            spec = pretraining_feature_spec(o.max_seq_length, o.max_predictions_per_seq,
-                                            dynamic_masking=self._dynamic_masking())
+            spec = pretraining_feature_spec(
+                o.max_seq_length, o.max_predictions_per_seq, dynamic_masking=self._dynamic_masking()
+            )
             if o.do_train:
                 check_tfrecords(o.input_file, spec, "--input_file")
             if o.do_eval:
-                check_tfrecords(o.eval_file or o.input_file, spec,
-                                "--eval_file" if o.eval_file else "--input_file")
+                check_tfrecords(
+                    o.eval_file or o.input_file,
+                    spec,
+                    "--eval_file" if o.eval_file else "--input_file",
+                )
         return config
 
     def _dynamic_masking(self):
@@ -222,16 +274,21 @@ class PretrainingTask(driver.Task):
         return AlbertPretrainer(config, full_sequence_output=False)
 
     def loss_fn(self, model, features, training):
-        return pretraining_loss_fn(model, features, training,
-                                   self.options.sentence_order_loss_weight)
+        return pretraining_loss_fn(
+            model, features, training, self.options.sentence_order_loss_weight
+        )
 
     def prepare(self, run):
         o = self.options
         if self.demo:
             self.train_file, self.eval_file, _ = ensure_demo_data(
-                os.path.join(o.output_dir, "demo_data"), o.max_seq_length,
-                o.max_predictions_per_seq, o.dupe_factor, o.random_seed,
-                digit_comma=o.digit_comma)
+                os.path.join(o.output_dir, "demo_data"),
+                o.max_seq_length,
+                o.max_predictions_per_seq,
+                o.dupe_factor,
+                o.random_seed,
+                digit_comma=o.digit_comma,
+            )
             _logger.info("demo mode: %s -> %s", self.train_file, o.output_dir)
         else:
             self.train_file, self.eval_file = o.input_file, o.eval_file or o.input_file
@@ -247,22 +304,34 @@ class PretrainingTask(driver.Task):
 
         def fn(ctx):
             return pretraining_dataset(
-                pattern, ctx.get_per_replica_batch_size(global_batch), o.max_seq_length,
-                o.max_predictions_per_seq, is_training, input_context=ctx,
-                seed=o.random_seed, dynamic_masking=dynamic, masking_options=masking)
+                pattern,
+                ctx.get_per_replica_batch_size(global_batch),
+                o.max_seq_length,
+                o.max_predictions_per_seq,
+                is_training,
+                input_context=ctx,
+                seed=o.random_seed,
+                dynamic_masking=dynamic,
+                masking_options=masking,
+            )
+
         return fn
 
     def _evaluate(self, run):
         o = self.options
-        return evaluate(run.strategy, run.model,
-                        self._dataset_fn(self.eval_file, o.eval_batch_size, False, run.config),
-                        o.max_eval_steps)
+        return evaluate(
+            run.strategy,
+            run.model,
+            self._dataset_fn(self.eval_file, o.eval_batch_size, False, run.config),
+            o.max_eval_steps,
+        )
 
     def evaluator(self, run):
         if not self.options.do_eval:
             return None
-        return driver.Evaluation("masked_lm_accuracy", lambda: self._evaluate(run),
-                                 selection.PRETRAINING_FORMAT)
+        return driver.Evaluation(
+            "masked_lm_accuracy", lambda: self._evaluate(run), selection.PRETRAINING_FORMAT
+        )
 
     def training_plan(self, run):
         o = self.options
@@ -272,16 +341,21 @@ class PretrainingTask(driver.Task):
             if run.is_chief:
                 fileio.atomic_write_text(
                     os.path.join(o.output_dir, BEFORE_TRAINING_RESULTS),
-                    selection.eval_block(metrics, 0, selection.PRETRAINING_FORMAT,
-                                         "masked_lm_accuracy", None, None))
+                    selection.eval_block(
+                        metrics, 0, selection.PRETRAINING_FORMAT, "masked_lm_accuracy", None, None
+                    ),
+                )
                 selection.write_eval_summaries(o.output_dir, metrics, 0)
             _logger.info("eval before training: %s", json.dumps(metrics))
         accumulation = o.gradient_accumulation_steps
         return driver.TrainingPlan(
-            self._dataset_fn(self.train_file, o.train_batch_size // accumulation, True,
-                             run.config),
-            o.num_train_steps, o.num_warmup_steps, o.poly_power, o.start_warmup_step,
-            accumulation)
+            self._dataset_fn(self.train_file, o.train_batch_size // accumulation, True, run.config),
+            o.num_train_steps,
+            o.num_warmup_steps,
+            o.poly_power,
+            o.start_warmup_step,
+            accumulation,
+        )
 
 
 def run(options: PretrainingOptions) -> dict:

@@ -23,8 +23,13 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf import driver, fileio, metrics, selection
-from albert_tf.classifier import (HEAD_PATTERNS, AlbertClassifier, eval_dataset_fn, loss_fn,
-                                  predict_arrays)
+from albert_tf.classifier import (
+    HEAD_PATTERNS,
+    AlbertClassifier,
+    eval_dataset_fn,
+    loss_fn,
+    predict_arrays,
+)
 from albert_tf.config import AlbertConfig
 from albert_tf.data import race_data
 from albert_tf.errors import UserError
@@ -50,25 +55,36 @@ class AlbertRace(AlbertClassifier):
         super().__init__(config, num_choices, classifier_dropout=dropout_prob, **kwargs)
         self.num_choices = int(num_choices)
         # One score per choice: the original's [1, H] projection.
-        self.classifier = OutputProjection(1, initializer_range=self.config.initializer_range,
-                                           name="classifier")
+        self.classifier = OutputProjection(
+            1, initializer_range=self.config.initializer_range, name="classifier"
+        )
 
     def call(self, inputs, training=False):
         length = tf.shape(inputs["input_ids"])[-1] // self.num_choices
-        flat = {k: tf.reshape(inputs[k], [-1, length])
-                for k in ("input_ids", "input_mask", "segment_ids")}
+        flat = {
+            k: tf.reshape(inputs[k], [-1, length])
+            for k in ("input_ids", "input_mask", "segment_ids")
+        }
         no_rows = tf.zeros([tf.shape(flat["input_ids"])[0], 0], tf.int32)
         pooled = self.albert(flat, training=training, output_positions=no_rows)["pooled_output"]
-        hidden = self.dropout(pooled, training=True) if training and self.classifier_dropout \
-            else pooled
+        hidden = (
+            self.dropout(pooled, training=True) if training and self.classifier_dropout else pooled
+        )
         logits = tf.reshape(self.classifier(hidden), [-1, self.num_choices])
-        return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
-                "predictions": tf.argmax(logits, axis=-1, output_type=tf.int32),
-                "pooled_output": pooled}
+        return {
+            "logits": logits,
+            "probabilities": tf.nn.softmax(logits, axis=-1),
+            "predictions": tf.argmax(logits, axis=-1, output_type=tf.int32),
+            "pooled_output": pooled,
+        }
 
     def get_config(self):
-        return {"config": self.config.to_dict(), "num_choices": self.num_choices,
-                "dropout_prob": self.classifier_dropout, "name": self.name}
+        return {
+            "config": self.config.to_dict(),
+            "num_choices": self.num_choices,
+            "dropout_prob": self.classifier_dropout,
+            "name": self.name,
+        }
 
     @classmethod
     def from_config(cls, config):
@@ -81,8 +97,11 @@ def race_metrics(arrays) -> dict:
     real = arrays["is_real_example"] != 0
     loss = float(np.mean(arrays["per_example_loss"][real])) if real.any() else 0.0
     # `loss`: the Estimator's key in the original's results (the same mean here).
-    return {"eval_accuracy": metrics.accuracy(arrays["predictions"], arrays["label_ids"], real),
-            "eval_loss": loss, "loss": loss}
+    return {
+        "eval_accuracy": metrics.accuracy(arrays["predictions"], arrays["label_ids"], real),
+        "eval_loss": loss,
+        "loss": loss,
+    }
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -92,25 +111,29 @@ class RaceOptions(driver.RunOptions, ModelFileOptions):
     Accepted and without effect: num_keep_checkpoint (unused by the original too; see
     keep_checkpoint_max), num_tpu_cores (the TPU topology decides).
     """
+
     data_dir: str = option(REQUIRED, "Folder holding RACE/{train,dev,test}/{middle,high}.")
     task_name: str = option("race", "Only 'race'.")
-    train_file: str | None = option(None, "Training records (default "
-                                          "<output_dir>/train.tf_record; always rebuilt).")
+    train_file: str | None = option(
+        None, "Training records (default <output_dir>/train.tf_record; always rebuilt)."
+    )
     eval_file: str | None = option(None, "Dev records (default <output_dir>/eval.tf_record).")
-    predict_file: str | None = option(None, "Test records (default "
-                                            "<output_dir>/predict.tf_record).")
-    dropout_prob: float = option(0.1, "Dropout on the pooled output (training).",
-                                 minimum=0.0, below=1.0)
+    predict_file: str | None = option(
+        None, "Test records (default <output_dir>/predict.tf_record)."
+    )
+    dropout_prob: float = option(
+        0.1, "Dropout on the pooled output (training).", minimum=0.0, below=1.0
+    )
     max_seq_length: int = option(512, "Length of each choice's sequence.", minimum=1)
-    max_qa_length: int = option(128, "Question+option pieces kept (the last ones).",
-                                minimum=1)
+    max_qa_length: int = option(128, "Question+option pieces kept (the last ones).", minimum=1)
     num_keep_checkpoint: int = option(5, "Accepted (unused, as in the original).")
     high_only: bool = option(False, "Only the high-school questions.")
     middle_only: bool = option(False, "Only the middle-school questions.")
     do_train: bool = driver.RunOptions.default("do_train", True)
     do_eval: bool = option(True, "Evaluate every checkpoint on dev, keep the best.")
-    do_predict: bool = option(False, "Evaluate the test split with the best checkpoint "
-                                     "(predict_results.txt).")
+    do_predict: bool = option(
+        False, "Evaluate the test split with the best checkpoint (predict_results.txt)."
+    )
     eval_batch_size: int = option(8, "Eval batch size.", minimum=1)
     predict_batch_size: int = option(8, "Predict batch size.", minimum=1)
     learning_rate: float = driver.RunOptions.default("learning_rate", 1e-5)
@@ -122,6 +145,7 @@ class RaceOptions(driver.RunOptions, ModelFileOptions):
 class RaceTask(driver.Task):
     """RACE: records built from the JSON-lines folders for every split used, checkpoints
     selected by dev accuracy, the test split evaluated into predict_results.txt."""
+
     head = HEAD
     head_patterns = tuple(HEAD_PATTERNS)
 
@@ -134,13 +158,17 @@ class RaceTask(driver.Task):
         if opts.high_only and opts.middle_only:
             raise UserError("--high_only and --middle_only exclude each other")
         if opts.max_seq_length <= opts.max_qa_length + 3:
-            raise UserError(f"--max_seq_length={opts.max_seq_length} must exceed "
-                            f"--max_qa_length={opts.max_qa_length} + 3")
+            raise UserError(
+                f"--max_seq_length={opts.max_seq_length} must exceed "
+                f"--max_qa_length={opts.max_qa_length} + 3"
+            )
         self.files = resolve_model_files(opts, opts.max_seq_length)
         if not opts.data_dir or not tf.io.gfile.isdir(os.path.join(opts.data_dir, "RACE")):
-            raise UserError(f"--data_dir={opts.data_dir}: no RACE folder in it (expected "
-                            "<data_dir>/RACE/{train,dev,test}/{middle,high}/all.txt or "
-                            "numbered *.txt files)")
+            raise UserError(
+                f"--data_dir={opts.data_dir}: no RACE folder in it (expected "
+                "<data_dir>/RACE/{train,dev,test}/{middle,high}/all.txt or "
+                "numbered *.txt files)"
+            )
         return self.files.config
 
     def build_model(self, config):
@@ -158,14 +186,20 @@ class RaceTask(driver.Task):
         opts = self.options
         try:
             examples = race_data.read_race_examples(
-                opts.data_dir, split, opts.do_lower_case, opts.high_only, opts.middle_only,
-                use_spm=self.tokenizer.spm_mode)
+                opts.data_dir,
+                split,
+                opts.do_lower_case,
+                opts.high_only,
+                opts.middle_only,
+                use_spm=self.tokenizer.spm_mode,
+            )
         except (race_data.RaceDataError, FileNotFoundError) as err:
             raise UserError(str(err)) from None
         if not examples:
             raise UserError(f"the {split} split of {opts.data_dir}/RACE holds no question")
-        return race_data.write_features(examples, self.tokenizer, opts.max_seq_length,
-                                        opts.max_qa_length, path)
+        return race_data.write_features(
+            examples, self.tokenizer, opts.max_seq_length, opts.max_qa_length, path
+        )
 
     def _metrics_fn(self, run, split, path_flag, default_name, batch_size):
         path = path_flag or os.path.join(self.options.output_dir, default_name)
@@ -178,9 +212,11 @@ class RaceTask(driver.Task):
         opts = self.options
         if not opts.do_eval:
             return None
-        return driver.Evaluation("eval_accuracy", self._metrics_fn(
-            run, "dev", opts.eval_file, "eval.tf_record", opts.eval_batch_size),
-            selection.RACE_FORMAT)
+        return driver.Evaluation(
+            "eval_accuracy",
+            self._metrics_fn(run, "dev", opts.eval_file, "eval.tf_record", opts.eval_batch_size),
+            selection.RACE_FORMAT,
+        )
 
     def training_plan(self, run):
         from albert_tf.data.classifier_data import classifier_dataset
@@ -190,9 +226,15 @@ class RaceTask(driver.Task):
         run.summary["num_train_examples"] = self._records("train", path)
 
         def dataset_fn(ctx):
-            return classifier_dataset(path, self.length, opts.train_batch_size,
-                                      is_training=True, input_context=ctx,
-                                      seed=opts.random_seed)
+            return classifier_dataset(
+                path,
+                self.length,
+                opts.train_batch_size,
+                is_training=True,
+                input_context=ctx,
+                seed=opts.random_seed,
+            )
+
         return driver.TrainingPlan(dataset_fn, opts.train_step, opts.warmup_step)
 
     def wants_final_weights(self):
@@ -201,8 +243,9 @@ class RaceTask(driver.Task):
     def predict(self, run):
         # The original's "prediction" evaluates the test split (RACE's test has answers).
         opts = self.options
-        result = self._metrics_fn(run, "test", opts.predict_file, "predict.tf_record",
-                                  opts.predict_batch_size)()
+        result = self._metrics_fn(
+            run, "test", opts.predict_file, "predict.tf_record", opts.predict_batch_size
+        )()
         run.summary["test"] = result
         if run.is_chief:
             # The original's layout: a title, the sorted results with the step of the
@@ -210,9 +253,12 @@ class RaceTask(driver.Task):
             best = run.summary.get("best") or selection.read_best(opts.output_dir)
             values = {**result, "global_step": best["global_step"] if best else 0}
             path = os.path.join(opts.output_dir, "predict_results.txt")
-            fileio.atomic_write_text(path, "***** Predict results *****\n" + "".join(
-                f"{k} = {values[k]}\n" for k in sorted(values))
-                + f"best = {best['value'] if best else -1}\n")
+            fileio.atomic_write_text(
+                path,
+                "***** Predict results *****\n"
+                + "".join(f"{k} = {values[k]}\n" for k in sorted(values))
+                + f"best = {best['value'] if best else -1}\n",
+            )
             run.summary["predict_results"] = path
 
 

@@ -33,6 +33,7 @@ HEAD_ALLOW_MISSING = (r"^(?!bert/)",)
 @dataclasses.dataclass
 class ReleaseFiles:
     """Paths found in a release folder (None where absent)."""
+
     folder: str
     config_file: str
     checkpoint: str
@@ -65,26 +66,39 @@ def release_files(folder, checkpoint_name: str | None = None) -> ReleaseFiles:
     if os.path.isfile(os.path.join(folder, name + ".index")):
         checkpoint = os.path.join(folder, name)
     elif checkpoint_name:
-        raise FileNotFoundError(f"release folder {folder!r} has no checkpoint {name!r} "
-                                f"({name}.index missing)")
+        raise FileNotFoundError(
+            f"release folder {folder!r} has no checkpoint {name!r} ({name}.index missing)"
+        )
     else:
         try:
             checkpoint = resolve_checkpoint_path(folder)
         except FileNotFoundError:
-            raise FileNotFoundError(f"release folder {folder!r} has no checkpoint "
-                                    f"({CHECKPOINT_NAME}.index or another *.index)") from None
+            raise FileNotFoundError(
+                f"release folder {folder!r} has no checkpoint "
+                f"({CHECKPOINT_NAME}.index or another *.index)"
+            ) from None
     spm = os.path.join(folder, SPM_MODEL_NAME)
     if not os.path.isfile(spm):
         models = sorted(glob.glob(os.path.join(folder, "*.model")))
         spm = models[0] if len(models) == 1 else None
     vocab = os.path.join(folder, VOCAB_NAME)
-    return ReleaseFiles(folder, config_file, checkpoint, spm,
-                        vocab if os.path.isfile(vocab) else None)
+    return ReleaseFiles(
+        folder, config_file, checkpoint, spm, vocab if os.path.isfile(vocab) else None
+    )
 
 
-def load_release(folder, model_cls=None, *, albert_config_file=None, spm_model_file=None,
-                 vocab_file=None, do_lower_case=True, checkpoint_name=None,
-                 allow_missing=HEAD_ALLOW_MISSING, **model_kwargs):
+def load_release(
+    folder,
+    model_cls=None,
+    *,
+    albert_config_file=None,
+    spm_model_file=None,
+    vocab_file=None,
+    do_lower_case=True,
+    checkpoint_name=None,
+    allow_missing=HEAD_ALLOW_MISSING,
+    **model_kwargs,
+):
     """Builds a model from a release folder and fills it from the release checkpoint.
 
     Args:
@@ -116,13 +130,21 @@ def load_release(folder, model_cls=None, *, albert_config_file=None, spm_model_f
     vocab = vocab_file or (None if spm else files.vocab_file)
     tokenizer = None
     if spm or vocab:
-        tokenizer = tokenization.FullTokenizer(vocab_file=vocab, do_lower_case=do_lower_case,
-                                               spm_model_file=spm)
+        tokenizer = tokenization.FullTokenizer(
+            vocab_file=vocab, do_lower_case=do_lower_case, spm_model_file=spm
+        )
     else:
         _logger.warning("release folder %s has no tokenizer model; returning no tokenizer", folder)
     return config, model, tokenizer
 
 
-__all__ = ["load_release", "release_files", "is_release_folder", "ReleaseFiles",
-           "CONFIG_NAME", "SPM_MODEL_NAME", "VOCAB_NAME",
-           "CHECKPOINT_NAME"]
+__all__ = [
+    "load_release",
+    "release_files",
+    "is_release_folder",
+    "ReleaseFiles",
+    "CONFIG_NAME",
+    "SPM_MODEL_NAME",
+    "VOCAB_NAME",
+    "CHECKPOINT_NAME",
+]

@@ -49,6 +49,7 @@ class EvalFormat:
     saved_lines: "saved <checkpoint file> to <model.ckpt-best file>" when it became the best.
     separator: a line of 50 "=".
     """
+
     best: str | None = "before"
     saved_lines: bool = False
     separator: bool = True
@@ -91,13 +92,16 @@ def restore_checkpoint(model, prefix, head) -> None:
         checkpoints.load_original_checkpoint(model, prefix)
     except checkpoints.CheckpointMismatchError as err:
         lines = str(err).splitlines()
-        raise UserError(f"{prefix}: cannot fill this model: "
-                        + "; ".join(line.strip() for line in lines[1:6])
-                        + (f"; ... ({len(lines) - 6} more)" if len(lines) > 6 else "")) from None
+        raise UserError(
+            f"{prefix}: cannot fill this model: "
+            + "; ".join(line.strip() for line in lines[1:6])
+            + (f"; ... ({len(lines) - 6} more)" if len(lines) > 6 else "")
+        ) from None
 
 
-def eval_block(metrics, step, fmt: EvalFormat, key, best_before, best_after,
-               saved_from=None) -> str:
+def eval_block(
+    metrics, step, fmt: EvalFormat, key, best_before, best_after, saved_from=None
+) -> str:
     """One checkpoint's lines of eval_results.txt in the original's layout."""
     values = {**metrics, "global_step": int(step)}
     lines = [f"{k} = {values[k]}" for k in sorted(values)]
@@ -105,8 +109,9 @@ def eval_block(metrics, step, fmt: EvalFormat, key, best_before, best_after,
         lines.append(f"best = {best_before}")
     if fmt.saved_lines and saved_from:
         best = os.path.join(os.path.dirname(saved_from), BEST_PREFIX)
-        lines += [f"saved {saved_from}.{ext} to {best}.{ext}"
-                  for ext in ("data-00000-of-00001", "index")]
+        lines += [
+            f"saved {saved_from}.{ext} to {best}.{ext}" for ext in ("data-00000-of-00001", "index")
+        ]
     if fmt.best == "after":
         lines.append(f"best {key} = {best_after}")
     if fmt.separator:
@@ -167,8 +172,16 @@ class CheckpointSelector:
     to maximize. Only the chief writes files.
     """
 
-    def __init__(self, key: str, output_dir: str, model, evaluate: Callable[[], dict],
-                 head: str, is_chief: bool = True, fmt: EvalFormat = GLUE_FORMAT):
+    def __init__(
+        self,
+        key: str,
+        output_dir: str,
+        model,
+        evaluate: Callable[[], dict],
+        head: str,
+        is_chief: bool = True,
+        fmt: EvalFormat = GLUE_FORMAT,
+    ):
         self.key = key
         self.output_dir = output_dir
         self.model = model
@@ -184,31 +197,44 @@ class CheckpointSelector:
         result = self.evaluate()
         self.results[int(step)] = result
         value = result[self.key]
-        _logger.info("eval at step %d: %s", step,
-                     ", ".join(f"{k} = {v:.4f}" for k, v in sorted(result.items())))
+        _logger.info(
+            "eval at step %d: %s",
+            step,
+            ", ".join(f"{k} = {v:.4f}" for k, v in sorted(result.items())),
+        )
         if not self.is_chief:
             return result
         before = self.best["value"] if self.best is not None else -1
         improved = self.best is None or value > self.best["value"]
         if improved:
             checkpoints.save_original_checkpoint(
-                self.model, os.path.join(self.output_dir, BEST_PREFIX), global_step=step,
-                update_checkpoint_state=False)  # the `checkpoint` file names model.ckpt-<step>
-            self.best = {"global_step": int(step), "key": self.key, "value": float(value),
-                         "checkpoint": BEST_PREFIX, "metrics": result}
-            fileio.atomic_write_text(os.path.join(self.output_dir, BEST_FILE),
-                                     json.dumps(self.best, indent=2, sort_keys=True) + "\n")
-            _logger.info("new best %s = %.4f at step %d -> %s", self.key, value, step,
-                         BEST_PREFIX)
-        saved_from = (os.path.join(self.output_dir, f"model.ckpt-{step}")
-                      if improved and step else None)
+                self.model,
+                os.path.join(self.output_dir, BEST_PREFIX),
+                global_step=step,
+                update_checkpoint_state=False,
+            )  # the `checkpoint` file names model.ckpt-<step>
+            self.best = {
+                "global_step": int(step),
+                "key": self.key,
+                "value": float(value),
+                "checkpoint": BEST_PREFIX,
+                "metrics": result,
+            }
+            fileio.atomic_write_text(
+                os.path.join(self.output_dir, BEST_FILE),
+                json.dumps(self.best, indent=2, sort_keys=True) + "\n",
+            )
+            _logger.info("new best %s = %.4f at step %d -> %s", self.key, value, step, BEST_PREFIX)
+        saved_from = (
+            os.path.join(self.output_dir, f"model.ckpt-{step}") if improved and step else None
+        )
         path = os.path.join(self.output_dir, EVAL_RESULTS)
-        block = eval_block(result, step, self.fmt, self.key, before, self.best["value"],
-                           saved_from)
+        block = eval_block(result, step, self.fmt, self.key, before, self.best["value"], saved_from)
         fileio.atomic_write_text(path, fileio.read_text(path) + block)
         fileio.atomic_write_text(
             os.path.join(self.output_dir, BEST_TRIAL_FILE),
-            f"{int(step)}:{self.best['global_step']}:{self.best['value']}")
+            f"{int(step)}:{self.best['global_step']}:{self.best['value']}",
+        )
         write_eval_summaries(self.output_dir, result, step)
         return result
 
@@ -225,8 +251,22 @@ class CheckpointSelector:
         return count
 
 
-__all__ = ["BEST_PREFIX", "BEST_FILE", "BEST_TRIAL_FILE", "EVAL_RESULTS", "EvalFormat",
-           "GLUE_FORMAT", "RACE_FORMAT", "SQUAD_FORMAT", "PRETRAINING_FORMAT",
-           "CheckpointSelector", "original_checkpoints", "trained_checkpoints",
-           "restore_checkpoint", "eval_block", "read_eval_results", "write_eval_summaries",
-           "read_best"]
+__all__ = [
+    "BEST_PREFIX",
+    "BEST_FILE",
+    "BEST_TRIAL_FILE",
+    "EVAL_RESULTS",
+    "EvalFormat",
+    "GLUE_FORMAT",
+    "RACE_FORMAT",
+    "SQUAD_FORMAT",
+    "PRETRAINING_FORMAT",
+    "CheckpointSelector",
+    "original_checkpoints",
+    "trained_checkpoints",
+    "restore_checkpoint",
+    "eval_block",
+    "read_eval_results",
+    "write_eval_summaries",
+    "read_best",
+]

@@ -53,9 +53,12 @@ def _stacking_is_cheaper(inputs, kernel) -> bool:
 
 
 def run_with_summed_kernel_gradients(
-        body: Callable[[tf.Tensor, Mapping[Hashable, tf.Tensor], Matmul], Sequence[tf.Tensor]],
-        x: tf.Tensor, kernels: Mapping[Hashable, tf.Tensor],
-        tensors: Mapping[Hashable, tf.Tensor], method: str = "auto") -> list[tf.Tensor]:
+    body: Callable[[tf.Tensor, Mapping[Hashable, tf.Tensor], Matmul], Sequence[tf.Tensor]],
+    x: tf.Tensor,
+    kernels: Mapping[Hashable, tf.Tensor],
+    tensors: Mapping[Hashable, tf.Tensor],
+    method: str = "auto",
+) -> list[tf.Tensor]:
     """Runs `body` with recorded kernel products and a summed kernel gradient.
 
     Args:
@@ -97,13 +100,16 @@ def run_with_summed_kernel_gradients(
             pairs = [(o, g) for o, g in zip(outputs, output_grads) if g is not None]
             products = [y for key in kernel_keys for _, y in uses[key]]
             sources = [x] + list(tensor_values.values()) + products + list(variables or [])
-            grads = tape.gradient([o for o, _ in pairs], sources,
-                                  output_gradients=[g for _, g in pairs],
-                                  unconnected_gradients=tf.UnconnectedGradients.ZERO)
+            grads = tape.gradient(
+                [o for o, _ in pairs],
+                sources,
+                output_gradients=[g for _, g in pairs],
+                unconnected_gradients=tf.UnconnectedGradients.ZERO,
+            )
             dx = grads[0]
-            d_tensors = grads[1:1 + len(tensor_keys)]
-            d_products = iter(grads[1 + len(tensor_keys):1 + len(tensor_keys) + len(products)])
-            d_variables = grads[1 + len(tensor_keys) + len(products):]
+            d_tensors = grads[1 : 1 + len(tensor_keys)]
+            d_products = iter(grads[1 + len(tensor_keys) : 1 + len(tensor_keys) + len(products)])
+            d_variables = grads[1 + len(tensor_keys) + len(products) :]
             d_kernels = []
             previous = []
             for key in kernel_keys:
@@ -112,7 +118,8 @@ def run_with_summed_kernel_gradients(
                 if not inputs:
                     d_kernels.append(tf.zeros_like(kernel_values[key]))
                 elif method == "stack" or (
-                        method == "auto" and _stacking_is_cheaper(inputs, kernel_values[key])):
+                    method == "auto" and _stacking_is_cheaper(inputs, kernel_values[key])
+                ):
                     # One kernel at a time, so only one kernel's stacked inputs and
                     # gradients are alive.
                     with tf.control_dependencies(previous):
@@ -165,8 +172,9 @@ class EncoderKernels:
       shares_weights: whether some kernel is applied at more than one layer.
     """
 
-    def __init__(self, blocks, paths: SpeedPaths, training: bool, output_rows,
-                 shares_weights: bool):
+    def __init__(
+        self, blocks, paths: SpeedPaths, training: bool, output_rows, shares_weights: bool
+    ):
         self.output_rows = output_rows
         self.select_rows = output_rows is not None and paths.last_layer_row_selection
         fused_qkv = paths.fused_inference_qkv and not training and not self.select_rows
@@ -190,8 +198,9 @@ class EncoderKernels:
                     if prefix + (kind,) in self.tensors:  # a shared sublayer, cast by its owner
                         continue
                     parts = [tf.cast(getattr(s, kind), block.compute_dtype) for s in sublayers]
-                    self.tensors[prefix + (kind,)] = (parts[0] if len(parts) == 1
-                                                      else tf.concat(parts, axis=axis))
+                    self.tensors[prefix + (kind,)] = (
+                        parts[0] if len(parts) == 1 else tf.concat(parts, axis=axis)
+                    )
 
     def run(self, layers, x):
         """Runs `layers(x, weights, last_rows)`, which applies the blocks to x
@@ -205,11 +214,15 @@ class EncoderKernels:
             others = {k: t for k, t in self.tensors.items() if k[-1] != "kernel"}
             outputs = run_with_summed_kernel_gradients(
                 lambda x, tensors, matmul: layers(x, self._weights(tensors, matmul), last_rows),
-                x, kernels, others)
+                x,
+                kernels,
+                others,
+            )
         else:
             tensors = self.tensors
-            outputs = layers(x, self._weights(tensors, lambda a, key: tf.matmul(a, tensors[key])),
-                             last_rows)
+            outputs = layers(
+                x, self._weights(tensors, lambda a, key: tf.matmul(a, tensors[key])), last_rows
+            )
         if self.output_rows is not None and last_rows is None:
             outputs[-1] = tf.gather(outputs[-1], self.output_rows, batch_dims=1)
         return outputs
@@ -217,7 +230,11 @@ class EncoderKernels:
     def _weights(self, tensors, matmul):
         """block -> its BlockWeights: kernels by key through `matmul(a, key)`, biases
         from `tensors`."""
-        return {block: BlockWeights({name: key + ("kernel",) for name, key in names.items()},
-                                    {name: tensors[key + ("bias",)] for name, key in names.items()},
-                                    matmul)
-                for block, names in self.names.items()}
+        return {
+            block: BlockWeights(
+                {name: key + ("kernel",) for name, key in names.items()},
+                {name: tensors[key + ("bias",)] for name, key in names.items()},
+                matmul,
+            )
+            for block, names in self.names.items()
+        }

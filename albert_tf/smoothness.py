@@ -89,21 +89,26 @@ def measure(encoder, sequences: dict[str, np.ndarray], batch_size: int = 32) -> 
     "angle_degrees": lists of L x I floats, "tokens": int}."""
     total = None
     for start in range(0, len(sequences["input_ids"]), batch_size):
-        batch = {k: v[start:start + batch_size] for k, v in sequences.items()}
+        batch = {k: v[start : start + batch_size] for k, v in sequences.items()}
         sums = transition_sums(layer_states(encoder, batch), batch["input_mask"])
         total = sums if total is None else {k: total[k] + sums[k] for k in total}
     if total is None or total["tokens"] == 0:
         raise UserError("the held-out text gave no tokens to measure the layers on")
-    return {**{k: [float(v) / total["tokens"] for v in total[k]]
-               for k in ("l2_distance", "cosine_similarity", "angle_degrees")},
-            "tokens": total["tokens"]}
+    return {
+        **{
+            k: [float(v) / total["tokens"] for v in total[k]]
+            for k in ("l2_distance", "cosine_similarity", "angle_degrees")
+        },
+        "tokens": total["tokens"],
+    }
 
 
 # --------------------------------------------------------------------------------------
 # Held-out text
 # --------------------------------------------------------------------------------------
-def text_sequences(path, tokenizer, max_seq_length: int = 128,
-                   max_sequences: int = 256) -> dict[str, np.ndarray]:
+def text_sequences(
+    path, tokenizer, max_seq_length: int = 128, max_sequences: int = 256
+) -> dict[str, np.ndarray]:
     """The first `max_sequences` sequences of a text file in the pretraining input format
     (one sentence per line, a blank line between documents): each document's tokens are
     cut into chunks of max_seq_length - 2, each chunk becomes `[CLS] chunk [SEP]` (one
@@ -112,8 +117,9 @@ def text_sequences(path, tokenizer, max_seq_length: int = 128,
     from albert_tf import fileio
 
     if max_seq_length < 3:
-        raise UserError(f"max_seq_length={max_seq_length}: expected at least 3 "
-                        "([CLS], a token, [SEP])")
+        raise UserError(
+            f"max_seq_length={max_seq_length}: expected at least 3 ([CLS], a token, [SEP])"
+        )
     text = fileio.read_text(path) if os.path.isfile(path) else None
     if text is None:
         raise UserError(f"{path}: no such held-out text file")
@@ -129,7 +135,7 @@ def text_sequences(path, tokenizer, max_seq_length: int = 128,
     ids, masks = [], []
     for tokens in documents:
         for start in range(0, len(tokens), width):
-            chunk = [special["cls"], *tokens[start:start + width], special["sep"]]
+            chunk = [special["cls"], *tokens[start : start + width], special["sep"]]
             padding = max_seq_length - len(chunk)
             ids.append(chunk + [special["pad"]] * padding)
             masks.append([1] * len(chunk) + [0] * padding)
@@ -140,8 +146,11 @@ def text_sequences(path, tokenizer, max_seq_length: int = 128,
     if not ids:
         raise UserError(f"{path}: no text to measure the layers on")
     ids = np.array(ids, np.int32)
-    return {"input_ids": ids, "input_mask": np.array(masks, np.int32),
-            "segment_ids": np.zeros_like(ids)}
+    return {
+        "input_ids": ids,
+        "input_mask": np.array(masks, np.int32),
+        "segment_ids": np.zeros_like(ids),
+    }
 
 
 # --------------------------------------------------------------------------------------
@@ -157,7 +166,7 @@ def bert_variable_name(name: str) -> str:
     layer, rest = match.groups()
     for ours, theirs in _BERT_BLOCK_NAMES:
         if rest.startswith(ours):
-            return f"bert/encoder/layer_{layer}/{theirs}{rest[len(ours):]}"
+            return f"bert/encoder/layer_{layer}/{theirs}{rest[len(ours) :]}"
     raise ValueError(f"no BERT name for {name!r}")
 
 
@@ -175,14 +184,15 @@ def _load_bert_checkpoint(encoder, prefix) -> None:
         if theirs not in shapes:
             problems.append(f"{theirs} missing")
         elif tuple(shapes[theirs]) != tuple(variable.shape):
-            problems.append(f"{theirs}: checkpoint {shapes[theirs]}, model "
-                            f"{list(variable.shape)}")
+            problems.append(f"{theirs}: checkpoint {shapes[theirs]}, model {list(variable.shape)}")
         else:
             plan.append((theirs, variable))
     if problems:
-        raise UserError(f"{prefix}: does not fit its {BERT_CONFIG_NAME}: "
-                        + "; ".join(problems[:5])
-                        + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""))
+        raise UserError(
+            f"{prefix}: does not fit its {BERT_CONFIG_NAME}: "
+            + "; ".join(problems[:5])
+            + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
+        )
     for theirs, variable in plan:
         variable.assign(reader.get_tensor(theirs).astype(variable.dtype))
 
@@ -198,8 +208,12 @@ def _config(config_file):
     except (OSError, json.JSONDecodeError) as err:
         raise UserError(f"{config_file}: cannot read the model config: {err}") from None
     if "embedding_size" not in values:  # a BERT config
-        values = {**values, "embedding_size": values.get("hidden_size"),
-                  "num_hidden_groups": values.get("num_hidden_layers"), "inner_group_num": 1}
+        values = {
+            **values,
+            "embedding_size": values.get("hidden_size"),
+            "num_hidden_groups": values.get("num_hidden_layers"),
+            "inner_group_num": 1,
+        }
     try:
         return AlbertConfig.from_dict(values, source=config_file)
     except ValueError as err:
@@ -223,8 +237,10 @@ def _tokenizer(folder, config, demo_spm_model):
     demo = tokenization.FullTokenizer(spm_model_file=demo_spm_model)
     if demo.vocab_size == config.vocab_size:
         return demo
-    raise UserError(f"{folder}: no tokenizer (a SentencePiece *.model or {BERT_VOCAB_NAME}) "
-                    f"for its vocabulary of {config.vocab_size}")
+    raise UserError(
+        f"{folder}: no tokenizer (a SentencePiece *.model or {BERT_VOCAB_NAME}) "
+        f"for its vocabulary of {config.vocab_size}"
+    )
 
 
 def load_model(path, demo_spm_model):
@@ -237,9 +253,14 @@ def load_model(path, demo_spm_model):
 
     path = os.fspath(path)
     folder = path if os.path.isdir(path) else os.path.dirname(path) or "."
-    config_file = next((os.path.join(folder, name)
-                        for name in (release.CONFIG_NAME, BERT_CONFIG_NAME)
-                        if os.path.isfile(os.path.join(folder, name))), None)
+    config_file = next(
+        (
+            os.path.join(folder, name)
+            for name in (release.CONFIG_NAME, BERT_CONFIG_NAME)
+            if os.path.isfile(os.path.join(folder, name))
+        ),
+        None,
+    )
     if config_file is None:
         raise UserError(f"{path}: no {release.CONFIG_NAME} or {BERT_CONFIG_NAME} in {folder}")
     config = _config(config_file)
@@ -252,18 +273,26 @@ def load_model(path, demo_spm_model):
         raise UserError(f"{path}: {err}") from None
     encoder = AlbertModel(config)
     encoder.build()
-    if any(n.startswith("bert/encoder/layer_") for n in
-           checkpoints.checkpoint_variable_shapes(prefix)):
+    if any(
+        n.startswith("bert/encoder/layer_") for n in checkpoints.checkpoint_variable_shapes(prefix)
+    ):
         _load_bert_checkpoint(encoder, prefix)
     else:
         try:
             checkpoints.init_from_checkpoint(encoder, prefix)
         except checkpoints.CheckpointMismatchError as err:
             lines = [line.strip() for line in str(err).splitlines()]
-            raise UserError(f"{config_file} does not fit the checkpoint: "
-                            + "; ".join(lines[1:6])) from None
-    _logger.info("%s: %d layers, H = %d, E = %d, from %s", path, config.num_hidden_layers,
-                 config.hidden_size, config.embedding_size, prefix)
+            raise UserError(
+                f"{config_file} does not fit the checkpoint: " + "; ".join(lines[1:6])
+            ) from None
+    _logger.info(
+        "%s: %d layers, H = %d, E = %d, from %s",
+        path,
+        config.num_hidden_layers,
+        config.hidden_size,
+        config.embedding_size,
+        prefix,
+    )
     return encoder, _tokenizer(folder, config, demo_spm_model)
 
 
@@ -281,5 +310,12 @@ def parse_model_flags(entries) -> list[tuple[str, str]]:
     return out
 
 
-__all__ = ["transition_sums", "layer_states", "measure", "text_sequences",
-           "bert_variable_name", "load_model", "parse_model_flags"]
+__all__ = [
+    "transition_sums",
+    "layer_states",
+    "measure",
+    "text_sequences",
+    "bert_variable_name",
+    "load_model",
+    "parse_model_flags",
+]

@@ -55,12 +55,20 @@ class SpeedPaths:
     system_allocator_for_large_models: bool
 
 
-CPU_ONLY = SpeedPaths(fused_elementwise=True, summed_kernel_gradients=True,
-                      fused_inference_qkv=True, last_layer_row_selection=True,
-                      system_allocator_for_large_models=True)
-WITH_ACCELERATOR = SpeedPaths(fused_elementwise=False, summed_kernel_gradients=False,
-                              fused_inference_qkv=False, last_layer_row_selection=False,
-                              system_allocator_for_large_models=False)
+CPU_ONLY = SpeedPaths(
+    fused_elementwise=True,
+    summed_kernel_gradients=True,
+    fused_inference_qkv=True,
+    last_layer_row_selection=True,
+    system_allocator_for_large_models=True,
+)
+WITH_ACCELERATOR = SpeedPaths(
+    fused_elementwise=False,
+    summed_kernel_gradients=False,
+    fused_inference_qkv=False,
+    last_layer_row_selection=False,
+    system_allocator_for_large_models=False,
+)
 
 _forced: SpeedPaths | None = None
 
@@ -77,9 +85,14 @@ def accelerator_present() -> bool:
 
     if tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU"):
         return True
-    tpu_strategies = tuple(c for c in (getattr(tf.distribute, "TPUStrategy", None),
-                                       getattr(tf.distribute.experimental, "TPUStrategy", None))
-                           if c is not None)
+    tpu_strategies = tuple(
+        c
+        for c in (
+            getattr(tf.distribute, "TPUStrategy", None),
+            getattr(tf.distribute.experimental, "TPUStrategy", None),
+        )
+        if c is not None
+    )
     return isinstance(tf.distribute.get_strategy(), tpu_strategies)
 
 

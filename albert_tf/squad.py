@@ -62,8 +62,9 @@ class AlbertSquadV1(keras.Model):
             config = AlbertConfig.from_dict(config)
         self.config = config
         self.albert = AlbertModel(config, name="albert")
-        self.squad_v1 = OutputProjection(2, initializer_range=config.initializer_range,
-                                         name="squad_v1")
+        self.squad_v1 = OutputProjection(
+            2, initializer_range=config.initializer_range, name="squad_v1"
+        )
 
     def build(self, input_shape=None):
         self.albert.build()
@@ -80,8 +81,9 @@ class AlbertSquadV1(keras.Model):
 
     @classmethod
     def from_config(cls, config):
-        return cls(AlbertConfig.from_dict(config["config"]),
-                   name=config.get("name", "albert_squad_v1"))
+        return cls(
+            AlbertConfig.from_dict(config["config"]), name=config.get("name", "albert_squad_v1")
+        )
 
 
 def span_loss(logits, positions):
@@ -94,8 +96,10 @@ def span_loss(logits, positions):
 def loss_fn(model, features, training):
     """Trainer loss: (start loss + end loss) / 2."""
     out = model(features, training=training)
-    loss = (span_loss(out["start_logits"], features["start_positions"])
-            + span_loss(out["end_logits"], features["end_positions"])) / 2.0
+    loss = (
+        span_loss(out["start_logits"], features["start_positions"])
+        + span_loss(out["end_logits"], features["end_positions"])
+    ) / 2.0
     return loss, {}
 
 
@@ -119,8 +123,9 @@ class AlbertSquadV2(keras.Model):
         self.start_n_top, self.end_n_top = int(start_n_top), int(end_n_top)
         self.dropout_prob = float(dropout_prob)
         self.albert = AlbertModel(config, name="albert")
-        self.squad_v2 = SquadV2Head(config.hidden_size, config.initializer_range,
-                                    self.dropout_prob, name="squad_v2")
+        self.squad_v2 = SquadV2Head(
+            config.hidden_size, config.initializer_range, self.dropout_prob, name="squad_v2"
+        )
 
     def build(self, input_shape=None):
         self.albert.build()
@@ -137,20 +142,31 @@ class AlbertSquadV2(keras.Model):
         if training:
             gold = tf.gather(h, tf.cast(inputs["start_positions"], tf.int32), batch_dims=1)
             end = head.end_logits(h, gold, p_mask)
-            return {"start_log_probs": start_log_probs,
-                    "end_log_probs": tf.nn.log_softmax(end, axis=-1), "cls_logits": cls_logits}
+            return {
+                "start_log_probs": start_log_probs,
+                "end_log_probs": tf.nn.log_softmax(end, axis=-1),
+                "cls_logits": cls_logits,
+            }
         start_top, start_index = tf.nn.top_k(start_log_probs, k=self.start_n_top)
         end = head.end_logits(h, tf.gather(h, start_index, batch_dims=1), p_mask)
         end_top, end_index = tf.nn.top_k(tf.nn.log_softmax(end, axis=-1), k=self.end_n_top)
         beam = self.start_n_top * self.end_n_top
-        return {"start_top_log_probs": start_top, "start_top_index": start_index,
-                "end_top_log_probs": tf.reshape(end_top, [-1, beam]),
-                "end_top_index": tf.reshape(end_index, [-1, beam]), "cls_logits": cls_logits}
+        return {
+            "start_top_log_probs": start_top,
+            "start_top_index": start_index,
+            "end_top_log_probs": tf.reshape(end_top, [-1, beam]),
+            "end_top_index": tf.reshape(end_index, [-1, beam]),
+            "cls_logits": cls_logits,
+        }
 
     def get_config(self):
-        return {"config": self.config.to_dict(), "start_n_top": self.start_n_top,
-                "end_n_top": self.end_n_top, "dropout_prob": self.dropout_prob,
-                "name": self.name}
+        return {
+            "config": self.config.to_dict(),
+            "start_n_top": self.start_n_top,
+            "end_n_top": self.end_n_top,
+            "dropout_prob": self.dropout_prob,
+            "name": self.name,
+        }
 
     @classmethod
     def from_config(cls, config):
@@ -167,10 +183,15 @@ def loss_fn_v2(model, features, training):
         picked = tf.gather(log_probs, tf.cast(positions, tf.int32), axis=1, batch_dims=1)
         return -tf.reduce_mean(picked)
 
-    answer = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
-        labels=tf.cast(features["is_impossible"], tf.float32), logits=out["cls_logits"]))
-    loss = (cross_entropy(out["start_log_probs"], features["start_positions"])
-            + cross_entropy(out["end_log_probs"], features["end_positions"])) / 2.0
+    answer = tf.reduce_mean(
+        tf.nn.sigmoid_cross_entropy_with_logits(
+            labels=tf.cast(features["is_impossible"], tf.float32), logits=out["cls_logits"]
+        )
+    )
+    loss = (
+        cross_entropy(out["start_log_probs"], features["start_positions"])
+        + cross_entropy(out["end_log_probs"], features["end_positions"])
+    ) / 2.0
     return loss + answer / 2.0, {}
 
 
@@ -184,16 +205,25 @@ def eval_dataset_fn(path, seq_length, batch_size, num_features, replicas):
 
     return replica_eval_dataset_fn(
         lambda per_replica: squad_dataset(path, seq_length, per_replica, is_training=False),
-        num_features, batch_size, replicas)
+        num_features,
+        batch_size,
+        replicas,
+    )
 
 
 def predict_outputs(strategy, model, dataset_fn):
     """{unique_id: {output name: numpy array of that feature}} over the dataset."""
-    outputs = collect_outputs(strategy, dataset_fn, lambda features: {
-        "unique_ids": features["unique_ids"], **model(features, training=False)})
+    outputs = collect_outputs(
+        strategy,
+        dataset_fn,
+        lambda features: {"unique_ids": features["unique_ids"], **model(features, training=False)},
+    )
     names = [n for n in outputs if n != "unique_ids"]
-    return {int(uid): {n: outputs[n][row] for n in names}
-            for row, uid in enumerate(outputs["unique_ids"]) if uid}  # 0 = padding row
+    return {
+        int(uid): {n: outputs[n][row] for n in names}
+        for row, uid in enumerate(outputs["unique_ids"])
+        if uid
+    }  # 0 = padding row
 
 
 def _top_indexes(logits, n):
@@ -228,7 +258,8 @@ def accumulate_spans(spans, examples, features, results, n_best_size, max_answer
                         continue
                     key = (feature_index, start - offset, end - offset)
                     candidates.setdefault(key, []).append(
-                        (float(start_logits[start]), float(end_logits[end])))
+                        (float(start_logits[start]), float(end_logits[end]))
+                    )
     return spans
 
 
@@ -242,10 +273,19 @@ def _softmax(scores):
 def _ranked_texts(example, windows, candidates, n_best_size):
     """[(text, start score, end score)]: candidates {(window, start, end): [(s, e), ...]}
     averaged, ranked by s + e, deduplicated by text, at most n_best_size."""
-    ranked = sorted(((sum(p[0] for p in pairs) / len(pairs),
-                      sum(p[1] for p in pairs) / len(pairs), f, start, end)
-                     for (f, start, end), pairs in candidates.items()),
-                    key=lambda r: -(r[0] + r[1]))
+    ranked = sorted(
+        (
+            (
+                sum(p[0] for p in pairs) / len(pairs),
+                sum(p[1] for p in pairs) / len(pairs),
+                f,
+                start,
+                end,
+            )
+            for (f, start, end), pairs in candidates.items()
+        ),
+        key=lambda r: -(r[0] + r[1]),
+    )
     seen, best = set(), []
     for start_score, end_score, f, start, end in ranked:
         if len(best) >= n_best_size:
@@ -253,7 +293,7 @@ def _ranked_texts(example, windows, candidates, n_best_size):
         window = windows[f]
         first = window.tok_start_to_orig_index[start]
         last = window.tok_end_to_orig_index[end]
-        text = example.paragraph_text[first:last + 1].strip()
+        text = example.paragraph_text[first : last + 1].strip()
         if text not in seen:
             seen.add(text)
             best.append((text, start_score, end_score))
@@ -262,8 +302,10 @@ def _ranked_texts(example, windows, candidates, n_best_size):
 
 def _nbest_json(best):
     probs = _softmax([s + e for _, s, e in best])
-    return [{"text": t, "probability": p, "start_log_prob": s, "end_log_prob": e}
-            for (t, s, e), p in zip(best, probs)]
+    return [
+        {"text": t, "probability": p, "start_log_prob": s, "end_log_prob": e}
+        for (t, s, e), p in zip(best, probs)
+    ]
 
 
 def _by_example(features):
@@ -279,15 +321,17 @@ def nbest_predictions(spans, examples, features, n_best_size):
     windows = _by_example(features)
     predictions, nbest_json = collections.OrderedDict(), collections.OrderedDict()
     for example_index, example in enumerate(examples):
-        best = _ranked_texts(example, windows[example_index], spans.get(example_index, {}),
-                             n_best_size) or [("empty", 0.0, 0.0)]  # the original's placeholder
+        best = _ranked_texts(
+            example, windows[example_index], spans.get(example_index, {}), n_best_size
+        ) or [("empty", 0.0, 0.0)]  # the original's placeholder
         nbest_json[example.qas_id] = _nbest_json(best)
         predictions[example.qas_id] = best[0][0]
     return predictions, nbest_json
 
 
-def accumulate_spans_v2(spans, null_scores, examples, features, results, max_answer_length,
-                        start_n_top, end_n_top):
+def accumulate_spans_v2(
+    spans, null_scores, examples, features, results, max_answer_length, start_n_top, end_n_top
+):
     """v2: adds one run's beam candidates to `spans` (as v1's) and each example's null
     score (the smallest cls_logits over its windows) to `null_scores` {example_index:
     [score per run]}. results: `predict_outputs` of AlbertSquadV2."""
@@ -311,8 +355,11 @@ def accumulate_spans_v2(spans, null_scores, examples, features, results, max_ans
                     if end < start or end - start + 1 > max_answer_length:
                         continue
                     candidates.setdefault((feature_index, start - offset, end - offset), []).append(
-                        (float(out["start_top_log_probs"][i]),
-                         float(out["end_top_log_probs"][i * end_n_top + j])))
+                        (
+                            float(out["start_top_log_probs"][i]),
+                            float(out["end_top_log_probs"][i * end_n_top + j]),
+                        )
+                    )
         null_scores.setdefault(example_index, []).append(score_null)
     return spans, null_scores
 
@@ -324,8 +371,9 @@ def nbest_predictions_v2(spans, null_scores, examples, features, n_best_size, th
     predictions, nbest_json = collections.OrderedDict(), collections.OrderedDict()
     null_odds = collections.OrderedDict()
     for example_index, example in enumerate(examples):
-        best = _ranked_texts(example, windows[example_index], spans.get(example_index, {}),
-                             n_best_size) or [("", -1e6, -1e6)]
+        best = _ranked_texts(
+            example, windows[example_index], spans.get(example_index, {}), n_best_size
+        ) or [("", -1e6, -1e6)]
         nbest_json[example.qas_id] = _nbest_json(best)
         scores = null_scores[example_index]
         null_odds[example.qas_id] = sum(scores) / len(scores)
@@ -344,8 +392,9 @@ def evaluate_with_threshold(gold, predict):
     threshold = first["best_f1_thresh"]
     final = predict(threshold)
     metrics = squad_eval.evaluate_v2(gold, final[0], final[2])
-    metrics.update({k: first[k] for k in ("best_exact", "best_exact_thresh", "best_f1",
-                                          "best_f1_thresh")})
+    metrics.update(
+        {k: first[k] for k in ("best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh")}
+    )
     metrics["null_score_diff_threshold"] = threshold
     return metrics, final
 
@@ -378,42 +427,56 @@ class SquadOptions(driver.RunOptions, ModelFileOptions):
     be reused). train_feature_file is reused only when it was built from the same inputs
     and settings (`SquadTask._train_features`).
     """
+
     vocab_file: str | None = option(None, "Not used: SQuAD features are SentencePiece only.")
     train_file: str | None = option(None, "SQuAD training JSON (train-v1.1.json).")
-    predict_file: str | None = option(None, "SQuAD JSON to predict (dev-v1.1.json); scored "
-                                            "when it holds answers.")
+    predict_file: str | None = option(
+        None, "SQuAD JSON to predict (dev-v1.1.json); scored when it holds answers."
+    )
     train_feature_file: str | None = option(
-        None, "Training features TFRecord (default <output_dir>/train.tf_record; reused only "
-              "when built from the same inputs and settings).")
+        None,
+        "Training features TFRecord (default <output_dir>/train.tf_record; reused only "
+        "when built from the same inputs and settings).",
+    )
     predict_feature_file: str | None = option(
-        None, "Prediction features TFRecord (default <output_dir>/predict.tf_record; always "
-              "rebuilt).")
+        None,
+        "Prediction features TFRecord (default <output_dir>/predict.tf_record; always rebuilt).",
+    )
     predict_feature_left_file: str | None = option(
-        None, "Accepted; prediction features are kept in memory instead of this pickle.")
-    max_seq_length: int = option(384, "Sequence length (<= max_position_embeddings).",
-                                 minimum=1)
+        None, "Accepted; prediction features are kept in memory instead of this pickle."
+    )
+    max_seq_length: int = option(384, "Sequence length (<= max_position_embeddings).", minimum=1)
     doc_stride: int = option(128, "Stride between paragraph windows.", minimum=1)
     max_query_length: int = option(64, "Question pieces kept.", minimum=1)
-    do_predict: bool = option(False, "Predict --predict_file (and pick the best checkpoint by "
-                                     "F1 when it holds answers).")
+    do_predict: bool = option(
+        False, "Predict --predict_file (and pick the best checkpoint by F1 when it holds answers)."
+    )
     predict_batch_size: int = option(8, "Predict batch size.", minimum=1)
     num_train_epochs: float = option(3.0, "Epochs over the training examples.")
-    warmup_proportion: float = option(0.1, "Share of the steps with linear warmup.",
-                                      minimum=0.0, maximum=1.0)
-    n_best_size: int = option(20, "Start and end candidates per window, and n-best list "
-                                  "length.", minimum=1)
+    warmup_proportion: float = option(
+        0.1, "Share of the steps with linear warmup.", minimum=0.0, maximum=1.0
+    )
+    n_best_size: int = option(
+        20, "Start and end candidates per window, and n-best list length.", minimum=1
+    )
     max_answer_length: int = option(30, "Longest answer in pieces.", minimum=1)
     use_einsum: bool = option(True, "Accepted for compatibility.")
-    export_dir: str | None = option(None, "v1.1: write <export_dir>/saved_model/<timestamp> "
-                                          "(int32 [1, max_seq_length] inputs) and "
-                                          "albert_model.tflite.")
+    export_dir: str | None = option(
+        None,
+        "v1.1: write <export_dir>/saved_model/<timestamp> "
+        "(int32 [1, max_seq_length] inputs) and "
+        "albert_model.tflite.",
+    )
     start_n_top: int = option(5, "v2: beam width over starts.", minimum=1)
     end_n_top: int = option(5, "v2: ends kept per start.", minimum=1)
-    dropout_prob: float = option(0.1, "v2: dropout in the answer-class head (training).",
-                                 minimum=0.0, below=1.0)
+    dropout_prob: float = option(
+        0.1, "v2: dropout in the answer-class head (training).", minimum=0.0, below=1.0
+    )
     version_2_with_negative: bool = option(
-        False, "SQuAD v2.0 (run_squad_v2.py's model, unanswerable questions, null "
-               "threshold) instead of v1.1.")
+        False,
+        "SQuAD v2.0 (run_squad_v2.py's model, unanswerable questions, null "
+        "threshold) instead of v1.1.",
+    )
 
 
 class SquadTask(driver.Task):
@@ -433,35 +496,42 @@ class SquadTask(driver.Task):
     def resolve(self):
         opts = self.options
         if not (opts.do_train or opts.do_predict or opts.export_dir):
-            raise UserError("at least one of --do_train, --do_predict or --export_dir must be "
-                            "set")
+            raise UserError("at least one of --do_train, --do_predict or --export_dir must be set")
         if opts.export_dir and self.v2:
             raise UserError("--export_dir exports the v1.1 model only, as the original")
         if opts.num_train_epochs <= 0 and opts.do_train:
             raise UserError(f"--num_train_epochs must be > 0, got {opts.num_train_epochs}")
         if self.v2 and max(opts.start_n_top, opts.end_n_top) > opts.max_seq_length:
-            raise UserError(f"--start_n_top={opts.start_n_top} / --end_n_top={opts.end_n_top}: "
-                            f"at most --max_seq_length={opts.max_seq_length}")
+            raise UserError(
+                f"--start_n_top={opts.start_n_top} / --end_n_top={opts.end_n_top}: "
+                f"at most --max_seq_length={opts.max_seq_length}"
+            )
         if opts.do_train and not opts.train_file:
             raise UserError("--do_train needs --train_file")
         if opts.do_predict and not opts.predict_file:
             raise UserError("--do_predict needs --predict_file")
         self.files = resolve_model_files(opts, opts.max_seq_length, require_spm=True)
         self.files.vocab_file = None  # SentencePiece only, as the original
-        for flag, path in (("train_file", opts.train_file if opts.do_train else None),
-                           ("predict_file", opts.predict_file if opts.do_predict else None)):
+        for flag, path in (
+            ("train_file", opts.train_file if opts.do_train else None),
+            ("predict_file", opts.predict_file if opts.do_predict else None),
+        ):
             if path and not tf.io.gfile.exists(path):
                 raise UserError(f"--{flag}={path}: file not found")
         if opts.max_seq_length <= opts.max_query_length + 3:
-            raise UserError(f"--max_seq_length={opts.max_seq_length} must exceed "
-                            f"--max_query_length={opts.max_query_length} + 3")
+            raise UserError(
+                f"--max_seq_length={opts.max_seq_length} must exceed "
+                f"--max_query_length={opts.max_query_length} + 3"
+            )
         # Read the JSON files now: a malformed one fails before anything is written.
         self.predict_examples = _read(opts.predict_file, False) if opts.do_predict else None
         self.train_examples = _read(opts.train_file, True) if opts.do_train else None
         if opts.do_train and not self.v2 and squad_has_impossible(opts.train_file):
-            raise UserError(f"--train_file={opts.train_file} holds unanswerable questions "
-                            "(is_impossible: true), i.e. SQuAD v2.0 data: pass "
-                            "--version_2_with_negative (or a v1.1 file)")
+            raise UserError(
+                f"--train_file={opts.train_file} holds unanswerable questions "
+                "(is_impossible: true), i.e. SQuAD v2.0 data: pass "
+                "--version_2_with_negative (or a v1.1 file)"
+            )
         return self.files.config
 
     def build_model(self, config):
@@ -482,12 +552,23 @@ class SquadTask(driver.Task):
         from albert_tf.data import squad_data
 
         opts = self.options
-        feats = squad_data.write_features(squad_data.convert_examples_to_features(
-            examples, self.tokenizer, opts.max_seq_length, opts.doc_stride,
-            opts.max_query_length, is_training), path, is_training)
+        feats = squad_data.write_features(
+            squad_data.convert_examples_to_features(
+                examples,
+                self.tokenizer,
+                opts.max_seq_length,
+                opts.doc_stride,
+                opts.max_query_length,
+                is_training,
+            ),
+            path,
+            is_training,
+        )
         if not feats:
-            raise UserError(f"no features: every example of the "
-                            f"{'training' if is_training else 'predict'} file was dropped")
+            raise UserError(
+                f"no features: every example of the "
+                f"{'training' if is_training else 'predict'} file was dropped"
+            )
         return feats
 
     def _prepare_predictions(self, run):
@@ -496,13 +577,20 @@ class SquadTask(driver.Task):
         self.predict_features = self._features(self.predict_examples, False, path)
         with tf.io.gfile.GFile(opts.predict_file) as f:
             self.gold = json.load(f)["data"]
-        self.has_gold = any(qa.get("answers") for a in self.gold for p in a["paragraphs"]
-                            for qa in p["qas"])
-        self.predict_dataset_fn = eval_dataset_fn(path, opts.max_seq_length,
-                                                  opts.predict_batch_size,
-                                                  len(self.predict_features), run.replicas)
-        run.summary.update(num_predict_examples=len(self.predict_examples),
-                           num_predict_features=len(self.predict_features))
+        self.has_gold = any(
+            qa.get("answers") for a in self.gold for p in a["paragraphs"] for qa in p["qas"]
+        )
+        self.predict_dataset_fn = eval_dataset_fn(
+            path,
+            opts.max_seq_length,
+            opts.predict_batch_size,
+            len(self.predict_features),
+            run.replicas,
+        )
+        run.summary.update(
+            num_predict_examples=len(self.predict_examples),
+            num_predict_features=len(self.predict_features),
+        )
 
     def _predict_and_score(self, run):
         """(metrics or None without gold answers, (predictions, nbest, null_odds))."""
@@ -510,18 +598,27 @@ class SquadTask(driver.Task):
         examples, features = self.predict_examples, self.predict_features
         results = predict_outputs(run.strategy, run.model, self.predict_dataset_fn)
         if not self.v2:
-            spans = accumulate_spans({}, examples, features, results, opts.n_best_size,
-                                     opts.max_answer_length)
+            spans = accumulate_spans(
+                {}, examples, features, results, opts.n_best_size, opts.max_answer_length
+            )
             predictions, nbest = nbest_predictions(spans, examples, features, opts.n_best_size)
             metrics = squad_eval.evaluate_v1(self.gold, predictions) if self.has_gold else None
             return metrics, (predictions, nbest, None)
-        spans, nulls = accumulate_spans_v2({}, {}, examples, features, results,
-                                           opts.max_answer_length, opts.start_n_top,
-                                           opts.end_n_top)
+        spans, nulls = accumulate_spans_v2(
+            {},
+            {},
+            examples,
+            features,
+            results,
+            opts.max_answer_length,
+            opts.start_n_top,
+            opts.end_n_top,
+        )
 
         def predict(threshold):
-            return nbest_predictions_v2(spans, nulls, examples, features, opts.n_best_size,
-                                        threshold)
+            return nbest_predictions_v2(
+                spans, nulls, examples, features, opts.n_best_size, threshold
+            )
 
         if self.has_gold:
             return evaluate_with_threshold(self.gold, predict)
@@ -530,8 +627,9 @@ class SquadTask(driver.Task):
     def evaluator(self, run):
         if not (self.options.do_predict and self.has_gold):
             return None
-        return driver.Evaluation("f1", lambda: self._predict_and_score(run)[0],
-                                 selection.SQUAD_FORMAT)
+        return driver.Evaluation(
+            "f1", lambda: self._predict_and_score(run)[0], selection.SQUAD_FORMAT
+        )
 
     def training_plan(self, run):
         import random
@@ -545,15 +643,25 @@ class SquadTask(driver.Task):
         num_features = self._train_features(examples, path)
         steps = int(len(examples) / opts.train_batch_size * opts.num_train_epochs)
         if steps < 1:
-            raise UserError(f"{len(examples)} training examples x {opts.num_train_epochs} "
-                            f"epochs give no step of batch {opts.train_batch_size}")
-        run.summary.update(num_train_examples=len(examples), num_train_features=num_features,
-                           num_train_steps=steps)
+            raise UserError(
+                f"{len(examples)} training examples x {opts.num_train_epochs} "
+                f"epochs give no step of batch {opts.train_batch_size}"
+            )
+        run.summary.update(
+            num_train_examples=len(examples), num_train_features=num_features, num_train_steps=steps
+        )
 
         def dataset_fn(ctx):
             return squad_data.squad_dataset(
-                path, opts.max_seq_length, ctx.get_per_replica_batch_size(opts.train_batch_size),
-                is_training=True, drop_remainder=True, input_context=ctx, seed=opts.random_seed)
+                path,
+                opts.max_seq_length,
+                ctx.get_per_replica_batch_size(opts.train_batch_size),
+                is_training=True,
+                drop_remainder=True,
+                input_context=ctx,
+                seed=opts.random_seed,
+            )
+
         return driver.TrainingPlan(dataset_fn, steps, int(steps * opts.warmup_proportion))
 
     def _train_features(self, examples, path) -> int:
@@ -566,27 +674,53 @@ class SquadTask(driver.Task):
         opts = self.options
         task = "squad_v2" if self.v2 else "squad_v1"
         key = feature_cache_key(
-            task, "train", max_seq_length=opts.max_seq_length, do_lower_case=opts.do_lower_case,
-            label_list=(), data_files=[opts.train_file], spm_model_file=self.files.spm_model_file,
+            task,
+            "train",
+            max_seq_length=opts.max_seq_length,
+            do_lower_case=opts.do_lower_case,
+            label_list=(),
+            data_files=[opts.train_file],
+            spm_model_file=self.files.spm_model_file,
             vocab_file=None,
             extra={"doc_stride": opts.doc_stride, "max_query_length": opts.max_query_length},
-            digit_comma=opts.digit_comma)
+            digit_comma=opts.digit_comma,
+        )
         meta_path = path + ".json"
         if tf.io.gfile.exists(meta_path):
             meta = json.loads(fileio.read_text(meta_path))
             if meta.get("key") == key and tf.io.gfile.exists(path):
-                _logger.info("reusing training features %s (%d features, key %s)", path,
-                             meta["num_features"], key)
+                _logger.info(
+                    "reusing training features %s (%d features, key %s)",
+                    path,
+                    meta["num_features"],
+                    key,
+                )
                 return int(meta["num_features"])
-            _logger.info("rebuilding %s: it was made from other inputs or settings (key %s, "
-                         "now %s)", path, meta.get("key"), key)
+            _logger.info(
+                "rebuilding %s: it was made from other inputs or settings (key %s, now %s)",
+                path,
+                meta.get("key"),
+                key,
+            )
             tf.io.gfile.remove(meta_path)  # never leave a sidecar beside other features
         count = len(self._features(examples, True, path))
-        fileio.atomic_write_text(meta_path, json.dumps({
-            "key": key, "num_features": count, "train_file": opts.train_file,
-            "max_seq_length": opts.max_seq_length, "doc_stride": opts.doc_stride,
-            "max_query_length": opts.max_query_length, "do_lower_case": opts.do_lower_case,
-            "version_2_with_negative": self.v2}, indent=2, sort_keys=True))
+        fileio.atomic_write_text(
+            meta_path,
+            json.dumps(
+                {
+                    "key": key,
+                    "num_features": count,
+                    "train_file": opts.train_file,
+                    "max_seq_length": opts.max_seq_length,
+                    "doc_stride": opts.doc_stride,
+                    "max_query_length": opts.max_query_length,
+                    "do_lower_case": opts.do_lower_case,
+                    "version_2_with_negative": self.v2,
+                },
+                indent=2,
+                sort_keys=True,
+            ),
+        )
         return count
 
     def wants_final_weights(self):
@@ -600,16 +734,19 @@ class SquadTask(driver.Task):
             run.summary.update(write_predictions(self.options.output_dir, *written))
             if metrics is not None:
                 run.summary["eval"] = metrics
-                _logger.info("dev with the predict weights (%s): %s",
-                             run.summary["predict_weights"],
-                             ", ".join(f"{k} = {v:.2f}" for k, v in metrics.items()))
+                _logger.info(
+                    "dev with the predict weights (%s): %s",
+                    run.summary["predict_weights"],
+                    ", ".join(f"{k} = {v:.2f}" for k, v in metrics.items()),
+                )
 
     def export(self, run):
         from albert_tf.export import export_squad
 
         if self.options.export_dir and run.is_chief:
-            run.summary["export"] = export_squad(run.model, self.options.export_dir,
-                                                 self.options.max_seq_length)
+            run.summary["export"] = export_squad(
+                run.model, self.options.export_dir, self.options.max_seq_length
+            )
 
 
 def squad_has_impossible(path) -> bool:
@@ -632,7 +769,20 @@ def run(opts: SquadOptions) -> dict:
     return driver.run(SquadTask(opts))
 
 
-__all__ = ["AlbertSquadV1", "AlbertSquadV2", "SquadOptions", "SquadTask", "loss_fn",
-           "loss_fn_v2", "span_loss", "accumulate_spans_v2", "nbest_predictions_v2",
-           "evaluate_with_threshold", "predict_outputs", "accumulate_spans",
-           "nbest_predictions", "write_predictions", "run"]
+__all__ = [
+    "AlbertSquadV1",
+    "AlbertSquadV2",
+    "SquadOptions",
+    "SquadTask",
+    "loss_fn",
+    "loss_fn_v2",
+    "span_loss",
+    "accumulate_spans_v2",
+    "nbest_predictions_v2",
+    "evaluate_with_threshold",
+    "predict_outputs",
+    "accumulate_spans",
+    "nbest_predictions",
+    "write_predictions",
+    "run",
+]

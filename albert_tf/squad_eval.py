@@ -89,15 +89,25 @@ def raw_scores_v2(dataset: Sequence[Mapping], predictions: Mapping[str, str]):
     return exact, f1s
 
 
-def apply_no_answer_threshold(scores: Mapping[str, float], no_answer_probs: Mapping[str, float],
-                              has_answer: Mapping[str, bool], threshold: float) -> dict:
+def apply_no_answer_threshold(
+    scores: Mapping[str, float],
+    no_answer_probs: Mapping[str, float],
+    has_answer: Mapping[str, bool],
+    threshold: float,
+) -> dict:
     """Scores with questions whose no-answer score exceeds `threshold` predicted empty."""
-    return {qid: (float(not has_answer[qid]) if no_answer_probs[qid] > threshold else s)
-            for qid, s in scores.items()}
+    return {
+        qid: (float(not has_answer[qid]) if no_answer_probs[qid] > threshold else s)
+        for qid, s in scores.items()
+    }
 
 
-def best_threshold(predictions: Mapping[str, str], scores: Mapping[str, float],
-                   no_answer_probs: Mapping[str, float], has_answer: Mapping[str, bool]):
+def best_threshold(
+    predictions: Mapping[str, str],
+    scores: Mapping[str, float],
+    no_answer_probs: Mapping[str, float],
+    has_answer: Mapping[str, bool],
+):
     """(best score in percent, threshold): sweep the threshold up through the sorted
     no-answer scores, answering one more question each step."""
     current = best = sum(1 for qid in has_answer if not has_answer[qid])
@@ -114,9 +124,12 @@ def best_threshold(predictions: Mapping[str, str], scores: Mapping[str, float],
     return 100.0 * best / len(scores), threshold
 
 
-def evaluate_v2(dataset: Sequence[Mapping], predictions: Mapping[str, str],
-                no_answer_probs: Mapping[str, float] | None = None,
-                no_answer_threshold: float = 1.0) -> dict:
+def evaluate_v2(
+    dataset: Sequence[Mapping],
+    predictions: Mapping[str, str],
+    no_answer_probs: Mapping[str, float] | None = None,
+    no_answer_threshold: float = 1.0,
+) -> dict:
     """Official v2.0 scores: exact, f1, total, HasAns_/NoAns_ breakdowns, and with
     `no_answer_probs` the best_exact / best_f1 and their thresholds."""
     has_answer = {qa["id"]: bool(qa["answers"]) for qa in _questions(dataset)}
@@ -129,8 +142,11 @@ def evaluate_v2(dataset: Sequence[Mapping], predictions: Mapping[str, str],
 
     def summary(ids):
         ids = list(ids)
-        return {"exact": 100.0 * sum(exact[k] for k in ids) / len(ids),
-                "f1": 100.0 * sum(f1s[k] for k in ids) / len(ids), "total": len(ids)}
+        return {
+            "exact": 100.0 * sum(exact[k] for k in ids) / len(ids),
+            "f1": 100.0 * sum(f1s[k] for k in ids) / len(ids),
+            "total": len(ids),
+        }
 
     result = summary(exact)
     for prefix, wanted in (("HasAns", True), ("NoAns", False)):
@@ -139,11 +155,21 @@ def evaluate_v2(dataset: Sequence[Mapping], predictions: Mapping[str, str],
             result.update({f"{prefix}_{k}": v for k, v in summary(ids).items()})
     if no_answer_probs is not None:
         result["best_exact"], result["best_exact_thresh"] = best_threshold(
-            predictions, exact_raw, no_answer_probs, has_answer)
+            predictions, exact_raw, no_answer_probs, has_answer
+        )
         result["best_f1"], result["best_f1_thresh"] = best_threshold(
-            predictions, f1_raw, no_answer_probs, has_answer)
+            predictions, f1_raw, no_answer_probs, has_answer
+        )
     return result
 
 
-__all__ = ["normalize_answer", "exact_match", "f1", "evaluate_v1", "evaluate_v2",
-           "raw_scores_v2", "apply_no_answer_threshold", "best_threshold"]
+__all__ = [
+    "normalize_answer",
+    "exact_match",
+    "f1",
+    "evaluate_v1",
+    "evaluate_v2",
+    "raw_scores_v2",
+    "apply_no_answer_threshold",
+    "best_threshold",
+]

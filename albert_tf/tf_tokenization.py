@@ -178,13 +178,19 @@ class InGraphTokenizer(tf.Module):
     Call: `tokenizer(strings)` with `strings` tf.string [B] returns tf.RaggedTensor int32 [B, (T)].
     """
 
-    def __init__(self, spm_model_file: str, do_lower_case: bool = True,
-                 digit_comma: str = tokenization.DEFAULT_DIGIT_COMMA, name: str | None = None):
+    def __init__(
+        self,
+        spm_model_file: str,
+        do_lower_case: bool = True,
+        digit_comma: str = tokenization.DEFAULT_DIGIT_COMMA,
+        name: str | None = None,
+    ):
         super().__init__(name=name)
         path = os.fspath(spm_model_file)
         # Validates the file and the special pieces with clear errors, before any graph work.
-        py_tok = tokenization.FullTokenizer(spm_model_file=path, do_lower_case=do_lower_case,
-                                            digit_comma=digit_comma)
+        py_tok = tokenization.FullTokenizer(
+            spm_model_file=path, do_lower_case=do_lower_case, digit_comma=digit_comma
+        )
         special = py_tok.special_ids()
         self.pad_id, self.unk_id = special["pad"], special["unk"]
         self.cls_id, self.sep_id, self.mask_id = special["cls"], special["sep"], special["mask"]
@@ -202,12 +208,16 @@ class InGraphTokenizer(tf.Module):
             self._fast = tf_text.FastSentencepieceTokenizer(model=fast_proto)
             self._known_cps = tf.constant(known, tf.int32)
             self._placeholder = placeholder
-            self._vocab = tf.constant([py_tok.sp_model.IdToPiece(i)
-                                       for i in range(self.vocab_size)])
+            self._vocab = tf.constant(
+                [py_tok.sp_model.IdToPiece(i) for i in range(self.vocab_size)]
+            )
         else:
-            warnings.warn(f"InGraphTokenizer({path!r}): {exact}; using tensorflow-text's "
-                          "SentencePiece Viterbi, whose ids can differ from FullTokenizer where "
-                          "two segmentations tie in float32.", stacklevel=2)
+            warnings.warn(
+                f"InGraphTokenizer({path!r}): {exact}; using tensorflow-text's "
+                "SentencePiece Viterbi, whose ids can differ from FullTokenizer where "
+                "two segmentations tie in float32.",
+                stacklevel=2,
+            )
         tables = _python_text_tables()
         self._ws_re = tables["whitespace"] + "+"
         self._combining_re = tables["combining"]
@@ -219,7 +229,9 @@ class InGraphTokenizer(tf.Module):
     # -- preprocess_text ------------------------------------------------------------------------
 
     def _lower(self, strings: tf.Tensor) -> tf.Tensor:
-        strings = tf.strings.regex_replace(strings, self._final_sigma_re, "\\1" + _FINAL_SIGMA + "\\2\\3")
+        strings = tf.strings.regex_replace(
+            strings, self._final_sigma_re, "\\1" + _FINAL_SIGMA + "\\2\\3"
+        )
         cps = tf.strings.unicode_decode(strings, "UTF-8", errors="replace")
         flat = cps.flat_values
         idx = tf.searchsorted(self._lower_keys, flat)
@@ -262,8 +274,11 @@ class InGraphTokenizer(tf.Module):
         surfaces = tf.boolean_mask(old, unknown)
         is_unk = tf.equal(flat_ids, self.unk_id)
         n_unk = tf.size(surfaces)
-        check = tf.debugging.assert_equal(tf.reduce_sum(tf.cast(is_unk, tf.int32)), n_unk,
-                                          message="unknown runs differ between the two stages")
+        check = tf.debugging.assert_equal(
+            tf.reduce_sum(tf.cast(is_unk, tf.int32)),
+            n_unk,
+            message="unknown runs differ between the two stages",
+        )
         with tf.control_dependencies([check]):
             rank = tf.math.cumsum(tf.cast(is_unk, tf.int32), exclusive=True)
         unk_text = tf.gather(tf.concat([surfaces, [""]], 0), tf.where(is_unk, rank, n_unk))
@@ -273,26 +288,42 @@ class InGraphTokenizer(tf.Module):
         """Digit-comma rule on flat pieces tf.string [N]; returns ragged [N, (k)] replacements."""
         fires = tf.strings.regex_full_match(pieces, self._digit_comma_re)
         # Re-encode "<piece minus comma, without ▁>"; rows where the rule does not fire get "".
-        stripped = tf.strings.regex_replace(tf.strings.regex_replace(pieces, ",$", ""), _UNDERLINE, "")
+        stripped = tf.strings.regex_replace(
+            tf.strings.regex_replace(pieces, ",$", ""), _UNDERLINE, ""
+        )
         sub = self._encode_pieces(tf.where(fires, stripped, ""))
         vals = sub.flat_values
         rows = sub.value_rowids()
         if self.digit_comma == "intended":
             # Drop a leading "▁" that the re-encoding added to a piece that had none.
-            had_none = tf.logical_not(tf.equal(tf.strings.substr(pieces, 0, _UNDERLINE_BYTES), _UNDERLINE))
-            first = tf.equal(tf.range(tf.size(vals, out_type=tf.int64)), tf.gather(sub.row_starts(), rows))
-            strip = (first & tf.gather(had_none, rows)
-                     & tf.equal(tf.strings.substr(vals, 0, _UNDERLINE_BYTES), _UNDERLINE))
+            had_none = tf.logical_not(
+                tf.equal(tf.strings.substr(pieces, 0, _UNDERLINE_BYTES), _UNDERLINE)
+            )
+            first = tf.equal(
+                tf.range(tf.size(vals, out_type=tf.int64)), tf.gather(sub.row_starts(), rows)
+            )
+            strip = (
+                first
+                & tf.gather(had_none, rows)
+                & tf.equal(tf.strings.substr(vals, 0, _UNDERLINE_BYTES), _UNDERLINE)
+            )
             vals = tf.where(strip, tf.strings.regex_replace(vals, "^" + _UNDERLINE, ""), vals)
             keep = tf.not_equal(vals, "")
-            sub = tf.RaggedTensor.from_value_rowids(tf.boolean_mask(vals, keep), tf.boolean_mask(rows, keep),
-                                                    nrows=tf.size(pieces, out_type=tf.int64))
+            sub = tf.RaggedTensor.from_value_rowids(
+                tf.boolean_mask(vals, keep),
+                tf.boolean_mask(rows, keep),
+                nrows=tf.size(pieces, out_type=tf.int64),
+            )
 
         def only_where(mask, values):  # ragged [N, (0 or 1)] holding values[i] where mask[i]
-            return tf.RaggedTensor.from_row_lengths(tf.boolean_mask(values, mask), tf.cast(mask, tf.int64))
+            return tf.RaggedTensor.from_row_lengths(
+                tf.boolean_mask(values, mask), tf.cast(mask, tf.int64)
+            )
 
         comma = tf.fill(tf.shape(pieces), ",")
-        return tf.concat([sub, only_where(fires, comma), only_where(tf.logical_not(fires), pieces)], axis=1)
+        return tf.concat(
+            [sub, only_where(fires, comma), only_where(tf.logical_not(fires), pieces)], axis=1
+        )
 
     def tokenize(self, preprocessed: tf.Tensor) -> tf.RaggedTensor:
         """`encode_pieces` on already preprocessed tf.string [B] -> ragged tf.string [B, (T)]."""
@@ -306,8 +337,9 @@ class InGraphTokenizer(tf.Module):
         pieces = self.tokenize(self.preprocess(strings))
         return tf.cast(self._sp.string_to_id(pieces), tf.int32)
 
-    def classifier_features(self, text_a: tf.Tensor, text_b: tf.Tensor | None = None,
-                            max_seq_length: int = 512) -> dict[str, tf.Tensor]:
+    def classifier_features(
+        self, text_a: tf.Tensor, text_b: tf.Tensor | None = None, max_seq_length: int = 512
+    ) -> dict[str, tf.Tensor]:
         """Raw strings -> `pack_inputs` features (input_ids/input_mask/segment_ids int32 [B, S])."""
         ids_b = None if text_b is None else self(text_b)
         return pack_inputs(self(text_a), ids_b, max_seq_length, self.cls_id, self.sep_id)
@@ -330,8 +362,13 @@ def _first_n(ids: tf.RaggedTensor, n: tf.Tensor) -> tf.RaggedTensor:
     return tf.ragged.boolean_mask(ids, pos < tf.expand_dims(n, 1))
 
 
-def pack_inputs(ids_a: tf.RaggedTensor, ids_b: tf.RaggedTensor | None, max_seq_length: int,
-                cls_id: int, sep_id: int) -> dict[str, tf.Tensor]:
+def pack_inputs(
+    ids_a: tf.RaggedTensor,
+    ids_b: tf.RaggedTensor | None,
+    max_seq_length: int,
+    cls_id: int,
+    sep_id: int,
+) -> dict[str, tf.Tensor]:
     """Builds "[CLS] a [SEP] (b [SEP])" features with the original's truncation (§11.3).
 
     Pairs: while len(a) + len(b) > max_seq_length - 3, the last token of the longer one is dropped
@@ -350,14 +387,18 @@ def pack_inputs(ids_a: tf.RaggedTensor, ids_b: tf.RaggedTensor | None, max_seq_l
     sep = tf.fill([batch, 1], sep_id)
     if ids_b is None:
         if max_seq_length < 2:
-            raise ValueError(f"max_seq_length must be >= 2 for single sequences, got {max_seq_length}")
+            raise ValueError(
+                f"max_seq_length must be >= 2 for single sequences, got {max_seq_length}"
+            )
         a = _first_n(ids_a, tf.minimum(ids_a.row_lengths(), max_seq_length - 2))
         parts, segs = [cls, a, sep], [0, 0, 0]
     else:
         if max_seq_length < 3:
             raise ValueError(f"max_seq_length must be >= 3 for pairs, got {max_seq_length}")
         ids_b = tf.cast(ids_b, tf.int32)
-        len_a, len_b = _truncated_lengths(ids_a.row_lengths(), ids_b.row_lengths(), max_seq_length - 3)
+        len_a, len_b = _truncated_lengths(
+            ids_a.row_lengths(), ids_b.row_lengths(), max_seq_length - 3
+        )
         parts = [cls, _first_n(ids_a, len_a), sep, _first_n(ids_b, len_b), sep]
         segs = [0, 0, 0, 1, 1]
     parts = [p if isinstance(p, tf.RaggedTensor) else tf.RaggedTensor.from_tensor(p) for p in parts]

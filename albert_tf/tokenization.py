@@ -110,18 +110,21 @@ def digit_comma_option():
     with this one definition (albert_tf/options.py)."""
     from albert_tf.options import option
 
-    return option(DEFAULT_DIGIT_COMMA,
-                  "SentencePiece pieces like '34,': 'python3' = what the original scripts "
-                  "produce under Python 3 (default; equal features), 'intended' = the rule as "
-                  "written (HuggingFace's). See docs/faithfulness.md.",
-                  choices=DIGIT_COMMA_MODES)
+    return option(
+        DEFAULT_DIGIT_COMMA,
+        "SentencePiece pieces like '34,': 'python3' = what the original scripts "
+        "produce under Python 3 (default; equal features), 'intended' = the rule as "
+        "written (HuggingFace's). See docs/faithfulness.md.",
+        choices=DIGIT_COMMA_MODES,
+    )
 
 
 def check_digit_comma(digit_comma: str) -> str:
     """Returns `digit_comma` if it is one of DIGIT_COMMA_MODES, else raises UserError."""
     if digit_comma not in DIGIT_COMMA_MODES:
-        raise UserError(f"--digit_comma={digit_comma!r}: expected one of "
-                        f"{', '.join(DIGIT_COMMA_MODES)}")
+        raise UserError(
+            f"--digit_comma={digit_comma!r}: expected one of {', '.join(DIGIT_COMMA_MODES)}"
+        )
     return digit_comma
 
 
@@ -263,14 +266,17 @@ def _check_wordpiece_vocab(path: str, vocab: Mapping[str, int]) -> None:
     if unk in vocab:
         return
     if SPM_SPECIAL_PIECES["unk"] in vocab or any(t.startswith(SPIECE_UNDERLINE) for t in vocab):
-        raise UserError(f"{path}: a SentencePiece .vocab file, not a WordPiece vocabulary; pass "
-                        "the SentencePiece .model file as --spm_model_file instead")
-    raise UserError(f"{path}: not a WordPiece vocabulary (one token per line): it has no {unk} "
-                    "line (for a SentencePiece model use --spm_model_file)")
+        raise UserError(
+            f"{path}: a SentencePiece .vocab file, not a WordPiece vocabulary; pass "
+            "the SentencePiece .model file as --spm_model_file instead"
+        )
+    raise UserError(
+        f"{path}: not a WordPiece vocabulary (one token per line): it has no {unk} "
+        "line (for a SentencePiece model use --spm_model_file)"
+    )
 
 
-def check_vocab_fits_config(tokenizer: "FullTokenizer", vocab_size: int,
-                            config_file: str) -> None:
+def check_vocab_fits_config(tokenizer: "FullTokenizer", vocab_size: int, config_file: str) -> None:
     """Refuses a tokenizer whose ids reach past the model's embedding table.
 
     Args:
@@ -286,7 +292,8 @@ def check_vocab_fits_config(tokenizer: "FullTokenizer", vocab_size: int,
         raise UserError(
             f"{flag}={tokenizer.model_file} has {tokenizer.vocab_size} pieces but "
             f"{config_file} has vocab_size {vocab_size}: ids {vocab_size} and above have no "
-            "embedding (use the tokenizer the model was trained with)")
+            "embedding (use the tokenizer the model was trained with)"
+        )
 
 
 def _is_whitespace(char: str) -> bool:
@@ -357,7 +364,9 @@ class BasicTokenizer:
             if self.do_lower_case:
                 token = token.lower()
                 token = "".join(
-                    c for c in unicodedata.normalize("NFD", token) if unicodedata.category(c) != "Mn"
+                    c
+                    for c in unicodedata.normalize("NFD", token)
+                    if unicodedata.category(c) != "Mn"
                 )
             out.extend(self._split_on_punctuation(token))
         return [t for t in out if t]
@@ -388,8 +397,12 @@ class WordpieceTokenizer:
       max_input_chars_per_word: int. Longer words become `unk_token`.
     """
 
-    def __init__(self, vocab: Mapping[str, int], unk_token: str = "[UNK]",
-                 max_input_chars_per_word: int = 200):
+    def __init__(
+        self,
+        vocab: Mapping[str, int],
+        unk_token: str = "[UNK]",
+        max_input_chars_per_word: int = 200,
+    ):
         self.vocab = vocab
         self.unk_token = unk_token
         self.max_input_chars_per_word = max_input_chars_per_word
@@ -452,8 +465,13 @@ class FullTokenizer:
       do_lower_case: bool. digit_comma: str. vocab_size (property): int.
     """
 
-    def __init__(self, vocab_file: str | None = None, do_lower_case: bool = True,
-                 spm_model_file: str | None = None, digit_comma: str = DEFAULT_DIGIT_COMMA):
+    def __init__(
+        self,
+        vocab_file: str | None = None,
+        do_lower_case: bool = True,
+        spm_model_file: str | None = None,
+        digit_comma: str = DEFAULT_DIGIT_COMMA,
+    ):
         self.do_lower_case = bool(do_lower_case)
         self.digit_comma = check_digit_comma(digit_comma)
         self.sp_model = None
@@ -461,8 +479,12 @@ class FullTokenizer:
             self.spm_mode = True
             self.model_file = os.fspath(spm_model_file)
             self.sp_model = load_spm_model(self.model_file)
-            self.vocab = {self.sp_model.IdToPiece(i): i for i in range(self.sp_model.GetPieceSize())}
-            logger.info("Loaded SentencePiece model %s (%d pieces)", self.model_file, len(self.vocab))
+            self.vocab = {
+                self.sp_model.IdToPiece(i): i for i in range(self.sp_model.GetPieceSize())
+            }
+            logger.info(
+                "Loaded SentencePiece model %s (%d pieces)", self.model_file, len(self.vocab)
+            )
         elif vocab_file:
             self.spm_mode = False
             self.model_file = os.fspath(vocab_file)
@@ -471,8 +493,10 @@ class FullTokenizer:
             self._basic = BasicTokenizer(do_lower_case=self.do_lower_case)
             self._wordpiece = WordpieceTokenizer(self.vocab)
         else:
-            raise UserError("FullTokenizer needs spm_model_file (SentencePiece mode) or "
-                             "vocab_file (WordPiece mode); neither was given")
+            raise UserError(
+                "FullTokenizer needs spm_model_file (SentencePiece mode) or "
+                "vocab_file (WordPiece mode); neither was given"
+            )
         self.inv_vocab = {i: p for p, i in self.vocab.items()}
 
     @property
@@ -506,8 +530,10 @@ class FullTokenizer:
         for i in ids:
             i = int(i)
             if i not in self.inv_vocab:
-                raise IndexError(f"id {i} is outside the vocabulary of {self.model_file!r} "
-                                 f"(size {self.vocab_size})")
+                raise IndexError(
+                    f"id {i} is outside the vocabulary of {self.model_file!r} "
+                    f"(size {self.vocab_size})"
+                )
             out.append(self.inv_vocab[i])
         return out
 
@@ -524,8 +550,10 @@ class FullTokenizer:
         missing = [p for p in wanted.values() if p not in self.vocab]
         if missing:
             kind = "SentencePiece model" if self.spm_mode else "vocabulary"
-            raise UserError(f"{kind} {self.model_file!r} lacks the special piece(s) "
-                             f"{', '.join(missing)}; expected all of {', '.join(wanted.values())}")
+            raise UserError(
+                f"{kind} {self.model_file!r} lacks the special piece(s) "
+                f"{', '.join(missing)}; expected all of {', '.join(wanted.values())}"
+            )
         return {role: self.vocab[piece] for role, piece in wanted.items()}
 
     def preprocess(self, text: str) -> str:
@@ -538,4 +566,3 @@ class FullTokenizer:
     def encode(self, text: str) -> list[int]:
         """Raw text -> ids, including `preprocess`. Returns list[int]."""
         return self.convert_tokens_to_ids(self.tokenize(self.preprocess(text)))
-

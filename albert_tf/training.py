@@ -59,8 +59,10 @@ class TrainingInterrupted(Exception):
 
     def __init__(self, signum: int, step: int, checkpoint: str):
         self.signum, self.step, self.checkpoint = signum, step, checkpoint
-        super().__init__(f"interrupted by {signal.Signals(signum).name} at step {step}: "
-                         f"wrote {checkpoint}; run the same command again to continue")
+        super().__init__(
+            f"interrupted by {signal.Signals(signum).name} at step {step}: "
+            f"wrote {checkpoint}; run the same command again to continue"
+        )
 
 
 def object_checkpoints(directory) -> list[tuple[int, str]]:
@@ -77,7 +79,7 @@ def object_checkpoints(directory) -> list[tuple[int, str]]:
 def remove_checkpoint(prefix) -> None:
     """Deletes the files of the checkpoint `prefix` (index and data shards)."""
     for path in tf.io.gfile.glob(prefix + ".*"):
-        if re.fullmatch(r"\.(index|data-\d{5}-of-\d{5}|meta)", path[len(prefix):]):
+        if re.fullmatch(r"\.(index|data-\d{5}-of-\d{5}|meta)", path[len(prefix) :]):
             tf.io.gfile.remove(path)
 
 
@@ -95,8 +97,11 @@ def stop_on_signals():
         if received and signum == signal.SIGINT:
             raise KeyboardInterrupt
         if not received:
-            _logger.warning("%s: finishing the current steps, then writing a checkpoint "
-                            "(press Ctrl-C again to stop at once)", signal.Signals(signum).name)
+            _logger.warning(
+                "%s: finishing the current steps, then writing a checkpoint "
+                "(press Ctrl-C again to stop at once)",
+                signal.Signals(signum).name,
+            )
             received.append(signum)
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -110,6 +115,7 @@ def stop_on_signals():
 @dataclasses.dataclass
 class LoopConfig:
     """Settings of `Trainer.train` (names follow the original's flags)."""
+
     num_train_steps: int
     global_batch_size: int
     iterations_per_loop: int = 1000
@@ -120,8 +126,13 @@ class LoopConfig:
     jit_compile: bool = False
 
     def __post_init__(self):
-        for name in ("num_train_steps", "global_batch_size", "iterations_per_loop",
-                     "save_checkpoints_steps", "gradient_accumulation_steps"):
+        for name in (
+            "num_train_steps",
+            "global_batch_size",
+            "iterations_per_loop",
+            "save_checkpoints_steps",
+            "gradient_accumulation_steps",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name} must be >= 1, got {getattr(self, name)}")
 
@@ -152,8 +163,18 @@ class Trainer:
         weights, for instance.
     """
 
-    def __init__(self, strategy, model, optimizer, loss_fn, metric_names, output_dir,
-                 config: LoopConfig, is_chief=True, save_hook=None):
+    def __init__(
+        self,
+        strategy,
+        model,
+        optimizer,
+        loss_fn,
+        metric_names,
+        output_dir,
+        config: LoopConfig,
+        is_chief=True,
+        save_hook=None,
+    ):
         self.strategy = strategy
         self.model = model
         self.optimizer = optimizer
@@ -171,10 +192,14 @@ class Trainer:
             self._accumulators = []
             if config.gradient_accumulation_steps > 1:
                 self._accumulators = [
-                    tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False,
-                                synchronization=tf.VariableSynchronization.ON_READ,
-                                aggregation=tf.VariableAggregation.SUM)
-                    for v in model.trainable_variables]
+                    tf.Variable(
+                        tf.zeros(v.shape, v.dtype),
+                        trainable=False,
+                        synchronization=tf.VariableSynchronization.ON_READ,
+                        aggregation=tf.VariableAggregation.SUM,
+                    )
+                    for v in model.trainable_variables
+                ]
         self._train_loop = tf.function(self._loop_body)
         self._probe = tf.function(self._probe_body)
         if config.jit_compile:
@@ -182,8 +207,11 @@ class Trainer:
             # iterator, the cross-replica sum and the optimizer stay outside,
             # where every strategy supports them.
             self._gradients = tf.function(self._gradients, jit_compile=True)
-        self._writer = (tf.summary.create_file_writer(os.path.join(output_dir, "train"))
-                        if is_chief else tf.summary.create_noop_writer())
+        self._writer = (
+            tf.summary.create_file_writer(os.path.join(output_dir, "train"))
+            if is_chief
+            else tf.summary.create_noop_writer()
+        )
 
     # --- replica context ---------------------------------------------------
     def _gradients(self, features):
@@ -193,8 +221,7 @@ class Trainer:
             loss, parts = self.loss_fn(self.model, features, training=True)
             scaled = tf.cast(loss, tf.float32) / scale
         grads = tape.gradient(scaled, variables)
-        grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
-                 for g in grads]
+        grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
         return grads, {"loss": loss, **parts}
 
     def _apply(self, grads):
@@ -203,7 +230,8 @@ class Trainer:
         reduced = [grads[i] for i in present]
         if self.strategy.num_replicas_in_sync > 1:
             reduced = tf.distribute.get_replica_context().all_reduce(
-                tf.distribute.ReduceOp.SUM, reduced)
+                tf.distribute.ReduceOp.SUM, reduced
+            )
         targets = [variables[i] for i in present]
         if getattr(self.optimizer, "accepts_gradient_scale", False):
             # Clipping inside each variable's update: no clipped copy of all gradients.
@@ -246,14 +274,19 @@ class Trainer:
         return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
     def _weights_are_finite(self):
-        checks = [tf.reduce_all(tf.math.is_finite(v)) for v in self.model.trainable_variables
-                  if tf.as_dtype(v.dtype).is_floating]
+        checks = [
+            tf.reduce_all(tf.math.is_finite(v))
+            for v in self.model.trainable_variables
+            if tf.as_dtype(v.dtype).is_floating
+        ]
         return bool(tf.reduce_all(checks))
 
     # --- cross-replica context ----------------------------------------------
     def _reduce(self, per_replica):
-        return {k: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
-                for k, v in per_replica.items()}
+        return {
+            k: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
+            for k, v in per_replica.items()
+        }
 
     def _loop_body(self, iterator, steps):
         k = self.config.gradient_accumulation_steps
@@ -262,15 +295,19 @@ class Trainer:
             if k == 1:
                 parts = self._reduce(self.strategy.run(self._step, args=(next(iterator),)))
             else:
-                micro = [self._reduce(self.strategy.run(self._accumulate, args=(next(iterator),)))
-                         for _ in range(k)]
-                parts = {name: tf.add_n([m[name] for m in micro]) / k
-                         for name in micro[0]}
+                micro = [
+                    self._reduce(self.strategy.run(self._accumulate, args=(next(iterator),)))
+                    for _ in range(k)
+                ]
+                parts = {name: tf.add_n([m[name] for m in micro]) / k for name in micro[0]}
                 parts["gradient_norm"] = self.strategy.reduce(
-                    tf.distribute.ReduceOp.MEAN, self.strategy.run(self._apply_accumulated),
-                    axis=None)
-            totals = {name: totals[name] + tf.cast(parts[name], tf.float32)
-                      for name in self.metric_names}
+                    tf.distribute.ReduceOp.MEAN,
+                    self.strategy.run(self._apply_accumulated),
+                    axis=None,
+                )
+            totals = {
+                name: totals[name] + tf.cast(parts[name], tf.float32) for name in self.metric_names
+            }
         return {name: value / tf.cast(steps, tf.float32) for name, value in totals.items()}
 
     # --- outer loop ------------------------------------------------------------
@@ -291,13 +328,19 @@ class Trainer:
         if isinstance(iterator, tf.__internal__.tracking.Trackable):
             state["iterator"] = iterator
         else:  # e.g. multi-worker iterators: a resumed run restarts its input
-            _logger.warning("the input iterator of %s cannot be checkpointed; a resumed "
-                            "run re-reads its data from the start", type(self.strategy).__name__)
+            _logger.warning(
+                "the input iterator of %s cannot be checkpointed; a resumed "
+                "run re-reads its data from the start",
+                type(self.strategy).__name__,
+            )
         checkpoint = tf.train.Checkpoint(**state)
-        checkpoint.save_counter  # created now, so written checkpoints hold what restore expects
+        _ = checkpoint.save_counter  # created now: written checkpoints hold what restore expects
         # Every worker takes part in a save; only the chief's lands in output_dir.
-        directory = (self.output_dir if self.is_chief
-                     else os.path.join(self.output_dir, ".non_chief", str(os.getpid())))
+        directory = (
+            self.output_dir
+            if self.is_chief
+            else os.path.join(self.output_dir, ".non_chief", str(os.getpid()))
+        )
         saved = object_checkpoints(self.output_dir)  # the chief's, for all workers
         if saved:
             checkpoint.restore(saved[-1][1]).assert_existing_objects_matched()
@@ -314,12 +357,15 @@ class Trainer:
                 next_save = (step // cfg.save_checkpoints_steps + 1) * cfg.save_checkpoints_steps
                 n = min(cfg.iterations_per_loop, next_save - step, cfg.num_train_steps - step)
                 loop_start = time.time()
-                metrics = {k: float(v)
-                           for k, v in self._train_loop(iterator, tf.constant(n)).items()}
+                metrics = {
+                    k: float(v) for k, v in self._train_loop(iterator, tf.constant(n)).items()
+                }
                 elapsed = time.time() - loop_start
                 if not all(math.isfinite(v) for v in metrics.values()):
-                    self._stop_non_finite(f"non-finite training metrics in steps {step + 1}-"
-                                          f"{step + n}: {metrics}", directory)
+                    self._stop_non_finite(
+                        f"non-finite training metrics in steps {step + 1}-{step + n}: {metrics}",
+                        directory,
+                    )
                 step += n
                 self._report(step, n, elapsed, metrics, start_step, start_time)
                 regular = step % cfg.save_checkpoints_steps == 0 or step == cfg.num_train_steps
@@ -336,8 +382,11 @@ class Trainer:
         """Writes ckpt-<step> once the weights passed the finiteness checks, keeps the
         newest keep_checkpoint_max, runs the save hook. Returns the prefix."""
         if float(self._probe(probe)) > 0 or not self._weights_are_finite():
-            self._stop_non_finite(f"the weights after step {step} are non-finite or give "
-                                  "non-finite outputs; they were not saved", directory)
+            self._stop_non_finite(
+                f"the weights after step {step} are non-finite or give "
+                "non-finite outputs; they were not saved",
+                directory,
+            )
         prefix = checkpoint.write(os.path.join(directory, f"{CHECKPOINT_PREFIX}-{step}"))
         keep = self.config.keep_checkpoint_max
         if keep:
@@ -349,10 +398,14 @@ class Trainer:
 
     def _stop_non_finite(self, what, directory):
         saved = object_checkpoints(directory)
-        last = (f"the last checkpoint, {saved[-1][1]}, holds finite weights with a finite loss"
-                if saved else "no checkpoint was written")
-        raise NonFiniteLossError(f"{what}; stopping ({last}). Lower --learning_rate or check "
-                                 "the data.")
+        last = (
+            f"the last checkpoint, {saved[-1][1]}, holds finite weights with a finite loss"
+            if saved
+            else "no checkpoint was written"
+        )
+        raise NonFiniteLossError(
+            f"{what}; stopping ({last}). Lower --learning_rate or check the data."
+        )
 
     def _report(self, step, n, elapsed, metrics, start_step, start_time):
         cfg = self.config
@@ -363,9 +416,15 @@ class Trainer:
         lr = self._learning_rate(step - 1)
         _logger.info(
             "step %d/%d | loss %.4f | %s | lr %.3g | %.2f steps/s | %.1f examples/s | ETA %s",
-            step, cfg.num_train_steps, metrics["loss"],
+            step,
+            cfg.num_train_steps,
+            metrics["loss"],
             " ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k != "loss"),
-            lr, steps_per_s, steps_per_s * cfg.global_batch_size, format_duration(eta))
+            lr,
+            steps_per_s,
+            steps_per_s * cfg.global_batch_size,
+            format_duration(eta),
+        )
         with self._writer.as_default(step=step):
             for name, value in metrics.items():
                 tf.summary.scalar(name, value)

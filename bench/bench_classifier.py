@@ -47,7 +47,7 @@ def _inputs(batch, seq, vocab):
     mask = np.zeros((batch, seq), "int32")
     mask[:, : seq * 3 // 4] = 1
     segments = np.zeros((batch, seq), "int32")
-    segments[:, seq // 2: seq * 3 // 4] = 1
+    segments[:, seq // 2 : seq * 3 // 4] = 1
     return ids * mask, mask, segments
 
 
@@ -76,47 +76,63 @@ def child(impl, config_name, seq, batch, runs, labels):
 
         model = AlbertClassifier(cfg, labels)
         model.build()
-        feats = {"input_ids": tf.constant(ids), "input_mask": tf.constant(mask),
-                 "segment_ids": tf.constant(seg)}
+        feats = {
+            "input_ids": tf.constant(ids),
+            "input_mask": tf.constant(mask),
+            "segment_ids": tf.constant(seg),
+        }
         step = tf.function(lambda f: model(f, training=False)["probabilities"])
         fn = lambda: step(feats).numpy()
     elif impl == "keras_hub":
         os.environ["KERAS_BACKEND"] = "tensorflow"
         import keras_hub
         import tensorflow as tf
-
         from bench_model import keras_hub_backbone  # same folder; shared with the other benches
 
         backbone = keras_hub_backbone(cfg)
         model = keras_hub.models.AlbertTextClassifier(
-            backbone=backbone, num_classes=labels, preprocessor=None, activation="softmax",
-            dropout=0.1)
-        feats = {"token_ids": tf.constant(ids), "padding_mask": tf.constant(mask),
-                 "segment_ids": tf.constant(seg)}
+            backbone=backbone,
+            num_classes=labels,
+            preprocessor=None,
+            activation="softmax",
+            dropout=0.1,
+        )
+        feats = {
+            "token_ids": tf.constant(ids),
+            "padding_mask": tf.constant(mask),
+            "segment_ids": tf.constant(seg),
+        }
         step = tf.function(lambda f: model(f, training=False))
         fn = lambda: step(feats).numpy()
     elif impl == "hf_torch":
         import torch
-        from transformers import AlbertConfig as HFConfig, AlbertForSequenceClassification
+        from transformers import AlbertConfig as HFConfig
+        from transformers import AlbertForSequenceClassification
 
         torch.set_num_threads(os.cpu_count() or 1)
-        hf = HFConfig(vocab_size=cfg.vocab_size, embedding_size=cfg.embedding_size,
-                      hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_hidden_layers,
-                      num_hidden_groups=cfg.num_hidden_groups,
-                      num_attention_heads=cfg.num_attention_heads,
-                      intermediate_size=cfg.intermediate_size,
-                      inner_group_num=cfg.inner_group_num, hidden_act="gelu_new",
-                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-                      classifier_dropout_prob=0.1,
-                      max_position_embeddings=cfg.max_position_embeddings,
-                      type_vocab_size=cfg.type_vocab_size, num_labels=labels)
+        hf = HFConfig(
+            vocab_size=cfg.vocab_size,
+            embedding_size=cfg.embedding_size,
+            hidden_size=cfg.hidden_size,
+            num_hidden_layers=cfg.num_hidden_layers,
+            num_hidden_groups=cfg.num_hidden_groups,
+            num_attention_heads=cfg.num_attention_heads,
+            intermediate_size=cfg.intermediate_size,
+            inner_group_num=cfg.inner_group_num,
+            hidden_act="gelu_new",
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+            classifier_dropout_prob=0.1,
+            max_position_embeddings=cfg.max_position_embeddings,
+            type_vocab_size=cfg.type_vocab_size,
+            num_labels=labels,
+        )
         model = AlbertForSequenceClassification(hf).eval()
         t_ids, t_mask, t_seg = (torch.from_numpy(x).long() for x in (ids, mask, seg))
 
         def fn():
             with torch.inference_mode():
-                logits = model(input_ids=t_ids, attention_mask=t_mask,
-                               token_type_ids=t_seg).logits
+                logits = model(input_ids=t_ids, attention_mask=t_mask, token_type_ids=t_seg).logits
                 return torch.softmax(logits, -1).numpy()
     else:
         raise ValueError(impl)
@@ -127,10 +143,26 @@ def child(impl, config_name, seq, batch, runs, labels):
 def _run_child(impl, args):
     """(examples/s, "") from one subprocess, or (None, why it failed)."""
     proc = subprocess.run(
-        [sys.executable, __file__, "--child", impl, "--config", args.config,
-         "--seq", str(args.seq), "--batch", str(args.batch), "--runs", str(args.runs),
-         "--labels", str(args.labels)], capture_output=True, text=True,
-        env=worker_env(CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3"))
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            impl,
+            "--config",
+            args.config,
+            "--seq",
+            str(args.seq),
+            "--batch",
+            str(args.batch),
+            "--runs",
+            str(args.runs),
+            "--labels",
+            str(args.labels),
+        ],
+        capture_output=True,
+        text=True,
+        env=worker_env(CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3"),
+    )
     lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
     if proc.returncode or not lines:
         tail = (proc.stderr.strip().splitlines() or ["?"])[-1]
@@ -144,9 +176,13 @@ def main():
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="run every implementation this many times, round after round; "
-                             "report medians over rounds and medians of per-round ratios")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run every implementation this many times, round after round; "
+        "report medians over rounds and medians of per-round ratios",
+    )
     parser.add_argument("--labels", type=int, default=2)
     parser.add_argument("--impls", default=",".join(IMPLS))
     parser.add_argument("--out", default=os.path.join(HERE, "results", "classifier.md"))
@@ -170,24 +206,33 @@ def main():
             print(f"round {round_index + 1}/{args.rounds} {impl}: {eps or note}", flush=True)
     ours = per_round.get("ours") if "ours" not in notes else None
     cmd = "python bench/bench_classifier.py " + " ".join(sys.argv[1:])
-    text = [f"# GLUE classifier eval throughput ({args.config}, seq {args.seq}, batch "
-            f"{args.batch}, float32, CPU)", "",
-            f"Command: `{cmd.strip()}`", "",
-            f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-            f"TF_ENABLE_ONEDNN_OPTS={onednn_setting()}; "
-            f"examples/s = batch / median of {args.runs} timed calls"
-            + (f"; {args.rounds} rounds (each implementation once per round): the median over "
-               f"rounds (range in brackets), ratios the median of the per-round ratios"
-               if args.rounds > 1 else "") + ".", "",
-            "| implementation | examples/s | ours / peer | note |", "|---|---|---|---|"]
+    text = [
+        f"# GLUE classifier eval throughput ({args.config}, seq {args.seq}, batch "
+        f"{args.batch}, float32, CPU)",
+        "",
+        f"Command: `{cmd.strip()}`",
+        "",
+        f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"TF_ENABLE_ONEDNN_OPTS={onednn_setting()}; "
+        f"examples/s = batch / median of {args.runs} timed calls"
+        + (
+            f"; {args.rounds} rounds (each implementation once per round): the median over "
+            f"rounds (range in brackets), ratios the median of the per-round ratios"
+            if args.rounds > 1
+            else ""
+        )
+        + ".",
+        "",
+        "| implementation | examples/s | ours / peer | note |",
+        "|---|---|---|---|",
+    ]
     for impl in impls:
         runs = per_round[impl]
         if impl in notes or not runs:
             text.append(f"| {impl} | - | | {notes.get(impl, '')} |")
             continue
         spread = "" if len(runs) == 1 else f" ({min(runs):.1f}-{max(runs):.1f})"
-        ratio = (f"{statistics.median(a / b for a, b in zip(ours, runs)):.2f}"
-                 if ours else "")
+        ratio = f"{statistics.median(a / b for a, b in zip(ours, runs)):.2f}" if ours else ""
         text.append(f"| {impl} | {statistics.median(runs):.1f}{spread} | {ratio} | |")
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     tmp = args.out + ".tmp"

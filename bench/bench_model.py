@@ -83,16 +83,18 @@ def _time_calls(fn, warmup, runs):
 
 def _random_inputs(batch, seq, vocab, seed=0):
     import numpy as np
+
     rng = np.random.default_rng(seed)
     ids = rng.integers(0, vocab, size=(batch, seq)).astype(np.int32)
     mask = np.ones((batch, seq), np.int32)
     seg = np.zeros((batch, seq), np.int32)
-    seg[:, seq // 2:] = 1
+    seg[:, seq // 2 :] = 1
     return ids, mask, seg
 
 
 def worker_matmul(args):
     import tensorflow as tf
+
     n, reps = 2048, args.matmul_reps
     out = {}
     for dtype in ("float32", "bfloat16"):
@@ -107,7 +109,7 @@ def worker_matmul(args):
             return tf.add_n([tf.cast(tf.matmul(a, b)[0, 0], tf.float32) for b in bs])
 
         times = _time_calls(lambda: chain(a, bs).numpy(), 1, args.runs)
-        out[dtype] = 2 * n ** 3 * reps / statistics.median(times)
+        out[dtype] = 2 * n**3 * reps / statistics.median(times)
     print("RESULT " + json.dumps({"peak": out}))
 
 
@@ -119,6 +121,7 @@ def _local_peak(dtype, runs=3, reps=2, n=2048):
     against the one global peak measured at the start.
     """
     import tensorflow as tf
+
     a = tf.cast(tf.random.normal([n, n]), dtype)
     bs = [tf.cast(tf.random.normal([n, n]), dtype) for _ in range(reps)]
 
@@ -127,7 +130,7 @@ def _local_peak(dtype, runs=3, reps=2, n=2048):
         return tf.add_n([tf.cast(tf.matmul(a, b)[0, 0], tf.float32) for b in bs])
 
     times = _time_calls(lambda: chain(a, bs).numpy(), 1, runs)
-    return 2 * n ** 3 * reps / statistics.median(times)
+    return 2 * n**3 * reps / statistics.median(times)
 
 
 def keras_hub_backbone(cfg):
@@ -135,12 +138,18 @@ def keras_hub_backbone(cfg):
     import keras_hub
 
     return keras_hub.models.AlbertBackbone(
-        vocabulary_size=cfg.vocab_size, num_layers=cfg.num_hidden_layers,
-        num_heads=cfg.num_attention_heads, embedding_dim=cfg.embedding_size,
-        hidden_dim=cfg.hidden_size, intermediate_dim=cfg.intermediate_size,
-        num_groups=cfg.num_hidden_groups, num_inner_repetitions=cfg.inner_group_num,
-        dropout=0.0, max_sequence_length=cfg.max_position_embeddings,
-        num_segments=cfg.type_vocab_size)
+        vocabulary_size=cfg.vocab_size,
+        num_layers=cfg.num_hidden_layers,
+        num_heads=cfg.num_attention_heads,
+        embedding_dim=cfg.embedding_size,
+        hidden_dim=cfg.hidden_size,
+        intermediate_dim=cfg.intermediate_size,
+        num_groups=cfg.num_hidden_groups,
+        num_inner_repetitions=cfg.inner_group_num,
+        dropout=0.0,
+        max_sequence_length=cfg.max_position_embeddings,
+        num_segments=cfg.type_vocab_size,
+    )
 
 
 def worker_model(args):
@@ -150,23 +159,33 @@ def worker_model(args):
     if impl in ("ours", "keras_hub"):
         import keras
         import tensorflow as tf
+
         keras.mixed_precision.set_global_policy(dtype)
         from albert_tf import config as albert_config
+
         cfg = albert_config.preset("albert_base_v2")
         ids, mask, seg = _random_inputs(batch, args.seq, cfg.vocab_size)
         if impl == "ours":
             from albert_tf.modeling import AlbertModel
+
             model = AlbertModel(cfg)
-            inputs = {"input_ids": tf.constant(ids), "input_mask": tf.constant(mask),
-                      "segment_ids": tf.constant(seg)}
+            inputs = {
+                "input_ids": tf.constant(ids),
+                "input_mask": tf.constant(mask),
+                "segment_ids": tf.constant(seg),
+            }
         else:
             model = keras_hub_backbone(cfg)
-            inputs = {"token_ids": tf.constant(ids), "padding_mask": tf.constant(mask),
-                      "segment_ids": tf.constant(seg)}
+            inputs = {
+                "token_ids": tf.constant(ids),
+                "padding_mask": tf.constant(mask),
+                "segment_ids": tf.constant(seg),
+            }
         model(inputs)  # build eagerly (random weights)
         variables = model.trainable_variables
 
         if train:
+
             @tf.function(jit_compile=xla)
             def step(inputs):
                 with tf.GradientTape() as tape:
@@ -174,11 +193,18 @@ def worker_model(args):
                     loss = tf.reduce_sum(tf.cast(out["sequence_output"], tf.float32))
                 grads = tape.gradient(loss, variables)
                 # Touch every gradient so nothing is pruned (IndexedSlices -> values).
-                total = tf.add_n([tf.reduce_sum(tf.cast(
-                    g.values if isinstance(g, tf.IndexedSlices) else g, tf.float32))
-                    for g in grads if g is not None])
+                total = tf.add_n(
+                    [
+                        tf.reduce_sum(
+                            tf.cast(g.values if isinstance(g, tf.IndexedSlices) else g, tf.float32)
+                        )
+                        for g in grads
+                        if g is not None
+                    ]
+                )
                 return loss, total
         else:
+
             @tf.function(jit_compile=xla)
             def step(inputs):
                 out = model(inputs, training=False)
@@ -192,27 +218,36 @@ def worker_model(args):
         import torch
         from transformers import AlbertConfig as HFConfig
         from transformers import AlbertModel as HFAlbert
+
         from albert_tf import config as albert_config
+
         torch.set_num_threads(args.threads)
         torch.manual_seed(0)
         cfg = albert_config.preset("albert_base_v2")
         hf_cfg = HFConfig(
-            vocab_size=cfg.vocab_size, embedding_size=cfg.embedding_size,
-            hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_hidden_layers,
+            vocab_size=cfg.vocab_size,
+            embedding_size=cfg.embedding_size,
+            hidden_size=cfg.hidden_size,
+            num_hidden_layers=cfg.num_hidden_layers,
             num_hidden_groups=cfg.num_hidden_groups,
             num_attention_heads=cfg.num_attention_heads,
-            intermediate_size=cfg.intermediate_size, inner_group_num=cfg.inner_group_num,
-            hidden_act="gelu_new", hidden_dropout_prob=0.0,
+            intermediate_size=cfg.intermediate_size,
+            inner_group_num=cfg.inner_group_num,
+            hidden_act="gelu_new",
+            hidden_dropout_prob=0.0,
             attention_probs_dropout_prob=0.0,
             max_position_embeddings=cfg.max_position_embeddings,
-            type_vocab_size=cfg.type_vocab_size, initializer_range=cfg.initializer_range)
+            type_vocab_size=cfg.type_vocab_size,
+            initializer_range=cfg.initializer_range,
+        )
         model = HFAlbert(hf_cfg)
         ids, mask, seg = _random_inputs(batch, args.seq, cfg.vocab_size)
-        kw = dict(input_ids=torch.from_numpy(ids).long(),
-                  attention_mask=torch.from_numpy(mask).long(),
-                  token_type_ids=torch.from_numpy(seg).long())
-        autocast = torch.autocast("cpu", dtype=torch.bfloat16,
-                                  enabled=dtype == "mixed_bfloat16")
+        kw = dict(
+            input_ids=torch.from_numpy(ids).long(),
+            attention_mask=torch.from_numpy(mask).long(),
+            token_type_ids=torch.from_numpy(seg).long(),
+        )
+        autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "mixed_bfloat16")
         params = [p for p in model.parameters() if p.requires_grad]
         if train:
             model.train()  # dropout rates are 0
@@ -240,10 +275,24 @@ def worker_model(args):
     times = _time_calls(call, args.warmup, args.runs)
     peak_after = _local_peak(peak_dtype)
     med = statistics.median(times)
-    print("RESULT " + json.dumps({
-        "impl": impl, "dtype": dtype, "xla": xla, "mode": mode, "batch": batch,
-        "first_call_s": first, "times": times,
-        "local_peak": (peak_before + peak_after) / 2, "local_peaks": [peak_before, peak_after], "median_s": med, "seq_per_s": batch / med}))
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "impl": impl,
+                "dtype": dtype,
+                "xla": xla,
+                "mode": mode,
+                "batch": batch,
+                "first_call_s": first,
+                "times": times,
+                "local_peak": (peak_before + peak_after) / 2,
+                "local_peaks": [peak_before, peak_after],
+                "median_s": med,
+                "seq_per_s": batch / med,
+            }
+        )
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -253,8 +302,12 @@ def worker_model(args):
 
 def _peer_available(impl):
     import importlib.util
-    mods = {"ours": ["albert_tf"], "keras_hub": ["keras_hub"],
-            "hf_torch": ["torch", "transformers"]}[impl]
+
+    mods = {
+        "ours": ["albert_tf"],
+        "keras_hub": ["keras_hub"],
+        "hf_torch": ["torch", "transformers"],
+    }[impl]
     missing = [m for m in mods if importlib.util.find_spec(m) is None]
     return None if not missing else "not installed (" + ", ".join(missing) + ")"
 
@@ -264,9 +317,13 @@ def worker_env(**extra) -> dict:
     logs, this checkout importable, and oneDNN on for every peer unless the caller set
     TF_ENABLE_ONEDNN_OPTS (TensorFlow enables it by itself only on AVX-512 CPUs; the entry
     scripts turn it on too, see albert_tf.cli.prefer_onednn)."""
-    env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2",
-               TF_ENABLE_ONEDNN_OPTS=onednn_setting(),
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(
+        os.environ,
+        KERAS_BACKEND="tensorflow",
+        TF_CPP_MIN_LOG_LEVEL="2",
+        TF_ENABLE_ONEDNN_OPTS=onednn_setting(),
+        PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    )
     env.update(extra)
     return env
 
@@ -276,18 +333,34 @@ def onednn_setting() -> str:
 
 
 def _run_sub(extra, args, timeout):
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker",
-           "--runs", str(args.runs), "--warmup", str(args.warmup), "--seq", str(args.seq),
-           "--infer_batch", str(args.infer_batch), "--train_batch", str(args.train_batch),
-           "--threads", str(args.threads), "--matmul_reps", str(args.matmul_reps)] + extra
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--worker",
+        "--runs",
+        str(args.runs),
+        "--warmup",
+        str(args.warmup),
+        "--seq",
+        str(args.seq),
+        "--infer_batch",
+        str(args.infer_batch),
+        "--train_batch",
+        str(args.train_batch),
+        "--threads",
+        str(args.threads),
+        "--matmul_reps",
+        str(args.matmul_reps),
+    ] + extra
     try:
-        proc = subprocess.run(cmd, env=worker_env(), capture_output=True, text=True,
-                              timeout=timeout)
+        proc = subprocess.run(
+            cmd, env=worker_env(), capture_output=True, text=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired:
         return None, "timed out"
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):]), None
+            return json.loads(line[len("RESULT ") :]), None
     tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
     return None, "failed: " + tail[0][:200]
 
@@ -327,8 +400,11 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--runs", type=int, default=5, help="timed calls per configuration")
     p.add_argument("--warmup", type=int, default=1, help="untimed calls after the first")
-    p.add_argument("--quick", action="store_true",
-                   help="3 runs, no extra warm-up, skip the XLA columns of keras-hub")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="3 runs, no extra warm-up, skip the XLA columns of keras-hub",
+    )
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--infer_batch", type=int, default=32)
     p.add_argument("--train_batch", type=int, default=16)
@@ -361,6 +437,7 @@ def main(argv=None):
     print(f"matmul peak: {peak or err}", flush=True)
 
     from albert_tf import config as albert_config
+
     cfg = albert_config.preset("albert_base_v2")
     results, notes = {}, {}
     for impl in impls:
@@ -371,27 +448,38 @@ def main(argv=None):
     # Most important configurations first (float32 without XLA, all models), and the
     # table rewritten after each one, so that an interrupted run still leaves results.
     dtypes, xla_modes = planned_settings(args)
-    plan = [(impl, dtype, xla, mode)
-            for xla in xla_modes for dtype in dtypes for impl in impls for mode in MODES
-            if impl not in notes
-            and not (xla and impl == "hf_torch")
-            and not (xla and args.quick and impl == "keras_hub")]
+    plan = [
+        (impl, dtype, xla, mode)
+        for xla in xla_modes
+        for dtype in dtypes
+        for impl in impls
+        for mode in MODES
+        if impl not in notes
+        and not (xla and impl == "hf_torch")
+        and not (xla and args.quick and impl == "keras_hub")
+    ]
     for round_index in range(args.rounds):
         for key in plan:
             if key in notes:
                 continue
             impl, dtype, xla, mode = key
-            r, err = _run_sub(["--impl", impl, "--dtype", dtype, "--xla", str(xla),
-                               "--mode", mode], args, args.timeout)
+            r, err = _run_sub(
+                ["--impl", impl, "--dtype", dtype, "--xla", str(xla), "--mode", mode],
+                args,
+                args.timeout,
+            )
             if r is None:
                 notes[key] = err
                 results.pop(key, None)
                 print(f"{key}: {err}", flush=True)
             else:
                 results.setdefault(key, []).append(r)
-                print(f"round {round_index + 1}/{args.rounds} {key}: "
-                      f"{r['seq_per_s']:.2f} seq/s (median of {len(r['times'])}, "
-                      f"first call {r['first_call_s']:.1f}s)", flush=True)
+                print(
+                    f"round {round_index + 1}/{args.rounds} {key}: "
+                    f"{r['seq_per_s']:.2f} seq/s (median of {len(r['times'])}, "
+                    f"first call {r['first_call_s']:.1f}s)",
+                    flush=True,
+                )
             _write(cfg, args, argv, results, notes, peak, impls, start, final=False)
     _write(cfg, args, argv, results, notes, peak, impls, start, final=True)
     return 0
@@ -402,35 +490,40 @@ def _write(cfg, args, argv, results, notes, peak, impls, start, final):
     table = _table(cfg, args, results, notes, peak, impls)
     model, ncpu, isa, load = _machine()
     cmd = "python bench/bench_model.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = "\n".join([
-        "# ALBERT-base encoder throughput (CPU)",
-        "",
-        f"Command: `{cmd.strip()}` (total wall time {elapsed / 60:.1f} min"
-        f"{'' if final else ', PARTIAL: run still in progress or interrupted'})",
-        "",
-        f"Machine: {model}, nproc {ncpu}, ISA {' '.join(isa)}, "
-        f"TF_ENABLE_ONEDNN_OPTS={onednn_setting()} for every peer, "
-        f"load average (1/5/15 min) at start {args.load_start}, at end {load} (shared machine: "
-        f"other jobs were running); {platform.python_version()}; {_versions()}.",
-        "",
-        f"Config `albert_base_v2` (L=12 shared, H=768, E=128, F=3072, heads 12), random "
-        f"weights, seq {args.seq}; inference batch {args.infer_batch}, forward+backward batch "
-        f"{args.train_batch} (gradients of sum(sequence_output) w.r.t. all trainable "
-        f"variables). Sequences/s = batch / median of {args.runs} timed calls after warm-up; "
-        f"each configuration in its own process"
-        + (f"; {args.rounds} rounds, the plan run once per round: seq/s is the median over "
-           f"rounds (range in brackets), 'vs' ratios the median of the per-round ratios"
-           if args.rounds > 1 else "")
-        + f". MFU = analytic matmul FLOP/s / measured "
-        f"tf.matmul 2048^3 peak of the same dtype: 'local' = mean of two short probes taken "
-        f"in the same process right before and after the timed calls; 'start' = the peak "
-        f"measured once at the start "
-        f"(float32 {peak.get('float32', float('nan')) / 1e9:.1f} GFLOP/s, "
-        f"bfloat16 {peak.get('bfloat16', float('nan')) / 1e9:.1f} GFLOP/s).",
-        "",
-        table,
-        "",
-    ])
+    text = "\n".join(
+        [
+            "# ALBERT-base encoder throughput (CPU)",
+            "",
+            f"Command: `{cmd.strip()}` (total wall time {elapsed / 60:.1f} min"
+            f"{'' if final else ', PARTIAL: run still in progress or interrupted'})",
+            "",
+            f"Machine: {model}, nproc {ncpu}, ISA {' '.join(isa)}, "
+            f"TF_ENABLE_ONEDNN_OPTS={onednn_setting()} for every peer, "
+            f"load average (1/5/15 min) at start {args.load_start}, at end {load} (shared machine: "
+            f"other jobs were running); {platform.python_version()}; {_versions()}.",
+            "",
+            f"Config `albert_base_v2` (L=12 shared, H=768, E=128, F=3072, heads 12), random "
+            f"weights, seq {args.seq}; inference batch {args.infer_batch}, forward+backward batch "
+            f"{args.train_batch} (gradients of sum(sequence_output) w.r.t. all trainable "
+            f"variables). Sequences/s = batch / median of {args.runs} timed calls after warm-up; "
+            f"each configuration in its own process"
+            + (
+                f"; {args.rounds} rounds, the plan run once per round: seq/s is the median over "
+                f"rounds (range in brackets), 'vs' ratios the median of the per-round ratios"
+                if args.rounds > 1
+                else ""
+            )
+            + f". MFU = analytic matmul FLOP/s / measured "
+            f"tf.matmul 2048^3 peak of the same dtype: 'local' = mean of two short probes taken "
+            f"in the same process right before and after the timed calls; 'start' = the peak "
+            f"measured once at the start "
+            f"(float32 {peak.get('float32', float('nan')) / 1e9:.1f} GFLOP/s, "
+            f"bfloat16 {peak.get('bfloat16', float('nan')) / 1e9:.1f} GFLOP/s).",
+            "",
+            table,
+            "",
+        ]
+    )
     if final:
         print(text)
     if args.out:
@@ -442,18 +535,25 @@ def _write(cfg, args, argv, results, notes, peak, impls, start, final):
 def add_plan_flags(parser):
     """--dtypes, --xla_modes and --rounds (shared with bench_pretraining.py)."""
     parser.add_argument("--dtypes", default=",".join(DTYPES), help="comma list of dtypes to run")
-    parser.add_argument("--xla_modes", default="0,1",
-                        help="XLA settings to run: 0 (off), 1 (jit_compile), or 0,1")
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="run the plan this many times, round after round; a row reports "
-                             "the median over rounds and the ratios the median of per-round "
-                             "ratios (ours and a peer ran minutes apart under the same load)")
+    parser.add_argument(
+        "--xla_modes", default="0,1", help="XLA settings to run: 0 (off), 1 (jit_compile), or 0,1"
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the plan this many times, round after round; a row reports "
+        "the median over rounds and the ratios the median of per-round "
+        "ratios (ours and a peer ran minutes apart under the same load)",
+    )
 
 
 def planned_settings(args):
     """(dtypes, xla modes) selected by add_plan_flags' flags, in table order."""
-    return ([d for d in DTYPES if d in args.dtypes.split(",")],
-            [x for x in (0, 1) if str(x) in args.xla_modes.split(",")])
+    return (
+        [d for d in DTYPES if d in args.dtypes.split(",")],
+        [x for x in (0, 1) if str(x) in args.xla_modes.split(",")],
+    )
 
 
 def over_rounds(rounds, rate, batch):
@@ -461,13 +561,16 @@ def over_rounds(rounds, rate, batch):
     (the throughput field, e.g. "seq_per_s"), median_s, first_call_s, local_peak."""
     value = statistics.median(r[rate] for r in rounds)
     peaks = [r["local_peak"] for r in rounds if r.get("local_peak")]
-    return {rate: value, "median_s": batch / value,
-            "first_call_s": statistics.median(r["first_call_s"] for r in rounds),
-            "local_peak": statistics.median(peaks) if peaks else None}
+    return {
+        rate: value,
+        "median_s": batch / value,
+        "first_call_s": statistics.median(r["first_call_s"] for r in rounds),
+        "local_peak": statistics.median(peaks) if peaks else None,
+    }
 
 
 def round_spread(rounds, rate):
-    """" (min-max)" of `rate` over several rounds; "" for one."""
+    """ " (min-max)" of `rate` over several rounds; "" for one."""
     values = [r[rate] for r in rounds]
     return "" if len(values) == 1 else " (%.2f-%.2f)" % (min(values), max(values))
 
@@ -479,11 +582,16 @@ def paired_ratio(rounds, peer_rounds, rate):
 
 
 def _table(cfg, args, results, notes, peak, impls):
-    names = {"ours": "albert_tf (ours)", "keras_hub": "keras-hub AlbertBackbone (TF)",
-             "hf_torch": "HF transformers AlbertModel (PyTorch)"}
-    rows = ["| model | dtype | XLA | mode | batch | seq/s | vs keras-hub | vs HF | model GFLOP/s "
-            "| MFU (local peak) | MFU (start peak) |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    names = {
+        "ours": "albert_tf (ours)",
+        "keras_hub": "keras-hub AlbertBackbone (TF)",
+        "hf_torch": "HF transformers AlbertModel (PyTorch)",
+    }
+    rows = [
+        "| model | dtype | XLA | mode | batch | seq/s | vs keras-hub | vs HF | model GFLOP/s "
+        "| MFU (local peak) | MFU (start peak) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for impl in impls:
         if impl in notes:
             rows.append(f"| {names[impl]} | - | - | - | - | skipped: {notes[impl]} | | | | | |")
@@ -498,8 +606,10 @@ def _table(cfg, args, results, notes, peak, impls):
                     label = "fwd" if mode == "infer" else "fwd+bwd"
                     xla_s = "-" if impl == "hf_torch" else ("yes" if xla else "no")
                     if key in notes:
-                        rows.append(f"| {names[impl]} | {dtype} | {xla_s} | {label} | {batch} "
-                                    f"| {notes[key]} | | | | | |")
+                        rows.append(
+                            f"| {names[impl]} | {dtype} | {xla_s} | {label} | {batch} "
+                            f"| {notes[key]} | | | | | |"
+                        )
                         continue
                     rounds = results[key]
                     r = over_rounds(rounds, "seq_per_s", batch)
@@ -509,8 +619,9 @@ def _table(cfg, args, results, notes, peak, impls):
                         if peer_impl == impl:
                             return "1.00"
                         # keras-hub: same XLA setting; HF: its only (eager) setting.
-                        peer = results.get((peer_impl, dtype, 0 if peer_impl == "hf_torch"
-                                            else xla, mode))
+                        peer = results.get(
+                            (peer_impl, dtype, 0 if peer_impl == "hf_torch" else xla, mode)
+                        )
                         return paired_ratio(rounds, peer, "seq_per_s") if peer else "n/a"
 
                     pk = peak.get("bfloat16" if dtype == "mixed_bfloat16" else "float32")
@@ -520,9 +631,11 @@ def _table(cfg, args, results, notes, peak, impls):
                     mfu_local = f"{100 * flops / lp:.0f}%" if lp else "n/a"
                     gfl = f"{flops / 1e9:.0f}"
                     spread = round_spread(rounds, "seq_per_s")
-                    rows.append(f"| {names[impl]} | {dtype} | {xla_s} | {label} | {batch} | "
-                                f"{sps:.2f}{spread} | {ratio('keras_hub')} | "
-                                f"{ratio('hf_torch')} | {gfl} | {mfu_local} | {mfu} |")
+                    rows.append(
+                        f"| {names[impl]} | {dtype} | {xla_s} | {label} | {batch} | "
+                        f"{sps:.2f}{spread} | {ratio('keras_hub')} | "
+                        f"{ratio('hf_torch')} | {gfl} | {mfu_local} | {mfu} |"
+                    )
     return "\n".join(rows)
 
 

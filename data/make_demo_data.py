@@ -39,69 +39,121 @@ logger = logging.getLogger("make_demo_data")
 # Vocabulary (all invented for this project)
 # ------------------------------------------------------------------------------------------------
 
-FEMALE = ("Anna Maria Lucy Emma Sara Nora Julia Clara Alice Rose Helen Mia Ella Lily Grace Ruth Eva "
-          "Kate Amy Chloé Zoë Irene Olga Vera Hannah Laura Sophie Megan Diana Fiona Paula Tina "
-          "Wendy Agnes Bella Carmen Daisy Edith Freya Gloria Hazel Iris Jane Lena Martha Nadia "
-          "Ophelia Petra Rita Stella Ursula Violet Yara Bianca Mabel Lotte Hilde Renée Inés").split()
-MALE = ("Tom Jack Paul Peter Sam Ben Leo Max Adam Noah Oscar Hugo Felix David Mark Luke Owen Ivan "
-        "Omar Carl José René Victor Simon Albert Bruno Colin Dennis Edgar Frank George Henry Isaac "
-        "James Kevin Louis Martin Nathan Patrick Quentin Robert Steven Thomas Walter Xavier Yusuf "
-        "Arthur Basil Cyril Desmond Ernest Harold Jonah Milo Rufus Tobias André François").split()
-JOBS = ("baker farmer teacher doctor nurse painter driver pilot writer singer tailor carpenter "
-        "gardener fisher miner builder cook clerk judge student scientist engineer lawyer dancer "
-        "artist merchant sailor guard waiter librarian plumber butcher potter weaver shepherd "
-        "blacksmith barber jeweller mechanic dentist banker poet actor drummer sculptor printer "
-        "postman florist chemist farrier brewer cobbler").split()
+FEMALE = (
+    "Anna Maria Lucy Emma Sara Nora Julia Clara Alice Rose Helen Mia Ella Lily Grace Ruth Eva "
+    "Kate Amy Chloé Zoë Irene Olga Vera Hannah Laura Sophie Megan Diana Fiona Paula Tina "
+    "Wendy Agnes Bella Carmen Daisy Edith Freya Gloria Hazel Iris Jane Lena Martha Nadia "
+    "Ophelia Petra Rita Stella Ursula Violet Yara Bianca Mabel Lotte Hilde Renée Inés"
+).split()
+MALE = (
+    "Tom Jack Paul Peter Sam Ben Leo Max Adam Noah Oscar Hugo Felix David Mark Luke Owen Ivan "
+    "Omar Carl José René Victor Simon Albert Bruno Colin Dennis Edgar Frank George Henry Isaac "
+    "James Kevin Louis Martin Nathan Patrick Quentin Robert Steven Thomas Walter Xavier Yusuf "
+    "Arthur Basil Cyril Desmond Ernest Harold Jonah Milo Rufus Tobias André François"
+).split()
+JOBS = (
+    "baker farmer teacher doctor nurse painter driver pilot writer singer tailor carpenter "
+    "gardener fisher miner builder cook clerk judge student scientist engineer lawyer dancer "
+    "artist merchant sailor guard waiter librarian plumber butcher potter weaver shepherd "
+    "blacksmith barber jeweller mechanic dentist banker poet actor drummer sculptor printer "
+    "postman florist chemist farrier brewer cobbler"
+).split()
 # Invented town names from two syllables; the set is fixed (not seed dependent).
-TOWNS = sorted({a + b for a in ("Ash Oak Elm Red Green Stone Mill North West East South Fair "
-                                "Bright Cold Pine River Sun High Fox Bell King Long Black White "
-                                "Silver Gold Iron Rose Lake Thorn").split()
-                for b in ("ford brook vale bridge water hill mont bury wick side stead moor "
-                          "haven crest ton field gate ley mere wood").split()
-                if (len(a) * 7 + len(b) * 3 + ord(a[0]) + ord(b[-1])) % 5 == 0})
-PLACES = ("market library kitchen garden station harbor school bakery office museum park river "
-          "forest farm hospital bridge church square shop workshop barn beach hill village "
-          "castle theatre stadium factory mill tower cellar attic orchard meadow pond stable "
-          "gallery hotel airport cinema palace prison temple dock").split()
-OBJECTS = ("box basket letter lamp chair table book map key bag bottle cup plate knife rope ladder "
-           "hammer bucket coat hat scarf umbrella clock radio camera bicycle candle blanket pencil "
-           "notebook jar spoon bowl kettle mirror wallet ticket parcel saw drill brush broom "
-           "pillow curtain carpet vase teapot glove boot shovel rake needle thread button "
-           "envelope stamp newspaper magazine guitar violin drum flute telescope compass lantern "
-           "suitcase trunk crate barrel sack shelf desk bench stool cupboard").split()
-INGREDIENTS = ("apples eggs onions carrots potatoes tomatoes lemons beans rice flour sugar butter "
-               "milk cheese garlic mushrooms peas oranges pears plums nuts honey fish chicken corn "
-               "cabbage spinach cherries grapes peaches melons lentils oats herbs cream yoghurt "
-               "ginger cucumbers peppers olives almonds raisins berries leeks turnips beets").split()
-DISHES = ("soup cake pie salad stew bread pudding curry pasta omelette pancakes sandwich porridge "
-          "pizza tart risotto casserole dumplings biscuits muffins jam pie noodles goulash "
-          "chowder crumble quiche waffles").split()
-ADJS = ("big small old new heavy light red blue green yellow white black warm cold clean dirty "
-        "round long short bright dark quiet soft hard fresh dry wet empty full wooden brown "
-        "purple orange grey golden silver narrow wide tall thin thick smooth rough sharp "
-        "shiny dusty broken strong tiny huge ancient modern plain fancy cheap expensive").split()
-POS = ("good great wonderful excellent delicious lovely pleasant charming superb fantastic "
-       "delightful brilliant tasty perfect beautiful splendid marvellous enjoyable fine "
-       "terrific").split()
-NEG = ("bad awful terrible horrible dull boring bland poor disappointing nasty ugly weak "
-       "unpleasant dreadful stale mediocre tasteless gloomy clumsy tedious").split()
-MACHINES = ("car bicycle clock radio washing-machine oven boat tractor fridge heater printer "
-            "computer lawnmower motorbike sewing-machine television").split()
-PARTS = "wheel chain battery belt spring wire pump valve switch fuse screw gear cable filter".split()
+TOWNS = sorted(
+    {
+        a + b
+        for a in (
+            "Ash Oak Elm Red Green Stone Mill North West East South Fair "
+            "Bright Cold Pine River Sun High Fox Bell King Long Black White "
+            "Silver Gold Iron Rose Lake Thorn"
+        ).split()
+        for b in (
+            "ford brook vale bridge water hill mont bury wick side stead moor "
+            "haven crest ton field gate ley mere wood"
+        ).split()
+        if (len(a) * 7 + len(b) * 3 + ord(a[0]) + ord(b[-1])) % 5 == 0
+    }
+)
+PLACES = (
+    "market library kitchen garden station harbor school bakery office museum park river "
+    "forest farm hospital bridge church square shop workshop barn beach hill village "
+    "castle theatre stadium factory mill tower cellar attic orchard meadow pond stable "
+    "gallery hotel airport cinema palace prison temple dock"
+).split()
+OBJECTS = (
+    "box basket letter lamp chair table book map key bag bottle cup plate knife rope ladder "
+    "hammer bucket coat hat scarf umbrella clock radio camera bicycle candle blanket pencil "
+    "notebook jar spoon bowl kettle mirror wallet ticket parcel saw drill brush broom "
+    "pillow curtain carpet vase teapot glove boot shovel rake needle thread button "
+    "envelope stamp newspaper magazine guitar violin drum flute telescope compass lantern "
+    "suitcase trunk crate barrel sack shelf desk bench stool cupboard"
+).split()
+INGREDIENTS = (
+    "apples eggs onions carrots potatoes tomatoes lemons beans rice flour sugar butter "
+    "milk cheese garlic mushrooms peas oranges pears plums nuts honey fish chicken corn "
+    "cabbage spinach cherries grapes peaches melons lentils oats herbs cream yoghurt "
+    "ginger cucumbers peppers olives almonds raisins berries leeks turnips beets"
+).split()
+DISHES = (
+    "soup cake pie salad stew bread pudding curry pasta omelette pancakes sandwich porridge "
+    "pizza tart risotto casserole dumplings biscuits muffins jam pie noodles goulash "
+    "chowder crumble quiche waffles"
+).split()
+ADJS = (
+    "big small old new heavy light red blue green yellow white black warm cold clean dirty "
+    "round long short bright dark quiet soft hard fresh dry wet empty full wooden brown "
+    "purple orange grey golden silver narrow wide tall thin thick smooth rough sharp "
+    "shiny dusty broken strong tiny huge ancient modern plain fancy cheap expensive"
+).split()
+POS = (
+    "good great wonderful excellent delicious lovely pleasant charming superb fantastic "
+    "delightful brilliant tasty perfect beautiful splendid marvellous enjoyable fine "
+    "terrific"
+).split()
+NEG = (
+    "bad awful terrible horrible dull boring bland poor disappointing nasty ugly weak "
+    "unpleasant dreadful stale mediocre tasteless gloomy clumsy tedious"
+).split()
+MACHINES = (
+    "car bicycle clock radio washing-machine oven boat tractor fridge heater printer "
+    "computer lawnmower motorbike sewing-machine television"
+).split()
+PARTS = (
+    "wheel chain battery belt spring wire pump valve switch fuse screw gear cable filter".split()
+)
 ANIMALS = "sheep goats cows hens ducks pigs horses rabbits geese donkeys turkeys bees".split()
-LANDS = ("fields hills lakes forests rivers villages farms mountains valleys meadows castles "
-         "bridges").split()
-PLANTS = ("roses tulips daisies lilies sunflowers beans peas carrots lettuce strawberries "
-          "pumpkins herbs onions violets").split()
-SUBJECTS = ("history music painting science geography poetry chemistry mathematics drawing "
-            "languages").split()
+LANDS = (
+    "fields hills lakes forests rivers villages farms mountains valleys meadows castles bridges"
+).split()
+PLANTS = (
+    "roses tulips daisies lilies sunflowers beans peas carrots lettuce strawberries "
+    "pumpkins herbs onions violets"
+).split()
+SUBJECTS = (
+    "history music painting science geography poetry chemistry mathematics drawing languages"
+).split()
 FRIEND_ROLES = "friend sister brother cousin neighbour uncle aunt teacher".split()
 SEASONS = ("spring", "summer", "autumn", "winter")
 SYN = {  # paraphrase pairs (both directions are used)
-    "big": "large", "small": "little", "bought": "purchased", "walked": "went", "quick": "fast",
-    "began": "started", "ended": "finished", "looked at": "watched", "said": "stated",
-    "gave": "handed", "house": "home", "shop": "store", "happy": "glad", "road": "street",
-    "took": "carried", "quiet": "silent", "angry": "upset", "repaired": "fixed", "picked": "chose",
+    "big": "large",
+    "small": "little",
+    "bought": "purchased",
+    "walked": "went",
+    "quick": "fast",
+    "began": "started",
+    "ended": "finished",
+    "looked at": "watched",
+    "said": "stated",
+    "gave": "handed",
+    "house": "home",
+    "shop": "store",
+    "happy": "glad",
+    "road": "street",
+    "took": "carried",
+    "quiet": "silent",
+    "angry": "upset",
+    "repaired": "fixed",
+    "picked": "chose",
 }
 
 MIDDLE_CONNECTORS = ("Then", "Next,", "After that,", "Later,", "Soon after,", "After a while,")
@@ -151,8 +203,10 @@ def big_number(rng: random.Random) -> str:
 
 def _recipe(rng, p, friend):
     dish, ing = rng.choice(DISHES), rng.choice(INGREDIENTS)
-    intro = [f"{p.name} was {article(p.job)} from {p.town}.",
-             f"One day {p.name} wanted to cook {dish} for {p.poss} {friend.name}."]
+    intro = [
+        f"{p.name} was {article(p.job)} from {p.town}.",
+        f"One day {p.name} wanted to cook {dish} for {p.poss} {friend.name}.",
+    ]
     steps = [
         f"{{S}} walked to the market and bought {rng.randint(2, 12)} {ing}.",
         f"{{S}} carried the {ing} home in {article(rng.choice(ADJS))} basket.",
@@ -291,11 +345,24 @@ def _lessons(rng, p, friend):
     subject = rng.choice(SUBJECTS)
     intro = f"{p.name} decided to learn {subject} from {friend.name}, a {friend.job} in {p.town}."
     steps = []
-    for lesson, what in enumerate(rng.sample((
-            "read the first chapter of an old book", "wrote notes in a notebook",
-            "asked many questions", "made a few mistakes", "practised for two hours",
-            "learned the basic rules", "solved a hard problem", "gave a short talk",
-            "passed a small test", "helped another student"), 8), start=1):
+    for lesson, what in enumerate(
+        rng.sample(
+            (
+                "read the first chapter of an old book",
+                "wrote notes in a notebook",
+                "asked many questions",
+                "made a few mistakes",
+                "practised for two hours",
+                "learned the basic rules",
+                "solved a hard problem",
+                "gave a short talk",
+                "passed a small test",
+                "helped another student",
+            ),
+            8,
+        ),
+        start=1,
+    ):
         steps.append(f"In lesson {lesson}, {{s}} {what}.")
     end = f"After {rng.randint(9, 30)} lessons {p.name} knew a lot about {subject}."
     return intro, steps, end
@@ -399,7 +466,9 @@ def make_glue(rng: random.Random, n_train: int, n_eval: int) -> dict[str, str]:
                 rows.append([str(i), s])
             else:
                 rows.append(["demo01", "1" if good else "0", "" if good else "*", s])
-        files[f"CoLA/{split}.tsv"] = (_tsv([["index", "sentence"]]) if split == "test" else "") + _tsv(rows)
+        files[f"CoLA/{split}.tsv"] = (
+            _tsv([["index", "sentence"]]) if split == "test" else ""
+        ) + _tsv(rows)
 
     # SST-2: "sentence\tlabel"; test "index\tsentence".
     for split, n in splits:
@@ -429,7 +498,13 @@ def make_glue(rng: random.Random, n_train: int, n_eval: int) -> dict[str, str]:
             s2 = synonym_swap(s1) if para else simple_sentence(rng)[0]
             first = str(i) if split == "test" else str(int(para))
             rows.append([first, str(100000 + 2 * i), str(100001 + 2 * i), s1, s2])
-        head = ["index" if split == "test" else "Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"]
+        head = [
+            "index" if split == "test" else "Quality",
+            "#1 ID",
+            "#2 ID",
+            "#1 String",
+            "#2 String",
+        ]
         files[f"MRPC/{split}.tsv"] = _tsv([head] + rows)
 
     # STS-B: 10 columns (test: 9, no score); score = 5 x fraction of kept content words.
@@ -453,8 +528,14 @@ def make_glue(rng: random.Random, n_train: int, n_eval: int) -> dict[str, str]:
         rows = []
         for i in range(n):
             obj = rng.choice(OBJECTS)
-            q1 = rng.choice((f"How can I buy a big {obj} quickly?", f"Where is the best shop for a {obj}?",
-                             f"Why did my old {obj} stop working?", f"What is a small {obj} used for?"))
+            q1 = rng.choice(
+                (
+                    f"How can I buy a big {obj} quickly?",
+                    f"Where is the best shop for a {obj}?",
+                    f"Why did my old {obj} stop working?",
+                    f"What is a small {obj} used for?",
+                )
+            )
             dup = rng.random() < 0.5
             if dup:
                 q2 = synonym_swap(q1)
@@ -464,8 +545,11 @@ def make_glue(rng: random.Random, n_train: int, n_eval: int) -> dict[str, str]:
                 rows.append([str(i), q1, q2])
             else:
                 rows.append([str(i), str(2 * i + 1), str(2 * i + 2), q1, q2, str(int(dup))])
-        head = ["id", "question1", "question2"] if split == "test" else \
-            ["id", "qid1", "qid2", "question1", "question2", "is_duplicate"]
+        head = (
+            ["id", "question1", "question2"]
+            if split == "test"
+            else ["id", "qid1", "qid2", "question1", "question2", "is_duplicate"]
+        )
         files[f"QQP/{split}.tsv"] = _tsv([head] + rows)
 
     # NLI pairs shared by MNLI / RTE / diagnostic.
@@ -475,29 +559,58 @@ def make_glue(rng: random.Random, n_train: int, n_eval: int) -> dict[str, str]:
         premise = f"{p.name} bought {article(obj)} at the {place} in {p.town}."
         label = rng.choice(("entailment", "contradiction", "neutral"))
         if label == "entailment":
-            hyp = rng.choice((f"{p.name} was at the {place}.", f"{p.name} bought something.",
-                              f"Someone bought {article(obj)}."))
+            hyp = rng.choice(
+                (
+                    f"{p.name} was at the {place}.",
+                    f"{p.name} bought something.",
+                    f"Someone bought {article(obj)}.",
+                )
+            )
         elif label == "contradiction":
-            hyp = rng.choice((f"{p.name} never went to the {place}.", f"{p.name} bought nothing.",
-                              f"Nobody bought {article(obj)}."))
+            hyp = rng.choice(
+                (
+                    f"{p.name} never went to the {place}.",
+                    f"{p.name} bought nothing.",
+                    f"Nobody bought {article(obj)}.",
+                )
+            )
         else:
-            hyp = rng.choice((f"{p.name} was {rng.choice(('happy', 'tired', 'angry'))}.",
-                              f"{p.name} paid {price(rng)} for it.", f"{p.name} lives in {p.town}."))
+            hyp = rng.choice(
+                (
+                    f"{p.name} was {rng.choice(('happy', 'tired', 'angry'))}.",
+                    f"{p.name} paid {price(rng)} for it.",
+                    f"{p.name} lives in {p.town}.",
+                )
+            )
         return premise, hyp, label
 
-    mnli_head = ("index promptID pairID genre sentence1_binary_parse sentence2_binary_parse "
-                 "sentence1_parse sentence2_parse sentence1 sentence2").split()
-    for split, genres in (("train", "fiction government slate telephone travel"),
-                          ("dev_matched", "fiction government slate telephone travel"),
-                          ("dev_mismatched", "facetoface letters nineeleven oup verbatim"),
-                          ("test_matched", "fiction government slate telephone travel"),
-                          ("test_mismatched", "facetoface letters nineeleven oup verbatim")):
+    mnli_head = (
+        "index promptID pairID genre sentence1_binary_parse sentence2_binary_parse "
+        "sentence1_parse sentence2_parse sentence1 sentence2"
+    ).split()
+    for split, genres in (
+        ("train", "fiction government slate telephone travel"),
+        ("dev_matched", "fiction government slate telephone travel"),
+        ("dev_mismatched", "facetoface letters nineeleven oup verbatim"),
+        ("test_matched", "fiction government slate telephone travel"),
+        ("test_mismatched", "facetoface letters nineeleven oup verbatim"),
+    ):
         n = n_train if split == "train" else n_eval
         rows = []
         for i in range(n):
             s1, s2, label = nli_pair()
-            row = [str(i), str(1000 + i), f"{1000 + i}e", rng.choice(genres.split()),
-                   binary_parse(s1), binary_parse(s2), tree_parse(s1), tree_parse(s2), s1, s2]
+            row = [
+                str(i),
+                str(1000 + i),
+                f"{1000 + i}e",
+                rng.choice(genres.split()),
+                binary_parse(s1),
+                binary_parse(s2),
+                tree_parse(s1),
+                tree_parse(s2),
+                s1,
+                s2,
+            ]
             if split == "train":
                 row += [label, label]
             elif split.startswith("dev"):
@@ -552,8 +665,11 @@ def make_glue(rng: random.Random, n_train: int, n_eval: int) -> dict[str, str]:
                 b = Person(rng, exclude=(a.name,))
             obj = rng.choice(OBJECTS)
             giver_trait = rng.random() < 0.5
-            trait = rng.choice(("generous", "kind")) if giver_trait else rng.choice(("hungry", "poor"))
-            s1 = f"{a.name} gave {b.name} the {obj} because {b.subj if not giver_trait else a.subj} was {trait}."
+            trait = (
+                rng.choice(("generous", "kind")) if giver_trait else rng.choice(("hungry", "poor"))
+            )
+            because = b.subj if not giver_trait else a.subj
+            s1 = f"{a.name} gave {b.name} the {obj} because {because} was {trait}."
             who = rng.choice((a, b))
             s2 = f"{who.name} was {trait}."
             correct = (who is a) == giver_trait
@@ -587,10 +703,16 @@ def _squad_paragraph(rng: random.Random, v2: bool, n_answers: int, pid: str, tra
 
     add(f"{p.name} was born in {p.town} in {year}. ", town=p.town, year=str(year))
     add(f"{cap(p.subj)} worked as {article(p.job)} for many years. ", job=p.job)
-    add(f"In {year + rng.randint(18, 30)}, {p.subj} moved to {town2} with {friend.name}. ",
-        town2=town2, friend=friend.name)
-    add(f"There {p.subj} bought a house for {cost} pounds and {article(rng.choice(ADJS))} {obj}. ",
-        cost=f"{cost} pounds", obj=obj)
+    add(
+        f"In {year + rng.randint(18, 30)}, {p.subj} moved to {town2} with {friend.name}. ",
+        town2=town2,
+        friend=friend.name,
+    )
+    add(
+        f"There {p.subj} bought a house for {cost} pounds and {article(rng.choice(ADJS))} {obj}. ",
+        cost=f"{cost} pounds",
+        obj=obj,
+    )
     add(f"People in {town2} said the café of {p.name} was {rng.choice(POS)}.", town2b=town2)
     context = "".join(parts)
     questions = [
@@ -605,7 +727,7 @@ def _squad_paragraph(rng: random.Random, v2: bool, n_answers: int, pid: str, tra
     qas = []
     for j, (key, q) in enumerate(rng.sample(questions, 5)):
         start, text = spans[key]
-        assert context[start:start + len(text)] == text
+        assert context[start : start + len(text)] == text
         ans = [{"text": text, "answer_start": start}] * n_answers
         qa = {"question": q, "id": f"{pid}q{j}", "answers": ans}
         if v2:
@@ -613,9 +735,12 @@ def _squad_paragraph(rng: random.Random, v2: bool, n_answers: int, pid: str, tra
         qas.append(qa)
     if v2:  # unanswerable questions about a person or place not in the paragraph
         other = Person(rng, exclude=(p.name, friend.name))
-        for j, q in enumerate((f"Where was {other.name} born?",
-                               f"Who moved to {rng.choice([t for t in TOWNS if t not in context])} "
-                               f"with {p.name}?")):
+        for j, q in enumerate(
+            (
+                f"Where was {other.name} born?",
+                f"Who moved to {rng.choice([t for t in TOWNS if t not in context])} with {p.name}?",
+            )
+        ):
             qa = {"question": q, "id": f"{pid}u{j}", "answers": [], "is_impossible": True}
             if train:  # the official v2 training file carries plausible answers for these
                 start, text = spans["town"]
@@ -633,8 +758,9 @@ def make_squad(rng: random.Random, n_train_par: int, n_dev_par: int) -> dict[str
                 pars, title = [], None
                 for b in range(4):
                     pid = f"{split}{version.replace('.', '')}{a:03d}{b}"
-                    person, par = _squad_paragraph(rng, v2, 1 if split == "train" else 3, pid,
-                                                   split == "train")
+                    person, par = _squad_paragraph(
+                        rng, v2, 1 if split == "train" else 3, pid, split == "train"
+                    )
                     title = title or f"{person.name}_of_{person.town}"
                     pars.append(par)
                 data.append({"title": title, "paragraphs": pars})
@@ -656,19 +782,28 @@ def _race_item(rng: random.Random, level: str, idx: int) -> dict:
     t = rng.randint(6 * 60, 9 * 60)
     times = [t, t + rng.randint(30, 90)]
     times.append(times[-1] + rng.randint(60, 180))
-    sents = [f"{p.name} lived in {p.town} and worked as {article(p.job)}.",
-             f"At {clock(times[0])}, {p.subj} walked to the {place1}.",
-             f"At {clock(times[1])}, {p.subj} met {friend.name} there and they talked about the {dish}.",
-             f"At {clock(times[2])}, they went to the {place2} together."]
+    sents = [
+        f"{p.name} lived in {p.town} and worked as {article(p.job)}.",
+        f"At {clock(times[0])}, {p.subj} walked to the {place1}.",
+        f"At {clock(times[1])}, {p.subj} met {friend.name} there and they talked about the {dish}.",
+        f"At {clock(times[2])}, they went to the {place2} together.",
+    ]
     if level == "high":  # longer articles for the "high" level
         sents += [make_document(rng)[0] for _ in range(3)]
     sents.append(f"{friend.name} said the {dish} was {rng.choice(POS)}.")
     qs = [
         (f"Where did {p.name} live?", p.town, [t_ for t_ in TOWNS if t_ != p.town]),
         (f"{p.name} went to the _ first.", place1, [x for x in PLACES if x not in (place1,)]),
-        (f"Who did {p.name} meet?", friend.name, [n for n in FEMALE + MALE if n not in (p.name, friend.name)]),
-        (f"At what time did they go to the {place2}?", clock(times[2]), [clock(times[0]), clock(times[1]),
-                                                                        clock(times[2] + 60)]),
+        (
+            f"Who did {p.name} meet?",
+            friend.name,
+            [n for n in FEMALE + MALE if n not in (p.name, friend.name)],
+        ),
+        (
+            f"At what time did they go to the {place2}?",
+            clock(times[2]),
+            [clock(times[0]), clock(times[1]), clock(times[2] + 60)],
+        ),
         (f"In {p.town}, {p.name} earned money as a _.", p.job, [j for j in JOBS if j != p.job]),
     ]
     questions, options, answers = [], [], []
@@ -679,8 +814,13 @@ def _race_item(rng: random.Random, level: str, idx: int) -> dict:
         questions.append(q)
         options.append(opts)
         answers.append("ABCD"[opts.index(right)])
-    return {"answers": answers, "options": options, "questions": questions,
-            "article": " ".join(sents), "id": f"{level}{idx}.txt"}
+    return {
+        "answers": answers,
+        "options": options,
+        "questions": questions,
+        "article": " ".join(sents),
+        "id": f"{level}{idx}.txt",
+    }
 
 
 def make_race(rng: random.Random, n_train: int, n_eval: int) -> dict[str, str]:
@@ -711,21 +851,33 @@ def train_spm(lines: list[str], prefix: str, vocab_size: int, seed: int) -> int:
 
     Writes `<prefix>.model` and `<prefix>.vocab`. The user-defined symbols go in as a list
     (sentencepiece CSV-quotes it), avoiding the original README's comma-list pitfall
-    (docs/original.md §9.5, quirk 20). Sentences come from an iterator and the model from a writer, so no file path ends up in
-    the stored trainer spec; one thread and a fixed seed make the output byte-identical.
+    (docs/original.md §9.5, quirk 20). Sentences come from an iterator and the model from a
+    writer, so no file path ends up in the stored trainer spec; one thread and a fixed seed
+    make the output byte-identical.
     If `vocab_size` is more than the corpus supports, the largest supported size is used.
     """
     text = [_normalize_for_spm(x) for x in lines if x.strip()]
-    opts = dict(pad_id=0, unk_id=1, eos_id=-1, bos_id=-1,
-                control_symbols=["[CLS]", "[SEP]", "[MASK]"], user_defined_symbols=USER_SYMBOLS,
-                shuffle_input_sentence=True, input_sentence_size=10000000,
-                character_coverage=0.99995, model_type="unigram", num_threads=1, minloglevel=2)
+    opts = dict(
+        pad_id=0,
+        unk_id=1,
+        eos_id=-1,
+        bos_id=-1,
+        control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+        user_defined_symbols=USER_SYMBOLS,
+        shuffle_input_sentence=True,
+        input_sentence_size=10000000,
+        character_coverage=0.99995,
+        model_type="unigram",
+        num_threads=1,
+        minloglevel=2,
+    )
 
     def run(size: int) -> bytes:
         spm.set_random_generator_seed(seed)
         writer = io.BytesIO()
-        spm.SentencePieceTrainer.train(sentence_iterator=iter(text), model_writer=writer,
-                                       vocab_size=size, **opts)
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(text), model_writer=writer, vocab_size=size, **opts
+        )
         return writer.getvalue()
 
     try:
@@ -763,13 +915,32 @@ def write_text(path: str, text: str) -> None:
     write_bytes(path, text.encode("utf-8"))
 
 
-def generate(output_dir: str, seed: int = 12345, small: bool = False, vocab_size: int = 2000) -> dict:
+def generate(
+    output_dir: str, seed: int = 12345, small: bool = False, vocab_size: int = 2000
+) -> dict:
     """Writes every demo file under `output_dir`; returns a summary dict."""
     # Separate generators per product, so changing one product's size leaves the others as is.
-    sizes = dict(docs=300, glue_train=60, glue_eval=20, squad_train=12, squad_dev=8, race_train=6,
-                 race_eval=3) if small else dict(docs=3000, glue_train=300, glue_eval=100,
-                                                  squad_train=60, squad_dev=32, race_train=40,
-                                                  race_eval=10)
+    sizes = (
+        dict(
+            docs=300,
+            glue_train=60,
+            glue_eval=20,
+            squad_train=12,
+            squad_dev=8,
+            race_train=6,
+            race_eval=3,
+        )
+        if small
+        else dict(
+            docs=3000,
+            glue_train=300,
+            glue_eval=100,
+            squad_train=60,
+            squad_dev=32,
+            race_train=40,
+            race_eval=10,
+        )
+    )
     rngs = {k: random.Random(f"{seed}-{k}") for k in ("corpus", "glue", "squad", "race")}
     docs = [make_document(rngs["corpus"]) for _ in range(sizes["docs"])]
     files: dict[str, str] = {}
@@ -787,9 +958,15 @@ def generate(output_dir: str, seed: int = 12345, small: bool = False, vocab_size
     vs = train_spm(lines, os.path.join(output_dir, "spm"), vocab_size, seed)
     words = {w for x in lines for w in re.findall(r"[\w']+", _normalize_for_spm(x))}
     total = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(output_dir) for f in fs)
-    return {"documents": len(docs), "sentences": len(lines), "distinct_words": len(words),
-            "corpus_bytes": sum(len(files[k].encode()) for k in files if k.startswith("corpus/")),
-            "spm_vocab_size": vs, "files": len(files) + 2, "total_bytes": total}
+    return {
+        "documents": len(docs),
+        "sentences": len(lines),
+        "distinct_words": len(words),
+        "corpus_bytes": sum(len(files[k].encode()) for k in files if k.startswith("corpus/")),
+        "spm_vocab_size": vs,
+        "files": len(files) + 2,
+        "total_bytes": total,
+    }
 
 
 def main(argv=None) -> int:
@@ -798,8 +975,12 @@ def main(argv=None) -> int:
     ap.add_argument("--output_dir", default=os.path.join(here, "demo"))
     ap.add_argument("--seed", type=int, default=12345)
     ap.add_argument("--small", action="store_true", help="tiny version for tests")
-    ap.add_argument("--vocab_size", type=int, default=None,
-                    help="SentencePiece vocab size (default 2000, or 400 with --small)")
+    ap.add_argument(
+        "--vocab_size",
+        type=int,
+        default=None,
+        help="SentencePiece vocab size (default 2000, or 400 with --small)",
+    )
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     vocab_size = args.vocab_size or (400 if args.small else 2000)

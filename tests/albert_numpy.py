@@ -16,11 +16,15 @@ def layer_norm(x, beta, gamma, eps=1e-12):
 
 
 def gelu_tanh(x):
-    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
 
 
-ACTIVATIONS = {"gelu": gelu_tanh, "relu": lambda x: np.maximum(x, 0.0),
-               "tanh": np.tanh, "linear": lambda x: x}
+ACTIVATIONS = {
+    "gelu": gelu_tanh,
+    "relu": lambda x: np.maximum(x, 0.0),
+    "tanh": np.tanh,
+    "linear": lambda x: x,
+}
 
 
 def softmax(x):
@@ -46,12 +50,20 @@ def block(w, prefix, x, mask, cfg, ffn_prefix=None):
     scores = scores + (1.0 - mask[:, None, None, :]) * -10000.0
     probs = softmax(scores)
     ctx = np.einsum("bnst,btnd->bsnd", probs, v).reshape(b, s, h)
-    a = ctx @ w[prefix + "/attention_1/output/dense/kernel"] + w[prefix + "/attention_1/output/dense/bias"]
+    a = (
+        ctx @ w[prefix + "/attention_1/output/dense/kernel"]
+        + w[prefix + "/attention_1/output/dense/bias"]
+    )
     h1 = layer_norm(a + x, w[prefix + "/LayerNorm/beta"], w[prefix + "/LayerNorm/gamma"])
     act = ACTIVATIONS[cfg["hidden_act"]]
     p = ffn_prefix
-    f = act(h1 @ w[p + "/ffn_1/intermediate/dense/kernel"] + w[p + "/ffn_1/intermediate/dense/bias"])
-    g = f @ w[p + "/ffn_1/intermediate/output/dense/kernel"] + w[p + "/ffn_1/intermediate/output/dense/bias"]
+    f = act(
+        h1 @ w[p + "/ffn_1/intermediate/dense/kernel"] + w[p + "/ffn_1/intermediate/dense/bias"]
+    )
+    g = (
+        f @ w[p + "/ffn_1/intermediate/output/dense/kernel"]
+        + w[p + "/ffn_1/intermediate/output/dense/bias"]
+    )
     return layer_norm(g + h1, w[p + "/LayerNorm_1/beta"], w[p + "/LayerNorm_1/gamma"])
 
 
@@ -59,13 +71,18 @@ def forward(w, cfg, input_ids, input_mask, segment_ids, masked_lm_positions=None
     """Returns a dict like AlbertModel/AlbertPretrainer (numpy float64)."""
     w = {k: np.asarray(v, np.float64) for k, v in w.items()}
     s = input_ids.shape[1]
-    emb = (w["bert/embeddings/word_embeddings"][input_ids]
-           + w["bert/embeddings/token_type_embeddings"][segment_ids]
-           + w["bert/embeddings/position_embeddings"][:s][None])
+    emb = (
+        w["bert/embeddings/word_embeddings"][input_ids]
+        + w["bert/embeddings/token_type_embeddings"][segment_ids]
+        + w["bert/embeddings/position_embeddings"][:s][None]
+    )
     emb = layer_norm(emb, w["bert/embeddings/LayerNorm/beta"], w["bert/embeddings/LayerNorm/gamma"])
     x = emb
     if cfg["embedding_size"] != cfg["hidden_size"]:
-        x = x @ w["bert/encoder/embedding_hidden_mapping_in/kernel"] + w["bert/encoder/embedding_hidden_mapping_in/bias"]
+        x = (
+            x @ w["bert/encoder/embedding_hidden_mapping_in/kernel"]
+            + w["bert/encoder/embedding_hidden_mapping_in/bias"]
+        )
     mask = input_mask.astype(np.float64)
     layers = []
     L, G = cfg["num_hidden_layers"], cfg["num_hidden_groups"]
@@ -76,20 +93,40 @@ def forward(w, cfg, input_ids, input_mask, segment_ids, masked_lm_positions=None
         attention_group = 0 if sharing == "attention" else g
         ffn_group = 0 if sharing == "ffn" else g
         for i in range(cfg["inner_group_num"]):
-            x = block(w, f"bert/encoder/transformer/group_{attention_group}/inner_group_{i}",
-                      x, mask, cfg,
-                      ffn_prefix=f"bert/encoder/transformer/group_{ffn_group}/inner_group_{i}")
+            x = block(
+                w,
+                f"bert/encoder/transformer/group_{attention_group}/inner_group_{i}",
+                x,
+                mask,
+                cfg,
+                ffn_prefix=f"bert/encoder/transformer/group_{ffn_group}/inner_group_{i}",
+            )
             layers.append(x)
     pooled = np.tanh(x[:, 0] @ w["bert/pooler/dense/kernel"] + w["bert/pooler/dense/bias"])
-    out = {"sequence_output": x, "pooled_output": pooled, "encoder_outputs": layers,
-           "embedding_output": emb}
+    out = {
+        "sequence_output": x,
+        "pooled_output": pooled,
+        "encoder_outputs": layers,
+        "embedding_output": emb,
+    }
     if masked_lm_positions is not None:
         gathered = np.take_along_axis(x, masked_lm_positions[:, :, None], axis=1)
         t = ACTIVATIONS[cfg["hidden_act"]](
-            gathered @ w["cls/predictions/transform/dense/kernel"] + w["cls/predictions/transform/dense/bias"])
-        t = layer_norm(t, w["cls/predictions/transform/LayerNorm/beta"], w["cls/predictions/transform/LayerNorm/gamma"])
-        out["mlm_logits"] = t @ w["bert/embeddings/word_embeddings"].T + w["cls/predictions/output_bias"]
-        out["sop_logits"] = pooled @ w["cls/seq_relationship/output_weights"].T + w["cls/seq_relationship/output_bias"]
+            gathered @ w["cls/predictions/transform/dense/kernel"]
+            + w["cls/predictions/transform/dense/bias"]
+        )
+        t = layer_norm(
+            t,
+            w["cls/predictions/transform/LayerNorm/beta"],
+            w["cls/predictions/transform/LayerNorm/gamma"],
+        )
+        out["mlm_logits"] = (
+            t @ w["bert/embeddings/word_embeddings"].T + w["cls/predictions/output_bias"]
+        )
+        out["sop_logits"] = (
+            pooled @ w["cls/seq_relationship/output_weights"].T
+            + w["cls/seq_relationship/output_bias"]
+        )
     return out
 
 

@@ -5,8 +5,28 @@ import pathlib
 
 DEMO_SPM = str(pathlib.Path(__file__).resolve().parents[1] / "data" / "demo" / "spm.model")
 
-_WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "to", "park", "a", "big", "red",
-          "house", "small", "tree", "bird", "sang", "loud", "song", "river"]
+_WORDS = [
+    "the",
+    "cat",
+    "sat",
+    "on",
+    "mat",
+    "dog",
+    "ran",
+    "to",
+    "park",
+    "a",
+    "big",
+    "red",
+    "house",
+    "small",
+    "tree",
+    "bird",
+    "sang",
+    "loud",
+    "song",
+    "river",
+]
 
 
 def spm_size():
@@ -18,9 +38,15 @@ def spm_size():
 def tiny_config(**overrides):
     from albert_tf import AlbertConfig
 
-    values = dict(vocab_size=spm_size(), embedding_size=16, hidden_size=32,
-                  num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                  max_position_embeddings=64)
+    values = dict(
+        vocab_size=spm_size(),
+        embedding_size=16,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
     values.update(overrides)
     return AlbertConfig(**values)
 

@@ -16,6 +16,7 @@ import numpy as np  # noqa: E402
 
 from albert_tf import classifier  # noqa: E402
 from albert_tf.distribute import get_strategy  # noqa: E402
+
 from classifier_fixtures import tiny_config  # noqa: E402
 from worker_fixtures import strategy_named  # noqa: E402
 
@@ -24,8 +25,11 @@ BATCH = 4
 
 
 def main(eval_file, out_file, strategy_name, num_examples):
-    strategy = (strategy_named(strategy_name) if strategy_name == "mirrored2"
-                else get_strategy(strategy_name))
+    strategy = (
+        strategy_named(strategy_name)
+        if strategy_name == "mirrored2"
+        else get_strategy(strategy_name)
+    )
     with strategy.scope():
         model = classifier.AlbertClassifier(tiny_config(), 3)
         model.build()
@@ -33,8 +37,11 @@ def main(eval_file, out_file, strategy_name, num_examples):
     for variable in model.weights:
         variable.assign(rng.normal(0.0, 0.1, variable.shape).astype(np.float32))
     replicas = strategy.num_replicas_in_sync
-    arrays = classifier.predict_arrays(strategy, model, classifier.eval_dataset_fn(
-        eval_file, SEQ, BATCH, int(num_examples), False, replicas))
+    arrays = classifier.predict_arrays(
+        strategy,
+        model,
+        classifier.eval_dataset_fn(eval_file, SEQ, BATCH, int(num_examples), False, replicas),
+    )
     np.savez(out_file, replicas=replicas, **arrays)
 
 

@@ -17,6 +17,7 @@ import numpy as np  # noqa: E402
 
 from albert_tf import classifier, race, squad, tokenization  # noqa: E402
 from albert_tf.data import race_data, squad_data  # noqa: E402
+
 from classifier_fixtures import DEMO_SPM, tiny_config  # noqa: E402
 from worker_fixtures import strategy_named  # noqa: E402
 
@@ -29,20 +30,31 @@ def squad_outputs(strategy, version_2, path):
     tokenizer = tokenization.FullTokenizer(spm_model_file=DEMO_SPM)
     name = "dev-v2.0.json" if version_2 else "dev-v1.1.json"
     examples = squad_data.read_squad_examples(
-        os.path.join(REPO, "data", "demo", "squad", name), False)[:7]
-    features = squad_data.write_features(squad_data.convert_examples_to_features(
-        examples, tokenizer, SEQ, 24, 16, False), path, False)
+        os.path.join(REPO, "data", "demo", "squad", name), False
+    )[:7]
+    features = squad_data.write_features(
+        squad_data.convert_examples_to_features(examples, tokenizer, SEQ, 24, 16, False),
+        path,
+        False,
+    )
     with strategy.scope():
-        model = squad.AlbertSquadV2(tiny_config()) if version_2 else squad.AlbertSquadV1(
-            tiny_config())
+        model = (
+            squad.AlbertSquadV2(tiny_config()) if version_2 else squad.AlbertSquadV1(tiny_config())
+        )
         model.build()
     seed_weights(model)
-    results = squad.predict_outputs(strategy, model, squad.eval_dataset_fn(
-        path, SEQ, BATCH, len(features), strategy.num_replicas_in_sync))
+    results = squad.predict_outputs(
+        strategy,
+        model,
+        squad.eval_dataset_fn(path, SEQ, BATCH, len(features), strategy.num_replicas_in_sync),
+    )
     ids = sorted(results)
     names = sorted(results[ids[0]])
-    return {"unique_ids": np.array(ids), "feature_ids": np.array([f.unique_id for f in features]),
-            **{n: np.stack([results[i][n] for i in ids]) for n in names}}
+    return {
+        "unique_ids": np.array(ids),
+        "feature_ids": np.array([f.unique_id for f in features]),
+        **{n: np.stack([results[i][n] for i in ids]) for n in names},
+    }
 
 
 def race_outputs(strategy, path):
@@ -53,9 +65,13 @@ def race_outputs(strategy, path):
         model = race.AlbertRace(tiny_config())
         model.build()
     seed_weights(model)
-    return classifier.predict_arrays(strategy, model, classifier.eval_dataset_fn(
-        path, race_data.record_length(SEQ), BATCH, count, False,
-        strategy.num_replicas_in_sync))
+    return classifier.predict_arrays(
+        strategy,
+        model,
+        classifier.eval_dataset_fn(
+            path, race_data.record_length(SEQ), BATCH, count, False, strategy.num_replicas_in_sync
+        ),
+    )
 
 
 def seed_weights(model):

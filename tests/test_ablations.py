@@ -22,10 +22,16 @@ def test_sharing_variants_follow_table_4():
     none), and the shared counts are the unshared count minus the shared copies."""
     rows = {v.label: ablations.variant_config(v, 2000) for v in ablations.STUDIES["sharing"]}
     for e in (128, 64):
-        count = {s: rows[f"E={e} {s}"].num_parameters()
-                 for s in ("all-shared", "shared-attention", "shared-FFN", "not-shared")}
-        assert (count["all-shared"] < count["shared-FFN"] < count["shared-attention"]
-                < count["not-shared"])
+        count = {
+            s: rows[f"E={e} {s}"].num_parameters()
+            for s in ("all-shared", "shared-attention", "shared-FFN", "not-shared")
+        }
+        assert (
+            count["all-shared"]
+            < count["shared-FFN"]
+            < count["shared-attention"]
+            < count["not-shared"]
+        )
         h, f, layers = 128, 512, 4
         attention, ffn = 4 * (h * h + h) + 2 * h, 2 * h * f + f + h + 2 * h
         assert count["not-shared"] - count["shared-attention"] == (layers - 1) * attention
@@ -35,14 +41,18 @@ def test_sharing_variants_follow_table_4():
 
 
 def test_other_studies():
-    table3 = {v.label: ablations.variant_config(v, 2000)
-              for v in ablations.STUDIES["embedding_size"]}
+    table3 = {
+        v.label: ablations.variant_config(v, 2000) for v in ablations.STUDIES["embedding_size"]
+    }
     assert [c.embedding_size for c in table3.values()] == [16, 32, 64, 128] * 2
     assert table3["all-shared E=16"].num_hidden_groups == 1
     assert table3["not-shared E=16"].num_hidden_groups == 4
     loss = {v.label: v for v in ablations.STUDIES["sentence_loss"]}
-    assert (loss["None"].sentence_order_loss_weight, loss["NSP"].sentence_task,
-            loss["SOP"].sentence_task) == (0.0, "nsp", "sop")
+    assert (
+        loss["None"].sentence_order_loss_weight,
+        loss["NSP"].sentence_task,
+        loss["SOP"].sentence_task,
+    ) == (0.0, "nsp", "sop")
     dropout = [ablations.variant_config(v, 2000) for v in ablations.STUDIES["dropout"]]
     assert [c.hidden_dropout_prob for c in dropout] == [0.1, 0.0]
     layers = ablations.STUDIES["layers"]
@@ -61,7 +71,10 @@ def test_references_name_rows_of_their_study():
     assert refs["E=64 not-shared"] == "E=64 all-shared"
     assert refs["E=128 shared-FFN"] == "E=128 all-shared"
     assert {v.label: v.reference for v in ablations.STUDIES["sentence_loss"]} == {
-        "None": "SOP", "NSP": "SOP", "SOP": None}
+        "None": "SOP",
+        "NSP": "SOP",
+        "SOP": None,
+    }
     assert [v.reference for v in ablations.STUDIES["layers"]] == ["L=4", "L=4", None, "L=4"]
     smooth = [ablations.variant_config(v, 2000) for v in ablations.STUDIES["smoothness"]]
     assert [c.num_hidden_groups for c in smooth] == [1, 4]
@@ -74,25 +87,46 @@ def test_flags_keep_their_names_and_defaults():
     values = flags.FlagValues()
     options.define_flags(ablations.AblationOptions, values)
     values(["run_ablations.py", "--output_dir=out"])
-    assert {name: values[name].value for name in (
-        "study", "num_train_steps", "tasks", "variants", "random_seed", "dupe_factor",
-        "seeds", "eval_every_steps")} == {
-        "study": "sharing", "num_train_steps": 1200, "tasks": list(ablations.PAPER_TASKS),
-        "variants": [], "random_seed": 12345, "dupe_factor": 10, "seeds": 1,
-        "eval_every_steps": 200}
+    assert {
+        name: values[name].value
+        for name in (
+            "study",
+            "num_train_steps",
+            "tasks",
+            "variants",
+            "random_seed",
+            "dupe_factor",
+            "seeds",
+            "eval_every_steps",
+        )
+    } == {
+        "study": "sharing",
+        "num_train_steps": 1200,
+        "tasks": list(ablations.PAPER_TASKS),
+        "variants": [],
+        "random_seed": 12345,
+        "dupe_factor": 10,
+        "seeds": 1,
+        "eval_every_steps": 200,
+    }
     o = options.from_flags(ablations.AblationOptions, values)
     assert o.tasks == ablations.PAPER_TASKS and o.smoothness_checkpoints == ()
 
 
-@pytest.mark.parametrize("change,message", [
-    (dict(study="vocab"), "--study='vocab': expected one of embedding_size, sharing"),
-    (dict(tasks=("squad_v3",)), "--tasks: unknown squad_v3"),
-    (dict(variants=("L=3",)), "--variants: 'L=3' not in study 'layers'"),
-    (dict(num_train_steps=5), "--num_train_steps=5: expected an integer >= 10"),
-    (dict(seeds=0), "--seeds=0: expected an integer >= 1"),
-    (dict(smoothness_checkpoints=("a=b",)),
-     "--smoothness_checkpoints: only with --study=smoothness, not --study=layers"),
-])
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (dict(study="vocab"), "--study='vocab': expected one of embedding_size, sharing"),
+        (dict(tasks=("squad_v3",)), "--tasks: unknown squad_v3"),
+        (dict(variants=("L=3",)), "--variants: 'L=3' not in study 'layers'"),
+        (dict(num_train_steps=5), "--num_train_steps=5: expected an integer >= 10"),
+        (dict(seeds=0), "--seeds=0: expected an integer >= 1"),
+        (
+            dict(smoothness_checkpoints=("a=b",)),
+            "--smoothness_checkpoints: only with --study=smoothness, not --study=layers",
+        ),
+    ],
+)
 def test_bad_options(tmp_path, change, message):
     o = ablations.AblationOptions(**{"study": "layers", "output_dir": str(tmp_path), **change})
     with pytest.raises(UserError, match=re.escape(message)):
@@ -123,13 +157,23 @@ def output_dir(tmp_path_factory):
 def test_small_study_with_seeds_resumes_and_warm_starts(output_dir, caplog, monkeypatch):
     pytest.importorskip("matplotlib")
     caplog.set_level(logging.INFO)
-    o = ablations.AblationOptions(study="layers", output_dir=str(output_dir),
-                                  num_train_steps=10, tasks=(), dupe_factor=1,
-                                  variants=("L=1", "L=2"), seeds=2, eval_every_steps=5)
+    o = ablations.AblationOptions(
+        study="layers",
+        output_dir=str(output_dir),
+        num_train_steps=10,
+        tasks=(),
+        dupe_factor=1,
+        variants=("L=1", "L=2"),
+        seeds=2,
+        eval_every_steps=5,
+    )
     rows = ablations.run(o)
     assert [(r["label"], r["random_seed"], r["folder"]) for r in rows] == [
-        ("L=1", 12345, "00/seed12345"), ("L=2", 12345, "01/seed12345"),
-        ("L=1", 12346, "00/seed12346"), ("L=2", 12346, "01/seed12346")]
+        ("L=1", 12345, "00/seed12345"),
+        ("L=2", 12345, "01/seed12345"),
+        ("L=1", 12346, "00/seed12346"),
+        ("L=2", 12346, "01/seed12346"),
+    ]
     for r in rows:
         assert r["num_train_steps"] == 10 and r["tasks"] == {}
         for key in ("masked_lm_accuracy", "sop_accuracy", "nsp_accuracy"):
@@ -142,10 +186,14 @@ def test_small_study_with_seeds_resumes_and_warm_starts(output_dir, caplog, monk
     # Each seed's L=2 started from the same seed's L=1.
     study = output_dir / "layers"
     for seed in (12345, 12346):
-        assert any("--init_checkpoint: loaded" in m and os.path.join("layers", "00", f"seed{seed}", "pretrain")
-                   in m for m in caplog.messages)
-    config = json.loads((study / "01" / "seed12345" / "pretrain" / "albert_config.json")
-                        .read_text())
+        assert any(
+            "--init_checkpoint: loaded" in m
+            and os.path.join("layers", "00", f"seed{seed}", "pretrain") in m
+            for m in caplog.messages
+        )
+    config = json.loads(
+        (study / "01" / "seed12345" / "pretrain" / "albert_config.json").read_text()
+    )
     assert config["num_hidden_layers"] == 2
     assert json.loads((study / "results.json").read_text()) == rows
     text = (study / "results.md").read_text()
@@ -156,7 +204,9 @@ def test_small_study_with_seeds_resumes_and_warm_starts(output_dir, caplog, monk
     # built for a study that trains only on SOP.
     for seed in (12345, 12346):
         assert sorted(os.listdir(output_dir / f"data_sop_seed{seed}_dupe1")) == [
-            "eval.tfrecord", "train.tfrecord"]
+            "eval.tfrecord",
+            "train.tfrecord",
+        ]
         assert os.listdir(output_dir / f"data_nsp_seed{seed}_dupe1") == ["eval.tfrecord"]
 
     # A second run finds every (row, seed) done and pretrains nothing.
@@ -164,8 +214,11 @@ def test_small_study_with_seeds_resumes_and_warm_starts(output_dir, caplog, monk
     assert ablations.run(o) == rows
 
     # Resuming with other settings would mix them in one table.
-    with pytest.raises(UserError, match=r"row 'L=1' \(seed 12345\) was run with "
-                                        r"num_train_steps=10 \(now num_train_steps=20\)"):
+    with pytest.raises(
+        UserError,
+        match=r"row 'L=1' \(seed 12345\) was run with "
+        r"num_train_steps=10 \(now num_train_steps=20\)",
+    ):
         ablations.run(dataclasses.replace(o, num_train_steps=20))
 
     # L=8 starts from L=4, which has not run.
@@ -176,8 +229,9 @@ def test_small_study_with_seeds_resumes_and_warm_starts(output_dir, caplog, monk
 def test_warm_start_reads_rows_of_the_single_seed_layout(monkeypatch, tmp_path):
     """Rows written before --seeds have no "folder": their run is <index>/pretrain."""
     asked = []
-    monkeypatch.setattr(ablations, "_latest_checkpoint",
-                        lambda folder: asked.append(folder) or f"{folder}/ckpt-10")
+    monkeypatch.setattr(
+        ablations, "_latest_checkpoint", lambda folder: asked.append(folder) or f"{folder}/ckpt-10"
+    )
     layers = ablations.STUDIES["layers"]
     old = [{"label": "L=1", "random_seed": 12345}]
     assert ablations._warm_start(layers, 1, 12345, old, "s") == "s/00/pretrain/ckpt-10"
@@ -195,9 +249,15 @@ def test_warm_start_reads_rows_of_the_single_seed_layout(monkeypatch, tmp_path):
 
 def test_smoothness_study_and_given_checkpoints(output_dir, monkeypatch, caplog):
     pytest.importorskip("matplotlib")
-    o = ablations.AblationOptions(study="smoothness", output_dir=str(output_dir),
-                                  num_train_steps=10, dupe_factor=1, eval_every_steps=0,
-                                  variants=("all-shared",), smoothness_max_sequences=6)
+    o = ablations.AblationOptions(
+        study="smoothness",
+        output_dir=str(output_dir),
+        num_train_steps=10,
+        dupe_factor=1,
+        eval_every_steps=0,
+        variants=("all-shared",),
+        smoothness_max_sequences=6,
+    )
     rows = ablations.run(o)  # default --tasks: ignored, nothing is fine-tuned
     assert [(r["label"], r["tasks"], "curve" in r) for r in rows] == [("all-shared", {}, False)]
     measured = rows[0]["smoothness"]
@@ -214,9 +274,13 @@ def test_smoothness_study_and_given_checkpoints(output_dir, monkeypatch, caplog)
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     caplog.set_level(logging.INFO)
     given, run = output_dir / "given", study / "00" / "seed12345" / "pretrain"
-    text = ablations.measure_checkpoints(dataclasses.replace(
-        o, output_dir=str(given),
-        smoothness_checkpoints=(f"folder={run}", f"prefix={run / 'model.ckpt-10'}")))
+    text = ablations.measure_checkpoints(
+        dataclasses.replace(
+            o,
+            output_dir=str(given),
+            smoothness_checkpoints=(f"folder={run}", f"prefix={run / 'model.ckpt-10'}"),
+        )
+    )
     assert sorted(os.listdir(given)) == ["smoothness.json", "smoothness.md"]
     assert (given / "smoothness.md").read_text() == text
     assert "| Layer | folder L2 | prefix L2 | folder angle (°) | prefix angle (°) |" in text
@@ -229,11 +293,21 @@ def test_smoothness_study_and_given_checkpoints(output_dir, monkeypatch, caplog)
 
 def test_script_rejects_unknown_variant(tmp_path):
     result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "run_ablations.py"), f"--output_dir={tmp_path}",
-         "--study=sharing", "--variants=E=64 everything-shared", "--tasks="],
-        capture_output=True, text=True, timeout=300,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+        [
+            sys.executable,
+            os.path.join(ROOT, "run_ablations.py"),
+            f"--output_dir={tmp_path}",
+            "--study=sharing",
+            "--variants=E=64 everything-shared",
+            "--tasks=",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+    )
     assert result.returncode == 1
-    assert ("run_ablations.py: error: --variants: 'E=64 everything-shared' not in study "
-            "'sharing'") in result.stderr
+    assert (
+        "run_ablations.py: error: --variants: 'E=64 everything-shared' not in study 'sharing'"
+    ) in result.stderr
     assert not os.listdir(tmp_path)

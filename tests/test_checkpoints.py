@@ -5,16 +5,23 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+from test_modeling import assert_rel_close, make_inputs, tiny
 
-import albert_numpy
-from albert_tf.checkpoints import (CheckpointMismatchError, check_checkpoint_readable,
-                                   checkpoint_variable_shapes, init_from_checkpoint,
-                                   load_original_checkpoint, original_variable_map,
-                                   read_checkpoint_values, resolve_checkpoint_path,
-                                   save_original_checkpoint)
+from albert_tf.checkpoints import (
+    CheckpointMismatchError,
+    check_checkpoint_readable,
+    checkpoint_variable_shapes,
+    init_from_checkpoint,
+    load_original_checkpoint,
+    original_variable_map,
+    read_checkpoint_values,
+    resolve_checkpoint_path,
+    save_original_checkpoint,
+)
 from albert_tf.errors import UserError
 from albert_tf.modeling import AlbertModel, AlbertPretrainer
-from test_modeling import assert_rel_close, make_inputs, tiny
+
+import albert_numpy
 
 # docs/original.md §5.2 for G = I = 1, written out literally.
 RELEASED_LAYOUT_NAMES = """
@@ -79,9 +86,15 @@ def test_names_and_shapes_equal_released_layout():
     cfg = tiny(num_hidden_layers=12)
     model = AlbertPretrainer(cfg)
     model.build()
-    dims = {"V": cfg.vocab_size, "E": cfg.embedding_size, "H": cfg.hidden_size,
-            "F": cfg.intermediate_size, "P": cfg.max_position_embeddings, "T": cfg.type_vocab_size,
-            "2": 2}
+    dims = {
+        "V": cfg.vocab_size,
+        "E": cfg.embedding_size,
+        "H": cfg.hidden_size,
+        "F": cfg.intermediate_size,
+        "P": cfg.max_position_embeddings,
+        "T": cfg.type_vocab_size,
+        "2": 2,
+    }
     expected = []
     for line in RELEASED_LAYOUT_NAMES.strip().splitlines():
         name, shape = line.split()
@@ -91,13 +104,16 @@ def test_names_and_shapes_equal_released_layout():
     assert len(got) == 32
 
 
-@pytest.mark.parametrize("overrides", [
-    dict(num_hidden_groups=2, inner_group_num=2),
-    dict(num_hidden_layers=4, num_hidden_groups=3, inner_group_num=3),
-    dict(embedding_size=16),
-    dict(num_hidden_groups=3, inner_group_num=2, cross_layer_sharing="attention"),
-    dict(num_hidden_groups=3, cross_layer_sharing="ffn"),
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        dict(num_hidden_groups=2, inner_group_num=2),
+        dict(num_hidden_layers=4, num_hidden_groups=3, inner_group_num=3),
+        dict(embedding_size=16),
+        dict(num_hidden_groups=3, inner_group_num=2, cross_layer_sharing="attention"),
+        dict(num_hidden_groups=3, cross_layer_sharing="ffn"),
+    ],
+)
 def test_names_and_shapes_general_groups(overrides):
     sharing = overrides.pop("cross_layer_sharing", "all")
     cfg = tiny(**overrides).replace(cross_layer_sharing=sharing)
@@ -131,8 +147,14 @@ def test_tf1_checkpoint_loads_and_reproduces_outputs(tf1_checkpoint):
     assert sum(n.endswith(("/adam_m", "/adam_v")) for n in report.ignored) == 2 * len(weights)
     inputs = make_inputs(cfg)
     got = model(inputs)
-    want = albert_numpy.forward(weights, cfg.to_dict(), inputs["input_ids"], inputs["input_mask"],
-                                inputs["segment_ids"], inputs["masked_lm_positions"])
+    want = albert_numpy.forward(
+        weights,
+        cfg.to_dict(),
+        inputs["input_ids"],
+        inputs["input_mask"],
+        inputs["segment_ids"],
+        inputs["masked_lm_positions"],
+    )
     for key in ("sequence_output", "pooled_output", "mlm_logits", "sop_logits"):
         assert_rel_close(got[key], want[key])
 
@@ -148,8 +170,7 @@ def test_path_forms(tf1_checkpoint, tmp_path):
     cfg, weights, prefix = tf1_checkpoint
     folder = os.path.dirname(prefix)
     data = [p for p in os.listdir(folder) if ".data-" in p][0]
-    for form in (prefix, prefix + ".index", os.path.join(folder, data), folder,
-                 prefix + ".meta"):
+    for form in (prefix, prefix + ".index", os.path.join(folder, data), folder, prefix + ".meta"):
         assert resolve_checkpoint_path(form) == prefix
     # Directory without a `checkpoint` state file, several checkpoints: -best wins.
     os.remove(os.path.join(folder, "checkpoint"))
@@ -205,8 +226,11 @@ def test_truncated_or_foreign_checkpoint_files_are_user_errors(tf1_checkpoint, t
 
 def test_readable_check_accepts_object_checkpoints(tmp_path):
     """tf.train.Checkpoint files (string tensors, several dtypes) pass; cut by 1 byte, fail."""
-    variables = {"w": tf.Variable(tf.ones([300, 7])), "step": tf.Variable(tf.constant(3, tf.int64)),
-                 "half": tf.Variable(tf.zeros([5], tf.float16))}
+    variables = {
+        "w": tf.Variable(tf.ones([300, 7])),
+        "step": tf.Variable(tf.constant(3, tf.int64)),
+        "half": tf.Variable(tf.zeros([5], tf.float16)),
+    }
     prefix = tf.train.Checkpoint(**variables).write(str(tmp_path / "ckpt-1"))
     assert check_checkpoint_readable(prefix) == prefix
     data = prefix + ".data-00000-of-00001"
@@ -254,7 +278,10 @@ def test_round_trip_is_bit_identical_and_readable_by_tf1(tmp_path):
     model.build()
     prefix = save_original_checkpoint(model, str(tmp_path / "out" / "model.ckpt-7"), global_step=7)
     assert sorted(os.listdir(tmp_path / "out")) == [
-        "checkpoint", "model.ckpt-7.data-00000-of-00001", "model.ckpt-7.index"]
+        "checkpoint",
+        "model.ckpt-7.data-00000-of-00001",
+        "model.ckpt-7.index",
+    ]
     assert tf.train.latest_checkpoint(str(tmp_path / "out")) == prefix
     shapes = checkpoint_variable_shapes(prefix)
     expected = albert_numpy.original_shapes(cfg.to_dict())
@@ -284,7 +311,8 @@ def test_init_from_group0(tmp_path):
         assert report.source[name] == name.replace(f"group_{g}", "group_0")
         np.testing.assert_array_equal(
             mapping[name].numpy(),
-            weights["bert/encoder/transformer/group_0/inner_group_0/attention_1/self/query/kernel"])
+            weights["bert/encoder/transformer/group_0/inner_group_0/attention_1/self/query/kernel"],
+        )
 
 
 def test_failed_save_leaves_no_files(tmp_path, monkeypatch):
@@ -307,6 +335,7 @@ def test_optimizer_exclusions_on_paths_equal_those_on_original_names():
     import re
 
     from albert_tf.optimization import DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY, create_optimizer
+
     model = AlbertPretrainer(tiny(num_hidden_groups=2, inner_group_num=2))
     model.build()
     optimizer = create_optimizer(1e-3, 10, 0, "lamb")
@@ -319,6 +348,7 @@ def test_optimizer_exclusions_on_paths_equal_those_on_original_names():
 
 def test_optimizer_slots_round_trip_under_original_names(tmp_path):
     from albert_tf.optimization import create_optimizer
+
     cfg = tiny()
     model = AlbertPretrainer(cfg)
     model.build()
@@ -327,8 +357,9 @@ def test_optimizer_slots_round_trip_under_original_names(tmp_path):
     for i, (variable, slots) in enumerate(optimizer.slot_variables()):
         slots["adam_m"].assign(np.full(variable.shape, 0.1 * i, np.float32))
         slots["adam_v"].assign(np.full(variable.shape, 0.01 * i, np.float32))
-    prefix = save_original_checkpoint(model, str(tmp_path / "train" / "model.ckpt-3"),
-                                      global_step=3, optimizer=optimizer)
+    prefix = save_original_checkpoint(
+        model, str(tmp_path / "train" / "model.ckpt-3"), global_step=3, optimizer=optimizer
+    )
     shapes = checkpoint_variable_shapes(prefix)
     assert "bert/pooler/dense/kernel/adam_m" in shapes and "global_step" in shapes
     clone = AlbertPretrainer(cfg)
@@ -348,6 +379,7 @@ def test_optimizer_slots_round_trip_under_original_names(tmp_path):
 
 def test_init_from_object_checkpoint(tmp_path):
     from albert_tf.checkpoints import init_from_checkpoint
+
     cfg = tiny(num_hidden_groups=2)
     encoder_only = AlbertModel(cfg)
     encoder_only.build()
@@ -360,5 +392,4 @@ def test_init_from_object_checkpoint(tmp_path):
     report = init_from_checkpoint(model, prefix, allow_missing=["^cls/"])
     assert len(report.missing_allowed) == 7
     for name, variable in original_variable_map(encoder_only).items():
-        np.testing.assert_array_equal(original_variable_map(model)[name].numpy(),
-                                      variable.numpy())
+        np.testing.assert_array_equal(original_variable_map(model)[name].numpy(), variable.numpy())

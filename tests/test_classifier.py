@@ -5,9 +5,8 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import checkpoints
+from albert_tf.classifier import AlbertClassifier, init_from_checkpoint, loss_fn, per_example_loss
 from albert_tf.errors import UserError
-from albert_tf.classifier import (AlbertClassifier, init_from_checkpoint,
-                                  loss_fn, per_example_loss)
 from albert_tf.modeling import AlbertPretrainer
 
 from classifier_fixtures import tiny_config
@@ -42,8 +41,7 @@ def test_outputs_and_original_names(config):
     out = model(_inputs(), training=False)
     assert out["logits"].shape == (3, 3)
     np.testing.assert_allclose(out["probabilities"].numpy().sum(-1), 1.0, rtol=1e-5)
-    np.testing.assert_array_equal(out["predictions"].numpy(),
-                                  np.argmax(out["logits"].numpy(), -1))
+    np.testing.assert_array_equal(out["predictions"].numpy(), np.argmax(out["logits"].numpy(), -1))
     reg = AlbertClassifier(config, 1)
     reg.build()
     out = reg(_inputs(), training=False)
@@ -53,8 +51,9 @@ def test_outputs_and_original_names(config):
 
 def test_head_dropout_only_in_training(config):
     # The config has no dropout: any training-mode randomness is the fixed 0.1 head dropout.
-    model = AlbertClassifier(config.replace(hidden_dropout_prob=0.0,
-                                            attention_probs_dropout_prob=0.0), 2)
+    model = AlbertClassifier(
+        config.replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0), 2
+    )
     model.build()
     x = _inputs(batch=16)
     a, b = model(x, training=False)["logits"], model(x, training=False)["logits"]
@@ -78,16 +77,19 @@ def test_losses_match_numpy(config):
     loss, extra = loss_fn(model, features, training=False)
     out = model(features, training=False)
     np.testing.assert_allclose(
-        float(loss), np.mean(per_example_loss(out["logits"], features["label_ids"], False)),
-        rtol=1e-6)
+        float(loss),
+        np.mean(per_example_loss(out["logits"], features["label_ids"], False)),
+        rtol=1e-6,
+    )
     assert extra == {}
 
 
 def test_init_from_original_pretraining_checkpoint(config, tmp_path):
     pre = AlbertPretrainer(config)
     pre.build()
-    prefix = checkpoints.save_original_checkpoint(pre, str(tmp_path / "model.ckpt-7"),
-                                                  global_step=7)
+    prefix = checkpoints.save_original_checkpoint(
+        pre, str(tmp_path / "model.ckpt-7"), global_step=7
+    )
     model = AlbertClassifier(config, 2)
     model.build()
     head_before = model.classifier.output_weights.numpy().copy()
@@ -107,8 +109,9 @@ def test_init_from_original_finetuned_checkpoint_restores_head(config, tmp_path)
     model.build()
     message = init_from_checkpoint(model, prefix)
     assert "fresh" not in message
-    np.testing.assert_array_equal(model.classifier.output_weights.numpy(),
-                                  src.classifier.output_weights.numpy())
+    np.testing.assert_array_equal(
+        model.classifier.output_weights.numpy(), src.classifier.output_weights.numpy()
+    )
 
 
 def test_init_from_object_checkpoint_restores_every_encoder_block(tmp_path):
@@ -172,8 +175,10 @@ def test_eval_over_replicas_and_workers_is_complete_and_in_file_order(tmp_path):
     labels = _write_eval_file(eval_file, n, 16, 3)
     run_script("multiworker_eval_script.py", eval_file, tmp_path / "one.npz", "default", n)
     run_script("multiworker_eval_script.py", eval_file, tmp_path / "mirrored.npz", "mirrored2", n)
-    run_cluster("multiworker_eval_script.py",
-                lambda index: [eval_file, tmp_path / f"worker{index}.npz", "multi_worker", n])
+    run_cluster(
+        "multiworker_eval_script.py",
+        lambda index: [eval_file, tmp_path / f"worker{index}.npz", "multi_worker", n],
+    )
     one = np.load(tmp_path / "one.npz")
     assert int(one["replicas"]) == 1
     real = one["is_real_example"] != 0
@@ -184,6 +189,7 @@ def test_eval_over_replicas_and_workers_is_complete_and_in_file_order(tmp_path):
         keep = other["is_real_example"] != 0
         np.testing.assert_array_equal(other["label_ids"][keep], labels, err_msg=name)
         for key in ("probabilities", "per_example_loss"):
-            np.testing.assert_allclose(other[key][keep], one[key][real], rtol=1e-5, atol=1e-6,
-                                       err_msg=f"{name} {key}")
+            np.testing.assert_allclose(
+                other[key][keep], one[key][real], rtol=1e-5, atol=1e-6, err_msg=f"{name} {key}"
+            )
         np.testing.assert_array_equal(other["predictions"][keep], one["predictions"][real])

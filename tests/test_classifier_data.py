@@ -42,15 +42,42 @@ def spm_model(tmp_path_factory):
 
     d = tmp_path_factory.mktemp("spm")
     corpus = d / "corpus.txt"
-    words = ["the", "cat", "sat", "on", "mat", "dog", "ran", "fast", "slow", "hello", "world",
-             "a", "b", "c", "quick", "brown", "fox", "jumps"]
+    words = [
+        "the",
+        "cat",
+        "sat",
+        "on",
+        "mat",
+        "dog",
+        "ran",
+        "fast",
+        "slow",
+        "hello",
+        "world",
+        "a",
+        "b",
+        "c",
+        "quick",
+        "brown",
+        "fox",
+        "jumps",
+    ]
     rng = np.random.RandomState(0)
-    corpus.write_text("\n".join(" ".join(rng.choice(words, 8)) for _ in range(300)),
-                      encoding="utf-8")
+    corpus.write_text(
+        "\n".join(" ".join(rng.choice(words, 8)) for _ in range(300)), encoding="utf-8"
+    )
     spm.SentencePieceTrainer.train(
-        input=str(corpus), model_prefix=str(d / "m"), vocab_size=40, pad_id=0, unk_id=1,
-        eos_id=-1, bos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"],
-        model_type="unigram", minloglevel=2)
+        input=str(corpus),
+        model_prefix=str(d / "m"),
+        vocab_size=40,
+        pad_id=0,
+        unk_id=1,
+        eos_id=-1,
+        bos_id=-1,
+        control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+        model_type="unigram",
+        minloglevel=2,
+    )
     return str(d / "m.model")
 
 
@@ -60,8 +87,19 @@ def spm_model(tmp_path_factory):
 
 
 def test_registry_and_unknown_task():
-    assert set(cd.PROCESSORS) == {"cola", "sst-2", "mrpc", "sts-b", "qqp", "mnli", "mismnli",
-                                  "qnli", "rte", "wnli", "ax"}
+    assert set(cd.PROCESSORS) == {
+        "cola",
+        "sst-2",
+        "mrpc",
+        "sts-b",
+        "qqp",
+        "mnli",
+        "mismnli",
+        "qnli",
+        "rte",
+        "wnli",
+        "ax",
+    }
     assert isinstance(cd.get_processor("MRPC"), cd.MrpcProcessor)
     with pytest.raises(ValueError, match=r"unknown GLUE task 'foo'.*known tasks:.*'cola'"):
         cd.get_processor("foo")
@@ -73,27 +111,46 @@ def test_registry_and_unknown_task():
 
 def test_cola(tmp_path):
     d = str(tmp_path)
-    write_tsv(d, "CoLA", "train.tsv", [["gj04", "1", "", "Our friends won't buy this."],
-                                       ["gj04", "0", "*", "They drank the pub."]])
+    write_tsv(
+        d,
+        "CoLA",
+        "train.tsv",
+        [
+            ["gj04", "1", "", "Our friends won't buy this."],
+            ["gj04", "0", "*", "They drank the pub."],
+        ],
+    )
     write_tsv(d, "CoLA", "test.tsv", [["index", "sentence"], ["0", "Bill whistled."]])
     p = cd.get_processor("cola", use_spm=False)
     train = p.get_train_examples(d)
     # No header in train: the first line is example "train-0".
-    assert train == [cd.InputExample("train-0", "Our friends won't buy this.", None, "1"),
-                     cd.InputExample("train-1", "They drank the pub.", None, "0")]
+    assert train == [
+        cd.InputExample("train-0", "Our friends won't buy this.", None, "1"),
+        cd.InputExample("train-1", "They drank the pub.", None, "0"),
+    ]
     assert p.get_test_examples(d) == [cd.InputExample("0", "Bill whistled.", None, "0")]
 
 
 def test_sst2_and_quotes_are_plain_characters(tmp_path):
     d = str(tmp_path)
-    write_tsv(d, "SST-2", "dev.tsv", [["sentence", "label"], ['it \'s a "charming', "1"],
-                                      ["and often affecting journey . ", "0"]])
+    write_tsv(
+        d,
+        "SST-2",
+        "dev.tsv",
+        [
+            ["sentence", "label"],
+            ["it 's a \"charming", "1"],
+            ["and often affecting journey . ", "0"],
+        ],
+    )
     write_tsv(d, "SST-2", "test.tsv", [["index", "sentence"], ["7", "uneasy mishmash"]])
     p = cd.get_processor("sst-2", use_spm=False)
     dev = p.get_dev_examples(d)
     # QUOTE_NONE: the unbalanced quote does not swallow the next line.
-    assert dev == [cd.InputExample("dev-1", 'it \'s a "charming', None, "1"),
-                   cd.InputExample("dev-2", "and often affecting journey . ", None, "0")]
+    assert dev == [
+        cd.InputExample("dev-1", "it 's a \"charming", None, "1"),
+        cd.InputExample("dev-2", "and often affecting journey . ", None, "0"),
+    ]
     assert p.get_test_examples(d) == [cd.InputExample("7", "uneasy mishmash", None, "0")]
 
 
@@ -101,8 +158,15 @@ def test_mrpc(tmp_path):
     d = str(tmp_path)
     header = ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"]
     write_tsv(d, "MRPC", "train.tsv", [header, ["1", "702876", "702977", "He said.", "She did."]])
-    write_tsv(d, "MRPC", "test.tsv", [["index", "#1 ID", "#2 ID", "#1 String", "#2 String"],
-                                      ["0", "1089874", "1089925", "A b.", "C d."]])
+    write_tsv(
+        d,
+        "MRPC",
+        "test.tsv",
+        [
+            ["index", "#1 ID", "#2 ID", "#1 String", "#2 String"],
+            ["0", "1089874", "1089925", "A b.", "C d."],
+        ],
+    )
     p = cd.get_processor("mrpc", use_spm=False)
     assert p.get_train_examples(d) == [cd.InputExample("train-1", "He said.", "She did.", "1")]
     assert p.get_test_examples(d) == [cd.InputExample("0", "A b.", "C d.", "0")]
@@ -110,14 +174,49 @@ def test_mrpc(tmp_path):
 
 def test_stsb_regression_and_bad_float(tmp_path):
     d = str(tmp_path)
-    header = ["index", "genre", "filename", "year", "old_index", "source1", "source2",
-              "sentence1", "sentence2", "score"]
-    write_tsv(d, "STS-B", "train.tsv", [header, ["0", "main-captions", "MSRvid", "2012test",
-                                                 "0001", "none", "none", "A plane.", "A jet.",
-                                                 "5.000"]])
+    header = [
+        "index",
+        "genre",
+        "filename",
+        "year",
+        "old_index",
+        "source1",
+        "source2",
+        "sentence1",
+        "sentence2",
+        "score",
+    ]
+    write_tsv(
+        d,
+        "STS-B",
+        "train.tsv",
+        [
+            header,
+            [
+                "0",
+                "main-captions",
+                "MSRvid",
+                "2012test",
+                "0001",
+                "none",
+                "none",
+                "A plane.",
+                "A jet.",
+                "5.000",
+            ],
+        ],
+    )
     write_tsv(d, "STS-B", "test.tsv", [header[:-1], ["3", "g", "f", "y", "o", "s", "s", "x", "y"]])
-    write_tsv(d, "STS-B", "dev.tsv", [header, ["0", "g", "f", "y", "o", "s", "s", "x", "y", "5"],
-                                      ["1", "g", "f", "y", "o", "s", "s", "x", "y", "n/a"]])
+    write_tsv(
+        d,
+        "STS-B",
+        "dev.tsv",
+        [
+            header,
+            ["0", "g", "f", "y", "o", "s", "s", "x", "y", "5"],
+            ["1", "g", "f", "y", "o", "s", "s", "x", "y", "n/a"],
+        ],
+    )
     p = cd.get_processor("sts-b", use_spm=False)
     assert p.get_train_examples(d) == [cd.InputExample("0", "A plane.", "A jet.", 5.0)]
     assert p.get_test_examples(d) == [cd.InputExample("3", "x", "y", 0.0)]
@@ -131,16 +230,26 @@ def test_stsb_regression_and_bad_float(tmp_path):
 def test_qqp_skips_short_train_rows_and_logs(tmp_path, caplog):
     d = str(tmp_path)
     header = ["id", "qid1", "qid2", "question1", "question2", "is_duplicate"]
-    write_tsv(d, "QQP", "train.tsv", [header, ["1", "3", "4", "How?", "Why?", "0"],
-                                      ["2", "5", "6", "broken line"],
-                                      ["3", "7"],
-                                      ["4", "8", "9", "Who?", "When?", "1"]])
+    write_tsv(
+        d,
+        "QQP",
+        "train.tsv",
+        [
+            header,
+            ["1", "3", "4", "How?", "Why?", "0"],
+            ["2", "5", "6", "broken line"],
+            ["3", "7"],
+            ["4", "8", "9", "Who?", "When?", "1"],
+        ],
+    )
     write_tsv(d, "QQP", "test.tsv", [["id", "question1", "question2"], ["0", "q1", "q2"]])
     p = cd.get_processor("qqp", use_spm=False)
     with caplog.at_level(logging.WARNING):
         train = p.get_train_examples(d)
-    assert train == [cd.InputExample("1", "How?", "Why?", "0"),
-                     cd.InputExample("4", "Who?", "When?", "1")]
+    assert train == [
+        cd.InputExample("1", "How?", "Why?", "0"),
+        cd.InputExample("4", "Who?", "When?", "1"),
+    ]
     assert p.last_skipped == 2
     assert "skipped 2 row(s)" in caplog.text
     assert p.get_test_examples(d) == [cd.InputExample("0", "q1", "q2", "0")]
@@ -156,10 +265,18 @@ def test_mnli_and_mismnli(tmp_path):
     d = str(tmp_path)
     header = [f"h{i}" for i in range(12)]
     write_tsv(d, "MNLI", "train.tsv", [header, _mnli_row(0, "P.", "H.", "neutral", 12)])
-    write_tsv(d, "MNLI", "dev_matched.tsv", [header + ["x"] * 4,
-                                             _mnli_row(9, "P2.", "H2.", "entailment", 16)])
-    write_tsv(d, "MNLI", "dev_mismatched.tsv", [header + ["x"] * 4,
-                                                _mnli_row(11, "P3.", "H3.", "contradiction", 16)])
+    write_tsv(
+        d,
+        "MNLI",
+        "dev_matched.tsv",
+        [header + ["x"] * 4, _mnli_row(9, "P2.", "H2.", "entailment", 16)],
+    )
+    write_tsv(
+        d,
+        "MNLI",
+        "dev_mismatched.tsv",
+        [header + ["x"] * 4, _mnli_row(11, "P3.", "H3.", "contradiction", 16)],
+    )
     write_tsv(d, "MNLI", "test_matched.tsv", [header[:10], _mnli_row(5, "P4.", "H4.", "H4.", 10)])
     write_tsv(d, "MNLI", "test_mismatched.tsv", [header[:10], _mnli_row(6, "P5", "H5", "H5", 10)])
     m = cd.get_processor("mnli", use_spm=False)
@@ -172,15 +289,22 @@ def test_mnli_and_mismnli(tmp_path):
     assert mm.get_test_examples(d) == [cd.InputExample("6", "P5", "H5", "contradiction")]
 
 
-@pytest.mark.parametrize("task,folder,labels,test_label", [
-    ("qnli", "QNLI", ["entailment", "not_entailment"], "entailment"),
-    ("rte", "RTE", ["entailment", "not_entailment"], "entailment"),
-    ("wnli", "WNLI", ["0", "1"], "0"),
-])
+@pytest.mark.parametrize(
+    "task,folder,labels,test_label",
+    [
+        ("qnli", "QNLI", ["entailment", "not_entailment"], "entailment"),
+        ("rte", "RTE", ["entailment", "not_entailment"], "entailment"),
+        ("wnli", "WNLI", ["0", "1"], "0"),
+    ],
+)
 def test_two_sentence_tasks(tmp_path, task, folder, labels, test_label):
     d = str(tmp_path)
-    write_tsv(d, folder, "train.tsv", [["index", "s1", "s2", "label"],
-                                       ["0", "First.", "Second.", labels[1]]])
+    write_tsv(
+        d,
+        folder,
+        "train.tsv",
+        [["index", "s1", "s2", "label"], ["0", "First.", "Second.", labels[1]]],
+    )
     write_tsv(d, folder, "test.tsv", [["index", "s1", "s2"], ["4", "T1.", "T2."]])
     p = cd.get_processor(task, use_spm=False)
     assert p.get_labels() == labels
@@ -190,19 +314,31 @@ def test_two_sentence_tasks(tmp_path, task, folder, labels, test_label):
 
 def test_ax_is_registered_for_prediction(tmp_path):
     d = str(tmp_path)
-    write_tsv(d, "diagnostic", "diagnostic.tsv", [["index", "sentence1", "sentence2"],
-                                                  ["0", "The cat sat.", "The cat did not sit."]])
+    write_tsv(
+        d,
+        "diagnostic",
+        "diagnostic.tsv",
+        [["index", "sentence1", "sentence2"], ["0", "The cat sat.", "The cat did not sit."]],
+    )
     p = cd.get_processor("ax", use_spm=False)
     assert p.get_test_examples(d) == [
-        cd.InputExample("0", "The cat sat.", "The cat did not sit.", "contradiction")]
+        cd.InputExample("0", "The cat sat.", "The cat did not sit.", "contradiction")
+    ]
     with pytest.raises(ValueError, match="no 'train' data"):
         p.get_train_examples(d)
 
 
 def test_spm_mode_preprocesses_every_field(tmp_path):
     d = str(tmp_path)
-    write_tsv(d, "RTE", "dev.tsv", [["index", "s1", "s2", "label"],
-                                    [" ID7 ", "  Café   AU lait ", "Naïve\u00a0Test", "Entailment"]])
+    write_tsv(
+        d,
+        "RTE",
+        "dev.tsv",
+        [
+            ["index", "s1", "s2", "label"],
+            [" ID7 ", "  Café   AU lait ", "Naïve\u00a0Test", "Entailment"],
+        ],
+    )
     lower = cd.get_processor("rte", use_spm=True, do_lower_case=True).get_dev_examples(d)
     # Whitespace collapsed, accents removed (NFKD), lower-cased; the label too.
     assert lower == [cd.InputExample("id7", "cafe au lait", "naive test", "entailment")]
@@ -217,9 +353,16 @@ def test_spm_mode_preprocesses_every_field(tmp_path):
 
 def test_malformed_rows_name_file_line_column(tmp_path):
     d = str(tmp_path)
-    path = write_tsv(d, "MRPC", "dev.tsv", [["Quality", "#1 ID", "#2 ID", "#1 String", "#2"],
-                                            ["1", "1", "2", "a", "b"],
-                                            ["0", "1", "2", "only a"]])
+    path = write_tsv(
+        d,
+        "MRPC",
+        "dev.tsv",
+        [
+            ["Quality", "#1 ID", "#2 ID", "#1 String", "#2"],
+            ["1", "1", "2", "a", "b"],
+            ["0", "1", "2", "only a"],
+        ],
+    )
     with pytest.raises(ValueError) as e:
         cd.get_processor("mrpc", use_spm=False).get_dev_examples(d)
     msg = str(e.value)
@@ -269,14 +412,16 @@ def test_single_truncation_empty_b_and_regression():
     assert f.input_ids == [2, 5, 6, 7, 3]  # first max_seq_length - 2 tokens kept
     assert f.segment_ids == [0] * 5 and f.label_id == 1
     # An empty text_b gives the single-sequence layout, as in the original.
-    (f,) = cd.convert_examples_to_features([cd.InputExample("g", "w5", "", 2.5)], [None], 5,
-                                           tok, True)
+    (f,) = cd.convert_examples_to_features(
+        [cd.InputExample("g", "w5", "", 2.5)], [None], 5, tok, True
+    )
     assert f.input_ids == [2, 5, 3, 0, 0] and f.label_id == 2.5
     (f,) = cd.convert_examples_to_features([cd.PaddingInputExample()], ["0"], 4, tok, False)
     assert f.input_ids == [0] * 4 and f.input_mask == [0] * 4 and not f.is_real_example
     with pytest.raises(ValueError, match=r"unknown label 'z'"):
-        cd.convert_examples_to_features([cd.InputExample("g", "w5", None, "z")], ["0"], 5, tok,
-                                        False)
+        cd.convert_examples_to_features(
+            [cd.InputExample("g", "w5", None, "z")], ["0"], 5, tok, False
+        )
 
 
 def test_features_with_sentencepiece(spm_model):
@@ -289,9 +434,9 @@ def test_features_with_sentencepiece(spm_model):
     b = tok.convert_tokens_to_ids(tok.tokenize("a dog"))
     expected = [2] + a + [3] + b + [3]
     assert len(expected) < 32
-    assert f.input_ids[:len(expected)] == expected
-    assert f.input_ids[len(expected):] == [0] * (32 - len(expected))
-    assert f.segment_ids[:len(expected)] == [0] * (len(a) + 2) + [1] * (len(b) + 1)
+    assert f.input_ids[: len(expected)] == expected
+    assert f.input_ids[len(expected) :] == [0] * (32 - len(expected))
+    assert f.segment_ids[: len(expected)] == [0] * (len(a) + 2) + [1] * (len(b) + 1)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -300,22 +445,28 @@ def test_features_with_sentencepiece(spm_model):
 
 
 def _examples(n, regression=False):
-    return [cd.InputExample(str(i), f"w{10 + i} w{20 + i}", None,
-                            float(i) / 2 if regression else str(i % 2)) for i in range(n)]
+    return [
+        cd.InputExample(
+            str(i), f"w{10 + i} w{20 + i}", None, float(i) / 2 if regression else str(i % 2)
+        )
+        for i in range(n)
+    ]
 
 
 def test_tfrecord_round_trip_and_eval_padding(tmp_path):
     path = str(tmp_path / "out" / "eval.tf_record")
-    n = cd.file_based_convert_examples_to_features(_examples(5), ["0", "1"], 6, WordTokenizer(),
-                                                   path, False)
+    n = cd.file_based_convert_examples_to_features(
+        _examples(5), ["0", "1"], 6, WordTokenizer(), path, False
+    )
     assert n == 5 and os.path.isfile(path)
     assert [p for p in os.listdir(tmp_path / "out") if p.endswith(".tmp")] == []
     batches = list(cd.classifier_dataset(path, 6, 2, is_training=False).as_numpy_iterator())
     assert len(batches) == 3
     for b in batches:
         assert b["input_ids"].shape == (2, 6) and b["input_ids"].dtype == np.int32
-    np.testing.assert_array_equal(batches[0]["input_ids"],
-                                  [[2, 10, 20, 3, 0, 0], [2, 11, 21, 3, 0, 0]])
+    np.testing.assert_array_equal(
+        batches[0]["input_ids"], [[2, 10, 20, 3, 0, 0], [2, 11, 21, 3, 0, 0]]
+    )
     np.testing.assert_array_equal(batches[0]["input_mask"], [[1, 1, 1, 1, 0, 0]] * 2)
     np.testing.assert_array_equal(batches[1]["label_ids"], [0, 1])
     # The last batch is padded with an all-zero example marked not real.
@@ -332,8 +483,9 @@ def test_tfrecord_round_trip_and_eval_padding(tmp_path):
 
 def test_regression_labels_are_float(tmp_path):
     path = str(tmp_path / "stsb.tf_record")
-    cd.file_based_convert_examples_to_features(_examples(3, True), [None], 5, WordTokenizer(),
-                                               path, True)
+    cd.file_based_convert_examples_to_features(
+        _examples(3, True), [None], 5, WordTokenizer(), path, True
+    )
     (b,) = list(cd.classifier_dataset(path, 5, 4, False, is_regression=True).as_numpy_iterator())
     assert b["label_ids"].dtype == np.float32
     np.testing.assert_allclose(b["label_ids"], [0.0, 0.5, 1.0, 0.0])
@@ -342,8 +494,9 @@ def test_regression_labels_are_float(tmp_path):
 
 def test_training_order_repeat_and_full_shuffle(tmp_path):
     path = str(tmp_path / "train.tf_record")
-    cd.file_based_convert_examples_to_features(_examples(6), ["0", "1"], 4, WordTokenizer(),
-                                               path, False)
+    cd.file_based_convert_examples_to_features(
+        _examples(6), ["0", "1"], 4, WordTokenizer(), path, False
+    )
     # Buffer of 1: file order, repeated forever, full batches.
     ds = cd.classifier_dataset(path, 4, 4, is_training=True, shuffle_buffer=1)
     firsts = [int(x) for b in ds.take(3) for x in b["input_ids"][:, 1]]
@@ -359,10 +512,12 @@ def test_sharding_by_input_context(tmp_path):
     import tensorflow as tf
 
     path = str(tmp_path / "eval.tf_record")
-    cd.file_based_convert_examples_to_features(_examples(5), ["0", "1"], 4, WordTokenizer(),
-                                               path, False)
-    ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=1,
-                                     num_replicas_in_sync=2)
+    cd.file_based_convert_examples_to_features(
+        _examples(5), ["0", "1"], 4, WordTokenizer(), path, False
+    )
+    ctx = tf.distribute.InputContext(
+        num_input_pipelines=2, input_pipeline_id=1, num_replicas_in_sync=2
+    )
     # Global batch 4 -> 2 per replica; pipeline 1 sees records 1 and 3.
     (b,) = list(cd.classifier_dataset(path, 4, 4, False, input_context=ctx).as_numpy_iterator())
     np.testing.assert_array_equal(b["input_ids"][:, 1], [11, 13])
@@ -383,15 +538,19 @@ def test_cache_key_and_reuse(tmp_path, spm_model):
 
     data = str(tmp_path / "glue")
     cache = str(tmp_path / "cache")
-    rows = [["index", "s1", "s2", "label"], ["0", "the cat", "a dog", "entailment"],
-            ["1", "hello world", "quick fox", "not_entailment"]]
+    rows = [
+        ["index", "s1", "s2", "label"],
+        ["0", "the cat", "a dog", "entailment"],
+        ["1", "hello world", "quick fox", "not_entailment"],
+    ]
     write_tsv(data, "RTE", "train.tsv", rows)
     write_tsv(data, "QNLI", "train.tsv", rows)
     tok = tokenization.FullTokenizer(spm_model_file=spm_model)
 
     def build(task="rte", seq=16, lower=True, model=spm_model):
-        return cd.cached_features(task, "train", data, cache, tok, seq, do_lower_case=lower,
-                                  spm_model_file=model)
+        return cd.cached_features(
+            task, "train", data, cache, tok, seq, do_lower_case=lower, spm_model_file=model
+        )
 
     first = build()
     assert not first.cache_hit and first.num_examples == 2
@@ -409,10 +568,18 @@ def test_cache_key_and_reuse(tmp_path, spm_model):
     # Another SentencePiece model (same name, different bytes) -> new key.
     other = tmp_path / "other.model"
     other.write_bytes(open(spm_model, "rb").read() + b"\0")
-    assert cd.feature_cache_key("rte", "train", max_seq_length=16, do_lower_case=True,
-                                label_list=["entailment", "not_entailment"],
-                                data_files=[os.path.join(data, "RTE", "train.tsv")],
-                                spm_model_file=str(other)) not in keys
+    assert (
+        cd.feature_cache_key(
+            "rte",
+            "train",
+            max_seq_length=16,
+            do_lower_case=True,
+            label_list=["entailment", "not_entailment"],
+            data_files=[os.path.join(data, "RTE", "train.tsv")],
+            spm_model_file=str(other),
+        )
+        not in keys
+    )
     # Changed data bytes -> new key, and the new file holds the new data.
     write_tsv(data, "RTE", "train.tsv", rows + [["2", "a b", "c", "entailment"]])
     changed = build()
@@ -428,44 +595,80 @@ def test_cache_key_and_reuse(tmp_path, spm_model):
 
 def test_tfds_examples_with_mock_data(tmp_path, spm_model):
     import tensorflow as tf
-    from albert_tf import tokenization
-
     import tensorflow_datasets as tfds
+
+    from albert_tf import tokenization
 
     def as_dataset(builder, split=None, **kwargs):
         cfg = builder.builder_config.name
         if cfg == "mnli":
-            return tf.data.Dataset.from_tensor_slices({
-                "premise": [b"A  Man.", b"B."], "hypothesis": [b"Sleeps.", b"Eats."],
-                "label": np.array([2, 0] if split != "test_mismatched" else [-1, -1], np.int64),
-                "idx": np.array([4, 9], np.int32)})
+            return tf.data.Dataset.from_tensor_slices(
+                {
+                    "premise": [b"A  Man.", b"B."],
+                    "hypothesis": [b"Sleeps.", b"Eats."],
+                    "label": np.array([2, 0] if split != "test_mismatched" else [-1, -1], np.int64),
+                    "idx": np.array([4, 9], np.int32),
+                }
+            )
         if cfg == "mrpc":
-            return tf.data.Dataset.from_tensor_slices({
-                "sentence1": [b"x"], "sentence2": [b"y"], "label": np.array([1], np.int64),
-                "idx": np.array([0], np.int32)})
+            return tf.data.Dataset.from_tensor_slices(
+                {
+                    "sentence1": [b"x"],
+                    "sentence2": [b"y"],
+                    "label": np.array([1], np.int64),
+                    "idx": np.array([0], np.int32),
+                }
+            )
         if cfg == "stsb":
-            return tf.data.Dataset.from_tensor_slices({
-                "sentence1": [b"x"], "sentence2": [b"y"],
-                "label": np.array([3.25], np.float32), "idx": np.array([6], np.int32)})
+            return tf.data.Dataset.from_tensor_slices(
+                {
+                    "sentence1": [b"x"],
+                    "sentence2": [b"y"],
+                    "label": np.array([3.25], np.float32),
+                    "idx": np.array([6], np.int32),
+                }
+            )
         raise AssertionError(cfg)
 
     with tfds.testing.mock_data(as_dataset_fn=as_dataset):
         mnli = cd.tfds_examples("mnli", "dev", use_spm=True, do_lower_case=True)
         # TFDS class 2 is "contradiction", 0 "entailment": mapped to the original strings.
-        assert mnli == [cd.InputExample("4", "a man.", "sleeps.", "contradiction"),
-                        cd.InputExample("9", "b.", "eats.", "entailment")]
+        assert mnli == [
+            cd.InputExample("4", "a man.", "sleeps.", "contradiction"),
+            cd.InputExample("9", "b.", "eats.", "entailment"),
+        ]
         test = cd.tfds_examples("mismnli", "test", use_spm=False)
         assert [e.label for e in test] == ["contradiction"] * 2
         assert cd.tfds_examples("mrpc", "train", use_spm=False) == [
-            cd.InputExample("train-1", "x", "y", "1")]
+            cd.InputExample("train-1", "x", "y", "1")
+        ]
         assert cd.tfds_examples("sts-b", "dev", use_spm=False) == [
-            cd.InputExample("6", "x", "y", 3.25)]
+            cd.InputExample("6", "x", "y", 3.25)
+        ]
         tok = tokenization.FullTokenizer(spm_model_file=spm_model)
-        cached = cd.cached_features("mnli", "dev", None, str(tmp_path), tok, 16,
-                                    do_lower_case=True, spm_model_file=spm_model, use_tfds=True)
+        cached = cd.cached_features(
+            "mnli",
+            "dev",
+            None,
+            str(tmp_path),
+            tok,
+            16,
+            do_lower_case=True,
+            spm_model_file=spm_model,
+            use_tfds=True,
+        )
         assert cached.num_examples == 2 and not cached.cache_hit
-        again = cd.cached_features("mnli", "dev", None, str(tmp_path), tok, 16,
-                                   do_lower_case=True, spm_model_file=spm_model, use_tfds=True)
+        again = cd.cached_features(
+            "mnli",
+            "dev",
+            None,
+            str(tmp_path),
+            tok,
+            16,
+            do_lower_case=True,
+            spm_model_file=spm_model,
+            use_tfds=True,
+        )
         assert again.cache_hit and again.path == cached.path
         (b,) = list(cd.classifier_dataset(cached.path, 16, 2, False).as_numpy_iterator())
         np.testing.assert_array_equal(b["label_ids"], [0, 1])  # contradiction, entailment
@@ -481,8 +684,32 @@ def test_tfds_examples_with_mock_data(tmp_path, spm_model):
 
 # The original's ids for these texts under Python 3 with data/demo/spm.model: its digit-comma
 # rule keeps the "▁" (id 13) that re-encoding "0" and "5" adds ("50", "▁", "0", ","; "▁5", ",").
-DIGIT_COMMA_A = [16, 763, 14, 280, 67, 23, 35, 132, 14, 709, 13, 674, 14, 121, 119, 14, 412,
-                 14, 13, 1208, 28, 76, 19, 9]  # "In 1990, sales were 3,500, not 2,000, units."
+DIGIT_COMMA_A = [
+    16,
+    763,
+    14,
+    280,
+    67,
+    23,
+    35,
+    132,
+    14,
+    709,
+    13,
+    674,
+    14,
+    121,
+    119,
+    14,
+    412,
+    14,
+    13,
+    1208,
+    28,
+    76,
+    19,
+    9,
+]  # "In 1990, sales were 3,500, not 2,000, units."
 DIGIT_COMMA_B = [756, 284, 19, 308, 128, 14, 139, 14, 134, 14, 15, 28, 13, 277, 517, 9]
 #                 "Prices rose 4,5,6, then fell."
 
@@ -490,12 +717,24 @@ DIGIT_COMMA_B = [756, 284, 19, 308, 128, 14, 139, 14, 134, 14, 15, 28, 13, 277, 
 def test_default_features_equal_the_originals_python3_ids(tmp_path):
     from albert_tf.tokenization import FullTokenizer
 
-    demo_spm = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                            "data", "demo", "spm.model")
-    write_tsv(str(tmp_path), "MRPC", "train.tsv", [
-        ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"],
-        ["1", "1", "2", "In 1990, sales were 3,500, not 2,000, units.",
-         "Prices rose 4,5,6, then fell."]])
+    demo_spm = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "demo", "spm.model"
+    )
+    write_tsv(
+        str(tmp_path),
+        "MRPC",
+        "train.tsv",
+        [
+            ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"],
+            [
+                "1",
+                "1",
+                "2",
+                "In 1990, sales were 3,500, not 2,000, units.",
+                "Prices rose 4,5,6, then fell.",
+            ],
+        ],
+    )
     processor = cd.get_processor("mrpc")
     examples = processor.get_train_examples(str(tmp_path))
     want = [2, *DIGIT_COMMA_A, 3, *DIGIT_COMMA_B, 3] + [0] * 5
@@ -505,7 +744,51 @@ def test_default_features_equal_the_originals_python3_ids(tmp_path):
     # The rule as written drops that "▁": "50", "0", ","; "5" (644), ","; "6" (832), ",".
     intended = FullTokenizer(spm_model_file=demo_spm, digit_comma="intended")
     [other] = cd.convert_examples_to_features(examples, processor.get_labels(), 48, intended)
-    assert other.input_ids == [
-        2, 16, 763, 14, 280, 67, 23, 35, 132, 14, 709, 674, 14, 121, 119, 14, 412, 14, 13, 1208,
-        28, 76, 19, 9, 3, 756, 284, 19, 308, 128, 14, 644, 14, 832, 14, 15, 28, 13, 277, 517, 9,
-        3] + [0] * 6
+    assert (
+        other.input_ids
+        == [
+            2,
+            16,
+            763,
+            14,
+            280,
+            67,
+            23,
+            35,
+            132,
+            14,
+            709,
+            674,
+            14,
+            121,
+            119,
+            14,
+            412,
+            14,
+            13,
+            1208,
+            28,
+            76,
+            19,
+            9,
+            3,
+            756,
+            284,
+            19,
+            308,
+            128,
+            14,
+            644,
+            14,
+            832,
+            14,
+            15,
+            28,
+            13,
+            277,
+            517,
+            9,
+            3,
+        ]
+        + [0] * 6
+    )

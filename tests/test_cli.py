@@ -15,52 +15,139 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = ["run_pretraining", "run_classifier", "run_squad", "run_race", "run_ablations"]
 ONEDNN_ON = "oneDNN custom operations are on"  # TensorFlow's import-time log line
 
-_TPU = {"use_tpu": False, "tpu_name": None, "tpu_zone": None, "gcp_project": None,
-        "master": None, "num_tpu_cores": 8}
+_TPU = {
+    "use_tpu": False,
+    "tpu_name": None,
+    "tpu_zone": None,
+    "gcp_project": None,
+    "master": None,
+    "num_tpu_cores": 8,
+}
 # The original scripts' flags and defaults (docs/original.md §10, §11.1, §12.1, §13.4).
 # Flags the original required have default None.
 ORIGINAL_FLAGS = {
     "run_pretraining": {
-        **_TPU, "albert_config_file": None, "input_file": None, "output_dir": None,
-        "init_checkpoint": None, "max_seq_length": 512, "max_predictions_per_seq": 20,
-        "do_train": True, "do_eval": False, "train_batch_size": 4096, "eval_batch_size": 64,
-        "optimizer": "lamb", "learning_rate": 0.00176, "poly_power": 1.0,
-        "num_train_steps": 125000, "num_warmup_steps": 3125, "start_warmup_step": 0,
-        "save_checkpoints_steps": 5000, "keep_checkpoint_max": 5, "iterations_per_loop": 1000,
-        "max_eval_steps": 100, "init_from_group0": False, "masked_lm_budget": 0.0},
+        **_TPU,
+        "albert_config_file": None,
+        "input_file": None,
+        "output_dir": None,
+        "init_checkpoint": None,
+        "max_seq_length": 512,
+        "max_predictions_per_seq": 20,
+        "do_train": True,
+        "do_eval": False,
+        "train_batch_size": 4096,
+        "eval_batch_size": 64,
+        "optimizer": "lamb",
+        "learning_rate": 0.00176,
+        "poly_power": 1.0,
+        "num_train_steps": 125000,
+        "num_warmup_steps": 3125,
+        "start_warmup_step": 0,
+        "save_checkpoints_steps": 5000,
+        "keep_checkpoint_max": 5,
+        "iterations_per_loop": 1000,
+        "max_eval_steps": 100,
+        "init_from_group0": False,
+        "masked_lm_budget": 0.0,
+    },
     "run_classifier": {
-        **_TPU, "data_dir": None, "albert_config_file": None, "task_name": None,
-        "vocab_file": None, "spm_model_file": None, "output_dir": None, "cached_dir": None,
-        "albert_hub_module_handle": None, "init_checkpoint": None, "do_lower_case": True,
-        "max_seq_length": 512, "do_train": False, "do_eval": False, "do_predict": False,
-        "train_batch_size": 32, "eval_batch_size": 8, "predict_batch_size": 8,
-        "learning_rate": 5e-5, "train_step": 1000, "warmup_step": 0,
+        **_TPU,
+        "data_dir": None,
+        "albert_config_file": None,
+        "task_name": None,
+        "vocab_file": None,
+        "spm_model_file": None,
+        "output_dir": None,
+        "cached_dir": None,
+        "albert_hub_module_handle": None,
+        "init_checkpoint": None,
+        "do_lower_case": True,
+        "max_seq_length": 512,
+        "do_train": False,
+        "do_eval": False,
+        "do_predict": False,
+        "train_batch_size": 32,
+        "eval_batch_size": 8,
+        "predict_batch_size": 8,
+        "learning_rate": 5e-5,
+        "train_step": 1000,
+        "warmup_step": 0,
         # keep_checkpoint_max: the original's default 5 had no effect (its eval loop kept
         # every checkpoint); unset keeps them all, as it did.
-        "save_checkpoints_steps": 1000, "keep_checkpoint_max": None, "iterations_per_loop": 1000,
-        "optimizer": "adamw", "export_dir": None, "threshold_to_export": math.nan},
+        "save_checkpoints_steps": 1000,
+        "keep_checkpoint_max": None,
+        "iterations_per_loop": 1000,
+        "optimizer": "adamw",
+        "export_dir": None,
+        "threshold_to_export": math.nan,
+    },
     "run_squad": {
-        **_TPU, "albert_config_file": None, "vocab_file": None, "spm_model_file": None,
-        "output_dir": None, "train_file": None, "predict_file": None,
-        "train_feature_file": None, "predict_feature_file": None,
-        "predict_feature_left_file": None, "init_checkpoint": None,
-        "albert_hub_module_handle": None, "do_lower_case": True, "max_seq_length": 384,
-        "doc_stride": 128, "max_query_length": 64, "do_train": False, "do_predict": False,
-        "train_batch_size": 32, "predict_batch_size": 8, "learning_rate": 5e-5,
-        "num_train_epochs": 3.0, "warmup_proportion": 0.1, "save_checkpoints_steps": 1000,
-        "iterations_per_loop": 1000, "n_best_size": 20, "max_answer_length": 30,
-        "use_einsum": True, "export_dir": None, "start_n_top": 5, "end_n_top": 5,
-        "dropout_prob": 0.1},
+        **_TPU,
+        "albert_config_file": None,
+        "vocab_file": None,
+        "spm_model_file": None,
+        "output_dir": None,
+        "train_file": None,
+        "predict_file": None,
+        "train_feature_file": None,
+        "predict_feature_file": None,
+        "predict_feature_left_file": None,
+        "init_checkpoint": None,
+        "albert_hub_module_handle": None,
+        "do_lower_case": True,
+        "max_seq_length": 384,
+        "doc_stride": 128,
+        "max_query_length": 64,
+        "do_train": False,
+        "do_predict": False,
+        "train_batch_size": 32,
+        "predict_batch_size": 8,
+        "learning_rate": 5e-5,
+        "num_train_epochs": 3.0,
+        "warmup_proportion": 0.1,
+        "save_checkpoints_steps": 1000,
+        "iterations_per_loop": 1000,
+        "n_best_size": 20,
+        "max_answer_length": 30,
+        "use_einsum": True,
+        "export_dir": None,
+        "start_n_top": 5,
+        "end_n_top": 5,
+        "dropout_prob": 0.1,
+    },
     "run_race": {
-        **_TPU, "data_dir": None, "albert_config_file": None, "task_name": "race",
-        "vocab_file": None, "spm_model_file": None, "output_dir": None, "train_file": None,
-        "eval_file": None, "predict_file": None, "init_checkpoint": None,
-        "albert_hub_module_handle": None, "do_lower_case": True, "dropout_prob": 0.1,
-        "max_seq_length": 512, "max_qa_length": 128, "num_keep_checkpoint": 5,
-        "high_only": False, "middle_only": False, "do_train": True, "do_eval": True,
-        "do_predict": False, "train_batch_size": 32, "eval_batch_size": 8,
-        "predict_batch_size": 8, "learning_rate": 1e-5, "train_step": 12000,
-        "warmup_step": 1000, "save_checkpoints_steps": 100, "iterations_per_loop": 1000},
+        **_TPU,
+        "data_dir": None,
+        "albert_config_file": None,
+        "task_name": "race",
+        "vocab_file": None,
+        "spm_model_file": None,
+        "output_dir": None,
+        "train_file": None,
+        "eval_file": None,
+        "predict_file": None,
+        "init_checkpoint": None,
+        "albert_hub_module_handle": None,
+        "do_lower_case": True,
+        "dropout_prob": 0.1,
+        "max_seq_length": 512,
+        "max_qa_length": 128,
+        "num_keep_checkpoint": 5,
+        "high_only": False,
+        "middle_only": False,
+        "do_train": True,
+        "do_eval": True,
+        "do_predict": False,
+        "train_batch_size": 32,
+        "eval_batch_size": 8,
+        "predict_batch_size": 8,
+        "learning_rate": 1e-5,
+        "train_step": 12000,
+        "warmup_step": 1000,
+        "save_checkpoints_steps": 100,
+        "iterations_per_loop": 1000,
+    },
 }
 
 
@@ -68,13 +155,22 @@ def _import_script(script, **env):
     """Imports the script in a fresh process; returns (process, {flag: default} of the
     flags it defines, TF_ENABLE_ONEDNN_OPTS as TensorFlow saw it)."""
     base = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
-    code = (f"import json, os, {script}, tensorflow; from absl import flags; "
-            "print(json.dumps([os.environ.get('TF_ENABLE_ONEDNN_OPTS'), "
-            "{n: flags.FLAGS[n].default for n in flags.FLAGS}], default=repr))")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300, env={**base, "TF_CPP_MIN_LOG_LEVEL": "0", **env})
-    onednn, defaults = (json.loads(proc.stdout.strip().splitlines()[-1])
-                        if proc.returncode == 0 else (None, {}))
+    code = (
+        f"import json, os, {script}, tensorflow; from absl import flags; "
+        "print(json.dumps([os.environ.get('TF_ENABLE_ONEDNN_OPTS'), "
+        "{n: flags.FLAGS[n].default for n in flags.FLAGS}], default=repr))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**base, "TF_CPP_MIN_LOG_LEVEL": "0", **env},
+    )
+    onednn, defaults = (
+        json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else (None, {})
+    )
     return proc, defaults, onednn
 
 

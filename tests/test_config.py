@@ -9,19 +9,44 @@ from albert_tf.config import PRESETS, REQUIRED_FIELDS, preset
 from albert_tf.errors import UserError
 
 ORIGINAL_FIELDS = [
-    "vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
-    "num_attention_heads", "intermediate_size", "inner_group_num", "down_scale_factor",
-    "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob",
-    "max_position_embeddings", "type_vocab_size", "initializer_range"]
+    "vocab_size",
+    "embedding_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_hidden_groups",
+    "num_attention_heads",
+    "intermediate_size",
+    "inner_group_num",
+    "down_scale_factor",
+    "hidden_act",
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "initializer_range",
+]
 
 # A released-style file (albert_base v2 layout, with the unused extra keys).
 RELEASED_BASE_V2 = {
-    "attention_probs_dropout_prob": 0, "hidden_act": "gelu", "hidden_dropout_prob": 0,
-    "embedding_size": 128, "hidden_size": 768, "initializer_range": 0.02,
-    "intermediate_size": 3072, "max_position_embeddings": 512, "num_attention_heads": 12,
-    "num_hidden_layers": 12, "num_hidden_groups": 1, "net_structure_type": 0, "gap_size": 0,
-    "num_memory_blocks": 0, "inner_group_num": 1, "down_scale_factor": 1,
-    "type_vocab_size": 2, "vocab_size": 30000}
+    "attention_probs_dropout_prob": 0,
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0,
+    "embedding_size": 128,
+    "hidden_size": 768,
+    "initializer_range": 0.02,
+    "intermediate_size": 3072,
+    "max_position_embeddings": 512,
+    "num_attention_heads": 12,
+    "num_hidden_layers": 12,
+    "num_hidden_groups": 1,
+    "net_structure_type": 0,
+    "gap_size": 0,
+    "num_memory_blocks": 0,
+    "inner_group_num": 1,
+    "down_scale_factor": 1,
+    "type_vocab_size": 2,
+    "vocab_size": 30000,
+}
 
 
 def test_fields_are_exactly_the_original_ones():
@@ -33,7 +58,10 @@ def test_json_round_trip_keeps_unknown_keys(tmp_path):
     path.write_text(json.dumps(RELEASED_BASE_V2))
     cfg = AlbertConfig.from_json_file(path)
     assert cfg.hidden_size == 768 and cfg.extra == {
-        "net_structure_type": 0, "gap_size": 0, "num_memory_blocks": 0}
+        "net_structure_type": 0,
+        "gap_size": 0,
+        "num_memory_blocks": 0,
+    }
     out = tmp_path / "written.json"
     cfg.to_json_file(out)
     assert json.loads(out.read_text()) == RELEASED_BASE_V2
@@ -81,24 +109,30 @@ def test_only_the_unread_down_scale_factor_may_be_absent():
     assert AlbertConfig.from_dict(values).down_scale_factor == 1
 
 
-@pytest.mark.parametrize("field,value,expected", [
-    ("hidden_size", "768", "a positive integer, got '768'"),
-    ("hidden_size", 768.0, "a positive integer, got 768.0"),
-    ("num_hidden_layers", True, "a positive integer, got True"),
-    ("vocab_size", 0, "a positive integer, got 0"),
-    ("down_scale_factor", None, "a positive integer, got None"),
-    ("hidden_dropout_prob", "0.1", r"a number in \[0, 1\), got '0.1'"),
-    ("attention_probs_dropout_prob", 1.0, r"a number in \[0, 1\), got 1.0"),
-    ("hidden_dropout_prob", False, r"a number in \[0, 1\), got False"),
-    ("initializer_range", -1, "a number > 0, got -1"),
-    ("initializer_range", 0, "a number > 0, got 0"),
-    ("initializer_range", float("nan"), "a number > 0, got nan"),
-    ("hidden_act", None, "one of gelu, relu, tanh, linear, got None"),
-    ("hidden_act", "swish", "one of gelu, relu, tanh, linear, got 'swish'"),
-    ("num_hidden_groups", 13, r"at most num_hidden_layers \(12\), got 13"),
-    ("num_attention_heads", 7,
-     r"hidden_size: expected a multiple of num_attention_heads \(7\), got 768"),
-])
+@pytest.mark.parametrize(
+    "field,value,expected",
+    [
+        ("hidden_size", "768", "a positive integer, got '768'"),
+        ("hidden_size", 768.0, "a positive integer, got 768.0"),
+        ("num_hidden_layers", True, "a positive integer, got True"),
+        ("vocab_size", 0, "a positive integer, got 0"),
+        ("down_scale_factor", None, "a positive integer, got None"),
+        ("hidden_dropout_prob", "0.1", r"a number in \[0, 1\), got '0.1'"),
+        ("attention_probs_dropout_prob", 1.0, r"a number in \[0, 1\), got 1.0"),
+        ("hidden_dropout_prob", False, r"a number in \[0, 1\), got False"),
+        ("initializer_range", -1, "a number > 0, got -1"),
+        ("initializer_range", 0, "a number > 0, got 0"),
+        ("initializer_range", float("nan"), "a number > 0, got nan"),
+        ("hidden_act", None, "one of gelu, relu, tanh, linear, got None"),
+        ("hidden_act", "swish", "one of gelu, relu, tanh, linear, got 'swish'"),
+        ("num_hidden_groups", 13, r"at most num_hidden_layers \(12\), got 13"),
+        (
+            "num_attention_heads",
+            7,
+            r"hidden_size: expected a multiple of num_attention_heads \(7\), got 768",
+        ),
+    ],
+)
 def test_bad_field_is_a_user_error_naming_file_and_field(tmp_path, field, value, expected):
     path = tmp_path / "c.json"
     path.write_text(json.dumps({**RELEASED_BASE_V2, field: value}))
@@ -137,16 +171,30 @@ def test_errors_name_the_file_and_field(tmp_path):
     assert issubclass(UserError, ValueError)
 
 
-@pytest.mark.parametrize("size,layers,hidden,heads,ffn", [
-    ("base", 12, 768, 12, 3072), ("large", 24, 1024, 16, 4096),
-    ("xlarge", 24, 2048, 16, 8192), ("xxlarge", 12, 4096, 64, 16384)])
+@pytest.mark.parametrize(
+    "size,layers,hidden,heads,ffn",
+    [
+        ("base", 12, 768, 12, 3072),
+        ("large", 24, 1024, 16, 4096),
+        ("xlarge", 24, 2048, 16, 8192),
+        ("xxlarge", 12, 4096, 64, 16384),
+    ],
+)
 def test_released_presets(size, layers, hidden, heads, ffn):
     for version in ("v1", "v2"):
         cfg = preset(f"albert_{size}_{version}")
-        assert (cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads,
-                cfg.intermediate_size) == (layers, hidden, heads, ffn)
-        assert (cfg.vocab_size, cfg.embedding_size, cfg.num_hidden_groups,
-                cfg.inner_group_num) == (30000, 128, 1, 1)
+        assert (
+            cfg.num_hidden_layers,
+            cfg.hidden_size,
+            cfg.num_attention_heads,
+            cfg.intermediate_size,
+        ) == (layers, hidden, heads, ffn)
+        assert (cfg.vocab_size, cfg.embedding_size, cfg.num_hidden_groups, cfg.inner_group_num) == (
+            30000,
+            128,
+            1,
+            1,
+        )
         expected_dropout = 0.1 if version == "v1" and size != "xxlarge" else 0.0
         assert cfg.hidden_dropout_prob == cfg.attention_probs_dropout_prob == expected_dropout
     assert preset(size) == preset(f"albert_{size}_v2")

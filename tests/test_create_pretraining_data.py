@@ -10,12 +10,14 @@ import pytest
 from albert_tf.data import create_pretraining_data as cpd
 from albert_tf.data import example_serialization as es
 from albert_tf.data import pretraining_instances as pi
+
 from instance_fixtures import write_documents
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPM = os.path.join(ROOT, "data", "demo", "spm.model")
 
 pytestmark = pytest.mark.skipif(not os.path.exists(SPM), reason="demo spm.model not generated")
+
 
 def _write_corpus(d, files=2, docs=60, seed=0):
     r = random.Random(seed)
@@ -221,10 +223,15 @@ def test_fast_tokenizer_equals_full_and_in_graph_tokenizers(digit_comma):
     assert [list(g) for g in got] == want
     in_graph = InGraphTokenizer(SPM, digit_comma=digit_comma)
     assert in_graph(np.array(DIGIT_COMMA_LINES, object)).to_list() == want
-    other = tokenization.FullTokenizer(spm_model_file=SPM, digit_comma=(
-        "intended" if digit_comma == "python3" else "python3"))
+    other = tokenization.FullTokenizer(
+        spm_model_file=SPM, digit_comma=("intended" if digit_comma == "python3" else "python3")
+    )
     assert [other.encode(line) != w for line, w in zip(DIGIT_COMMA_LINES, want)] == [
-        True, True, False, True]
+        True,
+        True,
+        False,
+        True,
+    ]
 
 
 def test_digit_comma_flag(tmp_path):
@@ -242,7 +249,7 @@ def test_digit_comma_flag(tmp_path):
         found = False
         for ex in _records(tmp_path / "u.tfrecord"):
             pieces = tok.convert_ids_to_tokens(ex.features.feature["input_ids"].int64_list.value)
-            found |= any(pieces[i:i + 3] == python3 for i in range(len(pieces)))
+            found |= any(pieces[i : i + 3] == python3 for i in range(len(pieces)))
         assert found == expected
     assert _run(tmp_path, "--digit_comma=py2", out="x.tfrecord") == 1
 
@@ -250,10 +257,18 @@ def test_digit_comma_flag(tmp_path):
 def _cli(tmp, out):
     import sys
 
-    return [sys.executable, "-m", "albert_tf.data.create_pretraining_data",
-            f"--input_file={tmp / 'part-*.txt'}", f"--output_file={out}",
-            f"--spm_model_file={SPM}", "--max_seq_length=64", "--max_predictions_per_seq=8",
-            "--dupe_factor=20", "--num_workers=1"]
+    return [
+        sys.executable,
+        "-m",
+        "albert_tf.data.create_pretraining_data",
+        f"--input_file={tmp / 'part-*.txt'}",
+        f"--output_file={out}",
+        f"--spm_model_file={SPM}",
+        "--max_seq_length=64",
+        "--max_predictions_per_seq=8",
+        "--dupe_factor=20",
+        "--num_workers=1",
+    ]
 
 
 def test_killed_run_leaves_nothing_after_the_next_run(tmp_path):
@@ -266,10 +281,18 @@ def test_killed_run_leaves_nothing_after_the_next_run(tmp_path):
     _write_corpus(tmp_path, files=1, docs=300)
     clean, killed = tmp_path / "clean", tmp_path / "killed"
     clean.mkdir(), killed.mkdir()
-    assert subprocess.run(_cli(tmp_path, clean / "out.tfrecord"), capture_output=True,
-                          timeout=300).returncode == 0
-    proc = subprocess.Popen(_cli(tmp_path, killed / "out.tfrecord"), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    assert (
+        subprocess.run(
+            _cli(tmp_path, clean / "out.tfrecord"), capture_output=True, timeout=300
+        ).returncode
+        == 0
+    )
+    proc = subprocess.Popen(
+        _cli(tmp_path, killed / "out.tfrecord"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.time() + 120
         while time.time() < deadline:  # until instances are being spilled: mid-way
@@ -295,9 +318,12 @@ def test_temporaries_of_running_processes_or_other_programs_are_kept(tmp_path):
 
     _write_corpus(tmp_path, files=1, docs=5)
     host = fileio.owner_tag().rsplit("-", 1)[0]
-    keep = [f".create_pretraining_data-{host}-{os.getppid()}-abc",  # a running process
-            ".out.tfrecord.create_pretraining_data-otherhost-1.tmp",  # another machine
-            ".create_pretraining_data-x", "out.tfrecord.tmp-1"]  # not our names
+    keep = [
+        f".create_pretraining_data-{host}-{os.getppid()}-abc",  # a running process
+        ".out.tfrecord.create_pretraining_data-otherhost-1.tmp",  # another machine
+        ".create_pretraining_data-x",
+        "out.tfrecord.tmp-1",
+    ]  # not our names
     for name in keep:
         (tmp_path / name).write_text("")
     assert _run(tmp_path, out="out.tfrecord") == 0
@@ -315,9 +341,11 @@ def test_long_lines_warn_with_the_dropped_tokens(tmp_path, caplog):
     assert n > 509
     with caplog.at_level("WARNING"):
         assert _run(tmp_path, "--max_seq_length=512", out="o.tfrecord") == 0
-    assert (f"2 input line(s) are longer than a whole sequence (max_seq_length - 3 = 509 "
-            f"tokens); every instance cuts them: {2 * (n - 509)} tokens beyond 509 (longest "
-            f"line: {n} tokens, in {tmp_path / 'part-0.txt'})") in caplog.text
+    assert (
+        f"2 input line(s) are longer than a whole sequence (max_seq_length - 3 = 509 "
+        f"tokens); every instance cuts them: {2 * (n - 509)} tokens beyond 509 (longest "
+        f"line: {n} tokens, in {tmp_path / 'part-0.txt'})"
+    ) in caplog.text
 
 
 def test_input_without_any_instance_is_an_error(tmp_path, capsys):

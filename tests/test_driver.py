@@ -27,8 +27,7 @@ class _Selector:
 
 def _run(tmp_path, initialized):
     opts = driver.RunOptions(output_dir=str(tmp_path))
-    return driver.Run(opts, preset("albert_tiny"), None, is_chief=False,
-                      initialized=initialized)
+    return driver.Run(opts, preset("albert_tiny"), None, is_chief=False, initialized=initialized)
 
 
 def test_selection_evaluates_pending_checkpoints_first(tmp_path):
@@ -59,8 +58,11 @@ def test_final_weights_needs_something_to_predict_with(tmp_path):
 
 def test_training_batch_must_split_over_replicas_and_micro_batches(tmp_path):
     opts = driver.RunOptions(output_dir=str(tmp_path), train_batch_size=10)
-    with pytest.raises(UserError, match=r"--train_batch_size=10: expected a multiple of the "
-                                        r"1 replicas x 4 accumulation steps"):
+    with pytest.raises(
+        UserError,
+        match=r"--train_batch_size=10: expected a multiple of the "
+        r"1 replicas x 4 accumulation steps",
+    ):
         driver.start(opts, preset("albert_tiny"), batch_divisor=4)
     assert isinstance(driver.start(opts, preset("albert_tiny"), 2), driver.Run)
 

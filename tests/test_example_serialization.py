@@ -8,6 +8,7 @@ import pytest
 
 from albert_tf.data import example_serialization as es
 from albert_tf.data import pretraining_instances as pi
+
 from instance_fixtures import synthetic_corpus
 
 

@@ -10,17 +10,18 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.classifier import AlbertClassifier
-from albert_tf.data.classifier_data import (InputExample, convert_examples_to_features,
-                                            get_processor)
+from albert_tf.data.classifier_data import InputExample, convert_examples_to_features, get_processor
 from albert_tf.export import ClassifierServing, export_classifier
 from albert_tf.tokenization import FullTokenizer
 
 from classifier_fixtures import DEMO_SPM, tiny_config
 
 SEQ = 32
-PAIRS = [("The cat sat on the mat.", "A cat was sitting on a mat!"),
-         ("Ünïcode   SPACES and CAPS", ""),
-         ("a very long sentence " * 10, "with a second one " * 6)]
+PAIRS = [
+    ("The cat sat on the mat.", "A cat was sitting on a mat!"),
+    ("Ünïcode   SPACES and CAPS", ""),
+    ("a very long sentence " * 10, "with a second one " * 6),
+]
 
 _CHILD = r"""
 import json, sys
@@ -43,14 +44,18 @@ np.savez(sys.argv[4], ids_prob=by_ids["probabilities"].numpy(),
 
 def _python_features(pairs, digit_comma="python3"):
     processor = get_processor("mrpc")
-    tokenizer = FullTokenizer(spm_model_file=DEMO_SPM, do_lower_case=True,
-                              digit_comma=digit_comma)
-    examples = [InputExample(str(i), processor.process_text(a),
-                             processor.process_text(b) if b else None, "0")
-                for i, (a, b) in enumerate(pairs)]
+    tokenizer = FullTokenizer(spm_model_file=DEMO_SPM, do_lower_case=True, digit_comma=digit_comma)
+    examples = [
+        InputExample(
+            str(i), processor.process_text(a), processor.process_text(b) if b else None, "0"
+        )
+        for i, (a, b) in enumerate(pairs)
+    ]
     feats = convert_examples_to_features(examples, processor.get_labels(), SEQ, tokenizer)
-    return {k: np.array([getattr(f, k) for f in feats], np.int32)
-            for k in ("input_ids", "input_mask", "segment_ids")}
+    return {
+        k: np.array([getattr(f, k) for f in feats], np.int32)
+        for k in ("input_ids", "input_mask", "segment_ids")
+    }
 
 
 def _saved_ops(export_dir):
@@ -72,9 +77,16 @@ def test_export_round_trip_in_fresh_process(tmp_path):
     model.build()
     features = _python_features(PAIRS)
     want = model(features, training=False)
-    export_dir = export_classifier(model, str(tmp_path / "export"), SEQ, spm_model_file=DEMO_SPM,
-                                   text_pair=True, label_list=["0", "1"], task_name="mrpc",
-                                   threshold=0.5)
+    export_dir = export_classifier(
+        model,
+        str(tmp_path / "export"),
+        SEQ,
+        spm_model_file=DEMO_SPM,
+        text_pair=True,
+        label_list=["0", "1"],
+        task_name="mrpc",
+        threshold=0.5,
+    )
     assert (tmp_path / "export" / "assets.extra" / "labels.txt").read_text() == "0\n1\n"
     # Portable serving graph: no oneDNN-only kernels, no XLA clusters.
     op_types, xla = _saved_ops(export_dir)
@@ -84,15 +96,28 @@ def test_export_round_trip_in_fresh_process(tmp_path):
     np.savez(tmp_path / "ids.npz", **features)
     result = tmp_path / "result.npz"
     proc = subprocess.run(
-        [sys.executable, "-c", _CHILD, export_dir, str(tmp_path / "ids.npz"), json.dumps(PAIRS),
-         str(result)], capture_output=True, text=True, timeout=180,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""})
+        [
+            sys.executable,
+            "-c",
+            _CHILD,
+            export_dir,
+            str(tmp_path / "ids.npz"),
+            json.dumps(PAIRS),
+            str(result),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = np.load(result)
     assert list(got["signatures"]) == ["serve_text", "serving_default"]
     np.testing.assert_allclose(got["ids_prob"], want["probabilities"].numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(got["ids_pred"], want["predictions"].numpy())
-    np.testing.assert_allclose(got["text_prob"], want["probabilities"].numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        got["text_prob"], want["probabilities"].numpy(), rtol=1e-5, atol=1e-6
+    )
     np.testing.assert_array_equal(got["text_pred"], want["predictions"].numpy())
     np.testing.assert_allclose(got["threshold"], [0.5] * len(PAIRS))
 
@@ -119,6 +144,7 @@ def test_serve_text_tokenizes_with_the_training_digit_comma_mode(digit_comma):
     got = module.text_features(tf.constant(texts))
     want = _python_features([(t, "") for t in texts], digit_comma)
     np.testing.assert_array_equal(got["input_ids"].numpy(), want["input_ids"])
-    other = _python_features([(t, "") for t in texts],
-                             "intended" if digit_comma == "python3" else "python3")
+    other = _python_features(
+        [(t, "") for t in texts], "intended" if digit_comma == "python3" else "python3"
+    )
     assert (other["input_ids"] != want["input_ids"]).any(axis=1).all()

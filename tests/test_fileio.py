@@ -49,16 +49,20 @@ def test_next_write_removes_the_temporary_of_a_killed_writer(tmp_path):
     import sys
 
     target = tmp_path / "eval_results.txt"
-    code = ("import os, signal, sys\nfrom albert_tf import fileio\n"
-            "with fileio.atomic_path(sys.argv[1]) as tmp:\n"
-            "    open(tmp, 'w').write('half')\n    os.kill(os.getpid(), signal.SIGKILL)\n")
+    code = (
+        "import os, signal, sys\nfrom albert_tf import fileio\n"
+        "with fileio.atomic_path(sys.argv[1]) as tmp:\n"
+        "    open(tmp, 'w').write('half')\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code, str(target)], timeout=60)
     assert proc.returncode == -signal.SIGKILL
     [stale] = os.listdir(tmp_path)
     assert stale.startswith(".eval_results.txt.") and stale.endswith(".tmp")
     tag = fileio.owner_tag()
-    others = [f".eval_results.txt.{tag.rsplit('-', 1)[0]}-{os.getppid()}-live.tmp",
-              f".other.txt.{tag.rsplit('-', 1)[0]}-999999999-x.tmp"]
+    others = [
+        f".eval_results.txt.{tag.rsplit('-', 1)[0]}-{os.getppid()}-live.tmp",
+        f".other.txt.{tag.rsplit('-', 1)[0]}-999999999-x.tmp",
+    ]
     for name in others:
         (tmp_path / name).write_text("")
     atomic_write_text(target, "done\n")

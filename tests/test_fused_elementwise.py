@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import albert_numpy
 from albert_tf import fused_elementwise as fe
+
+import albert_numpy
 
 
 def _xla_functions(fn, spec):
@@ -58,8 +59,9 @@ def test_layer_norm_backward_matches_float64_autodiff(shape):
     dy = rng.normal(size=shape).astype(np.float32)
     _, xhat, rstd = fe.layer_norm_forward(tf.constant(x), None, gamma, beta, 1e-12)
     got = fe.layer_norm_backward(tf.constant(dy), xhat, rstd, tf.constant(gamma))
-    for g, w, name in zip(got, _layer_norm_reference_gradients(x, gamma, beta, dy),
-                          ("dx", "dgamma", "dbeta")):
+    for g, w, name in zip(
+        got, _layer_norm_reference_gradients(x, gamma, beta, dy), ("dx", "dgamma", "dbeta")
+    ):
         assert g.shape == w.shape, name
         scale = np.max(np.abs(w))
         assert np.max(np.abs(g.numpy() - w)) / scale < 1e-5, name
@@ -70,8 +72,10 @@ def test_layer_norm_forward_adds_the_residual_first():
     x, residual = (rng.normal(size=(6, 32)).astype(np.float32) for _ in range(2))
     gamma, beta = rng.normal(size=32).astype(np.float32), rng.normal(size=32).astype(np.float32)
     want = albert_numpy.layer_norm((x + residual).astype(np.float64), beta, gamma, eps=1e-12)
-    for out in (fe.layer_norm(x, residual, gamma, beta, 1e-12),
-                fe.layer_norm_forward(tf.constant(x), residual, gamma, beta, 1e-12)[0]):
+    for out in (
+        fe.layer_norm(x, residual, gamma, beta, 1e-12),
+        fe.layer_norm_forward(tf.constant(x), residual, gamma, beta, 1e-12)[0],
+    ):
         np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
 
 
@@ -79,8 +83,9 @@ def test_xla_only_for_float32_and_not_when_disabled():
     f32 = tf.TensorSpec([4, 8], tf.float32)
     assert len(_xla_functions(fe.gelu_tanh, f32)) == 1
     assert len(_xla_functions(lambda dy: fe.gelu_tanh_backward(dy, dy), f32)) == 1
-    assert len(_xla_functions(
-        lambda dy: fe.layer_norm_backward(dy, dy, dy[:, :1], dy[0]), f32)) == 1
+    assert (
+        len(_xla_functions(lambda dy: fe.layer_norm_backward(dy, dy, dy[:, :1], dy[0]), f32)) == 1
+    )
     assert _xla_functions(fe.gelu_tanh, tf.TensorSpec([4, 8], tf.bfloat16)) == []
     with fe.disabled():
         assert not fe.enabled()
@@ -95,8 +100,9 @@ def test_disabled_gives_the_same_numbers():
         plain = tf.function(fe.gelu_tanh)(x).numpy()
         plain_grad = tf.function(fe.gelu_tanh_backward)(dy, x).numpy()
     np.testing.assert_allclose(fe.gelu_tanh(x).numpy(), plain, rtol=2e-6, atol=1e-6)
-    np.testing.assert_allclose(fe.gelu_tanh_backward(dy, x).numpy(), plain_grad,
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        fe.gelu_tanh_backward(dy, x).numpy(), plain_grad, rtol=1e-5, atol=1e-5
+    )
 
 
 def _graph_op_types(fn, *args, jit_compile=False):
@@ -104,8 +110,10 @@ def _graph_op_types(fn, *args, jit_compile=False):
     return {op.type for op in graph.get_operations()}
 
 
-@pytest.mark.skipif(not fe._onednn_layer_norm_registered(),
-                    reason="TensorFlow built without oneDNN's layer-norm kernel")
+@pytest.mark.skipif(
+    not fe._onednn_layer_norm_registered(),
+    reason="TensorFlow built without oneDNN's layer-norm kernel",
+)
 def test_inference_layer_norm_uses_onednn_kernel_only_where_it_can():
     rng = np.random.default_rng(5)
     x, residual = (rng.normal(size=(2, 7, 48)).astype(np.float32) for _ in range(2))
@@ -124,22 +132,27 @@ def test_inference_layer_norm_uses_onednn_kernel_only_where_it_can():
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.skipif(not fe._onednn_layer_norm_registered(),
-                    reason="TensorFlow built without oneDNN's layer-norm kernel")
+@pytest.mark.skipif(
+    not fe._onednn_layer_norm_registered(),
+    reason="TensorFlow built without oneDNN's layer-norm kernel",
+)
 def test_saved_model_traced_by_save_has_no_onednn_layer_norm(tmp_path):
     from tensorflow.core.protobuf import saved_model_pb2
 
     gamma, beta = tf.Variable(tf.ones([8])), tf.Variable(tf.zeros([8]))
     module = tf.Module()
     module.vars = [gamma, beta]
-    module.serve = tf.function(lambda x: fe.layer_norm(x, None, gamma, beta, 1e-12),
-                               input_signature=[tf.TensorSpec([None, 8], tf.float32)])
+    module.serve = tf.function(
+        lambda x: fe.layer_norm(x, None, gamma, beta, 1e-12),
+        input_signature=[tf.TensorSpec([None, 8], tf.float32)],
+    )
     tf.saved_model.save(module, str(tmp_path))
     saved = saved_model_pb2.SavedModel()
     saved.ParseFromString((tmp_path / "saved_model.pb").read_bytes())
     graph = saved.meta_graphs[0].graph_def
-    op_types = {n.op for n in graph.node} | {n.op for f in graph.library.function
-                                              for n in f.node_def}
+    op_types = {n.op for n in graph.node} | {
+        n.op for f in graph.library.function for n in f.node_def
+    }
     assert "_MklLayerNorm" not in op_types and "Rsqrt" in op_types
     loaded = tf.saved_model.load(str(tmp_path))
     x = np.random.default_rng(0).normal(size=(3, 8)).astype(np.float32)
@@ -149,6 +162,7 @@ def test_saved_model_traced_by_save_has_no_onednn_layer_norm(tmp_path):
 
 def test_accelerator_decision_turns_the_fused_kernels_off():
     from albert_tf import speed_paths
+
     f32 = tf.TensorSpec([4, 8], tf.float32)
     with speed_paths.forced(speed_paths.WITH_ACCELERATOR):
         assert not fe.enabled()

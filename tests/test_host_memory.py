@@ -29,11 +29,16 @@ def _run(when, allocator):
     # The pool these tests replace is oneDNN's: TensorFlow turns oneDNN on by default only on
     # CPUs with AVX-512 (on AVX2-only CPUs there are no CPU allocator statistics at all).
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_ENABLE_ONEDNN_OPTS="1")
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, when, allocator], env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, when, allocator],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):]), proc.stderr
+    return json.loads(line[len("RESULT ") :]), proc.stderr
 
 
 def test_system_allocator_replaces_the_pool():
@@ -57,18 +62,20 @@ def test_unknown_allocator():
 def test_auto_picks_malloc_for_large_models_only():
     from albert_tf.config import preset
     from albert_tf.host_memory import resolve_allocator
+
     assert resolve_allocator("auto", preset("albert_xxlarge_v2").num_parameters()) == "system"
     assert resolve_allocator("auto", preset("albert_xlarge_v2").num_parameters()) == "tensorflow"
     assert resolve_allocator("auto", preset("albert_base_v2").num_parameters()) == "tensorflow"
     assert resolve_allocator("auto") == "tensorflow"
     assert resolve_allocator("system", 10) == "system"
-    assert resolve_allocator("tensorflow", 10 ** 9) == "tensorflow"
+    assert resolve_allocator("tensorflow", 10**9) == "tensorflow"
 
 
 def test_auto_keeps_tensorflows_allocator_with_an_accelerator():
     from albert_tf import speed_paths
     from albert_tf.config import preset
     from albert_tf.host_memory import resolve_allocator
+
     xxlarge = preset("albert_xxlarge_v2").num_parameters()
     with speed_paths.forced(speed_paths.WITH_ACCELERATOR):
         assert resolve_allocator("auto", xxlarge) == "tensorflow"

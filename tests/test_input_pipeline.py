@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.data import input_pipeline as ip
-from albert_tf.errors import UserError
 from albert_tf.data import example_serialization as es
+from albert_tf.data import input_pipeline as ip
 from albert_tf.data import pretraining_instances as pi
+from albert_tf.errors import UserError
 
 S, P, V, MASK = 64, 10, 3000, 4
 
@@ -215,11 +215,18 @@ def test_missing_files_error(tmp_path):
 def _write(path, examples):
     with tf.io.TFRecordWriter(str(path)) as w:
         for features in examples:
-            w.write(tf.train.Example(features=tf.train.Features(feature={
-                name: tf.train.Feature(float_list=tf.train.FloatList(value=v))
-                if isinstance(v[0], float) else
-                tf.train.Feature(int64_list=tf.train.Int64List(value=v))
-                for name, v in features.items()})).SerializeToString())
+            w.write(
+                tf.train.Example(
+                    features=tf.train.Features(
+                        feature={
+                            name: tf.train.Feature(float_list=tf.train.FloatList(value=v))
+                            if isinstance(v[0], float)
+                            else tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+                            for name, v in features.items()
+                        }
+                    )
+                ).SerializeToString()
+            )
     return str(path)
 
 
@@ -227,57 +234,89 @@ def test_check_tfrecords_accepts_what_the_writers_write(files, tmp_path):
     """The spec tables match the records our writers produce (and so the readers' specs)."""
     from albert_tf import tokenization
     from albert_tf.data import classifier_data, race_data, squad_data
+
     from classifier_fixtures import DEMO_SPM
 
     static, unmasked = files["s0"][0], files["u0"][0]
-    assert ip.check_tfrecords(static, ip.pretraining_feature_spec(S, P), "--input_file") == [
-        static]
+    assert ip.check_tfrecords(static, ip.pretraining_feature_spec(S, P), "--input_file") == [static]
     for path in (static, unmasked):  # dynamic masking reads both
         ip.check_tfrecords(path, ip.pretraining_feature_spec(S, P, dynamic_masking=True), "f")
-    with pytest.raises(UserError, match=rf"^--input_file {unmasked}: the first record has no "
-                       r"feature 'masked_lm_positions' \(expected 10 int64 values; it has "
-                       r"input_ids, input_mask, next_sentence_labels, segment_ids, "
-                       r"token_boundary\)$"):
+    with pytest.raises(
+        UserError,
+        match=rf"^--input_file {unmasked}: the first record has no "
+        r"feature 'masked_lm_positions' \(expected 10 int64 values; it has "
+        r"input_ids, input_mask, next_sentence_labels, segment_ids, "
+        r"token_boundary\)$",
+    ):
         ip.check_tfrecords(unmasked, ip.pretraining_feature_spec(S, P), "--input_file")
 
     tokenizer = tokenization.FullTokenizer(spm_model_file=DEMO_SPM)
     glue = str(tmp_path / "glue.tf_record")
     classifier_data.file_based_convert_examples_to_features(
-        [classifier_data.InputExample("g", "a b", "c d", "1")], ["0", "1"], 16, tokenizer, glue)
+        [classifier_data.InputExample("g", "a b", "c d", "1")], ["0", "1"], 16, tokenizer, glue
+    )
     ip.check_tfrecords(glue, classifier_data.feature_spec(16), "--train_file")
     race = str(tmp_path / "race.tf_record")
-    race_data.write_features([race_data.RaceExample("r", "text", ["a", "b", "c", "d"], 1)],
-                             tokenizer, 16, 4, race)
+    race_data.write_features(
+        [race_data.RaceExample("r", "text", ["a", "b", "c", "d"], 1)], tokenizer, 16, 4, race
+    )
     ip.check_tfrecords(race, classifier_data.feature_spec(race_data.record_length(16)), "race")
     squad = str(tmp_path / "squad.tf_record")
     window = dict(input_ids=[2] * 16, input_mask=[1] * 16, segment_ids=[0] * 16, p_mask=[0] * 16)
-    squad_data.write_features([squad_data.SquadFeature(
-        1000000000, None, 0, [], [], {}, [], paragraph_len=1, start_position=0, end_position=0,
-        **window)], squad, is_training=True)
+    squad_data.write_features(
+        [
+            squad_data.SquadFeature(
+                1000000000,
+                None,
+                0,
+                [],
+                [],
+                {},
+                [],
+                paragraph_len=1,
+                start_position=0,
+                end_position=0,
+                **window,
+            )
+        ],
+        squad,
+        is_training=True,
+    )
     ip.check_tfrecords(squad, squad_data.feature_spec(16, is_training=True), "--train_file")
-    with pytest.raises(UserError, match=r"feature 'input_ids' of the first record has 16 int64 "
-                       r"values, expected 64 int64 values$"):
+    with pytest.raises(
+        UserError,
+        match=r"feature 'input_ids' of the first record has 16 int64 "
+        r"values, expected 64 int64 values$",
+    ):
         ip.check_tfrecords(squad, classifier_data.feature_spec(race_data.record_length(16)), "x")
 
 
 def test_check_tfrecords_names_file_and_feature(tmp_path):
-    spec = {"input_ids": tf.io.FixedLenFeature([4], tf.int64),
-            "label_ids": tf.io.FixedLenFeature([], tf.float32),
-            "optional": tf.io.FixedLenFeature([2], tf.int64, default_value=[0, 0])}
+    spec = {
+        "input_ids": tf.io.FixedLenFeature([4], tf.int64),
+        "label_ids": tf.io.FixedLenFeature([], tf.float32),
+        "optional": tf.io.FixedLenFeature([2], tf.int64, default_value=[0, 0]),
+    }
     good = _write(tmp_path / "good.tfrecord", [{"input_ids": [1, 2, 3, 4], "label_ids": [0.5]}])
     assert ip.check_tfrecords(good, spec, "--f") == [good]
     cases = {
-        "long": ({"input_ids": [1] * 8, "label_ids": [0.5]},
-                 "feature 'input_ids' of the first record has 8 int64 values, expected 4 int64 "
-                 "values"),
-        "int_label": ({"input_ids": [1] * 4, "label_ids": [1]},
-                      "feature 'label_ids' of the first record has 1 int64 value, expected 1 "
-                      "float32 value"),
-        "bad_optional": ({"input_ids": [1] * 4, "label_ids": [0.5], "optional": [1]},
-                         "feature 'optional' of the first record has 1 int64 value, expected 2"),
-        "other_names": ({"ids": [1] * 4},
-                        r"the first record has no feature 'input_ids' \(expected 4 int64 values; "
-                        r"it has ids\)"),
+        "long": (
+            {"input_ids": [1] * 8, "label_ids": [0.5]},
+            "feature 'input_ids' of the first record has 8 int64 values, expected 4 int64 values",
+        ),
+        "int_label": (
+            {"input_ids": [1] * 4, "label_ids": [1]},
+            "feature 'label_ids' of the first record has 1 int64 value, expected 1 float32 value",
+        ),
+        "bad_optional": (
+            {"input_ids": [1] * 4, "label_ids": [0.5], "optional": [1]},
+            "feature 'optional' of the first record has 1 int64 value, expected 2",
+        ),
+        "other_names": (
+            {"ids": [1] * 4},
+            r"the first record has no feature 'input_ids' \(expected 4 int64 values; "
+            r"it has ids\)",
+        ),
     }
     for name, (features, message) in cases.items():
         path = _write(tmp_path / f"{name}.tfrecord", [features])
@@ -285,8 +324,11 @@ def test_check_tfrecords_names_file_and_feature(tmp_path):
             ip.check_tfrecords(path, spec, "--f")
     garbage = tmp_path / "garbage.tfrecord"
     garbage.write_bytes(bytes(range(256)) * 4)
-    with pytest.raises(UserError, match=rf"^--f {garbage}: not a readable TFRecord file "
-                       r"\(corrupted record at 0 \(Is this even a TFRecord file\?\)\)$"):
+    with pytest.raises(
+        UserError,
+        match=rf"^--f {garbage}: not a readable TFRecord file "
+        r"\(corrupted record at 0 \(Is this even a TFRecord file\?\)\)$",
+    ):
         ip.check_tfrecords(str(garbage), spec, "--f")
     not_example = tmp_path / "strings.tfrecord"
     with tf.io.TFRecordWriter(str(not_example)) as w:

@@ -5,11 +5,12 @@ import math
 import numpy as np
 import pytest
 import tensorflow as tf
+from test_modeling import make_inputs, tiny
 
-import albert_numpy
 from albert_tf import layers
 from albert_tf.modeling import AlbertPretrainer
-from test_modeling import make_inputs, tiny
+
+import albert_numpy
 
 
 def test_gelu_is_the_tanh_approximation():
@@ -40,8 +41,9 @@ def test_custom_gelu_gradient_equals_autodiff():
         plain = layers.gelu_tanh(x)
         custom = layers.gelu_tanh_trainable(x)
     np.testing.assert_allclose(custom.numpy(), plain.numpy(), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(tape.gradient(custom, x).numpy(), tape.gradient(plain, x).numpy(),
-                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        tape.gradient(custom, x).numpy(), tape.gradient(plain, x).numpy(), rtol=1e-10, atol=1e-12
+    )
 
 
 def test_custom_layer_norm_gradient_equals_autodiff():
@@ -58,8 +60,9 @@ def test_custom_layer_norm_gradient_equals_autodiff():
         custom_loss = tf.reduce_sum(custom * upstream)
         plain_loss = tf.reduce_sum(plain * upstream)
     np.testing.assert_allclose(custom.numpy(), plain.numpy(), rtol=1e-10, atol=1e-12)
-    for a, b in zip(tape.gradient(custom_loss, [x, gamma, beta]),
-                    tape.gradient(plain_loss, [x, gamma, beta])):
+    for a, b in zip(
+        tape.gradient(custom_loss, [x, gamma, beta]), tape.gradient(plain_loss, [x, gamma, beta])
+    ):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-9, atol=1e-10)
 
 
@@ -94,8 +97,12 @@ def test_layer_norm_of_bfloat16_input_normalises_in_float32():
         out = ln(x, residual=residual, training=True)
     assert out.dtype == tf.float32
     assert tape.gradient(out, x).dtype == tf.bfloat16
-    want = albert_numpy.layer_norm(tf.cast(x, tf.float32).numpy() + residual.numpy(),
-                                   ln.beta.numpy(), ln.gamma.numpy(), eps=1e-12)
+    want = albert_numpy.layer_norm(
+        tf.cast(x, tf.float32).numpy() + residual.numpy(),
+        ln.beta.numpy(),
+        ln.gamma.numpy(),
+        eps=1e-12,
+    )
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
 
 
@@ -128,6 +135,7 @@ def test_block_called_alone_equals_its_application_in_the_model():
     """A block reading its own weights (Q, K, V separate) gives the model's first block
     output (full-length inference: one QKV product), and query_positions give its rows."""
     from albert_tf.modeling import AlbertModel
+
     cfg = tiny(num_hidden_groups=2, inner_group_num=2)
     model = AlbertModel(cfg)
     inputs = make_inputs(cfg)
@@ -141,5 +149,6 @@ def test_block_called_alone_equals_its_application_in_the_model():
     positions = tf.constant([[0, 4, 2], [10, 0, 0], [1, 2, 3]], tf.int32)
     rows = block(x, adder, query_positions=positions)
     assert rows.shape == (3, 3, cfg.hidden_size)
-    np.testing.assert_allclose(rows, tf.gather(alone, positions, batch_dims=1),
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        rows, tf.gather(alone, positions, batch_dims=1), rtol=1e-5, atol=1e-5
+    )

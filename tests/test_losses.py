@@ -21,18 +21,21 @@ def batch():
     sop_logits = rng.normal(0, 2, (3, 2)).astype(np.float32)
     labels = np.array([[0], [1], [1]], np.int32)  # the TFRecord's [B, 1]
     outputs = {"mlm_logits": mlm_logits, "sop_logits": sop_logits}
-    features = {"masked_lm_ids": ids, "masked_lm_weights": weights,
-                "next_sentence_labels": labels}
+    features = {"masked_lm_ids": ids, "masked_lm_weights": weights, "next_sentence_labels": labels}
     return outputs, features
 
 
 def numpy_losses(outputs, features):
-    ce = -np.take_along_axis(log_softmax(outputs["mlm_logits"].astype(np.float64)),
-                             features["masked_lm_ids"][..., None], -1)[..., 0]
+    ce = -np.take_along_axis(
+        log_softmax(outputs["mlm_logits"].astype(np.float64)),
+        features["masked_lm_ids"][..., None],
+        -1,
+    )[..., 0]
     w = features["masked_lm_weights"]
     mlm = (w * ce).sum() / (w.sum() + 1e-5)
-    sop_ce = -np.take_along_axis(log_softmax(outputs["sop_logits"].astype(np.float64)),
-                                 features["next_sentence_labels"], -1)[:, 0]
+    sop_ce = -np.take_along_axis(
+        log_softmax(outputs["sop_logits"].astype(np.float64)), features["next_sentence_labels"], -1
+    )[:, 0]
     return mlm, sop_ce.mean(), ce, sop_ce
 
 
@@ -52,8 +55,9 @@ def test_sentence_order_weight(batch, weight):
     mlm, sop, _, _ = numpy_losses(outputs, features)
     sop_logits = tf.Variable(outputs["sop_logits"])
     with tf.GradientTape() as tape:
-        total, parts = losses.pretraining_loss({**outputs, "sop_logits": sop_logits}, features,
-                                               sentence_order_weight=weight)
+        total, parts = losses.pretraining_loss(
+            {**outputs, "sop_logits": sop_logits}, features, sentence_order_weight=weight
+        )
     np.testing.assert_allclose(float(total), mlm + weight * sop, rtol=1e-6)
     np.testing.assert_allclose(float(parts["sentence_order_loss"]), sop, rtol=1e-6)
     grad = tape.gradient(total, sop_logits)
@@ -63,16 +67,25 @@ def test_sentence_order_weight(batch, weight):
 def test_all_padding_batch_gives_zero_mlm_loss(batch):
     outputs, features = batch
     features = {**features, "masked_lm_weights": np.zeros((3, 4), np.float32)}
-    assert float(losses.masked_lm_loss(outputs["mlm_logits"], features["masked_lm_ids"],
-                                       features["masked_lm_weights"])) == 0.0
+    assert (
+        float(
+            losses.masked_lm_loss(
+                outputs["mlm_logits"], features["masked_lm_ids"], features["masked_lm_weights"]
+            )
+        )
+        == 0.0
+    )
 
 
 def test_metric_sums_add_up_over_batches(batch):
     """Summed statistics of two halves give the metrics of the whole batch."""
     outputs, features = batch
     _, sop, ce, _ = numpy_losses(outputs, features)
-    halves = [{k: v[s] for k, v in d.items()} for d in (outputs, features)
-              for s in (slice(0, 1), slice(1, 3))]
+    halves = [
+        {k: v[s] for k, v in d.items()}
+        for d in (outputs, features)
+        for s in (slice(0, 1), slice(1, 3))
+    ]
     parts = [losses.pretraining_metric_sums(halves[i], halves[i + 2]) for i in (0, 1)]
     sums = {k: float(parts[0][k]) + float(parts[1][k]) for k in parts[0]}
     got = losses.finalize_pretraining_metrics(sums)
@@ -83,5 +96,4 @@ def test_metric_sums_add_up_over_batches(batch):
     np.testing.assert_allclose(got["masked_lm_loss"], (w * ce).sum() / w.sum(), rtol=1e-6)
     np.testing.assert_allclose(got["sentence_order_accuracy"], sop_correct.mean(), rtol=1e-6)
     np.testing.assert_allclose(got["sentence_order_loss"], sop, rtol=1e-6)
-    assert losses.finalize_pretraining_metrics(
-        {k: 0.0 for k in sums})["masked_lm_accuracy"] == 0.0
+    assert losses.finalize_pretraining_metrics({k: 0.0 for k in sums})["masked_lm_accuracy"] == 0.0

@@ -69,7 +69,7 @@ def test_pearson_and_spearman_with_ties():
     # By hand: deviations rx [-1.5, 0, 0, 1.5], ry [-1.5, .5, -.5, 1.5] -> 4.5 / sqrt(4.5 * 5).
     assert m.spearman(x, y) == pytest.approx(4.5 / math.sqrt(4.5 * 5))
     # Spearman is invariant under monotone transforms, Pearson is not.
-    assert m.spearman(np.exp(x), y ** 3) == pytest.approx(m.spearman(x, y))
+    assert m.spearman(np.exp(x), y**3) == pytest.approx(m.spearman(x, y))
 
 
 def test_glue_metrics_keys_and_selection():
@@ -90,13 +90,20 @@ def test_glue_metrics_keys_and_selection():
 
 
 def test_write_glue_submission(tmp_path):
-    path = m.write_glue_submission(str(tmp_path), "mnli", ["0", "1", "2"], np.array([2, 0, 1]),
-                                   ["contradiction", "entailment", "neutral"])
+    path = m.write_glue_submission(
+        str(tmp_path),
+        "mnli",
+        ["0", "1", "2"],
+        np.array([2, 0, 1]),
+        ["contradiction", "entailment", "neutral"],
+    )
     assert os.path.basename(path) == "MNLI-m.tsv"
     assert open(path, encoding="utf-8").read() == (
-        "index\tprediction\n0\tneutral\n1\tcontradiction\n2\tentailment\n")
-    path = m.write_glue_submission(str(tmp_path), "sts-b", ["5", "6"],
-                                   np.array([3.25, 0.1], np.float32), [None])
+        "index\tprediction\n0\tneutral\n1\tcontradiction\n2\tentailment\n"
+    )
+    path = m.write_glue_submission(
+        str(tmp_path), "sts-b", ["5", "6"], np.array([3.25, 0.1], np.float32), [None]
+    )
     assert os.path.basename(path) == "STS-B.tsv"
     assert open(path).read() == "index\tprediction\n5\t3.25\n6\t0.1\n"
     assert m.glue_submission_filename("mismnli") == "MNLI-mm.tsv"

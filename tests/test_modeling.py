@@ -5,17 +5,27 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import albert_numpy
 from albert_tf import AlbertConfig
 from albert_tf.checkpoints import original_variable_map
 from albert_tf.modeling import AlbertModel, AlbertPretrainer
 
+import albert_numpy
+
 
 def tiny(**overrides):
-    base = dict(vocab_size=61, embedding_size=8, hidden_size=16, num_hidden_layers=3,
-                num_hidden_groups=1, num_attention_heads=4, intermediate_size=24,
-                inner_group_num=1, hidden_act="gelu", max_position_embeddings=20,
-                type_vocab_size=2)
+    base = dict(
+        vocab_size=61,
+        embedding_size=8,
+        hidden_size=16,
+        num_hidden_layers=3,
+        num_hidden_groups=1,
+        num_attention_heads=4,
+        intermediate_size=24,
+        inner_group_num=1,
+        hidden_act="gelu",
+        max_position_embeddings=20,
+        type_vocab_size=2,
+    )
     base.update(overrides)
     return AlbertConfig(**base)
 
@@ -24,13 +34,16 @@ CONFIGS = {
     "shared_gelu": tiny(),
     "groups2_inner2_relu": tiny(num_hidden_groups=2, inner_group_num=2, hidden_act="relu"),
     "bert_shaped_E_eq_H_tanh": tiny(embedding_size=16, num_hidden_groups=3, hidden_act="tanh"),
-    "groups3_L4_linear_type3": tiny(num_hidden_layers=4, num_hidden_groups=3, hidden_act="linear",
-                                    type_vocab_size=3),
+    "groups3_L4_linear_type3": tiny(
+        num_hidden_layers=4, num_hidden_groups=3, hidden_act="linear", type_vocab_size=3
+    ),
     # Paper Table 4: one set of attention (or FFN) weights, the other part per layer.
     "shared_attention_inner2": tiny(num_hidden_groups=3, inner_group_num=2).replace(
-        cross_layer_sharing="attention"),
+        cross_layer_sharing="attention"
+    ),
     "shared_ffn_E_eq_H": tiny(embedding_size=16, num_hidden_groups=3).replace(
-        cross_layer_sharing="ffn"),
+        cross_layer_sharing="ffn"
+    ),
 }
 
 
@@ -38,7 +51,7 @@ def make_inputs(cfg, batch=3, seq=11, preds=4, seed=0):
     rng = np.random.default_rng(seed)
     ids = rng.integers(0, cfg.vocab_size, size=(batch, seq)).astype(np.int32)
     mask = np.ones((batch, seq), np.int32)
-    mask[1, 7:] = 0          # padded example
+    mask[1, 7:] = 0  # padded example
     mask[2, 3:] = 0
     seg = rng.integers(0, cfg.type_vocab_size, size=(batch, seq)).astype(np.int32)
     pos = np.sort(rng.integers(0, seq, size=(batch, preds)), axis=1).astype(np.int32)
@@ -67,8 +80,14 @@ def test_pretrainer_matches_numpy_reference(name):
     set_weights(model, weights)
     inputs = make_inputs(cfg)
     got = model(inputs, training=False)
-    want = albert_numpy.forward(weights, cfg.to_dict(), inputs["input_ids"], inputs["input_mask"],
-                                inputs["segment_ids"], inputs["masked_lm_positions"])
+    want = albert_numpy.forward(
+        weights,
+        cfg.to_dict(),
+        inputs["input_ids"],
+        inputs["input_mask"],
+        inputs["segment_ids"],
+        inputs["masked_lm_positions"],
+    )
     for key in ("sequence_output", "pooled_output", "embedding_output", "mlm_logits", "sop_logits"):
         assert_rel_close(got[key], want[key])
     assert len(got["encoder_outputs"]) == cfg.num_hidden_layers * cfg.inner_group_num
@@ -86,16 +105,23 @@ def test_last_block_at_selected_rows_matches_numpy_reference(name):
     cfg = CONFIGS[name]
     weights = albert_numpy.random_weights(cfg.to_dict(), seed=2)
     inputs = make_inputs(cfg)
-    want = albert_numpy.forward(weights, cfg.to_dict(), inputs["input_ids"], inputs["input_mask"],
-                                inputs["segment_ids"], inputs["masked_lm_positions"])
+    want = albert_numpy.forward(
+        weights,
+        cfg.to_dict(),
+        inputs["input_ids"],
+        inputs["input_mask"],
+        inputs["segment_ids"],
+        inputs["masked_lm_positions"],
+    )
     model = AlbertPretrainer(cfg, full_sequence_output=False)
     model.build()
     set_weights(model, weights)
     got = model(inputs, training=False)
     for key in ("pooled_output", "mlm_logits", "sop_logits"):
         assert_rel_close(got[key], want[key])
-    rows = np.take_along_axis(want["sequence_output"], inputs["masked_lm_positions"][..., None],
-                              axis=1)
+    rows = np.take_along_axis(
+        want["sequence_output"], inputs["masked_lm_positions"][..., None], axis=1
+    )
     assert_rel_close(got["sequence_output"], rows)
     none = np.zeros((3, 0), np.int32)
     cls_only = model.albert(inputs, output_positions=none)
@@ -132,6 +158,7 @@ def test_docstring_examples_run():
     import doctest
 
     from albert_tf import modeling
+
     result = doctest.testmod(modeling)
     assert result.attempted > 0 and result.failed == 0
 
@@ -140,9 +167,13 @@ def test_defaults_for_mask_and_segments():
     cfg = CONFIGS["shared_gelu"]
     model = AlbertModel(cfg)
     inputs = make_inputs(cfg)
-    full = model({"input_ids": inputs["input_ids"],
-                  "input_mask": np.ones_like(inputs["input_ids"]),
-                  "segment_ids": np.zeros_like(inputs["input_ids"])})
+    full = model(
+        {
+            "input_ids": inputs["input_ids"],
+            "input_mask": np.ones_like(inputs["input_ids"]),
+            "segment_ids": np.zeros_like(inputs["input_ids"]),
+        }
+    )
     default = model({"input_ids": inputs["input_ids"]})
     np.testing.assert_array_equal(full["sequence_output"], default["sequence_output"])
 
@@ -153,14 +184,25 @@ def test_padding_does_not_change_real_tokens():
     ids = np.array([[5, 6, 7, 8]], np.int32)
     short = model({"input_ids": ids, "input_mask": np.ones_like(ids)})
     padded_ids = np.array([[5, 6, 7, 8, 0, 0]], np.int32)
-    padded = model({"input_ids": padded_ids, "input_mask": np.array([[1, 1, 1, 1, 0, 0]], np.int32)})
+    padded = model(
+        {"input_ids": padded_ids, "input_mask": np.array([[1, 1, 1, 1, 0, 0]], np.int32)}
+    )
     # -10000 is not -inf: padded keys get ~e^-10000 weight, i.e. exactly 0 in float32.
-    np.testing.assert_allclose(padded["sequence_output"][:, :4], short["sequence_output"], atol=2e-6)
+    np.testing.assert_allclose(
+        padded["sequence_output"][:, :4], short["sequence_output"], atol=2e-6
+    )
 
 
 def test_group_mapping_float_rule_and_weights():
-    cfg = AlbertConfig(vocab_size=10, embedding_size=4, hidden_size=4, num_hidden_layers=22,
-                       num_hidden_groups=22, num_attention_heads=1, intermediate_size=4)
+    cfg = AlbertConfig(
+        vocab_size=10,
+        embedding_size=4,
+        hidden_size=4,
+        num_hidden_layers=22,
+        num_hidden_groups=22,
+        num_attention_heads=1,
+        intermediate_size=4,
+    )
     # int(15 / 22 * 22) == 14 in floating point: group_15 is never created.
     assert cfg.group_index(15) == 14
     assert 15 not in cfg.used_groups() and len(cfg.used_groups()) == 21
@@ -183,8 +225,9 @@ def test_dropout_only_in_training():
     # Eval output equals a dropout-free config with the same weights.
     nodrop = AlbertModel(CONFIGS["shared_gelu"])
     nodrop.build()
-    for (n, src), (_, dst) in zip(original_variable_map(model).items(),
-                                  original_variable_map(nodrop).items()):
+    for (_n, src), (_, dst) in zip(
+        original_variable_map(model).items(), original_variable_map(nodrop).items()
+    ):
         dst.assign(src)
     np.testing.assert_array_equal(nodrop(inputs)["sequence_output"], eval_a)
 
@@ -195,8 +238,14 @@ def test_mixed_bfloat16_policy():
     cfg = CONFIGS["shared_gelu"].replace(num_hidden_groups=2, inner_group_num=2)
     weights = albert_numpy.random_weights(cfg.to_dict(), seed=3, scale=0.1)
     inputs = make_inputs(cfg)
-    ref = albert_numpy.forward(weights, cfg.to_dict(), inputs["input_ids"], inputs["input_mask"],
-                               inputs["segment_ids"], inputs["masked_lm_positions"])
+    ref = albert_numpy.forward(
+        weights,
+        cfg.to_dict(),
+        inputs["input_ids"],
+        inputs["input_mask"],
+        inputs["segment_ids"],
+        inputs["masked_lm_positions"],
+    )
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:
         model = AlbertPretrainer(cfg)
@@ -220,7 +269,8 @@ def test_jit_compile_matches_eager():
     inputs = make_inputs(cfg)
     eager = model(inputs)
     compiled = tf.function(lambda x: model(x), jit_compile=True)(
-        {k: tf.constant(v) for k, v in inputs.items()})
+        {k: tf.constant(v) for k, v in inputs.items()}
+    )
     assert_rel_close(compiled["mlm_logits"], eager["mlm_logits"], tol=1e-5)
 
 
@@ -240,8 +290,11 @@ def test_training_step_calls_the_plain_gelu_loop():
         return tape.gradient(loss, model.trainable_variables)
 
     graph = step.get_concrete_function(inputs).graph
-    called = [op.get_attr("f").name for op in graph.get_operations()
-              if op.type in ("PartitionedCall", "StatefulPartitionedCall")]
+    called = [
+        op.get_attr("f").name
+        for op in graph.get_operations()
+        if op.type in ("PartitionedCall", "StatefulPartitionedCall")
+    ]
     assert any("gelu_tanh" in name for name in called), called
     assert not [name for name in called if "forward" in name], called
 
@@ -270,8 +323,10 @@ def test_errors():
     with pytest.raises(TypeError, match="dict"):
         model(np.zeros((1, 4), np.int32))
     # Unknown shapes in a graph: the check runs at execution time.
-    fn = tf.function(lambda ids: model({"input_ids": ids})["pooled_output"],
-                     input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    fn = tf.function(
+        lambda ids: model({"input_ids": ids})["pooled_output"],
+        input_signature=[tf.TensorSpec([None, None], tf.int32)],
+    )
     with pytest.raises(tf.errors.InvalidArgumentError, match="max_position_embeddings"):
         fn(tf.constant(too_long))
 
@@ -284,7 +339,8 @@ def test_outputs_and_config_round_trip():
     plain = AlbertModel.from_config(AlbertModel(cfg, summed_kernel_gradients=False).get_config())
     assert not plain.summed_kernel_gradients
     rows = AlbertPretrainer.from_config(
-        AlbertPretrainer(cfg, full_sequence_output=False).get_config())
+        AlbertPretrainer(cfg, full_sequence_output=False).get_config()
+    )
     assert rows.config == cfg and not rows.full_sequence_output
     out = model(make_inputs(cfg))
     assert set(out) >= {"sequence_output", "pooled_output", "encoder_outputs", "embedding_output"}
@@ -313,25 +369,28 @@ def _count_in_graph(model_cls, cfg):
 @pytest.mark.parametrize("name", sorted(RELEASED_COUNTS))
 def test_parameter_counts_of_released_configs(name):
     from albert_tf.config import preset
+
     assert _count_in_graph(AlbertModel, preset(name)) == RELEASED_COUNTS[name]
     assert preset(name).num_parameters() == RELEASED_COUNTS[name]
 
 
 def test_num_parameters_with_groups_and_inner_groups():
     from albert_tf.config import preset
-    cfg = preset("albert_tiny").replace(num_hidden_layers=6, num_hidden_groups=3,
-                                        inner_group_num=2)
+
+    cfg = preset("albert_tiny").replace(num_hidden_layers=6, num_hidden_groups=3, inner_group_num=2)
     assert cfg.num_parameters() == _count_in_graph(AlbertModel, cfg)
     unshared = preset("albert_tiny").replace(embedding_size=preset("albert_tiny").hidden_size)
     assert unshared.num_parameters() == _count_in_graph(AlbertModel, unshared)
 
 
-@pytest.mark.parametrize("sharing,paper_millions", [
-    ("all", 89.65), ("attention", 63.65), ("ffn", 37.69)])
+@pytest.mark.parametrize(
+    "sharing,paper_millions", [("all", 89.65), ("attention", 63.65), ("ffn", 37.69)]
+)
 def test_parameter_counts_of_sharing_strategies(sharing, paper_millions):
     """ALBERT-base shape, E = 128, one group per layer: the counts of docs/original.md's
     ablation table (paper Table 4: 89M not-shared, 64M shared-attention, 38M shared-FFN)."""
     from albert_tf.config import preset
+
     cfg = preset("base", num_hidden_groups=12, cross_layer_sharing=sharing)
     assert round(cfg.num_parameters() / 1e6, 2) == paper_millions
     assert _count_in_graph(AlbertModel, cfg) == cfg.num_parameters()
@@ -351,4 +410,5 @@ def test_partial_sharing_shares_the_variables_themselves():
 @pytest.mark.parametrize("name", sorted(PRETRAINING_TOTALS))
 def test_pretraining_parameter_totals(name):
     from albert_tf.config import preset
+
     assert _count_in_graph(AlbertPretrainer, preset(name)) == PRETRAINING_TOTALS[name]

@@ -81,9 +81,7 @@ def initial_values():
     rng = np.random.default_rng(0)
     values = {}
     for path, (shape, zero, _) in VARIABLES.items():
-        values[path] = (
-            np.zeros(shape, F32) if zero else rng.normal(size=shape).astype(F32)
-        )
+        values[path] = np.zeros(shape, F32) if zero else rng.normal(size=shape).astype(F32)
     return values
 
 
@@ -109,8 +107,14 @@ def reference_run(adapt, rate):
         for path, g in grads.items():
             excluded = VARIABLES[path][2]
             w[path], m[path], v[path] = np_step(
-                w[path], g, m[path], v[path], lr, rate,
-                decay=not excluded, adapt=adapt and not excluded,
+                w[path],
+                g,
+                m[path],
+                v[path],
+                lr,
+                rate,
+                decay=not excluded,
+                adapt=adapt and not excluded,
             )
     return w, m, v
 
@@ -120,9 +124,7 @@ def ordered_grads(grads_by_path):
 
 
 def make_optimizer(kind):
-    return optimization.create_optimizer(
-        LR0, TOTAL, WARMUP, optimizer=kind, weight_decay_rate=0.01
-    )
+    return optimization.create_optimizer(LR0, TOTAL, WARMUP, optimizer=kind, weight_decay_rate=0.01)
 
 
 def run_training(kind, mode):
@@ -140,9 +142,7 @@ def run_training(kind, mode):
             # Slot creation cannot happen inside XLA or a replica context;
             # build (as a training loop would) with the variables that get
             # gradients.
-            opt.build(
-                [var for var, p in zip(variables, VARIABLES) if p != NO_GRAD]
-            )
+            opt.build([var for var, p in zip(variables, VARIABLES) if p != NO_GRAD])
 
     with_grad = [var for var, p in zip(variables, VARIABLES) if p != NO_GRAD]
 
@@ -150,12 +150,7 @@ def run_training(kind, mode):
         # d/dw sum(w * G) = G: the tape yields the prescribed gradients, and
         # None for the variable that is not in the loss.
         with tf.GradientTape() as tape:
-            loss = tf.add_n(
-                [
-                    tf.reduce_sum(var * t)
-                    for var, t in zip(with_grad, targets)
-                ]
-            )
+            loss = tf.add_n([tf.reduce_sum(var * t) for var, t in zip(with_grad, targets)])
         grads = tape.gradient(loss, variables)
         opt.apply_gradients(zip(grads, variables))
 
@@ -198,9 +193,7 @@ def test_matches_numpy_reference(kind, mode):
     ref_w, ref_m, ref_v = reference_run(adapt=kind == "lamb", rate=0.01)
     assert int(opt.iterations.numpy()) == STEPS
     for path, var in variables.items():
-        np.testing.assert_allclose(
-            var.numpy(), ref_w[path], rtol=1e-5, atol=1e-6, err_msg=path
-        )
+        np.testing.assert_allclose(var.numpy(), ref_w[path], rtol=1e-5, atol=1e-6, err_msg=path)
         if path == NO_GRAD:
             # No gradient: untouched and, as in the original, no slots.
             np.testing.assert_array_equal(var.numpy(), initial_values()[path])
@@ -218,9 +211,7 @@ def test_matches_numpy_reference(kind, mode):
 
 def test_first_update_uses_lr_zero_but_updates_moments():
     values = initial_values()
-    var = make_variable(
-        "m/dense/kernel", values["albert/cls/output_weights"] + 1
-    )
+    var = make_variable("m/dense/kernel", values["albert/cls/output_weights"] + 1)
     before = var.numpy().copy()
     opt = make_optimizer("lamb")
     grad = np.full(var.shape, 0.5, F32)
@@ -241,9 +232,7 @@ def test_zero_update_and_zero_weight_give_trust_ratio_one():
     opt = optimization.LAMB(learning_rate=0.1, weight_decay_rate=0.0)
     g = np.ones((2, 3), F32)
     for _ in range(3):
-        opt.apply_gradients(
-            [(tf.zeros((2, 3)), var), (tf.constant(g), zero)]
-        )
+        opt.apply_gradients([(tf.zeros((2, 3)), var), (tf.constant(g), zero)])
     np.testing.assert_array_equal(var.numpy(), w0)
     w = m = v = np.zeros((2, 3), F32)
     for _ in range(3):
@@ -255,16 +244,11 @@ def test_sparse_gradients_are_densified_like_the_original():
     table = make_variable("m/embeddings/word_embeddings", np.ones((5, 2), F32))
     opt = optimization.AdamWeightDecay(learning_rate=0.1, weight_decay_rate=0.0)
     shape = tf.constant([5, 2])
-    grads = [
-        tf.IndexedSlices(tf.ones((1, 2)), tf.constant([row]), shape)
-        for row in (0, 3)
-    ]
+    grads = [tf.IndexedSlices(tf.ones((1, 2)), tf.constant([row]), shape) for row in (0, 3)]
     w, m, v = table.numpy(), np.zeros((5, 2), F32), np.zeros((5, 2), F32)
     for g in grads:
         opt.apply_gradients([(g, table)])
-        w, m, v = np_step(
-            w, tf.convert_to_tensor(g).numpy(), m, v, 0.1, 0.0, False, False
-        )
+        w, m, v = np_step(w, tf.convert_to_tensor(g).numpy(), m, v, 0.1, 0.0, False, False)
     # Row 0's moment decayed on the second step although row 0 was absent.
     np.testing.assert_allclose(opt.get_slot(table, "adam_m").numpy(), m)
     np.testing.assert_allclose(table.numpy(), w, rtol=1e-6)
@@ -275,8 +259,7 @@ def test_sparse_gradients_are_densified_like_the_original():
 # --------------------------------------------------------------------------
 
 PATHS = {
-    "albert_model/encoder/group_0/inner_group_0/attention/layer_norm/gamma":
-        False,
+    "albert_model/encoder/group_0/inner_group_0/attention/layer_norm/gamma": False,
     "albert_model/embeddings/LayerNorm/beta": False,
     "albert_model/encoder/group_0/inner_group_0/ffn/output/bias": False,
     "albert_pretrainer/mlm/output_bias": False,
@@ -303,9 +286,7 @@ def test_exclusion_regex_on_paths():
 def test_layer_adaptation_exclusions_default_and_override():
     kernel = make_variable("x/dense/kernel", np.zeros((2,), F32))
     bias = make_variable("x/dense/bias", np.zeros((2,), F32))
-    default = optimization.LAMB(
-        0.1, weight_decay_rate=0.0, exclude_from_weight_decay=["bias"]
-    )
+    default = optimization.LAMB(0.1, weight_decay_rate=0.0, exclude_from_weight_decay=["bias"])
     # Decay is off (rate 0) but adaptation still follows the decay list.
     assert not default.use_weight_decay_for(kernel)
     assert default.use_layer_adaptation_for(kernel)
@@ -383,9 +364,7 @@ def test_schedule_not_rebased_after_warmup():
 
 
 def test_schedule_before_start_warmup_step():
-    clipped = optimization.WarmupPolynomialDecay(
-        1.0, 100, 10, start_warmup_step=20
-    )
+    clipped = optimization.WarmupPolynomialDecay(1.0, 100, 10, start_warmup_step=20)
     original = optimization.WarmupPolynomialDecay(
         1.0, 100, 10, start_warmup_step=20, clip_negative=False
     )
@@ -403,9 +382,7 @@ def test_schedule_config_and_validation():
     schedule = optimization.WarmupPolynomialDecay(
         2e-4, 1000, 100, start_warmup_step=3, power=0.5, clip_negative=False
     )
-    clone = optimization.WarmupPolynomialDecay.from_config(
-        schedule.get_config()
-    )
+    clone = optimization.WarmupPolynomialDecay.from_config(schedule.get_config())
     assert clone.get_config() == schedule.get_config()
     steps = tf.range(0, 1100, 37)
     np.testing.assert_array_equal(clone(steps).numpy(), schedule(steps).numpy())
@@ -416,15 +393,15 @@ def test_schedule_config_and_validation():
 
 
 def test_create_optimizer():
-    opt = optimization.create_optimizer(
-        5e-5, 1000, 100, optimizer="adamw", poly_power=1.0
-    )
+    opt = optimization.create_optimizer(5e-5, 1000, 100, optimizer="adamw", poly_power=1.0)
     assert isinstance(opt, optimization.AdamWeightDecay)
     config = opt.get_config()
     assert config["exclude_from_weight_decay"] == ORIGINAL_EXCLUSIONS
     assert config["weight_decay_rate"] == 0.01
     assert (config["beta_1"], config["beta_2"], config["epsilon"]) == (
-        0.9, 0.999, 1e-6,
+        0.9,
+        0.999,
+        1e-6,
     )
     lamb = optimization.create_optimizer(1.76e-3, 125000, 3125, "lamb")
     assert isinstance(lamb, optimization.LAMB)
@@ -461,8 +438,9 @@ def test_global_norm_clip_scale_is_bit_identical_to_clipping():
     grads = [tf.constant(rng.normal(size=s).astype(F32) * 3) for s in [(3, 4), (5,), (2, 2)]]
     for clip_norm in (1.0, 100.0):  # clipping active / inactive
         clipped, norm = tf.clip_by_global_norm(grads, clip_norm)
-        scale, got_norm = optimization.global_norm_clip_scale([grads[0], None] + grads[1:],
-                                                              clip_norm)
+        scale, got_norm = optimization.global_norm_clip_scale(
+            [grads[0], None] + grads[1:], clip_norm
+        )
         assert float(got_norm) == float(norm)
         for g, c in zip(grads, clipped):
             np.testing.assert_array_equal((g * scale).numpy(), c.numpy())
@@ -498,7 +476,8 @@ def test_gradient_scale_equals_applying_clipped_gradients(kind, graph):
         for grads in steps:
             fn(*[tf.constant(g) for g in grads])
         return [v.numpy() for v in variables], [
-            opt.get_slot(v, "adam_v").numpy() for v in variables]
+            opt.get_slot(v, "adam_v").numpy() for v in variables
+        ]
 
     (w1, v1), (w2, v2) = run(True), run(False)
     for a, b in zip(w1 + v1, w2 + v2):

@@ -11,6 +11,7 @@ import pytest
 
 from albert_tf.data import example_serialization as es
 from albert_tf.data import pretraining_instances as pi
+
 from instance_fixtures import synthetic_corpus as _synthetic
 from instance_fixtures import write_documents
 

@@ -30,18 +30,17 @@ def test_reads_levels_and_builds_choices():
     records = _lines("dev", "middle") + _lines("dev", "high")
     assert len(examples) == sum(len(r["answers"]) for r in records)
     first, pre = records[0], tokenization.preprocess_text
-    for i, example in enumerate(examples[:len(first["answers"])]):
+    for i, example in enumerate(examples[: len(first["answers"])]):
         question = pre(first["questions"][i], lower=True)
         options = [pre(o, lower=True) for o in first["options"][i]]
-        want = [question.replace("_", o) if "_" in question else f"{question} {o}"
-                for o in options]
+        want = [question.replace("_", o) if "_" in question else f"{question} {o}" for o in options]
         assert example.endings == want
         assert example.label == "ABCD".index(first["answers"][i])
         assert example.context == pre(first["article"], lower=True)
     assert any("_" in q for r in records for q in r["questions"])  # blanks are exercised
     middle = read_race_examples(DEMO, "dev", middle_only=True)
     high = read_race_examples(DEMO, "dev", high_only=True)
-    assert len(middle) + len(high) == len(examples) and middle == examples[:len(middle)]
+    assert len(middle) + len(high) == len(examples) and middle == examples[: len(middle)]
 
 
 def test_reading_errors_name_file_and_line(tmp_path):
@@ -50,8 +49,13 @@ def test_reading_errors_name_file_and_line(tmp_path):
     folder = tmp_path / "RACE" / "dev" / "middle"
     folder.mkdir(parents=True)
     (tmp_path / "RACE" / "dev" / "high").mkdir()
-    good = {"id": "a", "article": "x", "questions": ["q?"], "options": [["1", "2", "3", "4"]],
-            "answers": ["B"]}
+    good = {
+        "id": "a",
+        "article": "x",
+        "questions": ["q?"],
+        "options": [["1", "2", "3", "4"]],
+        "answers": ["B"],
+    }
     (folder / "all.txt").write_text(json.dumps(good) + "\n{broken\n")
     with pytest.raises(RaceDataError, match=r"middle/all.txt:2: invalid JSON"):
         read_race_examples(str(tmp_path), "dev")
@@ -59,8 +63,9 @@ def test_reading_errors_name_file_and_line(tmp_path):
     (folder / "all.txt").write_text(json.dumps(bad) + "\n")
     with pytest.raises(RaceDataError, match=r"all.txt:1: question 0 needs 4 options"):
         read_race_examples(str(tmp_path), "dev")
-    (folder / "all.txt").write_text(json.dumps({k: v for k, v in good.items()
-                                                if k != "article"}) + "\n")
+    (folder / "all.txt").write_text(
+        json.dumps({k: v for k, v in good.items() if k != "article"}) + "\n"
+    )
     with pytest.raises(RaceDataError, match=r"all.txt:1: no 'article' field"):
         read_race_examples(str(tmp_path), "dev")
 
@@ -77,7 +82,7 @@ def test_choice_sequences_truncate_as_the_original(tokenizer):
     mask = np.array(feature["input_mask"]).reshape(4, seq)
     for j, ending in enumerate(endings):
         choice = tokenizer.tokenize(ending)[-qa:]  # the last max_qa_length pieces
-        kept = ctx[:seq - 3 - len(choice)]  # the article loses its end
+        kept = ctx[: seq - 3 - len(choice)]  # the article loses its end
         tokens = ["[CLS]"] + kept + ["[SEP]"] + choice + ["[SEP]"]
         n = len(tokens)
         assert n == seq  # the long article fills every sequence
@@ -85,10 +90,11 @@ def test_choice_sequences_truncate_as_the_original(tokenizer):
         np.testing.assert_array_equal(seg[j, :n], [0] * (len(kept) + 2) + [1] * (len(choice) + 1))
         assert mask[j].sum() == n
     assert feature["label_ids"] == 2 and feature["is_real_example"] == 1
-    short = race_data.convert_example(RaceExample("s", "hi", ["a", "b", "c", "d"], 0),
-                                      tokenizer, seq, qa)
+    short = race_data.convert_example(
+        RaceExample("s", "hi", ["a", "b", "c", "d"], 0), tokenizer, seq, qa
+    )
     row = np.array(short["input_mask"]).reshape(4, seq)[0]
-    assert 0 < row.sum() < seq and not row[row.sum():].any()  # zero padding
+    assert 0 < row.sum() < seq and not row[row.sum() :].any()  # zero padding
     with pytest.raises(ValueError, match="must exceed max_qa_length"):
         race_data.write_features([], tokenizer, 9, 6, "unused")
 
@@ -98,13 +104,45 @@ def test_default_features_equal_the_originals_python3_ids(tmp_path, tokenizer):
     keep the "▁" (13) that re-encoding "0", "5", "6", "34" adds (e.g. "50", "▁", "0", ",")."""
     folder = tmp_path / "RACE" / "dev" / "middle"
     folder.mkdir(parents=True)
-    (folder / "all.txt").write_text(json.dumps({
-        "id": "m1", "article": "In 1990, sales were 3,500, not 2,000, units.",
-        "questions": ["Prices rose 4,5,6, then _."],
-        "options": [["fell", "rose", "x1234,", "7,"]], "answers": ["C"]}) + "\n")
+    (folder / "all.txt").write_text(
+        json.dumps(
+            {
+                "id": "m1",
+                "article": "In 1990, sales were 3,500, not 2,000, units.",
+                "questions": ["Prices rose 4,5,6, then _."],
+                "options": [["fell", "rose", "x1234,", "7,"]],
+                "answers": ["C"],
+            }
+        )
+        + "\n"
+    )
     [example] = read_race_examples(str(tmp_path), "dev", middle_only=True)
-    article = [16, 763, 14, 280, 67, 23, 35, 132, 14, 709, 13, 674, 14, 121, 119, 14, 412, 14,
-               13, 1208, 28, 76, 19, 9]
+    article = [
+        16,
+        763,
+        14,
+        280,
+        67,
+        23,
+        35,
+        132,
+        14,
+        709,
+        13,
+        674,
+        14,
+        121,
+        119,
+        14,
+        412,
+        14,
+        13,
+        1208,
+        28,
+        76,
+        19,
+        9,
+    ]
     stem = [756, 284, 19, 308, 128, 14, 139, 14, 134, 14, 15, 28]  # "prices rose 4,5,6, then"
     choices = [[13, 277, 517, 9], [308, 9], [13, 270, 1057, 863, 14, 9], [193, 14, 9]]
     feature = race_data.convert_example(example, tokenizer, 48, 64)
@@ -118,8 +156,16 @@ def test_all_txt_is_read_alone_else_the_numbered_files(tmp_path):
     question twice; like the original, only all.txt is read then."""
     folder = tmp_path / "RACE" / "dev" / "middle"
     folder.mkdir(parents=True)
-    records = [{"id": f"m{k}", "article": f"article {k}", "questions": [f"q{k}?"],
-                "options": [["a", "b", "c", "d"]], "answers": ["A"]} for k in range(3)]
+    records = [
+        {
+            "id": f"m{k}",
+            "article": f"article {k}",
+            "questions": [f"q{k}?"],
+            "options": [["a", "b", "c", "d"]],
+            "answers": ["A"],
+        }
+        for k in range(3)
+    ]
     for k, record in enumerate(records):
         (folder / f"{k + 1}.txt").write_text(json.dumps(record) + "\n")
     numbered = read_race_examples(str(tmp_path), "dev", middle_only=True)

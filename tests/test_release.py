@@ -30,15 +30,18 @@ def release(tmp_path_factory):
 
 
 def _encoder(model):
-    return {n: v.numpy() for n, v in
-            checkpoints.original_variable_map(checkpoints.encoder_of(model)).items()}
+    return {
+        n: v.numpy()
+        for n, v in checkpoints.original_variable_map(checkpoints.encoder_of(model)).items()
+    }
 
 
 def test_load_release_classifier(release):
     folder, config, source = release
     assert is_release_folder(str(folder))
-    got_config, model, tokenizer = load_release(str(folder), model_cls=AlbertClassifier,
-                                                num_labels=3)
+    got_config, model, tokenizer = load_release(
+        str(folder), model_cls=AlbertClassifier, num_labels=3
+    )
     assert got_config == config
     assert isinstance(model, AlbertClassifier) and model.num_labels == 3
     want, got = _encoder(source), _encoder(model)
@@ -53,8 +56,9 @@ def test_load_release_encoder_and_pretrainer(release):
     _, encoder, _ = load_release(str(folder))
     assert isinstance(encoder, AlbertModel)
     _, pre, _ = load_release(str(folder), model_cls=AlbertPretrainer)
-    np.testing.assert_array_equal(pre.sentence_order.output_weights.numpy(),
-                                  source.sentence_order.output_weights.numpy())
+    np.testing.assert_array_equal(
+        pre.sentence_order.output_weights.numpy(), source.sentence_order.output_weights.numpy()
+    )
 
 
 def test_release_files_errors(tmp_path, release):
@@ -71,8 +75,15 @@ def test_release_files_errors(tmp_path, release):
 def test_run_classifier_takes_config_and_spm_from_release(release, tmp_path):
     folder, config, _ = release
     data = write_mrpc(str(tmp_path / "data"))
-    task = ClassifierTask(ClassifierOptions(task_name="mrpc", data_dir=data,
-                                            output_dir=str(tmp_path / "out"), do_train=True,
-                                            init_checkpoint=str(folder), max_seq_length=32))
+    task = ClassifierTask(
+        ClassifierOptions(
+            task_name="mrpc",
+            data_dir=data,
+            output_dir=str(tmp_path / "out"),
+            do_train=True,
+            init_checkpoint=str(folder),
+            max_seq_length=32,
+        )
+    )
     assert task.resolve() == config
     assert os.path.basename(task.files.spm_model_file) == "30k-clean.model"

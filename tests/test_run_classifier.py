@@ -29,11 +29,21 @@ def setup(tmp_path_factory):
 
 
 def _opts(setup, output_dir, **kw):
-    base = dict(task_name="MRPC", data_dir=setup["data_dir"], output_dir=str(output_dir),
-                albert_config_file=setup["config_file"], spm_model_file=DEMO_SPM,
-                max_seq_length=32, train_batch_size=8, eval_batch_size=4,
-                predict_batch_size=4, learning_rate=1e-3, train_step=4,
-                save_checkpoints_steps=2, iterations_per_loop=2)
+    base = dict(
+        task_name="MRPC",
+        data_dir=setup["data_dir"],
+        output_dir=str(output_dir),
+        albert_config_file=setup["config_file"],
+        spm_model_file=DEMO_SPM,
+        max_seq_length=32,
+        train_batch_size=8,
+        eval_batch_size=4,
+        predict_batch_size=4,
+        learning_rate=1e-3,
+        train_step=4,
+        save_checkpoints_steps=2,
+        iterations_per_loop=2,
+    )
     base.update(kw)
     return ClassifierOptions(**base)
 
@@ -73,11 +83,18 @@ def test_train_eval_predict(trained):
 
 def test_predict_only_from_finetuned_checkpoint(setup, trained, tmp_path):
     out, _ = trained
-    summary = run(_opts(setup, tmp_path / "pred", do_predict=True,
-                        init_checkpoint=str(out / "model.ckpt-best")))
+    summary = run(
+        _opts(
+            setup, tmp_path / "pred", do_predict=True, init_checkpoint=str(out / "model.ckpt-best")
+        )
+    )
     assert summary["predict_weights"] == str(out / "model.ckpt-best")
-    np.testing.assert_allclose(np.loadtxt(tmp_path / "pred" / "test_results.tsv"),
-                               np.loadtxt(out / "test_results.tsv"), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        np.loadtxt(tmp_path / "pred" / "test_results.tsv"),
+        np.loadtxt(out / "test_results.tsv"),
+        rtol=1e-5,
+        atol=1e-6,
+    )
     assert (tmp_path / "pred" / "MRPC.tsv").read_text() == (out / "MRPC.tsv").read_text()
     # Predict-only inside the training folder uses its model.ckpt-best.
     summary = run(_opts(setup, out, do_predict=True))
@@ -93,8 +110,17 @@ def test_eval_only_resumes_without_reevaluating(setup, trained):
 
 
 def test_stsb_regression(setup, tmp_path):
-    summary = run(_opts(setup, tmp_path / "stsb", task_name="STS-B", train_step=2,
-                        do_train=True, do_eval=True, do_predict=True))
+    summary = run(
+        _opts(
+            setup,
+            tmp_path / "stsb",
+            task_name="STS-B",
+            train_step=2,
+            do_train=True,
+            do_eval=True,
+            do_predict=True,
+        )
+    )
     assert summary["best"]["key"] == "pearson"
     assert {"pearson", "spearman", "MSE", "eval_loss"} <= set(summary["best"]["metrics"])
     lines = (tmp_path / "stsb" / "STS-B.tsv").read_text().splitlines()
@@ -102,16 +128,21 @@ def test_stsb_regression(setup, tmp_path):
     float(lines[1].split("\t")[1])
 
 
-@pytest.mark.parametrize("change, match", [
-    (dict(task_name="nope"), "not a known task"),
-    (dict(data_dir="/nonexistent/glue"), "--data_dir=/nonexistent/glue: directory not found"),
-    (dict(max_seq_length=128), "exceeds max_position_embeddings=64"),
-    (dict(albert_hub_module_handle="https://tfhub.dev/google/albert_base/3"),
-     "TF-Hub modules are not supported"),
-    (dict(init_checkpoint="/nonexistent/model.ckpt-1"), "--init_checkpoint"),
-    (dict(do_train=False), "at least one of"),
-    (dict(spm_model_file="/nonexistent.model"), "--spm_model_file=/nonexistent.model"),
-])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (dict(task_name="nope"), "not a known task"),
+        (dict(data_dir="/nonexistent/glue"), "--data_dir=/nonexistent/glue: directory not found"),
+        (dict(max_seq_length=128), "exceeds max_position_embeddings=64"),
+        (
+            dict(albert_hub_module_handle="https://tfhub.dev/google/albert_base/3"),
+            "TF-Hub modules are not supported",
+        ),
+        (dict(init_checkpoint="/nonexistent/model.ckpt-1"), "--init_checkpoint"),
+        (dict(do_train=False), "at least one of"),
+        (dict(spm_model_file="/nonexistent.model"), "--spm_model_file=/nonexistent.model"),
+    ],
+)
 def test_bad_inputs_fail_before_writing(setup, tmp_path, change, match):
     out = tmp_path / "out"
     opts = _opts(setup, out, **{"do_train": True, **change})
@@ -141,12 +172,21 @@ def test_init_checkpoint_that_matches_nothing_is_refused(setup, tmp_path):
 def test_cli_error_exit_code(setup, tmp_path):
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=bogus",
-         f"--data_dir={setup['data_dir']}", f"--output_dir={out}",
-         f"--albert_config_file={setup['config_file']}", f"--spm_model_file={DEMO_SPM}",
-         "--do_train"],
-        capture_output=True, text=True, timeout=120,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""})
+        [
+            sys.executable,
+            os.path.join(REPO, "run_classifier.py"),
+            "--task_name=bogus",
+            f"--data_dir={setup['data_dir']}",
+            f"--output_dir={out}",
+            f"--albert_config_file={setup['config_file']}",
+            f"--spm_model_file={DEMO_SPM}",
+            "--do_train",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""},
+    )
     assert proc.returncode != 0
     assert "--task_name='bogus' is not a known task" in proc.stderr
     assert not out.exists()

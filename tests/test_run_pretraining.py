@@ -19,11 +19,23 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "run_pretraining.py")
 DEMO = os.path.join(ROOT, "data", "demo")
 
-TINY = {"vocab_size": None, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
-        "num_hidden_groups": 1, "num_attention_heads": 2, "intermediate_size": 64,
-        "inner_group_num": 1, "down_scale_factor": 1, "hidden_act": "gelu",
-        "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
-        "max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02}
+TINY = {
+    "vocab_size": None,
+    "embedding_size": 16,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_hidden_groups": 1,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "inner_group_num": 1,
+    "down_scale_factor": 1,
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+    "max_position_embeddings": 64,
+    "type_vocab_size": 2,
+    "initializer_range": 0.02,
+}
 
 
 @pytest.fixture(scope="module")
@@ -32,25 +44,43 @@ def tiny_data(tmp_path_factory):
 
     from albert_tf.data import create_pretraining_data as cpd
     from albert_tf.data import pretraining_instances as pi
+
     folder = tmp_path_factory.mktemp("pretrain")
     spm_model = os.path.join(DEMO, "spm.model")
     cpd.create_pretraining_data(
-        os.path.join(DEMO, "corpus", "part-00000.txt"), str(folder / "train.tfrecord"),
+        os.path.join(DEMO, "corpus", "part-00000.txt"),
+        str(folder / "train.tfrecord"),
         pi.MaskingConfig(max_seq_length=32, max_predictions_per_seq=5),
-        spm_model_file=spm_model, dupe_factor=1, num_workers=1)
-    config = dict(TINY, vocab_size=spm.SentencePieceProcessor(model_file=spm_model).get_piece_size())
+        spm_model_file=spm_model,
+        dupe_factor=1,
+        num_workers=1,
+    )
+    config = dict(
+        TINY, vocab_size=spm.SentencePieceProcessor(model_file=spm_model).get_piece_size()
+    )
     (folder / "albert_config.json").write_text(json.dumps(config))
     return folder
 
 
 def command(data, output_dir, *extra):
-    return [sys.executable, SCRIPT, f"--output_dir={output_dir}",
-            f"--input_file={data / 'train.tfrecord'}",
-            f"--albert_config_file={data / 'albert_config.json'}",
-            "--max_seq_length=32", "--max_predictions_per_seq=5", "--train_batch_size=8",
-            "--eval_batch_size=8", "--num_train_steps=60", "--num_warmup_steps=2",
-            "--learning_rate=0.01", "--save_checkpoints_steps=2", "--iterations_per_loop=2",
-            "--max_eval_steps=3", *extra]
+    return [
+        sys.executable,
+        SCRIPT,
+        f"--output_dir={output_dir}",
+        f"--input_file={data / 'train.tfrecord'}",
+        f"--albert_config_file={data / 'albert_config.json'}",
+        "--max_seq_length=32",
+        "--max_predictions_per_seq=5",
+        "--train_batch_size=8",
+        "--eval_batch_size=8",
+        "--num_train_steps=60",
+        "--num_warmup_steps=2",
+        "--learning_rate=0.01",
+        "--save_checkpoints_steps=2",
+        "--iterations_per_loop=2",
+        "--max_eval_steps=3",
+        *extra,
+    ]
 
 
 def run(cmd, **kwargs):
@@ -70,8 +100,11 @@ def _original_names_restore_with_a_tf1_saver(prefix, config_file):
     shapes = {n: v.shape for n, v in checkpoints.original_variable_map(model).items()}
     graph = tf.Graph()
     with graph.as_default():
-        variables = {"global_step": tf.compat.v1.get_variable(
-            "global_step", [], tf.int64, initializer=tf.compat.v1.zeros_initializer())}
+        variables = {
+            "global_step": tf.compat.v1.get_variable(
+                "global_step", [], tf.int64, initializer=tf.compat.v1.zeros_initializer()
+            )
+        }
         for name, shape in shapes.items():
             for full in (name, f"{name}/adam_m", f"{name}/adam_v"):
                 variables[full] = tf.compat.v1.get_variable(full, shape, tf.float32)
@@ -87,21 +120,32 @@ def test_end_to_end_checkpoint_formats_and_resume_after_sigkill(tiny_data, tmp_p
     assert result.returncode == 0, result.stderr[-3000:]
     assert "sentence_order_accuracy = " in result.stdout
     results = (straight / "eval_results.txt").read_text()
-    for key in ("masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy",
-                "sentence_order_loss", "global_step = 60", "saved "):
+    for key in (
+        "masked_lm_accuracy",
+        "masked_lm_loss",
+        "sentence_order_accuracy",
+        "sentence_order_loss",
+        "global_step = 60",
+        "saved ",
+    ):
         assert key in results
     assert os.listdir(straight / "train") and os.listdir(straight / "eval")
     # Every checkpoint in both formats, 5 kept; the `checkpoint` file names the
     # original-format ones, which the original's name-based Saver restores.
-    assert sorted(os.listdir(straight))[:3] == ["albert_config.json", "best_checkpoint",
-                                                "best_trial.txt"]
+    assert sorted(os.listdir(straight))[:3] == [
+        "albert_config.json",
+        "best_checkpoint",
+        "best_trial.txt",
+    ]
     latest = tf.train.latest_checkpoint(str(straight))
     assert latest == str(straight / "model.ckpt-60")
     state = tf.train.get_checkpoint_state(str(straight))
     assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == [
-        f"model.ckpt-{s}" for s in (52, 54, 56, 58, 60)]
+        f"model.ckpt-{s}" for s in (52, 54, 56, 58, 60)
+    ]
     assert sorted(p.name for p in straight.glob("ckpt-*.index")) == [
-        f"ckpt-{s}.index" for s in (52, 54, 56, 58, 60)]
+        f"ckpt-{s}.index" for s in (52, 54, 56, 58, 60)
+    ]
     tf1 = _original_names_restore_with_a_tf1_saver(latest, tiny_data / "albert_config.json")
     ours = read_checkpoint_values(latest)
     assert tf1["global_step"] == 60 and len(tf1) == len(ours)
@@ -112,8 +156,9 @@ def test_end_to_end_checkpoint_formats_and_resume_after_sigkill(tiny_data, tmp_p
 
     killed = tmp_path / "killed"
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    proc = subprocess.Popen(command(tiny_data, killed), env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        command(tiny_data, killed), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.time() + 300
     # Killed right after its second checkpoint, with 56 steps still to go.
     while not (killed / "ckpt-4.index").exists():
@@ -144,8 +189,10 @@ def test_end_to_end_checkpoint_formats_and_resume_after_sigkill(tiny_data, tmp_p
     assert result.returncode == 0, result.stderr[-3000:]
     assert "after 60 steps:" in result.stdout
     from albert_tf import selection
+
     assert selection.read_eval_results(str(original)) == {
-        60: selection.read_eval_results(str(straight))[60]}
+        60: selection.read_eval_results(str(straight))[60]
+    }
 
 
 def test_sigterm_writes_a_checkpoint_and_the_rerun_continues_bit_for_bit(tiny_data, tmp_path):
@@ -156,9 +203,13 @@ def test_sigterm_writes_a_checkpoint_and_the_rerun_continues_bit_for_bit(tiny_da
     assert run(command(tiny_data, straight, "--num_train_steps=20")).returncode == 0
     stopped = tmp_path / "stopped"
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    proc = subprocess.Popen(command(tiny_data, stopped, "--num_train_steps=20",
-                                    "--save_checkpoints_steps=10"),
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        command(tiny_data, stopped, "--num_train_steps=20", "--save_checkpoints_steps=10"),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 300
     while not list(stopped.glob("train/*")) or not _log_has(stopped):
         assert proc.poll() is None, "run ended before the signal"
@@ -168,12 +219,16 @@ def test_sigterm_writes_a_checkpoint_and_the_rerun_continues_bit_for_bit(tiny_da
     _, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 143, stderr[-2000:]
     line = stderr.strip().splitlines()[-1]
-    assert re.fullmatch(r"run_pretraining.py: interrupted by SIGTERM at step (\d+): wrote "
-                        r".*ckpt-\1; run the same command again to continue", line), line
+    assert re.fullmatch(
+        r"run_pretraining.py: interrupted by SIGTERM at step (\d+): wrote "
+        r".*ckpt-\1; run the same command again to continue",
+        line,
+    ), line
     step = int(re.search(r"step (\d+)", line).group(1))
     assert step < 20 and (stopped / f"model.ckpt-{step}.index").exists()
-    resumed = run(command(tiny_data, stopped, "--num_train_steps=20",
-                          "--save_checkpoints_steps=10"))
+    resumed = run(
+        command(tiny_data, stopped, "--num_train_steps=20", "--save_checkpoints_steps=10")
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     want = read_checkpoint_values(str(straight / "model.ckpt-20"))
     got = read_checkpoint_values(str(stopped / "model.ckpt-20"))
@@ -190,6 +245,7 @@ def test_init_checkpoint_must_match(tiny_data, tmp_path):
     from albert_tf.checkpoints import save_original_checkpoint
     from albert_tf.config import AlbertConfig
     from albert_tf.modeling import AlbertModel
+
     other = AlbertConfig.from_json_file(tiny_data / "albert_config.json").replace(hidden_size=16)
     model = AlbertModel(other)
     model.build()
@@ -209,8 +265,17 @@ def test_bad_flags(tiny_data, tmp_path):
 
 def test_demo_mode_builds_data_and_reports_accuracies(tmp_path):
     # The README's main job, shortened: only --output_dir plus a few steps.
-    result = run([sys.executable, SCRIPT, f"--output_dir={tmp_path}", "--num_train_steps=4",
-                  "--iterations_per_loop=2", "--max_eval_steps=2", "--dupe_factor=1"])
+    result = run(
+        [
+            sys.executable,
+            SCRIPT,
+            f"--output_dir={tmp_path}",
+            "--num_train_steps=4",
+            "--iterations_per_loop=2",
+            "--max_eval_steps=2",
+            "--dupe_factor=1",
+        ]
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "before training: masked_lm_accuracy = " in result.stdout
     assert "after 4 steps:" in result.stdout
@@ -224,11 +289,14 @@ def test_masked_lm_only(tiny_data, tmp_path):
     """--sentence_order_loss_weight=0: the trained loss is the masked-LM loss alone
     (the sentence-order loss is still logged)."""
     import re
-    result = run(command(tiny_data, tmp_path, "--num_train_steps=4",
-                         "--sentence_order_loss_weight=0"))
+
+    result = run(
+        command(tiny_data, tmp_path, "--num_train_steps=4", "--sentence_order_loss_weight=0")
+    )
     assert result.returncode == 0, result.stderr[-3000:]
-    lines = re.findall(r"\| loss ([\d.]+) \| masked_lm_loss ([\d.]+) sentence_order_loss ([\d.]+)",
-                       result.stderr)
+    lines = re.findall(
+        r"\| loss ([\d.]+) \| masked_lm_loss ([\d.]+) sentence_order_loss ([\d.]+)", result.stderr
+    )
     assert lines, result.stderr[-2000:]
     for loss, mlm, sop in lines:
         assert loss == mlm and float(sop) > 0.1

@@ -38,16 +38,33 @@ def setup(tmp_path_factory):
     dev = _subset(os.path.join(DEMO_SQUAD, "dev-v1.1.json"), root / "dev.json", 2)
     train2 = _subset(os.path.join(DEMO_SQUAD, "train-v2.0.json"), root / "train2.json", 2)
     dev2 = _subset(os.path.join(DEMO_SQUAD, "dev-v2.0.json"), root / "dev2.json", 2)
-    return {"root": root, "config_file": config_file, "train": train, "dev": dev,
-            "train2": train2, "dev2": dev2}
+    return {
+        "root": root,
+        "config_file": config_file,
+        "train": train,
+        "dev": dev,
+        "train2": train2,
+        "dev2": dev2,
+    }
 
 
 def _opts(setup, output_dir, **kw):
-    base = dict(output_dir=str(output_dir), albert_config_file=setup["config_file"],
-                spm_model_file=DEMO_SPM, train_file=setup["train"], predict_file=setup["dev"],
-                max_seq_length=64, doc_stride=24, max_query_length=16, train_batch_size=8,
-                predict_batch_size=5, learning_rate=1e-3, num_train_epochs=1.0,
-                save_checkpoints_steps=3, iterations_per_loop=3)
+    base = dict(
+        output_dir=str(output_dir),
+        albert_config_file=setup["config_file"],
+        spm_model_file=DEMO_SPM,
+        train_file=setup["train"],
+        predict_file=setup["dev"],
+        max_seq_length=64,
+        doc_stride=24,
+        max_query_length=16,
+        train_batch_size=8,
+        predict_batch_size=5,
+        learning_rate=1e-3,
+        num_train_epochs=1.0,
+        save_checkpoints_steps=3,
+        iterations_per_loop=3,
+    )
     base.update(kw)
     return SquadOptions(**base)
 
@@ -68,8 +85,9 @@ def test_train_and_predict(setup, trained):
     assert summary["best"]["key"] == "f1"
     shapes = checkpoints.checkpoint_variable_shapes(str(out / "model.ckpt-best"))
     assert shapes["cls/squad/output_weights"] == [2, 32]
-    checkpoints.load_original_checkpoint(AlbertSquadV1(tiny_config(max_position_embeddings=96)),
-                                         str(out / "model.ckpt-best"))
+    checkpoints.load_original_checkpoint(
+        AlbertSquadV1(tiny_config(max_position_embeddings=96)), str(out / "model.ckpt-best")
+    )
     with open(setup["dev"]) as f:
         qids = [qa["id"] for a in json.load(f)["data"] for p in a["paragraphs"] for qa in p["qas"]]
     predictions = json.loads((out / "predictions.json").read_text())
@@ -85,15 +103,22 @@ def test_train_and_predict(setup, trained):
 
 def test_predict_only_reproduces_the_predictions(setup, trained, tmp_path):
     out, _ = trained
-    summary = run(_opts(setup, tmp_path / "pred", do_predict=True,
-                        init_checkpoint=str(out / "model.ckpt-best")))
-    assert (tmp_path / "pred" / "predictions.json").read_text() == \
-        (out / "predictions.json").read_text()
+    summary = run(
+        _opts(
+            setup, tmp_path / "pred", do_predict=True, init_checkpoint=str(out / "model.ckpt-best")
+        )
+    )
+    assert (tmp_path / "pred" / "predictions.json").read_text() == (
+        out / "predictions.json"
+    ).read_text()
     mine = json.loads((tmp_path / "pred" / "nbest_predictions.json").read_text())
     theirs = json.loads((out / "nbest_predictions.json").read_text())
     for qid in mine:
-        np.testing.assert_allclose([e["probability"] for e in mine[qid]],
-                                   [e["probability"] for e in theirs[qid]], rtol=1e-5)
+        np.testing.assert_allclose(
+            [e["probability"] for e in mine[qid]],
+            [e["probability"] for e in theirs[qid]],
+            rtol=1e-5,
+        )
     assert summary["best"]["global_step"] == 0  # the --init_checkpoint weights, scored
 
 
@@ -110,9 +135,11 @@ def test_export_saved_model_and_tflite(setup, trained, tmp_path):
     model = AlbertSquadV1(tiny_config(max_position_embeddings=96))
     checkpoints.load_original_checkpoint(model, str(out / "model.ckpt-best"))
     rng = np.random.default_rng(0)
-    feed = {"input_ids": rng.integers(5, 1000, (1, 64)).astype(np.int32),
-            "input_mask": np.array([[1] * 50 + [0] * 14], np.int32),
-            "segment_ids": np.array([[0] * 20 + [1] * 44], np.int32)}
+    feed = {
+        "input_ids": rng.integers(5, 1000, (1, 64)).astype(np.int32),
+        "input_mask": np.array([[1] * 50 + [0] * 14], np.int32),
+        "segment_ids": np.array([[0] * 20 + [1] * 44], np.int32),
+    }
     want = model({k: tf.constant(v) for k, v in feed.items()})
     serving = tf.saved_model.load(saved).signatures["serving_default"]
     assert serving.structured_input_signature[1]["input_ids"].shape == (1, 64)
@@ -126,12 +153,30 @@ def test_export_saved_model_and_tflite(setup, trained, tmp_path):
 
 def test_v2_train_and_predict(setup, tmp_path):
     out = tmp_path / "v2"
-    summary = run(_opts(setup, out, train_file=setup["train2"], predict_file=setup["dev2"],
-                        version_2_with_negative=True, do_train=True, do_predict=True,
-                        start_n_top=3, end_n_top=2))
+    summary = run(
+        _opts(
+            setup,
+            out,
+            train_file=setup["train2"],
+            predict_file=setup["dev2"],
+            version_2_with_negative=True,
+            do_train=True,
+            do_predict=True,
+            start_n_top=3,
+            end_n_top=2,
+        )
+    )
     metrics = summary["eval"]
-    for key in ("exact", "f1", "total", "HasAns_f1", "NoAns_f1", "best_f1", "best_f1_thresh",
-                "null_score_diff_threshold"):
+    for key in (
+        "exact",
+        "f1",
+        "total",
+        "HasAns_f1",
+        "NoAns_f1",
+        "best_f1",
+        "best_f1_thresh",
+        "null_score_diff_threshold",
+    ):
         assert key in metrics, key
     assert metrics["null_score_diff_threshold"] == metrics["best_f1_thresh"]
     with open(setup["dev2"]) as f:
@@ -148,18 +193,21 @@ def test_v2_train_and_predict(setup, tmp_path):
     assert shapes["end_logits/dense_0/kernel"] == [64, 32] and "cls/squad/output_bias" not in shapes
 
 
-@pytest.mark.parametrize("change, match", [
-    (dict(do_train=False), "at least one of"),
-    (dict(train_file=None), "--do_train needs --train_file"),
-    (dict(train_file="/nonexistent.json"), "--train_file=/nonexistent.json: file not found"),
-    (dict(max_seq_length=128), "exceeds max_position_embeddings=96"),
-    (dict(max_query_length=61), "must exceed --max_query_length=61"),
-    (dict(spm_model_file=None, vocab_file="vocab.txt"), "SentencePiece only"),
-    (dict(albert_hub_module_handle="https://tfhub.dev/google/albert_base/3"), "TF-Hub"),
-    (dict(init_checkpoint="/nonexistent/model.ckpt-1"), "--init_checkpoint"),
-    (dict(version_2_with_negative=True, start_n_top=65), "--start_n_top=65"),
-    (dict(version_2_with_negative=True, export_dir="exp"), "v1.1 model only"),
-])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (dict(do_train=False), "at least one of"),
+        (dict(train_file=None), "--do_train needs --train_file"),
+        (dict(train_file="/nonexistent.json"), "--train_file=/nonexistent.json: file not found"),
+        (dict(max_seq_length=128), "exceeds max_position_embeddings=96"),
+        (dict(max_query_length=61), "must exceed --max_query_length=61"),
+        (dict(spm_model_file=None, vocab_file="vocab.txt"), "SentencePiece only"),
+        (dict(albert_hub_module_handle="https://tfhub.dev/google/albert_base/3"), "TF-Hub"),
+        (dict(init_checkpoint="/nonexistent/model.ckpt-1"), "--init_checkpoint"),
+        (dict(version_2_with_negative=True, start_n_top=65), "--start_n_top=65"),
+        (dict(version_2_with_negative=True, export_dir="exp"), "v1.1 model only"),
+    ],
+)
 def test_bad_inputs_fail_before_writing(setup, tmp_path, change, match):
     out = tmp_path / "out"
     with pytest.raises(UserError, match=match):
@@ -171,8 +219,11 @@ def test_malformed_json_is_named_and_nothing_is_written(setup, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"data": [{"paragraphs": [{"context": "x", "qas": [{"id": "a"}]}]}]}')
     out = tmp_path / "out"
-    with pytest.raises(UserError, match=r"bad.json: data\[0\].paragraphs\[0\].qas\[0\] has "
-                                         r"no 'question' field"):
+    with pytest.raises(
+        UserError,
+        match=r"bad.json: data\[0\].paragraphs\[0\].qas\[0\] has "
+        r"no 'question' field",
+    ):
         run(_opts(setup, out, do_train=True, train_file=str(bad)))
     assert not out.exists()
 
@@ -180,18 +231,27 @@ def test_malformed_json_is_named_and_nothing_is_written(setup, tmp_path):
 def test_cli_error_exit_code(setup, tmp_path):
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, os.path.join(REPO, "run_squad.py"), f"--output_dir={out}",
-         f"--albert_config_file={setup['config_file']}", f"--spm_model_file={DEMO_SPM}",
-         "--do_train"],
-        capture_output=True, text=True, timeout=120,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""})
+        [
+            sys.executable,
+            os.path.join(REPO, "run_squad.py"),
+            f"--output_dir={out}",
+            f"--albert_config_file={setup['config_file']}",
+            f"--spm_model_file={DEMO_SPM}",
+            "--do_train",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""},
+    )
     assert proc.returncode != 0
     assert "run_squad.py: error: --do_train needs --train_file" in proc.stderr
     assert not out.exists()
 
 
 def test_training_features_are_reused_only_when_built_from_the_same_inputs(
-        setup, tmp_path, monkeypatch):
+    setup, tmp_path, monkeypatch
+):
     from albert_tf import squad, tokenization
 
     def task_for(opts):
@@ -210,6 +270,7 @@ def test_training_features_are_reused_only_when_built_from_the_same_inputs(
 
     def fail(*args):
         raise AssertionError("features rebuilt")
+
     with monkeypatch.context() as m:
         m.setattr(task, "_features", fail)
         assert task._train_features(examples, path) == built

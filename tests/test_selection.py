@@ -9,14 +9,25 @@ from albert_tf.errors import UserError
 
 
 def test_trained_checkpoints_of_both_formats_in_step_order(tmp_path):
-    for name in ("ckpt-10", "ckpt-2", "ckpt-x", "model.ckpt-best", "model.ckpt-7",
-                 "model.ckpt-10", "ckpt-3.tmp"):
+    for name in (
+        "ckpt-10",
+        "ckpt-2",
+        "ckpt-x",
+        "model.ckpt-best",
+        "model.ckpt-7",
+        "model.ckpt-10",
+        "ckpt-3.tmp",
+    ):
         (tmp_path / f"{name}.index").write_text("")
     assert selection.original_checkpoints(str(tmp_path)) == [
-        (7, str(tmp_path / "model.ckpt-7")), (10, str(tmp_path / "model.ckpt-10"))]
+        (7, str(tmp_path / "model.ckpt-7")),
+        (10, str(tmp_path / "model.ckpt-10")),
+    ]
     assert selection.trained_checkpoints(str(tmp_path)) == [
-        (2, str(tmp_path / "ckpt-2")), (7, str(tmp_path / "model.ckpt-7")),
-        (10, str(tmp_path / "model.ckpt-10"))]
+        (2, str(tmp_path / "ckpt-2")),
+        (7, str(tmp_path / "model.ckpt-7")),
+        (10, str(tmp_path / "model.ckpt-10")),
+    ]
 
 
 # Blocks as the original scripts wrote them (run_classifier.py, run_race.py,
@@ -58,24 +69,39 @@ def test_eval_results_of_every_original_layout_are_read(tmp_path):
         200: {"eval_accuracy": 0.75, "eval_loss": 0.6, "loss": 0.6},
         300: {"loss": 6.1, "masked_lm_accuracy": 0.2},
         400: {"loss": 5.9, "masked_lm_accuracy": 0.25},
-        500: {"f1": 0.5}}
+        500: {"f1": 0.5},
+    }
 
 
 def test_eval_blocks_are_the_original_scripts_lines():
     metrics = {"eval_loss": 0.6, "eval_accuracy": 0.75, "loss": 0.6}
-    assert selection.eval_block(metrics, 200, selection.GLUE_FORMAT, "eval_accuracy", 0.5,
-                                0.75) == ("eval_accuracy = 0.75\neval_loss = 0.6\n"
-                                          "global_step = 200\nloss = 0.6\nbest = 0.5\n"
-                                          + "=" * 50 + "\n")
-    assert selection.eval_block({"f1": 50.5, "exact_match": 40.0}, 7, selection.SQUAD_FORMAT,
-                                "f1", -1, 50.5, saved_from="o/model.ckpt-7") == (
+    assert selection.eval_block(
+        metrics, 200, selection.GLUE_FORMAT, "eval_accuracy", 0.5, 0.75
+    ) == (
+        "eval_accuracy = 0.75\neval_loss = 0.6\n"
+        "global_step = 200\nloss = 0.6\nbest = 0.5\n" + "=" * 50 + "\n"
+    )
+    assert selection.eval_block(
+        {"f1": 50.5, "exact_match": 40.0},
+        7,
+        selection.SQUAD_FORMAT,
+        "f1",
+        -1,
+        50.5,
+        saved_from="o/model.ckpt-7",
+    ) == (
         "exact_match = 40.0\nf1 = 50.5\nglobal_step = 7\n"
         "saved o/model.ckpt-7.data-00000-of-00001 to o/model.ckpt-best.data-00000-of-00001\n"
-        "saved o/model.ckpt-7.index to o/model.ckpt-best.index\nbest f1 = 50.5\n"
-        + "=" * 50 + "\n")
-    assert selection.eval_block({"masked_lm_accuracy": 0.2, "loss": 6.0}, 3,
-                                selection.PRETRAINING_FORMAT, "masked_lm_accuracy", 0, 0.2) == (
-        "global_step = 3\nloss = 6.0\nmasked_lm_accuracy = 0.2\n")
+        "saved o/model.ckpt-7.index to o/model.ckpt-best.index\nbest f1 = 50.5\n" + "=" * 50 + "\n"
+    )
+    assert selection.eval_block(
+        {"masked_lm_accuracy": 0.2, "loss": 6.0},
+        3,
+        selection.PRETRAINING_FORMAT,
+        "masked_lm_accuracy",
+        0,
+        0.2,
+    ) == ("global_step = 3\nloss = 6.0\nmasked_lm_accuracy = 0.2\n")
 
 
 class _Model(tf.Module):
@@ -84,11 +110,15 @@ class _Model(tf.Module):
 
 def test_selector_keeps_the_best_and_skips_evaluated_steps(tmp_path, monkeypatch):
     saved = []
-    monkeypatch.setattr(selection.checkpoints, "save_original_checkpoint",
-                        lambda model, prefix, **kw: saved.append(kw["global_step"]))
+    monkeypatch.setattr(
+        selection.checkpoints,
+        "save_original_checkpoint",
+        lambda model, prefix, **kw: saved.append(kw["global_step"]),
+    )
     values = iter([0.5, 0.4, 0.9])
-    selector = selection.CheckpointSelector("acc", str(tmp_path), _Model(),
-                                            lambda: {"acc": next(values)}, "classifier")
+    selector = selection.CheckpointSelector(
+        "acc", str(tmp_path), _Model(), lambda: {"acc": next(values)}, "classifier"
+    )
     for step in (1, 2, 3):
         selector.evaluate_current(step)
     assert saved == [1, 3] and selector.best["global_step"] == 3
@@ -104,7 +134,8 @@ def test_selector_keeps_the_best_and_skips_evaluated_steps(tmp_path, monkeypatch
 
 def test_a_checkpoint_without_the_head_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(selection.checkpoints, "is_object_based", lambda prefix: True)
-    monkeypatch.setattr(selection.checkpoints, "restore_object_checkpoint",
-                        lambda model, prefix: ["albert"])
+    monkeypatch.setattr(
+        selection.checkpoints, "restore_object_checkpoint", lambda model, prefix: ["albert"]
+    )
     with pytest.raises(UserError, match="holds no classifier head"):
         selection.restore_checkpoint(object(), "ckpt-4", "classifier")

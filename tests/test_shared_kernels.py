@@ -33,8 +33,7 @@ def test_generic_stack_matches_numpy_gradients(method):
     b = tf.constant(rng.normal(size=(5,)).astype(np.float32))
     with tf.GradientTape() as tape:
         tape.watch([x, a, c, b])
-        outs = run_with_summed_kernel_gradients(_body, x, {"a": a, "c": c}, {"b": b},
-                                                method=method)
+        outs = run_with_summed_kernel_gradients(_body, x, {"a": a, "c": c}, {"b": b}, method=method)
         loss = tf.reduce_sum(outs[-1] ** 2) + tf.reduce_sum(outs[0])
     got = tape.gradient(loss, [x, a, c, b, SCALE])
 
@@ -57,7 +56,7 @@ def test_generic_stack_matches_numpy_gradients(method):
         dy = dx_out * s_
         dc += t.T @ dy
         dt = dy @ c_.T
-        dpre = dt * (1 - t ** 2)
+        dpre = dt * (1 - t**2)
         db += dpre.sum(0)
         da += h_in.T @ dpre
         dh = dpre @ a_.T
@@ -67,10 +66,19 @@ def test_generic_stack_matches_numpy_gradients(method):
 
 
 def _models(**overrides):
-    values = dict(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=4,
-                  num_hidden_groups=2, inner_group_num=2, num_attention_heads=2,
-                  intermediate_size=24, hidden_dropout_prob=0.0,
-                  attention_probs_dropout_prob=0.0, max_position_embeddings=32)
+    values = dict(
+        vocab_size=50,
+        embedding_size=8,
+        hidden_size=16,
+        num_hidden_layers=4,
+        num_hidden_groups=2,
+        inner_group_num=2,
+        num_attention_heads=2,
+        intermediate_size=24,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        max_position_embeddings=32,
+    )
     values.update(overrides)
     cfg = AlbertConfig(**values)
     summed, plain = AlbertModel(cfg), AlbertModel(cfg, summed_kernel_gradients=False)
@@ -81,23 +89,35 @@ def _models(**overrides):
     return cfg, summed, plain
 
 
-@pytest.mark.parametrize("mode,act,method", [
-    ("eager", "gelu", "stack"), ("eager", "relu", "sum"), ("function_tape", "gelu", "stack"),
-    ("function_tape", "relu", "sum"), ("tf_gradients", "gelu", "sum"),
-    ("tf_gradients", "relu", "stack")])
+@pytest.mark.parametrize(
+    "mode,act,method",
+    [
+        ("eager", "gelu", "stack"),
+        ("eager", "relu", "sum"),
+        ("function_tape", "gelu", "stack"),
+        ("function_tape", "relu", "sum"),
+        ("tf_gradients", "gelu", "sum"),
+        ("tf_gradients", "relu", "stack"),
+    ],
+)
 def test_model_gradients_equal_plain_autodiff(mode, act, method, monkeypatch):
     monkeypatch.setattr(shared_kernels, "_stacking_is_cheaper", lambda *a: method == "stack")
     cfg, summed, plain = _models(hidden_act=act)
     assert cfg.shares_weights
     rng = np.random.default_rng(1)
-    inputs = {"input_ids": tf.constant(rng.integers(0, 50, (2, 7)), tf.int32),
-              "input_mask": tf.constant([[1] * 7, [1] * 5 + [0] * 2], tf.int32),
-              "segment_ids": tf.constant([[0] * 4 + [1] * 3] * 2, tf.int32)}
+    inputs = {
+        "input_ids": tf.constant(rng.integers(0, 50, (2, 7)), tf.int32),
+        "input_mask": tf.constant([[1] * 7, [1] * 5 + [0] * 2], tf.int32),
+        "segment_ids": tf.constant([[0] * 4 + [1] * 3] * 2, tf.int32),
+    }
 
     def loss(model):
         out = model(inputs, training=True)
-        return (tf.reduce_sum(out["sequence_output"] ** 2) + tf.reduce_sum(out["pooled_output"])
-                + tf.reduce_sum(out["encoder_outputs"][1] * 0.5))
+        return (
+            tf.reduce_sum(out["sequence_output"] ** 2)
+            + tf.reduce_sum(out["pooled_output"])
+            + tf.reduce_sum(out["encoder_outputs"][1] * 0.5)
+        )
 
     def tape_grads(model):
         with tf.GradientTape() as tape:
@@ -107,8 +127,11 @@ def test_model_gradients_equal_plain_autodiff(mode, act, method, monkeypatch):
     def graph_grads(model):
         return tf.gradients(loss(model), model.trainable_variables)
 
-    fn = {"eager": tape_grads, "function_tape": tf.function(tape_grads),
-          "tf_gradients": tf.function(graph_grads)}[mode]
+    fn = {
+        "eager": tape_grads,
+        "function_tape": tf.function(tape_grads),
+        "tf_gradients": tf.function(graph_grads),
+    }[mode]
     got, want = fn(summed), fn(plain)
     assert len(got) == len(want) == len(summed.trainable_variables)
     got, want = ([tf.convert_to_tensor(t).numpy() for t in ts] for ts in (got, want))
@@ -125,8 +148,9 @@ def test_model_gradients_equal_plain_autodiff(mode, act, method, monkeypatch):
 def test_partial_sharing_gradients_equal_plain_autodiff(sharing):
     """One group per layer sharing only attention (or FFN): the shared part's
     kernels are recorded at every layer, the rest once."""
-    cfg, summed, plain = _models(num_hidden_groups=4, inner_group_num=1,
-                                 extra={"cross_layer_sharing": sharing})
+    cfg, summed, plain = _models(
+        num_hidden_groups=4, inner_group_num=1, extra={"cross_layer_sharing": sharing}
+    )
     assert cfg.shares_weights
     ids = tf.constant(np.random.default_rng(2).integers(0, 50, (2, 6)), tf.int32)
 
@@ -134,8 +158,9 @@ def test_partial_sharing_gradients_equal_plain_autodiff(sharing):
         with tf.GradientTape() as tape:
             out = model({"input_ids": ids}, training=True)
             value = tf.reduce_sum(out["sequence_output"] ** 2) + tf.reduce_sum(out["pooled_output"])
-        return [tf.convert_to_tensor(t).numpy()
-                for t in tape.gradient(value, model.trainable_variables)]
+        return [
+            tf.convert_to_tensor(t).numpy() for t in tape.gradient(value, model.trainable_variables)
+        ]
 
     got, want = grads(summed), grads(plain)
     floor = 1e-3 * max(np.max(np.abs(w)) for w in want)
@@ -168,6 +193,7 @@ def test_stacking_choice_follows_bytes_moved():
 
 def _encoder_kernels(model, paths, training, rows):
     from albert_tf.shared_kernels import EncoderKernels
+
     return EncoderKernels(model.blocks(), paths, training, rows, model.config.shares_weights)
 
 
@@ -176,38 +202,60 @@ def test_encoder_kernels_cast_a_shared_sublayer_once(fused_qkv):
     """Shared attention, three groups: the attention weights once (group 0's), the FFN's
     once per group; Q, K and V side by side in full-length inference."""
     from albert_tf.speed_paths import CPU_ONLY
-    cfg = AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=3,
-                       num_hidden_groups=3, num_attention_heads=2, intermediate_size=24,
-                       extra={"cross_layer_sharing": "attention"})
+
+    cfg = AlbertConfig(
+        vocab_size=50,
+        embedding_size=8,
+        hidden_size=16,
+        num_hidden_layers=3,
+        num_hidden_groups=3,
+        num_attention_heads=2,
+        intermediate_size=24,
+        extra={"cross_layer_sharing": "attention"},
+    )
     model = AlbertModel(cfg)
     model.build()
     kernels = _encoder_kernels(model, CPU_ONLY, training=not fused_qkv, rows=None)
-    attention = [("group_0_inner_group_0", "qkv")] if fused_qkv else [
-        ("group_0_inner_group_0", name) for name in ("query", "key", "value")]
+    attention = (
+        [("group_0_inner_group_0", "qkv")]
+        if fused_qkv
+        else [("group_0_inner_group_0", name) for name in ("query", "key", "value")]
+    )
     attention.append(("group_0_inner_group_0", "attention_output"))
-    ffn = [(f"group_{g}_inner_group_0", name) for g in range(3)
-           for name in ("intermediate", "ffn_output")]
+    ffn = [
+        (f"group_{g}_inner_group_0", name)
+        for g in range(3)
+        for name in ("intermediate", "ffn_output")
+    ]
     assert list(kernels.tensors) == [
-        key + (kind,) for key in attention + ffn for kind in ("kernel", "bias")]
+        key + (kind,) for key in attention + ffn for kind in ("kernel", "bias")
+    ]
     first, last = model.groups[0][0], model.groups[2][0]
     assert kernels.names[last]["attention_output"] == kernels.names[first]["attention_output"]
     if fused_qkv:
         qkv = kernels.tensors[("group_0_inner_group_0", "qkv", "kernel")]
         np.testing.assert_array_equal(
-            qkv, np.concatenate([first.query.kernel, first.key.kernel, first.value.kernel], 1))
+            qkv, np.concatenate([first.query.kernel, first.key.kernel, first.value.kernel], 1)
+        )
 
 
-@pytest.mark.parametrize("training,with_rows,paths_name,fused,selected,summed", [
-    (False, False, "CPU_ONLY", True, False, False),
-    (False, True, "CPU_ONLY", False, True, False),
-    (True, False, "CPU_ONLY", False, False, True),
-    (True, True, "CPU_ONLY", False, True, True),
-    (False, False, "WITH_ACCELERATOR", False, False, False),
-    (False, True, "WITH_ACCELERATOR", False, False, False),
-    (True, True, "WITH_ACCELERATOR", False, False, False)])
-def test_encoder_kernels_choose_each_path_once_per_pass(training, with_rows, paths_name,
-                                                         fused, selected, summed):
+@pytest.mark.parametrize(
+    "training,with_rows,paths_name,fused,selected,summed",
+    [
+        (False, False, "CPU_ONLY", True, False, False),
+        (False, True, "CPU_ONLY", False, True, False),
+        (True, False, "CPU_ONLY", False, False, True),
+        (True, True, "CPU_ONLY", False, True, True),
+        (False, False, "WITH_ACCELERATOR", False, False, False),
+        (False, True, "WITH_ACCELERATOR", False, False, False),
+        (True, True, "WITH_ACCELERATOR", False, False, False),
+    ],
+)
+def test_encoder_kernels_choose_each_path_once_per_pass(
+    training, with_rows, paths_name, fused, selected, summed
+):
     from albert_tf import speed_paths
+
     _, model, _ = _models()
     rows = tf.constant([[0, 2]], tf.int32) if with_rows else None
     kernels = _encoder_kernels(model, getattr(speed_paths, paths_name), training, rows)
@@ -219,6 +267,7 @@ def test_unselected_rows_are_gathered_after_the_last_block():
     """Without row selection the last block computes every row; the stack's last output
     still holds only the requested ones."""
     from albert_tf import speed_paths
+
     _, model, _ = _models()
     x = tf.random.stateless_normal([2, 5, 16], seed=[0, 1])
     adder = tf.zeros([2, 1, 1, 5])

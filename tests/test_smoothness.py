@@ -37,16 +37,26 @@ def _reference(states, mask):
 def _features(lengths, seq_length, vocab_size, seed=0):
     rng = np.random.default_rng(seed)
     mask = np.array([[1] * n + [0] * (seq_length - n) for n in lengths], np.int32)
-    return {"input_ids": rng.integers(5, vocab_size, mask.shape).astype(np.int32) * mask,
-            "input_mask": mask,
-            "segment_ids": (rng.integers(0, 2, mask.shape) * mask).astype(np.int32)}
+    return {
+        "input_ids": rng.integers(5, vocab_size, mask.shape).astype(np.int32) * mask,
+        "input_mask": mask,
+        "segment_ids": (rng.integers(0, 2, mask.shape) * mask).astype(np.int32),
+    }
 
 
 def test_measure_matches_numpy_on_a_small_model():
     # E != H (layer 0's input is the projection), I = 2 blocks per layer, padding.
-    config = preset("albert_tiny", vocab_size=40, embedding_size=8, hidden_size=16,
-                    num_hidden_layers=2, inner_group_num=2, num_attention_heads=2,
-                    intermediate_size=32, initializer_range=0.5)
+    config = preset(
+        "albert_tiny",
+        vocab_size=40,
+        embedding_size=8,
+        hidden_size=16,
+        num_hidden_layers=2,
+        inner_group_num=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        initializer_range=0.5,
+    )
     tf.random.set_seed(3)
     encoder = AlbertModel(config)
     encoder.build()
@@ -57,8 +67,10 @@ def test_measure_matches_numpy_on_a_small_model():
     names = checkpoints.original_variable_map(encoder)
     kernel = names["bert/encoder/embedding_hidden_mapping_in/kernel"].numpy()
     bias = names["bert/encoder/embedding_hidden_mapping_in/bias"].numpy()
-    states = [outputs["embedding_output"].numpy() @ kernel + bias,
-              *(t.numpy() for t in outputs["encoder_outputs"])]
+    states = [
+        outputs["embedding_output"].numpy() @ kernel + bias,
+        *(t.numpy() for t in outputs["encoder_outputs"]),
+    ]
     expected, count = _reference(states, features["input_mask"])
     assert measured["tokens"] == count == 15
     assert len(measured["l2_distance"]) == 4  # L x I layer applications
@@ -76,9 +88,17 @@ def test_identity_like_layers_give_known_distances():
     (1, 0), (2, 0), (2, 2) and the embeddings normalized: layer 0 is the identity, layer 1
     doubles u (distance sqrt(H), angle 0), layer 2 adds 2 * 1 (distance 2 sqrt(H), 45°)."""
     h = 16
-    config = preset("albert_tiny", vocab_size=40, embedding_size=h, hidden_size=h,
-                    num_hidden_layers=3, num_hidden_groups=3, num_attention_heads=2,
-                    intermediate_size=32, initializer_range=0.5)
+    config = preset(
+        "albert_tiny",
+        vocab_size=40,
+        embedding_size=h,
+        hidden_size=h,
+        num_hidden_layers=3,
+        num_hidden_groups=3,
+        num_attention_heads=2,
+        intermediate_size=32,
+        initializer_range=0.5,
+    )
     encoder = AlbertModel(config)
     encoder.build()
     names = checkpoints.original_variable_map(encoder)
@@ -91,25 +111,31 @@ def test_identity_like_layers_give_known_distances():
         names[scope + "LayerNorm_1/gamma"].assign(np.full(h, gamma, np.float32))
         names[scope + "LayerNorm_1/beta"].assign(np.full(h, beta, np.float32))
     measured = smoothness.measure(encoder, _features([6, 2], 6, config.vocab_size))
-    np.testing.assert_allclose(measured["l2_distance"], [0.0, math.sqrt(h), 2 * math.sqrt(h)],
-                               atol=1e-4)
-    np.testing.assert_allclose(measured["cosine_similarity"], [1.0, 1.0, math.sqrt(0.5)],
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        measured["l2_distance"], [0.0, math.sqrt(h), 2 * math.sqrt(h)], atol=1e-4
+    )
+    np.testing.assert_allclose(measured["cosine_similarity"], [1.0, 1.0, math.sqrt(0.5)], atol=1e-6)
     np.testing.assert_allclose(measured["angle_degrees"], [0.0, 0.0, 45.0], atol=0.02)
     assert measured["tokens"] == 8
 
 
 def test_text_sequences(tmp_path):
     tokenizer = tokenization.FullTokenizer(spm_model_file=DEMO_SPM)
-    lines = ["Omar decided to learn poetry.", "He practised for two hours.", "",
-             "Freya had a small garden.", "", ""]
+    lines = [
+        "Omar decided to learn poetry.",
+        "He practised for two hours.",
+        "",
+        "Freya had a small garden.",
+        "",
+        "",
+    ]
     path = tmp_path / "held_out.txt"
     path.write_text("\n".join(lines) + "\n")
     special = tokenizer.special_ids()
     first = tokenizer.encode(lines[0]) + tokenizer.encode(lines[1])
     second = tokenizer.encode(lines[3])
     width = 8 - 2
-    chunks = [doc[i:i + width] for doc in (first, second) for i in range(0, len(doc), width)]
+    chunks = [doc[i : i + width] for doc in (first, second) for i in range(0, len(doc), width)]
     assert len(first) % width and len(chunks) > 3  # a short last chunk in each document
     sequences = smoothness.text_sequences(str(path), tokenizer, max_seq_length=8)
     assert sequences["input_ids"].shape == (len(chunks), 8)
@@ -127,24 +153,41 @@ def test_text_sequences(tmp_path):
 
 
 BERT_LAYER_0 = [  # the names of a Google BERT checkpoint (one layer)
-    "bert/embeddings/word_embeddings", "bert/embeddings/token_type_embeddings",
-    "bert/embeddings/position_embeddings", "bert/embeddings/LayerNorm/beta",
+    "bert/embeddings/word_embeddings",
+    "bert/embeddings/token_type_embeddings",
+    "bert/embeddings/position_embeddings",
+    "bert/embeddings/LayerNorm/beta",
     "bert/embeddings/LayerNorm/gamma",
-    *(f"bert/encoder/layer_0/{name}" for name in (
-        "attention/self/query/kernel", "attention/self/query/bias",
-        "attention/self/key/kernel", "attention/self/key/bias",
-        "attention/self/value/kernel", "attention/self/value/bias",
-        "attention/output/dense/kernel", "attention/output/dense/bias",
-        "attention/output/LayerNorm/beta", "attention/output/LayerNorm/gamma",
-        "intermediate/dense/kernel", "intermediate/dense/bias",
-        "output/dense/kernel", "output/dense/bias",
-        "output/LayerNorm/beta", "output/LayerNorm/gamma")),
-    "bert/pooler/dense/kernel", "bert/pooler/dense/bias"]
+    *(
+        f"bert/encoder/layer_0/{name}"
+        for name in (
+            "attention/self/query/kernel",
+            "attention/self/query/bias",
+            "attention/self/key/kernel",
+            "attention/self/key/bias",
+            "attention/self/value/kernel",
+            "attention/self/value/bias",
+            "attention/output/dense/kernel",
+            "attention/output/dense/bias",
+            "attention/output/LayerNorm/beta",
+            "attention/output/LayerNorm/gamma",
+            "intermediate/dense/kernel",
+            "intermediate/dense/bias",
+            "output/dense/kernel",
+            "output/dense/bias",
+            "output/LayerNorm/beta",
+            "output/LayerNorm/gamma",
+        )
+    ),
+    "bert/pooler/dense/kernel",
+    "bert/pooler/dense/bias",
+]
 
 
 def test_bert_names():
-    encoder = AlbertModel(preset("albert_tiny", embedding_size=128, num_hidden_layers=1,
-                                 num_hidden_groups=1))
+    encoder = AlbertModel(
+        preset("albert_tiny", embedding_size=128, num_hidden_layers=1, num_hidden_groups=1)
+    )
     encoder.build()
     names = [smoothness.bert_variable_name(n) for n in checkpoints.original_variable_map(encoder)]
     assert names == BERT_LAYER_0
@@ -154,25 +197,48 @@ def _write_bert_folder(folder, reference, bert_config):
     """A Google BERT download: bert_config.json, vocab.txt, bert_model.ckpt.*."""
     folder.mkdir()
     (folder / "bert_config.json").write_text(json.dumps(bert_config))
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "garden", "omar", "had", "a",
-             "small", "."]
+    vocab = [
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+        "the",
+        "garden",
+        "omar",
+        "had",
+        "a",
+        "small",
+        ".",
+    ]
     (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
     variables = checkpoints.original_variable_map(reference)
-    tf.raw_ops.SaveV2(prefix=str(folder / "bert_model.ckpt"),
-                      tensor_names=[smoothness.bert_variable_name(n) for n in variables],
-                      shape_and_slices=[""] * len(variables),
-                      tensors=[tf.convert_to_tensor(v) for v in variables.values()])
+    tf.raw_ops.SaveV2(
+        prefix=str(folder / "bert_model.ckpt"),
+        tensor_names=[smoothness.bert_variable_name(n) for n in variables],
+        shape_and_slices=[""] * len(variables),
+        tensors=[tf.convert_to_tensor(v) for v in variables.values()],
+    )
     return len(vocab)
 
 
 def test_load_a_bert_checkpoint(tmp_path):
-    bert_config = {"vocab_size": 12, "hidden_size": 16, "num_hidden_layers": 2,
-                   "num_attention_heads": 2, "intermediate_size": 32, "hidden_act": "gelu",
-                   "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-                   "max_position_embeddings": 32, "type_vocab_size": 2,
-                   "initializer_range": 0.5}
-    reference = AlbertModel(preset("albert_tiny", **bert_config, embedding_size=16,
-                                   num_hidden_groups=2))
+    bert_config = {
+        "vocab_size": 12,
+        "hidden_size": 16,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "intermediate_size": 32,
+        "hidden_act": "gelu",
+        "hidden_dropout_prob": 0.1,
+        "attention_probs_dropout_prob": 0.1,
+        "max_position_embeddings": 32,
+        "type_vocab_size": 2,
+        "initializer_range": 0.5,
+    }
+    reference = AlbertModel(
+        preset("albert_tiny", **bert_config, embedding_size=16, num_hidden_groups=2)
+    )
     reference.build()
     _write_bert_folder(tmp_path / "bert", reference, bert_config)
 
@@ -182,19 +248,25 @@ def test_load_a_bert_checkpoint(tmp_path):
     assert encoder.embedding_projection is None
     assert not tokenizer.spm_mode and tokenizer.vocab_size == 12
     features = _features([9, 4], 9, 12)
-    for ours, theirs in zip(encoder(features)["encoder_outputs"],
-                            reference(features)["encoder_outputs"]):
+    for ours, theirs in zip(
+        encoder(features)["encoder_outputs"], reference(features)["encoder_outputs"]
+    ):
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
     # The checkpoint prefix works as well as the folder.
     again, _ = smoothness.load_model(tmp_path / "bert" / "bert_model.ckpt", DEMO_SPM)
-    np.testing.assert_array_equal(again(features)["sequence_output"].numpy(),
-                                  reference(features)["sequence_output"].numpy())
+    np.testing.assert_array_equal(
+        again(features)["sequence_output"].numpy(), reference(features)["sequence_output"].numpy()
+    )
 
     # A config that does not fit the checkpoint names what differs.
     (tmp_path / "bert" / "bert_config.json").write_text(
-        json.dumps({**bert_config, "intermediate_size": 48}))
-    with pytest.raises(UserError, match=r"does not fit its bert_config.json: "
-                                        r"bert/encoder/layer_0/intermediate/dense/kernel"):
+        json.dumps({**bert_config, "intermediate_size": 48})
+    )
+    with pytest.raises(
+        UserError,
+        match=r"does not fit its bert_config.json: "
+        r"bert/encoder/layer_0/intermediate/dense/kernel",
+    ):
         smoothness.load_model(tmp_path / "bert", DEMO_SPM)
 
 
@@ -202,11 +274,14 @@ def test_load_errors_and_flags(tmp_path):
     with pytest.raises(UserError, match="no albert_config.json or bert_config.json"):
         smoothness.load_model(tmp_path, DEMO_SPM)
     (tmp_path / "albert_config.json").write_text(
-        preset("albert_tiny", vocab_size=77).to_json_string())
+        preset("albert_tiny", vocab_size=77).to_json_string()
+    )
     with pytest.raises(UserError, match="no checkpoint"):
         smoothness.load_model(tmp_path, DEMO_SPM)
     assert smoothness.parse_model_flags(["ALBERT=/a/b", "BERT = /c=d"]) == [
-        ("ALBERT", "/a/b"), ("BERT", "/c=d")]
+        ("ALBERT", "/a/b"),
+        ("BERT", "/c=d"),
+    ]
     with pytest.raises(UserError, match="expected label=path, got '/a/b'"):
         smoothness.parse_model_flags(["/a/b"])
     with pytest.raises(UserError, match="labels must differ"):

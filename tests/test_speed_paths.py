@@ -9,12 +9,13 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from test_modeling import CONFIGS, assert_rel_close, make_inputs, set_weights
 
-import albert_numpy
 from albert_tf import fused_elementwise, speed_paths
 from albert_tf.modeling import AlbertPretrainer
 from albert_tf.speed_paths import CPU_ONLY, WITH_ACCELERATOR, SpeedPaths
-from test_modeling import CONFIGS, assert_rel_close, make_inputs, set_weights
+
+import albert_numpy
 
 
 def test_decision_follows_the_devices(monkeypatch):
@@ -30,6 +31,7 @@ def test_decision_follows_the_devices(monkeypatch):
 
 def test_a_tpu_strategy_counts_as_an_accelerator(monkeypatch):
     """A Cloud TPU reached over the network shows no local device, only its strategy."""
+
     class FakeTPUStrategy(tf.distribute.TPUStrategy):
         def __init__(self):  # no TPU to connect to
             pass
@@ -65,16 +67,19 @@ def test_forced_overrides_nests_and_restores():
 
 def test_choosing_starts_no_runtime():
     """The scripts may decide (--host_allocator=auto) before they configure devices."""
-    script = ("import tensorflow as tf\n"
-              "from albert_tf import speed_paths\n"
-              "paths = speed_paths.choose()\n"
-              "cpu = tf.config.list_physical_devices('CPU')[0]\n"
-              "tf.config.set_logical_device_configuration(\n"
-              "    cpu, [tf.config.LogicalDeviceConfiguration()] * 2)\n"
-              "print('RESULT', len(tf.config.list_logical_devices('CPU')))\n")
+    script = (
+        "import tensorflow as tf\n"
+        "from albert_tf import speed_paths\n"
+        "paths = speed_paths.choose()\n"
+        "cpu = tf.config.list_physical_devices('CPU')[0]\n"
+        "tf.config.set_logical_device_configuration(\n"
+        "    cpu, [tf.config.LogicalDeviceConfiguration()] * 2)\n"
+        "print('RESULT', len(tf.config.list_logical_devices('CPU')))\n"
+    )
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "RESULT 2" in proc.stdout
 
@@ -104,6 +109,7 @@ def _pretrainers(cfg, weights):
 def _traced(model, paths, inputs):
     """Inference and training gradients of `model` traced under `paths`: (concrete
     functions, outputs, gradients)."""
+
     def infer(x):
         return model(x, training=False)
 
@@ -138,16 +144,24 @@ def test_forced_accelerator_model_has_only_standard_ops_and_matches(name):
     if fused_elementwise._onednn_layer_norm_registered():
         assert "_MklLayerNorm" in _op_types_and_xla_functions(cpu_fns[0])[0]
 
-    want = albert_numpy.forward(weights, cfg.to_dict(), *(inputs[k].numpy() for k in (
-        "input_ids", "input_mask", "segment_ids", "masked_lm_positions")))
+    want = albert_numpy.forward(
+        weights,
+        cfg.to_dict(),
+        *(
+            inputs[k].numpy()
+            for k in ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
+        ),
+    )
     for key in ("mlm_logits", "sop_logits", "pooled_output"):
         assert_rel_close(acc_out[key], want[key])
         assert_rel_close(acc_out[key], cpu_out[key])
-    rows = np.take_along_axis(want["sequence_output"],
-                              inputs["masked_lm_positions"].numpy()[..., None], axis=1)
+    rows = np.take_along_axis(
+        want["sequence_output"], inputs["masked_lm_positions"].numpy()[..., None], axis=1
+    )
     assert_rel_close(acc_out["sequence_output"], rows)
-    acc_grads, cpu_grads = ([tf.convert_to_tensor(g).numpy() for g in grads]
-                            for grads in (acc_grads, cpu_grads))
+    acc_grads, cpu_grads = (
+        [tf.convert_to_tensor(g).numpy() for g in grads] for grads in (acc_grads, cpu_grads)
+    )
     # The key bias's exact gradient is 0 (softmax cancels it) and both sides give
     # rounding noise: tiny gradients are compared against the largest one.
     floor = 1e-3 * max(np.max(np.abs(c)) for c in cpu_grads)

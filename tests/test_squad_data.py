@@ -9,9 +9,15 @@ import tensorflow as tf
 
 from albert_tf import tokenization
 from albert_tf.data import squad_data
-from albert_tf.data.squad_data import (SquadDataError, SquadExample, align_pieces,
-                                       convert_examples_to_features, doc_spans,
-                                       max_context_span, read_squad_examples)
+from albert_tf.data.squad_data import (
+    SquadDataError,
+    SquadExample,
+    align_pieces,
+    convert_examples_to_features,
+    doc_spans,
+    max_context_span,
+    read_squad_examples,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = os.path.join(ROOT, "data", "demo")
@@ -30,8 +36,10 @@ def _write_json(tmp_path, document, name="squad.json"):
 
 
 def _doc(context, qas):
-    return {"version": "1.1", "data": [{"title": "t", "paragraphs": [
-        {"context": context, "qas": qas}]}]}
+    return {
+        "version": "1.1",
+        "data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}],
+    }
 
 
 # --------------------------------------------------------------------------------------
@@ -42,12 +50,13 @@ def test_reads_the_demo_files():
     dev = read_squad_examples(os.path.join(DEMO, "squad", "dev-v1.1.json"), False)
     assert len(train) == 300 and dev
     for e in train:
-        assert e.paragraph_text[e.start_position:][:len(e.orig_answer_text)] == e.orig_answer_text
+        assert e.paragraph_text[e.start_position :][: len(e.orig_answer_text)] == e.orig_answer_text
     assert all(e.start_position is None and e.orig_answer_text is None for e in dev)
     v2 = read_squad_examples(os.path.join(DEMO, "squad", "train-v2.0.json"), True)
     impossible = [e for e in v2 if e.is_impossible]
-    assert impossible and all(e.start_position == -1 and e.orig_answer_text == ""
-                              for e in impossible)
+    assert impossible and all(
+        e.start_position == -1 and e.orig_answer_text == "" for e in impossible
+    )
 
 
 def test_reading_errors_name_file_and_field(tmp_path):
@@ -58,8 +67,11 @@ def test_reading_errors_name_file_and_field(tmp_path):
     with pytest.raises(SquadDataError, match=r"bad.json: invalid JSON at line 2 column"):
         read_squad_examples(str(bad), False)
     path = _write_json(tmp_path, _doc("ctx", [{"id": "q1", "answers": []}]))
-    with pytest.raises(SquadDataError, match=r"data\[0\].paragraphs\[0\].qas\[0\] has no "
-                                             r"'question' field"):
+    with pytest.raises(
+        SquadDataError,
+        match=r"data\[0\].paragraphs\[0\].qas\[0\] has no "
+        r"'question' field",
+    ):
         read_squad_examples(path, False)
     two = [{"id": "q1", "question": "?", "answers": [{"text": "c", "answer_start": 0}] * 2}]
     path = _write_json(tmp_path, _doc("ctx", two))
@@ -86,8 +98,9 @@ def _full_lcs(a, b):
     return int(f[-1, -1])
 
 
-@pytest.mark.parametrize("raw,cat", [("the  café, 1912", " the cafe, 1912"),
-                                     ("abcdef", "abXdef"), ("Rose.", " rose.")])
+@pytest.mark.parametrize(
+    "raw,cat", [("the  café, 1912", " the cafe, 1912"), ("abcdef", "abXdef"), ("Rose.", " rose.")]
+)
 def test_banded_lcs_equals_full_lcs_when_the_band_is_wide(raw, cat):
     chars = [tokenization.preprocess_text(c, lower=True, remove_space=False) for c in raw]
     score, back = squad_data._banded_lcs(chars, cat, abs(len(raw) - len(cat)) + 5)
@@ -117,15 +130,16 @@ def test_convert_index_rules():
 
 def test_every_piece_maps_to_its_raw_characters(tokenizer):
     raw = "  Quentin bought  the CAFÉ for 74,250 pounds in 1912. "
-    pieces = tokenization.encode_pieces(tokenizer.sp_model,
-                                        tokenization.preprocess_text(raw, lower=True))
+    pieces = tokenization.encode_pieces(
+        tokenizer.sp_model, tokenization.preprocess_text(raw, lower=True)
+    )
     alignment = align_pieces(raw, pieces, do_lower_case=True)
     assert alignment is not None
     for piece, s, e in zip(pieces, alignment.tok_start_to_orig, alignment.tok_end_to_orig):
         text = piece.replace(tokenization.SPIECE_UNDERLINE, "")
         if text:
-            got = tokenization.preprocess_text(raw[s:e + 1], lower=True).replace(" ", "")
-            assert got == text, (piece, raw[s:e + 1])
+            got = tokenization.preprocess_text(raw[s : e + 1], lower=True).replace(" ", "")
+            assert got == text, (piece, raw[s : e + 1])
 
 
 def test_unalignable_paragraph_is_dropped(tokenizer, caplog, monkeypatch):
@@ -158,11 +172,8 @@ def test_doc_spans_and_max_context():
 def test_feature_layout_and_training_positions(tokenizer):
     examples = read_squad_examples(os.path.join(DEMO, "squad", "train-v1.1.json"), True)[:40]
     seq, query_max = 48, 12
-    features = list(convert_examples_to_features(examples, tokenizer, seq, 16, query_max,
-                                                 True))
-    assert [f.unique_id for f in features] == list(range(1000000000,
-                                                         1000000000 + len(features)))
-    sp = tokenizer.sp_model
+    features = list(convert_examples_to_features(examples, tokenizer, seq, 16, query_max, True))
+    assert [f.unique_id for f in features] == list(range(1000000000, 1000000000 + len(features)))
     answered = 0
     for f in features:
         assert len(f.input_ids) == len(f.input_mask) == len(f.segment_ids) == len(f.p_mask) == seq
@@ -195,7 +206,7 @@ def test_answers_round_trip_to_raw_text(tokenizer):
                 offset = f.tokens.index("[SEP]") + 1
                 s = f.tok_start_to_orig_index[f.start_position - offset]
                 t = f.tok_end_to_orig_index[f.end_position - offset]
-                hits.append(e.paragraph_text[s:t + 1].strip())
+                hits.append(e.paragraph_text[s : t + 1].strip())
             if e.is_impossible:
                 assert not hits and all(f.start_position == 0 for f in feats)
             else:
@@ -210,7 +221,8 @@ def test_prediction_features_keep_example_index_and_cover_every_token(tokenizer)
         assert [f.doc_span_index for f in mine] == list(range(len(mine)))
         owned = sum(sum(f.token_is_max_context.values()) for f in mine)
         pieces = tokenization.encode_pieces(
-            tokenizer.sp_model, tokenization.preprocess_text(examples[i].paragraph_text, lower=True))
+            tokenizer.sp_model, tokenization.preprocess_text(examples[i].paragraph_text, lower=True)
+        )
         assert owned == len(pieces)  # each paragraph piece has exactly one owner
         assert all(f.start_position is None for f in mine)
 
@@ -243,11 +255,10 @@ def test_tfrecord_round_trip(tokenizer, tmp_path, is_training):
     examples = read_squad_examples(os.path.join(DEMO, "squad", name), is_training)[:12]
     out = str(tmp_path / "features.tf_record")
     feats = squad_data.write_features(
-        convert_examples_to_features(examples, tokenizer, 48, 16, 12, is_training), out,
-        is_training)
+        convert_examples_to_features(examples, tokenizer, 48, 16, 12, is_training), out, is_training
+    )
     assert os.listdir(tmp_path) == ["features.tf_record"]  # no temporary left behind
-    batches = list(squad_data.squad_dataset(out, 48, 5, is_training=False,
-                                            labelled=is_training))
+    batches = list(squad_data.squad_dataset(out, 48, 5, is_training=False, labelled=is_training))
     assert all(len(b["unique_ids"]) == 5 for b in batches)  # the last one padded
     got = {k: np.concatenate([b[k].numpy() for b in batches]) for k in batches[0]}
     padding = got["unique_ids"] == 0
@@ -264,22 +275,60 @@ def test_tfrecord_round_trip(tokenizer, tmp_path, is_training):
         assert "start_positions" not in got
         spec = squad_data.feature_spec(48, True)
         with pytest.raises(tf.errors.InvalidArgumentError):
-            next(iter(tf.data.TFRecordDataset(out).map(
-                lambda r: tf.io.parse_single_example(r, spec))))
+            next(
+                iter(
+                    tf.data.TFRecordDataset(out).map(lambda r: tf.io.parse_single_example(r, spec))
+                )
+            )
 
 
 def test_default_features_equal_the_originals_python3_ids(tmp_path, tokenizer):
     """Digit-comma pieces: the original's ids under Python 3 with data/demo/spm.model, which
     keep the "▁" (13) that re-encoding "0", "5", "6" adds (e.g. "50", "▁", "0", ",")."""
     context = "In 1990, sales were 3,500, not 2,000, units."
-    path = _write_json(tmp_path, _doc(context, [
-        {"id": "q1", "question": "Prices rose 4,5,6, then fell.",
-         "answers": [{"text": "3,500", "answer_start": 20}]}]))
-    [feature] = convert_examples_to_features(read_squad_examples(path, False), tokenizer, 64,
-                                             128, 32, is_training=False)
+    path = _write_json(
+        tmp_path,
+        _doc(
+            context,
+            [
+                {
+                    "id": "q1",
+                    "question": "Prices rose 4,5,6, then fell.",
+                    "answers": [{"text": "3,500", "answer_start": 20}],
+                }
+            ],
+        ),
+    )
+    [feature] = convert_examples_to_features(
+        read_squad_examples(path, False), tokenizer, 64, 128, 32, is_training=False
+    )
     question = [756, 284, 19, 308, 128, 14, 139, 14, 134, 14, 15, 28, 13, 277, 517, 9]
-    paragraph = [16, 763, 14, 280, 67, 23, 35, 132, 14, 709, 13, 674, 14, 121, 119, 14, 412, 14,
-                 13, 1208, 28, 76, 19, 9]
+    paragraph = [
+        16,
+        763,
+        14,
+        280,
+        67,
+        23,
+        35,
+        132,
+        14,
+        709,
+        13,
+        674,
+        14,
+        121,
+        119,
+        14,
+        412,
+        14,
+        13,
+        1208,
+        28,
+        76,
+        19,
+        9,
+    ]
     want = [2, *question, 3, *paragraph, 3]
     assert feature.input_ids == want + [0] * (64 - len(want))
 
@@ -288,16 +337,20 @@ def test_answer_differing_from_the_context_is_kept_and_counted(tmp_path, tokeniz
     """The original keeps such an answer: the target is the span of the text's length at
     answer_start. One warning gives the count and the first id."""
     context = "The cat sat on the mat."
-    qas = [{"id": "ok", "question": "Who sat?", "answers": [{"text": "cat", "answer_start": 4}]},
-           {"id": "bad1", "question": "Who sat?", "answers": [{"text": "dog", "answer_start": 4}]},
-           {"id": "bad2", "question": "Where?", "answers": [{"text": "Mat", "answer_start": 19}]}]
+    qas = [
+        {"id": "ok", "question": "Who sat?", "answers": [{"text": "cat", "answer_start": 4}]},
+        {"id": "bad1", "question": "Who sat?", "answers": [{"text": "dog", "answer_start": 4}]},
+        {"id": "bad2", "question": "Where?", "answers": [{"text": "Mat", "answer_start": 19}]},
+    ]
     path = _write_json(tmp_path, _doc(context, qas))
     with caplog.at_level("WARNING", logger="albert_tf.data.squad_data"):
         examples = read_squad_examples(path, True)
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert warnings == [f"{path}: 2 training answer(s) differ from the context at answer_start "
-                        "(first: id bad1); kept as the original does: the answer is the context "
-                        "span from answer_start with the text's length"]
+    assert warnings == [
+        f"{path}: 2 training answer(s) differ from the context at answer_start "
+        "(first: id bad1); kept as the original does: the answer is the context "
+        "span from answer_start with the text's length"
+    ]
     assert [e.start_position for e in examples] == [4, 4, 19]
     ok, bad, _ = convert_examples_to_features(examples, tokenizer, 64, 128, 16, True)
     assert (bad.start_position, bad.end_position) == (ok.start_position, ok.end_position)

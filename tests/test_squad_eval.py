@@ -7,9 +7,23 @@ from albert_tf import squad_eval
 
 def _dataset(questions):
     """questions: [(id, [gold texts])]."""
-    return [{"paragraphs": [{"context": "c", "qas": [
-        {"id": qid, "question": "?", "answers": [{"text": t, "answer_start": 0} for t in golds]}
-        for qid, golds in questions]}]}]
+    return [
+        {
+            "paragraphs": [
+                {
+                    "context": "c",
+                    "qas": [
+                        {
+                            "id": qid,
+                            "question": "?",
+                            "answers": [{"text": t, "answer_start": 0} for t in golds],
+                        }
+                        for qid, golds in questions
+                    ],
+                }
+            ]
+        }
+    ]
 
 
 def test_normalization():

@@ -17,9 +17,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO_SPM = os.path.join(ROOT, "data", "demo", "spm.model")
 
 FIXED = [
-    "", "   ", "x1234, the 1990, cat", "Héllo   Wörld\t1,000,000", "In 1987, she sold 12,500 sheep,",
-    "ΟΔΥΣΣΕΥΣ ΣΑΣ Σ. όδός", "a\u00a0b\u2028c \u3000 d", "Ça va? naïve café 😀 日本語 русский",
-    "٣,٤, ²,", "İstanbul ﬁne ㎏", "x1234,5,6,", "(£12 – €30) \"quoted\" - dash.", "Tom\tand\nJane",
+    "",
+    "   ",
+    "x1234, the 1990, cat",
+    "Héllo   Wörld\t1,000,000",
+    "In 1987, she sold 12,500 sheep,",
+    "ΟΔΥΣΣΕΥΣ ΣΑΣ Σ. όδός",
+    "a\u00a0b\u2028c \u3000 d",
+    "Ça va? naïve café 😀 日本語 русский",
+    "٣,٤, ²,",
+    "İstanbul ﬁne ㎏",
+    "x1234,5,6,",
+    '(£12 – €30) "quoted" - dash.',
+    "Tom\tand\nJane",
 ]
 # Float32 Viterbi ties in the demo model that tensorflow-text's own SentencePiece (0.1.96) resolves
 # differently from the Python package, e.g. "0000" as "000"+"0" instead of "0"+"000".
@@ -28,11 +38,43 @@ TIES = ["0000", "9888", "x0000, 0000,", "In 10000, 0000 sheep", "1,0000,", "0000
 
 def _varied(n, seed=0):
     rng = random.Random(seed)
-    words = ["tom", "Anna", "walked", "station", "café", "naïve", "Ωμέγα", "ΣΟΦΟΣ", "日本", "😀",
-             "1,000,000", "x1234,", "12,", "1990,", "(a)", "£5", "€7", "–", "\u00a0", "\t", "  ",
-             "İ", "ﬁ", "²", "٣,", "straße", "Ǆ", "e\u0301", "the", ",", "."]
-    return ["".join(rng.choice(words) + rng.choice([" ", "", "  "]) for _ in range(rng.randint(0, 12)))
-            for _ in range(n)]
+    words = [
+        "tom",
+        "Anna",
+        "walked",
+        "station",
+        "café",
+        "naïve",
+        "Ωμέγα",
+        "ΣΟΦΟΣ",
+        "日本",
+        "😀",
+        "1,000,000",
+        "x1234,",
+        "12,",
+        "1990,",
+        "(a)",
+        "£5",
+        "€7",
+        "–",
+        "\u00a0",
+        "\t",
+        "  ",
+        "İ",
+        "ﬁ",
+        "²",
+        "٣,",
+        "straße",
+        "Ǆ",
+        "e\u0301",
+        "the",
+        ",",
+        ".",
+    ]
+    return [
+        "".join(rng.choice(words) + rng.choice([" ", "", "  "]) for _ in range(rng.randint(0, 12)))
+        for _ in range(n)
+    ]
 
 
 @pytest.mark.parametrize("digit_comma", T.DIGIT_COMMA_MODES)
@@ -50,7 +92,9 @@ def test_in_graph_matches_python_lowercase(digit_comma):
 
 def _digit_strings(n, seed):
     rng = random.Random(seed)
-    return ["".join(rng.choice("0123456789 ,") for _ in range(rng.randint(1, 40))) for _ in range(n)]
+    return [
+        "".join(rng.choice("0123456789 ,") for _ in range(rng.randint(1, 40))) for _ in range(n)
+    ]
 
 
 def _piece_soup(sp, n, seed):
@@ -84,21 +128,63 @@ def test_viterbi_ties_trained_model(tmp_path):
     """A second, freshly trained unigram model (own scores, unknown characters, multi-byte
     user-defined symbols)."""
     rng = random.Random(0)
-    words = ["river", "stone", "naïve", "café", "Über", "straße", "ΣΟΦΟΣ", "λόγος", "日本語", "東京",
-             "русский", "1,000", "2024", "000", "0000", "12,500", "x7", "–", "€", "(a)", "don't", "٣٤"]
-    lines = [" ".join(rng.choice(words) + ("" if rng.random() < 0.7 else str(rng.randint(0, 999)))
-                      for _ in range(rng.randint(3, 15))) for _ in range(4000)]
+    words = [
+        "river",
+        "stone",
+        "naïve",
+        "café",
+        "Über",
+        "straße",
+        "ΣΟΦΟΣ",
+        "λόγος",
+        "日本語",
+        "東京",
+        "русский",
+        "1,000",
+        "2024",
+        "000",
+        "0000",
+        "12,500",
+        "x7",
+        "–",
+        "€",
+        "(a)",
+        "don't",
+        "٣٤",
+    ]
+    lines = [
+        " ".join(
+            rng.choice(words) + ("" if rng.random() < 0.7 else str(rng.randint(0, 999)))
+            for _ in range(rng.randint(3, 15))
+        )
+        for _ in range(4000)
+    ]
     buf = io.BytesIO()
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(lines), model_writer=buf, vocab_size=300, model_type="unigram",
-        character_coverage=0.995, user_defined_symbols=["–", "€"],
-        control_symbols=["[CLS]", "[SEP]", "[MASK]"], pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
-        num_threads=1, minloglevel=2)
+        sentence_iterator=iter(lines),
+        model_writer=buf,
+        vocab_size=300,
+        model_type="unigram",
+        character_coverage=0.995,
+        user_defined_symbols=["–", "€"],
+        control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+        pad_id=0,
+        unk_id=1,
+        bos_id=-1,
+        eos_id=-1,
+        num_threads=1,
+        minloglevel=2,
+    )
     path = tmp_path / "small.model"
     path.write_bytes(buf.getvalue())
     sp = spm.SentencePieceProcessor(model_file=str(path))
-    strings = ([str(i) for i in range(10000)] + _digit_strings(2000, 3) + _piece_soup(sp, 2000, 4)
-               + FIXED + _varied(1000, seed=5))
+    strings = (
+        [str(i) for i in range(10000)]
+        + _digit_strings(2000, 3)
+        + _piece_soup(sp, 2000, 4)
+        + FIXED
+        + _varied(1000, seed=5)
+    )
     _assert_same_ids(str(path), strings)
 
 
@@ -124,10 +210,13 @@ def test_in_graph_cased_preprocess_matches():
     assert pre == [T.preprocess_text(s, lower=False) for s in strings]
 
 
-@pytest.mark.parametrize("digit_comma,expected", [
-    ("intended", ["▁", "x", "12", "34", ",", "▁", "ok", "▁at", "▁7", ","]),
-    ("python3", ["▁", "x", "12", "▁34", ",", "▁", "ok", "▁at", "▁7", ","]),
-])
+@pytest.mark.parametrize(
+    "digit_comma,expected",
+    [
+        ("intended", ["▁", "x", "12", "34", ",", "▁", "ok", "▁at", "▁7", ","]),
+        ("python3", ["▁", "x", "12", "▁34", ",", "▁", "ok", "▁at", "▁7", ","]),
+    ],
+)
 def test_digit_comma_in_graph(digit_comma, expected):
     ig = InGraphTokenizer(DEMO_SPM, digit_comma=digit_comma)
     pieces = ig.tokenize(tf.constant(["x1234, ok at 7,"])).to_list()[0]
@@ -137,11 +226,11 @@ def test_digit_comma_in_graph(digit_comma, expected):
 def test_pack_inputs_truncation():
     a = tf.ragged.constant([[11, 12, 13, 14, 15], [11], [11, 12, 13]])
     b = tf.ragged.constant([[21, 22, 23], [21, 22], [21, 22, 23]])
-    out = pack_inputs(a, b, 8, cls_id=2, sep_id=3)   # budget 5 for a + b
+    out = pack_inputs(a, b, 8, cls_id=2, sep_id=3)  # budget 5 for a + b
     assert out["input_ids"].numpy().tolist() == [
-        [2, 11, 12, 13, 3, 21, 22, 3],   # 5+3: pop a, a, then tie pops b -> 3+2
-        [2, 11, 3, 21, 22, 3, 0, 0],     # fits
-        [2, 11, 12, 13, 3, 21, 22, 3],   # 3+3: tie pops b -> 3+2
+        [2, 11, 12, 13, 3, 21, 22, 3],  # 5+3: pop a, a, then tie pops b -> 3+2
+        [2, 11, 3, 21, 22, 3, 0, 0],  # fits
+        [2, 11, 12, 13, 3, 21, 22, 3],  # 3+3: tie pops b -> 3+2
     ]
     assert out["segment_ids"].numpy().tolist()[1] == [0, 0, 0, 1, 1, 1, 0, 0]
     assert out["input_mask"].numpy().tolist()[1] == [1, 1, 1, 1, 1, 1, 0, 0]

@@ -15,28 +15,32 @@ DEMO_SPM = os.path.join(ROOT, "data", "demo", "spm.model")
 
 def test_tokenization_does_not_import_tensorflow():
     import subprocess
+
     code = "import sys, albert_tf.tokenization; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
 
-@pytest.mark.parametrize("text,lower,expected", [
-    ("  Hello \t  World\n", False, "Hello World"),
-    ("Héllo Wörld", False, "Hello World"),
-    ("Héllo Wörld", True, "hello world"),
-    ("naïve café", True, "naive cafe"),
-    ("a\u00a0b\u3000c", False, "a b c"),      # nbsp / ideographic space are whitespace
-    ("ﬁne ²", False, "fine 2"),                # NFKD compatibility mapping
-    ("ΟΔΟΣ", True, "οδος"),                    # str.lower: final sigma
-    ("", True, ""),
-])
+@pytest.mark.parametrize(
+    "text,lower,expected",
+    [
+        ("  Hello \t  World\n", False, "Hello World"),
+        ("Héllo Wörld", False, "Hello World"),
+        ("Héllo Wörld", True, "hello world"),
+        ("naïve café", True, "naive cafe"),
+        ("a\u00a0b\u3000c", False, "a b c"),  # nbsp / ideographic space are whitespace
+        ("ﬁne ²", False, "fine 2"),  # NFKD compatibility mapping
+        ("ΟΔΟΣ", True, "οδος"),  # str.lower: final sigma
+        ("", True, ""),
+    ],
+)
 def test_preprocess_text(text, lower, expected):
     assert T.preprocess_text(text, lower=lower) == expected
 
 
 def test_preprocess_text_keep_space_and_bytes():
     assert T.preprocess_text("  a  b ", remove_space=False) == "  a  b "
-    assert T.preprocess_text("caf\xe9".encode("latin-1")) == "cafe"   # latin-1 fallback
+    assert T.preprocess_text("caf\xe9".encode("latin-1")) == "cafe"  # latin-1 fallback
     with pytest.raises(TypeError):
         T.preprocess_text(12)
 
@@ -44,9 +48,14 @@ def test_preprocess_text_keep_space_and_bytes():
 class FakeSp:
     """Stand-in processor with a fixed segmentation, to pin the digit-comma rule by hand."""
 
-    table = {"x1234, ok": ["▁x", "1234,", "▁ok"], "1234": ["▁", "1234"],
-             "in 1990, we": ["▁in", "▁1990,", "▁we"], "1990": ["▁1990"],
-             "a5,": ["▁a", "5,"], "5": ["▁5"]}
+    table = {
+        "x1234, ok": ["▁x", "1234,", "▁ok"],
+        "1234": ["▁", "1234"],
+        "in 1990, we": ["▁in", "▁1990,", "▁we"],
+        "1990": ["▁1990"],
+        "a5,": ["▁a", "5,"],
+        "5": ["▁5"],
+    }
 
     def EncodeAsPieces(self, text):
         return list(self.table[text])
@@ -66,8 +75,7 @@ def test_encode_pieces_digit_comma_intended_vs_py3():
     assert T.encode_pieces(sp, "a5,", digit_comma="python3") == ["▁a", "▁5", ","]
     # Piece that starts with "▁": both modes agree.
     for mode in T.DIGIT_COMMA_MODES:
-        assert T.encode_pieces(sp, "in 1990, we", digit_comma=mode) == [
-            "▁in", "▁1990", ",", "▁we"]
+        assert T.encode_pieces(sp, "in 1990, we", digit_comma=mode) == ["▁in", "▁1990", ",", "▁we"]
     assert T.encode_ids(sp, "a5,") == [2, 2, 1]
     assert T.encode_ids(sp, "a5,", digit_comma=intended) == [2, 1, 1]
     with pytest.raises(UserError, match="^--digit_comma='py2': expected one of python3, intended"):
@@ -81,9 +89,16 @@ def test_encode_pieces_demo_model():
     # The demo model segments "x1234," as [.., "34,"]: the rule fires on a piece without "▁".
     assert "34," in sp.EncodeAsPieces("x1234, ok")
     assert T.encode_pieces(sp, "x1234, ok", digit_comma="intended") == [
-        "▁", "x", "12", "34", ",", "▁", "ok"]
+        "▁",
+        "x",
+        "12",
+        "34",
+        ",",
+        "▁",
+        "ok",
+    ]
     assert T.encode_pieces(sp, "x1234, ok") == ["▁", "x", "12", "▁34", ",", "▁", "ok"]
-    assert T.encode_pieces(sp, "at 7,") == ["▁at", "▁7", ","]   # piece with "▁": modes agree
+    assert T.encode_pieces(sp, "at 7,") == ["▁at", "▁7", ","]  # piece with "▁": modes agree
     text = T.preprocess_text("In 1987, she sold 12,500 sheep; at 7, 4,", lower=True)
     pieces = T.encode_pieces(sp, text)
     assert "".join(pieces).replace("▁", " ").strip() == text
@@ -113,8 +128,13 @@ def test_full_tokenizer_spm(spm_tok):
 def test_spm_missing_special_piece(tmp_path):
     inp = tmp_path / "t.txt"
     inp.write_text("\n".join(["the cat sat on the mat"] * 50 + ["a dog ran"] * 50))
-    spm.SentencePieceTrainer.train(input=str(inp), model_prefix=str(tmp_path / "m"), vocab_size=17,
-                                   model_type="unigram", minloglevel=2)
+    spm.SentencePieceTrainer.train(
+        input=str(inp),
+        model_prefix=str(tmp_path / "m"),
+        vocab_size=17,
+        model_type="unigram",
+        minloglevel=2,
+    )
     tok = T.FullTokenizer(spm_model_file=str(tmp_path / "m.model"))
     with pytest.raises(ValueError, match=r"m\.model.*<pad>.*\[CLS\]"):
         tok.special_ids()
@@ -139,8 +159,28 @@ def test_errors(tmp_path):
 
 @pytest.fixture
 def wp_vocab(tmp_path):
-    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un", "##aff", "##able", "runn",
-             "##ing", "the", "the", ",", "!", "中", "国", "hello", "cafe", "\tweird 7", "x"]
+    words = [
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+        "un",
+        "##aff",
+        "##able",
+        "runn",
+        "##ing",
+        "the",
+        "the",
+        ",",
+        "!",
+        "中",
+        "国",
+        "hello",
+        "cafe",
+        "\tweird 7",
+        "x",
+    ]
     p = tmp_path / "vocab.txt"
     p.write_text("\n".join(words) + "\n", encoding="utf-8")
     return p
@@ -149,8 +189,8 @@ def wp_vocab(tmp_path):
 def test_load_vocab(wp_vocab):
     v = T.load_vocab(str(wp_vocab))
     assert list(v)[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    assert v["the"] == 10 and v[","] == 11        # duplicate skipped, ids stay dense
-    assert v["weird"] == 17                        # first whitespace field only
+    assert v["the"] == 10 and v[","] == 11  # duplicate skipped, ids stay dense
+    assert v["weird"] == 17  # first whitespace field only
     assert list(v.values()) == list(range(len(v)))
 
 
@@ -161,7 +201,7 @@ def test_wordpiece_tokenizer(wp_vocab):
     assert tok.tokenize("中国hello,Café") == ["中", "国", "hello", ",", "cafe"]
     assert tok.tokenize("unknownword x") == ["[UNK]", "x"]
     assert tok.tokenize("x" * 201) == ["[UNK]"]
-    assert tok.tokenize("a\x00b\u200b") == ["[UNK]"]   # control chars removed -> "ab"
+    assert tok.tokenize("a\x00b\u200b") == ["[UNK]"]  # control chars removed -> "ab"
     assert tok.special_ids() == {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
     ids = tok.convert_tokens_to_ids(["un", "##aff"])
     assert ids == [5, 6] and tok.convert_ids_to_tokens(ids) == ["un", "##aff"]
@@ -181,14 +221,20 @@ def test_wordpiece_missing_special(tmp_path):
 def test_spm_vocab_as_wordpiece_vocab_is_refused(tmp_path):
     """A SentencePiece .vocab ("piece<TAB>score" lines) failed later with KeyError: '[UNK]'."""
     spm_vocab = os.path.join(ROOT, "data", "demo", "spm.vocab")
-    with pytest.raises(UserError, match=rf"^{spm_vocab}: a SentencePiece .vocab file, not a "
-                       r"WordPiece vocabulary; pass the SentencePiece .model file as "
-                       r"--spm_model_file instead$"):
+    with pytest.raises(
+        UserError,
+        match=rf"^{spm_vocab}: a SentencePiece .vocab file, not a "
+        r"WordPiece vocabulary; pass the SentencePiece .model file as "
+        r"--spm_model_file instead$",
+    ):
         T.FullTokenizer(vocab_file=spm_vocab)
     other = tmp_path / "words.txt"
     other.write_text("[CLS]\n[SEP]\nhello\n")
-    with pytest.raises(UserError, match=r"words.txt: not a WordPiece vocabulary \(one token per "
-                       r"line\): it has no \[UNK\] line"):
+    with pytest.raises(
+        UserError,
+        match=r"words.txt: not a WordPiece vocabulary \(one token per "
+        r"line\): it has no \[UNK\] line",
+    ):
         T.FullTokenizer(vocab_file=str(other))
 
 
@@ -197,9 +243,12 @@ def test_vocab_must_fit_the_config(wp_vocab):
     size = spm_tok.vocab_size
     for vocab_size in (size, 30000):
         T.check_vocab_fits_config(spm_tok, vocab_size, "albert_config.json")
-    with pytest.raises(UserError, match=rf"^--spm_model_file={DEMO_SPM} has {size} pieces but "
-                       r"cfg/albert_config.json has vocab_size 100: ids 100 and above have no "
-                       r"embedding"):
+    with pytest.raises(
+        UserError,
+        match=rf"^--spm_model_file={DEMO_SPM} has {size} pieces but "
+        r"cfg/albert_config.json has vocab_size 100: ids 100 and above have no "
+        r"embedding",
+    ):
         T.check_vocab_fits_config(spm_tok, 100, "cfg/albert_config.json")
     wp_tok = T.FullTokenizer(vocab_file=str(wp_vocab))
     with pytest.raises(UserError, match=rf"^--vocab_file={wp_vocab} has 19 pieces but c.json"):

@@ -11,9 +11,16 @@ SEQ, PREDS, NUM_EXAMPLES = 16, 3, 64
 
 
 def tiny_config():
-    return AlbertConfig(vocab_size=40, embedding_size=8, hidden_size=16, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=32,
-                        max_position_embeddings=SEQ, initializer_range=0.1)
+    return AlbertConfig(
+        vocab_size=40,
+        embedding_size=8,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=SEQ,
+        initializer_range=0.1,
+    )
 
 
 def synthetic_features(seed=0, n=NUM_EXAMPLES):
@@ -23,8 +30,9 @@ def synthetic_features(seed=0, n=NUM_EXAMPLES):
     ids = (start + np.arange(SEQ)[None]) % 40
     labels = rng.integers(0, 2, size=n)
     ids[labels == 1] = ids[labels == 1][:, ::-1]
-    positions = np.sort(np.stack([rng.choice(np.arange(1, SEQ), PREDS, replace=False)
-                                  for _ in range(n)]), axis=1)
+    positions = np.sort(
+        np.stack([rng.choice(np.arange(1, SEQ), PREDS, replace=False) for _ in range(n)]), axis=1
+    )
     masked_ids = np.take_along_axis(ids, positions, axis=1)
     masked_input = ids.copy()
     np.put_along_axis(masked_input, positions, 4, axis=1)
@@ -48,11 +56,13 @@ def dataset_fn(global_batch, shard_records=True, seed=0, n=NUM_EXAMPLES):
         if shard_records and ctx.num_input_pipelines > 1:
             d = d.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
         return d.repeat().batch(ctx.get_per_replica_batch_size(global_batch), drop_remainder=True)
+
     return fn
 
 
 def build(strategy, optimizer="adamw", lr=1e-3, steps=100, warmup=0, seed=1):
     import keras
+
     keras.utils.set_random_seed(seed)
     with strategy.scope():
         model = AlbertPretrainer(tiny_config())

@@ -102,7 +102,7 @@ def read_tsv(path: str) -> list[tuple[int, list[str]]]:
     can point at the offending line. Raises FileNotFoundError for a missing file and ValueError
     (naming file, line and column) for bytes that are not UTF-8.
     """
-    if not ("://" in path) and not os.path.isfile(path):
+    if "://" not in path and not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: GLUE data file not found")
     with _open_binary(path) as f:
         raw = f.read()
@@ -259,8 +259,9 @@ class DataProcessor:
                 label = self._label(path, line, row, c.label)
             examples.append(InputExample(guid, text_a, text_b, label))
         if skipped:
-            _logger.warning("%s: skipped %d row(s) with missing columns (as the original)",
-                            path, skipped)
+            _logger.warning(
+                "%s: skipped %d row(s) with missing columns (as the original)", path, skipped
+            )
         self.last_skipped = skipped
         return examples
 
@@ -354,8 +355,7 @@ class MrpcProcessor(DataProcessor):
     folder = "MRPC"
     columns = Columns(text_a=(3, "#1 String"), text_b=(4, "#2 String"), label=0, guid=None)
     # The original keeps the test id unprocessed.
-    test_columns = Columns(text_a=(3, "#1 String"), text_b=(4, "#2 String"),
-                           processed_guid=False)
+    test_columns = Columns(text_a=(3, "#1 String"), text_b=(4, "#2 String"), processed_guid=False)
 
 
 class ColaProcessor(DataProcessor):
@@ -395,10 +395,14 @@ class QqpProcessor(DataProcessor):
 
     folder = "QQP"
     # The original keeps the id unprocessed.
-    columns = Columns(text_a=(3, "question1"), text_b=(4, "question2"), label=5,
-                      processed_guid=False, min_columns=6)
-    test_columns = Columns(text_a=(1, "question1"), text_b=(2, "question2"),
-                           processed_guid=False)
+    columns = Columns(
+        text_a=(3, "question1"),
+        text_b=(4, "question2"),
+        label=5,
+        processed_guid=False,
+        min_columns=6,
+    )
+    test_columns = Columns(text_a=(1, "question1"), text_b=(2, "question2"), processed_guid=False)
 
 
 #: Task name (lower case, as the original's --task_name) -> processor class.
@@ -417,8 +421,9 @@ PROCESSORS: dict[str, type[DataProcessor]] = {
 }
 
 
-def get_processor(task_name: str, use_spm: bool = True, do_lower_case: bool = True
-                  ) -> DataProcessor:
+def get_processor(
+    task_name: str, use_spm: bool = True, do_lower_case: bool = True
+) -> DataProcessor:
     """Returns the processor instance for ``task_name`` (case-insensitive)."""
     key = task_name.lower()
     if key not in PROCESSORS:
@@ -434,23 +439,54 @@ def get_processor(task_name: str, use_spm: bool = True, do_lower_case: bool = Tr
 _TFDS_TASKS: dict[str, tuple[str, dict[str, str], str, str | None]] = {
     "cola": ("cola", {"train": "train", "dev": "validation", "test": "test"}, "sentence", None),
     "sst-2": ("sst2", {"train": "train", "dev": "validation", "test": "test"}, "sentence", None),
-    "mrpc": ("mrpc", {"train": "train", "dev": "validation", "test": "test"},
-             "sentence1", "sentence2"),
-    "sts-b": ("stsb", {"train": "train", "dev": "validation", "test": "test"},
-              "sentence1", "sentence2"),
-    "qqp": ("qqp", {"train": "train", "dev": "validation", "test": "test"},
-            "question1", "question2"),
-    "mnli": ("mnli", {"train": "train", "dev": "validation_matched", "test": "test_matched"},
-             "premise", "hypothesis"),
-    "mismnli": ("mnli",
-                {"train": "train", "dev": "validation_mismatched", "test": "test_mismatched"},
-                "premise", "hypothesis"),
-    "qnli": ("qnli", {"train": "train", "dev": "validation", "test": "test"},
-             "question", "sentence"),
-    "rte": ("rte", {"train": "train", "dev": "validation", "test": "test"},
-            "sentence1", "sentence2"),
-    "wnli": ("wnli", {"train": "train", "dev": "validation", "test": "test"},
-             "sentence1", "sentence2"),
+    "mrpc": (
+        "mrpc",
+        {"train": "train", "dev": "validation", "test": "test"},
+        "sentence1",
+        "sentence2",
+    ),
+    "sts-b": (
+        "stsb",
+        {"train": "train", "dev": "validation", "test": "test"},
+        "sentence1",
+        "sentence2",
+    ),
+    "qqp": (
+        "qqp",
+        {"train": "train", "dev": "validation", "test": "test"},
+        "question1",
+        "question2",
+    ),
+    "mnli": (
+        "mnli",
+        {"train": "train", "dev": "validation_matched", "test": "test_matched"},
+        "premise",
+        "hypothesis",
+    ),
+    "mismnli": (
+        "mnli",
+        {"train": "train", "dev": "validation_mismatched", "test": "test_mismatched"},
+        "premise",
+        "hypothesis",
+    ),
+    "qnli": (
+        "qnli",
+        {"train": "train", "dev": "validation", "test": "test"},
+        "question",
+        "sentence",
+    ),
+    "rte": (
+        "rte",
+        {"train": "train", "dev": "validation", "test": "test"},
+        "sentence1",
+        "sentence2",
+    ),
+    "wnli": (
+        "wnli",
+        {"train": "train", "dev": "validation", "test": "test"},
+        "sentence1",
+        "sentence2",
+    ),
     "ax": ("ax", {"test": "test"}, "premise", "hypothesis"),
 }
 
@@ -462,8 +498,9 @@ def tfds_name(task_name: str, split: str) -> tuple[str, str]:
         raise ValueError(f"unknown GLUE task {task_name!r}; known tasks: {sorted(_TFDS_TASKS)}")
     config, splits, _, _ = _TFDS_TASKS[key]
     if split not in splits:
-        raise ValueError(f"task {task_name!r} has no {split!r} split in TFDS "
-                         f"(available: {sorted(splits)})")
+        raise ValueError(
+            f"task {task_name!r} has no {split!r} split in TFDS (available: {sorted(splits)})"
+        )
     return f"glue/{config}", splits[split]
 
 
@@ -471,9 +508,14 @@ def _decode(value) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
-def tfds_examples(task_name: str, split: str, data_dir: str | None = None,
-                  use_spm: bool = True, do_lower_case: bool = True,
-                  download: bool = False) -> list[InputExample]:
+def tfds_examples(
+    task_name: str,
+    split: str,
+    data_dir: str | None = None,
+    use_spm: bool = True,
+    do_lower_case: bool = True,
+    download: bool = False,
+) -> list[InputExample]:
     """Reads a GLUE split from TensorFlow Datasets into the same examples as the TSV processors.
 
     TFDS label indices are mapped to the original label strings: the 0/1 tasks (CoLA, SST-2,
@@ -542,13 +584,19 @@ def _truncate_seq_pair(tokens_a: list, tokens_b: list, max_length: int) -> None:
             tokens_b.pop()
 
 
-def convert_single_example(example, label_map: dict | None, max_seq_length: int, tokenizer,
-                           is_regression: bool) -> InputFeatures:
+def convert_single_example(
+    example, label_map: dict | None, max_seq_length: int, tokenizer, is_regression: bool
+) -> InputFeatures:
     """Converts one example (or a PaddingInputExample) into InputFeatures (spec §11.3)."""
     if isinstance(example, PaddingInputExample):
         zeros = [0] * max_seq_length
-        return InputFeatures(list(zeros), list(zeros), list(zeros),
-                             0.0 if is_regression else 0, is_real_example=False)
+        return InputFeatures(
+            list(zeros),
+            list(zeros),
+            list(zeros),
+            0.0 if is_regression else 0,
+            is_real_example=False,
+        )
 
     tokens_a = list(tokenizer.tokenize(example.text_a))
     tokens_b = list(tokenizer.tokenize(example.text_b)) if example.text_b else None
@@ -574,14 +622,21 @@ def convert_single_example(example, label_map: dict | None, max_seq_length: int,
         label_id = float(example.label)
     else:
         if example.label not in label_map:
-            raise ValueError(f"example {example.guid!r}: unknown label {example.label!r}; "
-                             f"expected one of {list(label_map)}")
+            raise ValueError(
+                f"example {example.guid!r}: unknown label {example.label!r}; "
+                f"expected one of {list(label_map)}"
+            )
         label_id = label_map[example.label]
     return InputFeatures(input_ids, input_mask, segment_ids, label_id, True, example.guid)
 
 
-def convert_examples_to_features(examples: Iterable, label_list: Sequence, max_seq_length: int,
-                                 tokenizer, is_regression: bool = False) -> list[InputFeatures]:
+def convert_examples_to_features(
+    examples: Iterable,
+    label_list: Sequence,
+    max_seq_length: int,
+    tokenizer,
+    is_regression: bool = False,
+) -> list[InputFeatures]:
     """Converts examples to features with the original truncation and packing.
 
     Pair: while len(a) + len(b) > max_seq_length - 3, drop the last token of the longer one
@@ -594,11 +649,17 @@ def convert_examples_to_features(examples: Iterable, label_list: Sequence, max_s
     label_map = None if is_regression else {label: i for i, label in enumerate(label_list)}
     features = []
     for index, example in enumerate(examples):
-        feature = convert_single_example(example, label_map, max_seq_length, tokenizer,
-                                         is_regression)
+        feature = convert_single_example(
+            example, label_map, max_seq_length, tokenizer, is_regression
+        )
         if index < 3 and not isinstance(example, PaddingInputExample):
-            _logger.debug("example %s: input_ids=%s segment_ids=%s label=%s", example.guid,
-                          feature.input_ids, feature.segment_ids, feature.label_id)
+            _logger.debug(
+                "example %s: input_ids=%s segment_ids=%s label=%s",
+                example.guid,
+                feature.input_ids,
+                feature.segment_ids,
+                feature.label_id,
+            )
         features.append(feature)
     return features
 
@@ -609,20 +670,32 @@ def _to_tf_example(feature: InputFeatures, is_regression: bool):
     def ints(values):
         return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
 
-    label = (tf.train.Feature(float_list=tf.train.FloatList(value=[float(feature.label_id)]))
-             if is_regression else ints([int(feature.label_id)]))
-    return tf.train.Example(features=tf.train.Features(feature={
-        "input_ids": ints(feature.input_ids),
-        "input_mask": ints(feature.input_mask),
-        "segment_ids": ints(feature.segment_ids),
-        "label_ids": label,
-        "is_real_example": ints([int(feature.is_real_example)]),
-    }))
+    label = (
+        tf.train.Feature(float_list=tf.train.FloatList(value=[float(feature.label_id)]))
+        if is_regression
+        else ints([int(feature.label_id)])
+    )
+    return tf.train.Example(
+        features=tf.train.Features(
+            feature={
+                "input_ids": ints(feature.input_ids),
+                "input_mask": ints(feature.input_mask),
+                "segment_ids": ints(feature.segment_ids),
+                "label_ids": label,
+                "is_real_example": ints([int(feature.is_real_example)]),
+            }
+        )
+    )
 
 
-def file_based_convert_examples_to_features(examples: Iterable, label_list: Sequence,
-                                            max_seq_length: int, tokenizer, output_file: str,
-                                            is_regression: bool = False) -> int:
+def file_based_convert_examples_to_features(
+    examples: Iterable,
+    label_list: Sequence,
+    max_seq_length: int,
+    tokenizer,
+    output_file: str,
+    is_regression: bool = False,
+) -> int:
     """Writes the features of ``examples`` to a TFRecord file; returns the number written.
 
     Feature names as the original: input_ids, input_mask, segment_ids (int64 [S]), label_ids
@@ -637,8 +710,9 @@ def file_based_convert_examples_to_features(examples: Iterable, label_list: Sequ
     count = 0
     with atomic_path(output_file) as tmp, tf.io.TFRecordWriter(tmp) as writer:
         for example in examples:
-            feature = convert_single_example(example, label_map, max_seq_length, tokenizer,
-                                             is_regression)
+            feature = convert_single_example(
+                example, label_map, max_seq_length, tokenizer, is_regression
+            )
             writer.write(_to_tf_example(feature, is_regression).SerializeToString())
             count += 1
             if count % 10000 == 0:
@@ -668,10 +742,19 @@ def _hash_file(hasher, path: str) -> None:
             hasher.update(chunk)
 
 
-def feature_cache_key(task_name: str, split: str, *, max_seq_length: int, do_lower_case: bool,
-                      label_list: Sequence, data_files: Sequence[str] = (),
-                      spm_model_file: str | None = None, vocab_file: str | None = None,
-                      extra: dict | None = None, digit_comma: str = "python3") -> str:
+def feature_cache_key(
+    task_name: str,
+    split: str,
+    *,
+    max_seq_length: int,
+    do_lower_case: bool,
+    label_list: Sequence,
+    data_files: Sequence[str] = (),
+    spm_model_file: str | None = None,
+    vocab_file: str | None = None,
+    extra: dict | None = None,
+    digit_comma: str = "python3",
+) -> str:
     """Hash of everything that determines the features of one split.
 
     Covers the bytes of the data file(s) and of the SentencePiece model / vocabulary, the task,
@@ -693,8 +776,10 @@ def feature_cache_key(task_name: str, split: str, *, max_seq_length: int, do_low
         "extra": extra or {},
     }
     h.update(json.dumps(meta, sort_keys=True).encode("utf-8"))
-    for tag, path in [("data", p) for p in data_files] + [("spm", spm_model_file),
-                                                          ("vocab", vocab_file)]:
+    for tag, path in [("data", p) for p in data_files] + [
+        ("spm", spm_model_file),
+        ("vocab", vocab_file),
+    ]:
         if path is None:
             continue
         h.update(f"\0{tag}\0".encode())
@@ -702,10 +787,20 @@ def feature_cache_key(task_name: str, split: str, *, max_seq_length: int, do_low
     return h.hexdigest()[:16]
 
 
-def cached_features(task_name: str, split: str, data_dir: str | None, cache_dir: str, tokenizer,
-                    max_seq_length: int, *, do_lower_case: bool,
-                    spm_model_file: str | None = None, vocab_file: str | None = None,
-                    use_tfds: bool = False, tfds_data_dir: str | None = None) -> CachedFeatures:
+def cached_features(
+    task_name: str,
+    split: str,
+    data_dir: str | None,
+    cache_dir: str,
+    tokenizer,
+    max_seq_length: int,
+    *,
+    do_lower_case: bool,
+    spm_model_file: str | None = None,
+    vocab_file: str | None = None,
+    use_tfds: bool = False,
+    tfds_data_dir: str | None = None,
+) -> CachedFeatures:
     """Returns the TFRecord of one split's features, building it only when needed.
 
     The file is ``<cache_dir>/<task>_<split>_<key>.tf_record`` with ``key`` from
@@ -726,8 +821,10 @@ def cached_features(task_name: str, split: str, data_dir: str | None, cache_dir:
       use_tfds, tfds_data_dir: Read the examples from TFDS instead of TSV files.
     """
     if spm_model_file is None and vocab_file is None:
-        raise ValueError("cached_features needs spm_model_file or vocab_file: the tokenizer's "
-                         "files are part of the cache key")
+        raise ValueError(
+            "cached_features needs spm_model_file or vocab_file: the tokenizer's "
+            "files are part of the cache key"
+        )
     use_spm = spm_model_file is not None
     processor = get_processor(task_name, use_spm=use_spm, do_lower_case=do_lower_case)
     label_list = processor.get_labels()
@@ -737,8 +834,12 @@ def cached_features(task_name: str, split: str, data_dir: str | None, cache_dir:
         name, tfds_split = tfds_name(task_name, split)
         builder = tfds.builder(name, data_dir=tfds_data_dir)
         data_files: list[str] = []
-        extra = {"tfds": name, "tfds_split": tfds_split, "version": str(builder.info.version),
-                 "tfds_data_dir": builder.data_dir}
+        extra = {
+            "tfds": name,
+            "tfds_split": tfds_split,
+            "version": str(builder.info.version),
+            "tfds_data_dir": builder.data_dir,
+        }
         load = lambda: tfds_examples(task_name, split, tfds_data_dir, use_spm, do_lower_case)
     else:
         if data_dir is None:
@@ -747,11 +848,18 @@ def cached_features(task_name: str, split: str, data_dir: str | None, cache_dir:
         extra = {}
         load = lambda: processor.get_examples(data_dir, split)
 
-    key = feature_cache_key(task_name, split, max_seq_length=max_seq_length,
-                            do_lower_case=do_lower_case, label_list=label_list,
-                            data_files=data_files, spm_model_file=spm_model_file,
-                            vocab_file=vocab_file, extra=extra,
-                            digit_comma=tokenizer.digit_comma)
+    key = feature_cache_key(
+        task_name,
+        split,
+        max_seq_length=max_seq_length,
+        do_lower_case=do_lower_case,
+        label_list=label_list,
+        data_files=data_files,
+        spm_model_file=spm_model_file,
+        vocab_file=vocab_file,
+        extra=extra,
+        digit_comma=tokenizer.digit_comma,
+    )
     os.makedirs(cache_dir, exist_ok=True)
     path = os.path.join(cache_dir, f"{task_name.lower()}_{split}_{key}.tf_record")
     meta_path = path + ".json"
@@ -762,13 +870,23 @@ def cached_features(task_name: str, split: str, data_dir: str | None, cache_dir:
         return CachedFeatures(path, int(meta["num_examples"]), key, True)
 
     examples = load()
-    count = file_based_convert_examples_to_features(examples, label_list, max_seq_length,
-                                                    tokenizer, path, processor.is_regression)
-    meta = {"num_examples": count, "task": task_name.lower(), "split": split, "key": key,
-            "max_seq_length": max_seq_length, "do_lower_case": do_lower_case,
-            "digit_comma": tokenizer.digit_comma, "data_files": data_files,
-            "spm_model_file": spm_model_file, "vocab_file": vocab_file, "extra": extra,
-            "format": FEATURE_FORMAT_VERSION}
+    count = file_based_convert_examples_to_features(
+        examples, label_list, max_seq_length, tokenizer, path, processor.is_regression
+    )
+    meta = {
+        "num_examples": count,
+        "task": task_name.lower(),
+        "split": split,
+        "key": key,
+        "max_seq_length": max_seq_length,
+        "do_lower_case": do_lower_case,
+        "digit_comma": tokenizer.digit_comma,
+        "data_files": data_files,
+        "spm_model_file": spm_model_file,
+        "vocab_file": vocab_file,
+        "extra": extra,
+        "format": FEATURE_FORMAT_VERSION,
+    }
     atomic_write_text(meta_path, json.dumps(meta, indent=2, sort_keys=True))
     return CachedFeatures(path, count, key, False)
 
@@ -796,10 +914,18 @@ def feature_spec(seq_length: int, is_regression: bool = False) -> dict:
     }
 
 
-def classifier_dataset(path: str | Sequence[str], seq_length: int, batch_size: int,
-                       is_training: bool, is_regression: bool = False, input_context=None,
-                       shuffle_buffer: int = 100, full_shuffle: bool = False,
-                       drop_remainder: bool | None = None, seed: int | None = None):
+def classifier_dataset(
+    path: str | Sequence[str],
+    seq_length: int,
+    batch_size: int,
+    is_training: bool,
+    is_regression: bool = False,
+    input_context=None,
+    shuffle_buffer: int = 100,
+    full_shuffle: bool = False,
+    drop_remainder: bool | None = None,
+    seed: int | None = None,
+):
     """A tf.data pipeline over classifier TFRecords.
 
     Elements are dicts with ``input_ids``, ``input_mask``, ``segment_ids`` (int32 [B, S]),
@@ -841,8 +967,7 @@ def classifier_dataset(path: str | Sequence[str], seq_length: int, batch_size: i
 
     def decode(record):
         example = tf.io.parse_single_example(record, name_to_features)
-        return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v
-                for k, v in example.items()}
+        return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in example.items()}
 
     d = tf.data.TFRecordDataset(files)
     if input_context is not None and input_context.num_input_pipelines > 1:
@@ -877,13 +1002,34 @@ def pad_batch(batch: dict, batch_size: int) -> dict:
 
 
 __all__ = [
-    "InputExample", "InputFeatures", "PaddingInputExample", "Columns", "DataProcessor",
+    "InputExample",
+    "InputFeatures",
+    "PaddingInputExample",
+    "Columns",
+    "DataProcessor",
     "PROCESSORS",
-    "get_processor", "read_tsv", "tfds_name", "tfds_examples", "convert_single_example",
-    "convert_examples_to_features", "file_based_convert_examples_to_features",
-    "feature_cache_key", "cached_features", "CachedFeatures", "feature_spec", "classifier_dataset",
+    "get_processor",
+    "read_tsv",
+    "tfds_name",
+    "tfds_examples",
+    "convert_single_example",
+    "convert_examples_to_features",
+    "file_based_convert_examples_to_features",
+    "feature_cache_key",
+    "cached_features",
+    "CachedFeatures",
+    "feature_spec",
+    "classifier_dataset",
     "pad_batch",
-    "ColaProcessor", "Sst2Processor", "MrpcProcessor", "StsbProcessor", "QqpProcessor",
-    "MnliProcessor", "MisMnliProcessor", "QnliProcessor", "RteProcessor", "WnliProcessor",
+    "ColaProcessor",
+    "Sst2Processor",
+    "MrpcProcessor",
+    "StsbProcessor",
+    "QqpProcessor",
+    "MnliProcessor",
+    "MisMnliProcessor",
+    "QnliProcessor",
+    "RteProcessor",
+    "WnliProcessor",
     "AxProcessor",
 ]

@@ -201,9 +201,7 @@ class FastTokenizer:
         out = self._split_cache.get(piece_id)
         if out is None:
             tok = self.tok
-            pieces = self._split_piece(
-                tok.sp_model, tok.inv_vocab[piece_id], tok.digit_comma
-            )
+            pieces = self._split_piece(tok.sp_model, tok.inv_vocab[piece_id], tok.digit_comma)
             out = self._split_cache[piece_id] = tuple(tok.convert_tokens_to_ids(pieces))
         return out
 
@@ -286,7 +284,7 @@ def read_unit(unit: Unit, fast: FastTokenizer) -> pi.Corpus:
     except UnicodeDecodeError as e:
         line = _line_number(unit.path, unit.start, e.start)
         raise InputDataError(
-            f"{unit.path}:{line}: invalid UTF-8 byte {data[e.start:e.start + 1]!r} "
+            f"{unit.path}:{line}: invalid UTF-8 byte {data[e.start : e.start + 1]!r} "
             f"(byte offset {unit.start + e.start}); input files must be UTF-8 text"
         ) from None
     del data
@@ -362,8 +360,11 @@ def _long_lines(corpus: pi.Corpus, max_num_tokens: int) -> dict:
     """Lines (segments) longer than a whole sequence: every instance cuts them (§8.3 step 5)."""
     lengths = np.diff(corpus.seg_offsets)
     long = lengths[lengths > max_num_tokens]
-    return dict(long_lines=int(long.size), long_tokens=int((long - max_num_tokens).sum()),
-                longest_line=int(long.max()) if long.size else 0)
+    return dict(
+        long_lines=int(long.size),
+        long_tokens=int((long - max_num_tokens).sum()),
+        longest_line=int(long.max()) if long.size else 0,
+    )
 
 
 def process_unit(unit: Unit, sinks: Sequence | None = None) -> dict:
@@ -510,8 +511,10 @@ def create_pretraining_data(
     Temporaries of killed earlier runs next to the outputs are removed first.
     `digit_comma`: the SentencePiece digit-comma rule (`albert_tf.tokenization`)."""
     if digit_comma not in tokenization.DIGIT_COMMA_MODES:
-        raise InputDataError(f"--digit_comma={digit_comma!r}: expected one of "
-                             f"{', '.join(tokenization.DIGIT_COMMA_MODES)}")
+        raise InputDataError(
+            f"--digit_comma={digit_comma!r}: expected one of "
+            f"{', '.join(tokenization.DIGIT_COMMA_MODES)}"
+        )
     try:
         config.validate()
     except ValueError as e:
@@ -550,8 +553,10 @@ def create_pretraining_data(
         fileio.remove_stale(folder, r"\..+\." + re.escape(_TMP_OUTPUT_INFIX) + r"{owner}\.tmp")
     tag = fileio.owner_tag()
     tmp_dir = tempfile.mkdtemp(prefix=f"{_TMP_DIR_PREFIX}{tag}-", dir=out_dir)
-    tmp_outputs = [os.path.join(os.path.dirname(o), f".{os.path.basename(o)}.{_TMP_OUTPUT_INFIX}"
-                                f"{tag}.tmp") for o in outputs]
+    tmp_outputs = [
+        os.path.join(os.path.dirname(o), f".{os.path.basename(o)}.{_TMP_OUTPUT_INFIX}{tag}.tmp")
+        for o in outputs
+    ]
     settings = Settings(
         vocab_file,
         spm_model_file,
@@ -563,8 +568,16 @@ def create_pretraining_data(
         tmp_dir,
         len(outputs),
     )
-    stats = dict(documents=0, instances=0, tokens=0, masked=0, units=len(units), long_lines=0,
-                 long_tokens=0, longest_line=0)
+    stats = dict(
+        documents=0,
+        instances=0,
+        tokens=0,
+        masked=0,
+        units=len(units),
+        long_lines=0,
+        long_tokens=0,
+        longest_line=0,
+    )
     longest_in = None  # the file of the longest line beyond max_seq_length - 3
     t0 = time.time()
     pool = None
@@ -618,15 +631,22 @@ def create_pretraining_data(
                     eta,
                 )
         if stats["instances"] == 0:
-            raise InputDataError(f"--input_file={input_file}: no instance could be made from "
-                                 f"{len(files)} file(s) ({stats['documents']} documents)")
+            raise InputDataError(
+                f"--input_file={input_file}: no instance could be made from "
+                f"{len(files)} file(s) ({stats['documents']} documents)"
+            )
         if stats["long_lines"]:
             logger.warning(
                 "%d input line(s) are longer than a whole sequence (max_seq_length - 3 = %d "
                 "tokens); every instance cuts them: %d tokens beyond %d (longest line: %d "
-                "tokens, in %s). Split such lines into sentences.", stats["long_lines"],
-                config.max_seq_length - 3, stats["long_tokens"], config.max_seq_length - 3,
-                stats["longest_line"], longest_in)
+                "tokens, in %s). Split such lines into sentences.",
+                stats["long_lines"],
+                config.max_seq_length - 3,
+                stats["long_tokens"],
+                config.max_seq_length - 3,
+                stats["longest_line"],
+                longest_in,
+            )
         while shards:
             shards.pop().close()
         for t, o in zip(tmp_outputs, outputs):
@@ -669,35 +689,47 @@ def create_pretraining_data(
 @dataclasses.dataclass(kw_only=True)
 class CreatePretrainingDataOptions(Options):
     """The CLI's flags: the original's names and defaults (§8.1) plus ours."""
+
     input_file: str | None = option(None, "Input raw text file(s): comma-separated globs.")
     output_file: str | None = option(None, "Output TFRecord file(s), comma-separated (= shards).")
     vocab_file: str | None = option(None, "WordPiece vocabulary (unused in SentencePiece mode).")
-    spm_model_file: str | None = option(None, "SentencePiece model; switches to SentencePiece "
-                                              "mode.")
-    input_file_mode: str = option("r", "Accepted for compatibility ('r' or 'rb'); input is "
-                                       "always decoded as strict UTF-8.", choices=("r", "rb"))
-    do_lower_case: bool = option(True, "Lower-case the input (SentencePiece: in "
-                                       "preprocess_text).")
+    spm_model_file: str | None = option(
+        None, "SentencePiece model; switches to SentencePiece mode."
+    )
+    input_file_mode: str = option(
+        "r",
+        "Accepted for compatibility ('r' or 'rb'); input is always decoded as strict UTF-8.",
+        choices=("r", "rb"),
+    )
+    do_lower_case: bool = option(True, "Lower-case the input (SentencePiece: in preprocess_text).")
     do_whole_word_mask: bool = option(True, "Mask whole words rather than single pieces.")
-    do_permutation: bool = option(False, "Not supported (rejected); see docs/original.md, "
-                                         "quirk 21.")
+    do_permutation: bool = option(
+        False, "Not supported (rejected); see docs/original.md, quirk 21."
+    )
     favor_shorter_ngram: bool = option(True, "p(n) ∝ 1/n (reversed if False).")
     random_next_sentence: bool = option(False, "NSP (random other document) instead of SOP.")
     max_seq_length: int = option(512, "Maximum sequence length.", minimum=2)
     ngram: int = option(3, "Maximum n-gram length to mask.", minimum=1)
-    max_predictions_per_seq: int = option(20, "Maximum masked positions per sequence.",
-                                          minimum=0)
+    max_predictions_per_seq: int = option(20, "Maximum masked positions per sequence.", minimum=0)
     random_seed: int = option(12345, "Seed of all random choices (fully reproducible).")
-    dupe_factor: int = option(40, "Passes over the data, each with fresh random choices.",
-                              minimum=1)
+    dupe_factor: int = option(
+        40, "Passes over the data, each with fresh random choices.", minimum=1
+    )
     masked_lm_prob: float = option(0.15, "Masked LM probability.", minimum=0.0, maximum=1.0)
-    short_seq_prob: float = option(0.1, "Probability of a shorter target length.",
-                                   minimum=0.0, maximum=1.0)
+    short_seq_prob: float = option(
+        0.1, "Probability of a shorter target length.", minimum=0.0, maximum=1.0
+    )
     num_workers: int | None = option(None, "Worker processes (default: all cores).", minimum=1)
-    chunk_size_mb: float = option(DEFAULT_CHUNK_SIZE_MB, "Files larger than this are split "
-                                  "into independent units (0 = never).", minimum=0.0)
-    write_unmasked: bool = option(False, "Write tokens + token_boundary without static masks "
-                                         "(for dynamic masking in the input pipeline).")
+    chunk_size_mb: float = option(
+        DEFAULT_CHUNK_SIZE_MB,
+        "Files larger than this are split into independent units (0 = never).",
+        minimum=0.0,
+    )
+    write_unmasked: bool = option(
+        False,
+        "Write tokens + token_boundary without static masks "
+        "(for dynamic masking in the input pipeline).",
+    )
     digit_comma: str = tokenization.digit_comma_option()
 
 
@@ -711,8 +743,10 @@ def main(argv=None) -> int:
     values = flags.FlagValues()
     define_flags(CreatePretrainingDataOptions, values, module_name=argv[0])
     if any(a in ("--help", "-h", "--helpfull", "-?", "--helpshort") for a in argv[1:]):
-        sys.stdout.write(f"Create masked SOP pretraining TFRecords (docs/pretraining.md).\n\n"
-                         f"{values.module_help(argv[0])}\n")
+        sys.stdout.write(
+            f"Create masked SOP pretraining TFRecords (docs/pretraining.md).\n\n"
+            f"{values.module_help(argv[0])}\n"
+        )
         return 0
     try:
         values(argv)
@@ -725,25 +759,39 @@ def main(argv=None) -> int:
         check(opts)
         missing = [n for n in ("input_file", "output_file") if not getattr(opts, n)]
         if missing:
-            raise InputDataError("missing required flag(s): " + ", ".join("--" + m for m in missing))
+            raise InputDataError(
+                "missing required flag(s): " + ", ".join("--" + m for m in missing)
+            )
         if opts.do_permutation:
             raise InputDataError(
                 "--do_permutation is not supported: the original writes masked arrays of twice "
                 "--max_predictions_per_seq that its own reader cannot parse (docs/original.md, "
-                "quirk 21); it was not used in the paper")
+                "quirk 21); it was not used in the paper"
+            )
         config = pi.MaskingConfig(
-            max_seq_length=opts.max_seq_length, short_seq_prob=opts.short_seq_prob,
+            max_seq_length=opts.max_seq_length,
+            short_seq_prob=opts.short_seq_prob,
             masked_lm_prob=opts.masked_lm_prob,
-            max_predictions_per_seq=opts.max_predictions_per_seq, ngram=opts.ngram,
+            max_predictions_per_seq=opts.max_predictions_per_seq,
+            ngram=opts.ngram,
             favor_shorter_ngram=opts.favor_shorter_ngram,
             do_whole_word_mask=opts.do_whole_word_mask,
-            random_next_sentence=opts.random_next_sentence, do_masking=not opts.write_unmasked)
+            random_next_sentence=opts.random_next_sentence,
+            do_masking=not opts.write_unmasked,
+        )
         create_pretraining_data(
-            opts.input_file, opts.output_file, config, vocab_file=opts.vocab_file,
-            spm_model_file=opts.spm_model_file, do_lower_case=opts.do_lower_case,
-            digit_comma=opts.digit_comma, dupe_factor=opts.dupe_factor,
-            random_seed=opts.random_seed, num_workers=opts.num_workers,
-            chunk_size_mb=opts.chunk_size_mb)
+            opts.input_file,
+            opts.output_file,
+            config,
+            vocab_file=opts.vocab_file,
+            spm_model_file=opts.spm_model_file,
+            do_lower_case=opts.do_lower_case,
+            digit_comma=opts.digit_comma,
+            dupe_factor=opts.dupe_factor,
+            random_seed=opts.random_seed,
+            num_workers=opts.num_workers,
+            chunk_size_mb=opts.chunk_size_mb,
+        )
     except UserError as e:
         logger.error("%s", e)
         sys.stderr.write(f"error: {e}\n")

@@ -15,7 +15,6 @@ import numpy as np
 
 from albert_tf.data.pretraining_instances import Instance, InstanceBatch, concat_ranges
 
-
 FEATURE_NAMES_MASKED = (
     "input_ids",
     "input_mask",

@@ -145,8 +145,9 @@ def check_tfrecords(input_patterns: str | Sequence[str], spec: dict, what: str) 
     if len(empty) == len(files):
         raise UserError(f"{what}: none of the {len(files)} files holds a record ({files[0]}, ...)")
     if empty:
-        _logger.warning("%s: %d of %d files hold no record, e.g. %s", what, len(empty),
-                        len(files), empty[0])
+        _logger.warning(
+            "%s: %d of %d files hold no record, e.g. %s", what, len(empty), len(files), empty[0]
+        )
     return files
 
 
@@ -174,15 +175,17 @@ def _check_example(record: bytes, spec: dict, where: str) -> None:
             if fixed.default_value is not None:
                 continue
             present = ", ".join(sorted(features)) or "none"
-            raise UserError(f"{where}: the first record has no feature {name!r} (expected "
-                            f"{expected}; it has {present})")
+            raise UserError(
+                f"{where}: the first record has no feature {name!r} (expected "
+                f"{expected}; it has {present})"
+            )
         kind = features[name].WhichOneof("kind")
         count = len(getattr(features[name], kind).value) if kind else 0
         if kind != _FEATURE_KINDS[fixed.dtype] or count != length:
-            got = (f"{count} {_KIND_NAMES[kind]} value{'s' * (count != 1)}" if kind
-                   else "no values")
-            raise UserError(f"{where}: feature {name!r} of the first record has {got}, "
-                            f"expected {expected}")
+            got = f"{count} {_KIND_NAMES[kind]} value{'s' * (count != 1)}" if kind else "no values"
+            raise UserError(
+                f"{where}: feature {name!r} of the first record has {got}, expected {expected}"
+            )
 
 
 def dynamic_mask(

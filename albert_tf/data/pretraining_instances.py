@@ -356,7 +356,7 @@ class InstanceBuilder:
         self._ngram = _NgramSampler(np_rng, config.ngram_probs())
 
     def document_order(self, corpus: Corpus) -> list[int]:
-        """The original's `rng.shuffle(all_documents)`: same draws as shuffling a list of that size."""
+        """The original's `rng.shuffle(all_documents)`: the draws of shuffling a list that long."""
         order = list(range(corpus.num_documents))
         shuffle_like_random(order, self.rng)
         return order

@@ -39,6 +39,7 @@ class RaceDataError(UserError):
 @dataclasses.dataclass
 class RaceExample:
     """One question: the article, the 4 choice texts (question + option) and the label."""
+
     example_id: str
     context: str
     endings: list[str]
@@ -49,14 +50,20 @@ def _field(record, key, kind, where):
     if key not in record:
         raise RaceDataError(f"{where}: no {key!r} field")
     if not isinstance(record[key], kind):
-        raise RaceDataError(f"{where}: {key!r} is {type(record[key]).__name__}, expected "
-                            f"{kind.__name__}")
+        raise RaceDataError(
+            f"{where}: {key!r} is {type(record[key]).__name__}, expected {kind.__name__}"
+        )
     return record[key]
 
 
-def read_race_examples(data_dir: str, split: str, do_lower_case: bool = True,
-                       high_only: bool = False, middle_only: bool = False,
-                       use_spm: bool = True) -> list[RaceExample]:
+def read_race_examples(
+    data_dir: str,
+    split: str,
+    do_lower_case: bool = True,
+    high_only: bool = False,
+    middle_only: bool = False,
+    use_spm: bool = True,
+) -> list[RaceExample]:
     """Examples of `<data_dir>/RACE/<split>/{middle,high}/`: its `all.txt` when the folder
     has one (as the original, which reads nothing else: the numbered files next to it hold
     the same questions), else its `*.txt` files in name order."""
@@ -71,8 +78,10 @@ def read_race_examples(data_dir: str, split: str, do_lower_case: bool = True,
             continue
         folder = os.path.join(data_dir, "RACE", split, level)
         if not tf.io.gfile.isdir(folder):
-            raise FileNotFoundError(f"RACE folder {folder} not found (expected "
-                                    "<data_dir>/RACE/{train,dev,test}/{middle,high}/all.txt)")
+            raise FileNotFoundError(
+                f"RACE folder {folder} not found (expected "
+                "<data_dir>/RACE/{train,dev,test}/{middle,high}/all.txt)"
+            )
         names = sorted(n for n in tf.io.gfile.listdir(folder) if n.endswith(".txt"))
         if ALL_FILE in names:
             names = [ALL_FILE]
@@ -92,34 +101,46 @@ def read_race_examples(data_dir: str, split: str, do_lower_case: bool = True,
                     questions = _field(record, "questions", list, where)
                     context = process(_field(record, "article", str, where))
                     if not len(answers) == len(options) == len(questions):
-                        raise RaceDataError(f"{where}: {len(questions)} questions, "
-                                            f"{len(options)} option lists, {len(answers)} "
-                                            "answers (expected the same number)")
+                        raise RaceDataError(
+                            f"{where}: {len(questions)} questions, "
+                            f"{len(options)} option lists, {len(answers)} "
+                            "answers (expected the same number)"
+                        )
                     for i, (question, choices, answer) in enumerate(
-                            zip(questions, options, answers)):
+                        zip(questions, options, answers)
+                    ):
                         if len(choices) != NUM_CHOICES or answer not in ("A", "B", "C", "D"):
-                            raise RaceDataError(f"{where}: question {i} needs 4 options and an "
-                                                f"answer A-D, got {len(choices)} and {answer!r}")
+                            raise RaceDataError(
+                                f"{where}: question {i} needs 4 options and an "
+                                f"answer A-D, got {len(choices)} and {answer!r}"
+                            )
                         question = process(question)
                         endings = []
                         for option in choices:
                             option = process(option)
-                            endings.append(question.replace("_", option) if "_" in question
-                                           else " ".join([question, option]))
-                        examples.append(RaceExample(str(record.get("id", "")), context, endings,
-                                                    ord(answer) - ord("A")))
+                            endings.append(
+                                question.replace("_", option)
+                                if "_" in question
+                                else " ".join([question, option])
+                            )
+                        examples.append(
+                            RaceExample(
+                                str(record.get("id", "")), context, endings, ord(answer) - ord("A")
+                            )
+                        )
     return examples
 
 
-def convert_example(example: RaceExample, tokenizer, max_seq_length: int,
-                    max_qa_length: int) -> dict:
+def convert_example(
+    example: RaceExample, tokenizer, max_seq_length: int, max_qa_length: int
+) -> dict:
     """{input_ids, input_mask, segment_ids: 4 x max_seq_length ints (choices one after the
     other), label_ids, is_real_example}."""
     context = tokenizer.tokenize(example.context)
     out = {"input_ids": [], "input_mask": [], "segment_ids": []}
     for ending in example.endings:
         choice = tokenizer.tokenize(ending)[-max_qa_length:]
-        kept = context[:max(0, max_seq_length - 3 - len(choice))]
+        kept = context[: max(0, max_seq_length - 3 - len(choice))]
         tokens = ["[CLS]", *kept, "[SEP]", *choice, "[SEP]"]
         pad = max_seq_length - len(tokens)
         out["input_ids"] += tokenizer.convert_tokens_to_ids(tokens) + [0] * pad
@@ -129,14 +150,20 @@ def convert_example(example: RaceExample, tokenizer, max_seq_length: int,
     return out
 
 
-def write_features(examples: Iterable[RaceExample], tokenizer, max_seq_length: int,
-                   max_qa_length: int, output_file: str) -> int:
+def write_features(
+    examples: Iterable[RaceExample],
+    tokenizer,
+    max_seq_length: int,
+    max_qa_length: int,
+    output_file: str,
+) -> int:
     """Writes the examples' records (temporary name, then renamed); returns the count."""
     import tensorflow as tf
 
     if max_seq_length <= max_qa_length + 3:
-        raise ValueError(f"max_seq_length={max_seq_length} must exceed max_qa_length="
-                         f"{max_qa_length} + 3")
+        raise ValueError(
+            f"max_seq_length={max_seq_length} must exceed max_qa_length={max_qa_length} + 3"
+        )
 
     def ints(values):
         return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
@@ -145,9 +172,16 @@ def write_features(examples: Iterable[RaceExample], tokenizer, max_seq_length: i
     with fileio.atomic_path(output_file) as tmp, tf.io.TFRecordWriter(tmp) as writer:
         for example in examples:
             feature = convert_example(example, tokenizer, max_seq_length, max_qa_length)
-            writer.write(tf.train.Example(features=tf.train.Features(feature={
-                name: ints(value if isinstance(value, list) else [value])
-                for name, value in feature.items()})).SerializeToString())
+            writer.write(
+                tf.train.Example(
+                    features=tf.train.Features(
+                        feature={
+                            name: ints(value if isinstance(value, list) else [value])
+                            for name, value in feature.items()
+                        }
+                    )
+                ).SerializeToString()
+            )
             count += 1
     _logger.info("wrote %d examples to %s", count, output_file)
     return count
@@ -158,5 +192,12 @@ def record_length(max_seq_length: int) -> int:
     return NUM_CHOICES * max_seq_length
 
 
-__all__ = ["RaceExample", "RaceDataError", "read_race_examples", "convert_example",
-           "write_features", "record_length", "NUM_CHOICES"]
+__all__ = [
+    "RaceExample",
+    "RaceDataError",
+    "read_race_examples",
+    "convert_example",
+    "write_features",
+    "record_length",
+    "NUM_CHOICES",
+]

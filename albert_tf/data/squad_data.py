@@ -45,6 +45,7 @@ class SquadExample:
     start_position: the answer's first character in `paragraph_text` (training; -1 for
     an impossible question; None when predicting). orig_answer_text: "" when impossible.
     """
+
     qas_id: str
     question_text: str
     paragraph_text: str
@@ -64,6 +65,7 @@ class SquadFeature:
     end_position: answer positions in tokens (training; 0 = [CLS] when the window holds
     no answer). example_index: None for training features, as the original.
     """
+
     unique_id: int
     example_index: int | None
     doc_span_index: int
@@ -92,8 +94,7 @@ def _get(obj, key, where, path, kind):
     value = obj[key]
     if not isinstance(value, kind):
         names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-        raise SquadDataError(f"{path}: {where}.{key} is {type(value).__name__}, "
-                             f"expected {names}")
+        raise SquadDataError(f"{path}: {where}.{key} is {type(value).__name__}, expected {names}")
     return value
 
 
@@ -107,8 +108,9 @@ def _load_document(path: str):
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        raise SquadDataError(f"{path}: invalid JSON at line {err.lineno} column "
-                             f"{err.colno}: {err.msg}") from None
+        raise SquadDataError(
+            f"{path}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}"
+        ) from None
 
 
 def _questions(document, path):
@@ -148,7 +150,8 @@ def read_squad_examples(path: str, is_training: bool) -> list[SquadExample]:
             elif len(answers) != 1:
                 raise SquadDataError(
                     f"{path}: {qwhere} (id {qas_id}) has {len(answers)} answers; "
-                    "for training each question needs exactly 1 (or is_impossible)")
+                    "for training each question needs exactly 1 (or is_impossible)"
+                )
             else:
                 awhere = f"{qwhere}.answers[0]"
                 text = example.orig_answer_text = _get(answers[0], "text", awhere, path, str)
@@ -157,8 +160,9 @@ def read_squad_examples(path: str, is_training: bool) -> list[SquadExample]:
                     raise SquadDataError(
                         f"{path}: {awhere}: answer_start={start} with a "
                         f"{len(text)}-character text does not lie in the context "
-                        f"({len(context)} characters)")
-                if context[start:start + len(text)] != text:
+                        f"({len(context)} characters)"
+                    )
+                if context[start : start + len(text)] != text:
                     mismatched.append(example.qas_id)
                 example.start_position = start
             example.is_impossible = impossible
@@ -167,7 +171,11 @@ def read_squad_examples(path: str, is_training: bool) -> list[SquadExample]:
         _logger.warning(
             "%s: %d training answer(s) differ from the context at answer_start (first: id "
             "%s); kept as the original does: the answer is the context span from "
-            "answer_start with the text's length", path, len(mismatched), mismatched[0])
+            "answer_start with the text's length",
+            path,
+            len(mismatched),
+            mismatched[0],
+        )
     return examples
 
 
@@ -177,8 +185,11 @@ def squad_has_impossible(path: str) -> bool:
     Such questions train the [CLS] position as the answer; a v1.1 run should refuse them.
     Raises like `read_squad_examples` on a missing or malformed file.
     """
-    return any(bool(qa.get("is_impossible", False)) for _, _, qa in
-               _questions(_load_document(path), path) if isinstance(qa, dict))
+    return any(
+        bool(qa.get("is_impossible", False))
+        for _, _, qa in _questions(_load_document(path), path)
+        if isinstance(qa, dict)
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -193,6 +204,7 @@ class Alignment:
     character. tok_start_to_orig / tok_end_to_orig: every piece's first / last raw
     character.
     """
+
     orig_to_chartok: list[int | None]
     chartok_to_orig: list[int | None]
     chartok_to_tok: list[int]
@@ -239,8 +251,9 @@ def _banded_lcs(raw_chars: Sequence[str], cat_text: str, max_dist: int):
     return score, back
 
 
-def _convert_index(index: Sequence[int | None], pos: int, length: int | None = None,
-                   is_start: bool = True) -> int:
+def _convert_index(
+    index: Sequence[int | None], pos: int, length: int | None = None, is_start: bool = True
+) -> int:
     """index[pos], or for an unaligned position a neighbour-based guess (§12.3 step 4)."""
     if index[pos] is not None:
         return index[pos]
@@ -266,8 +279,9 @@ def _convert_index(index: Sequence[int | None], pos: int, length: int | None = N
     return index[rear] if is_start else index[front]
 
 
-def align_pieces(paragraph_text: str, pieces: Sequence[str],
-                 do_lower_case: bool) -> Alignment | None:
+def align_pieces(
+    paragraph_text: str, pieces: Sequence[str], do_lower_case: bool
+) -> Alignment | None:
     """Aligns `pieces` (of the preprocessed paragraph) with the raw `paragraph_text`.
 
     Returns None when the alignment covers less than 80% of the raw characters (the
@@ -286,8 +300,10 @@ def align_pieces(paragraph_text: str, pieces: Sequence[str],
     if n == 0 or m == 0:
         return None
     # A raw character matches when it normalizes to exactly the cat character.
-    raw_chars = [tokenization.preprocess_text(c, lower=do_lower_case, remove_space=False)
-                 for c in paragraph_text]
+    raw_chars = [
+        tokenization.preprocess_text(c, lower=do_lower_case, remove_space=False)
+        for c in paragraph_text
+    ]
     max_dist = abs(n - m) + 5
     for _ in range(2):
         score, back = _banded_lcs(raw_chars, cat_text, max_dist)
@@ -344,9 +360,14 @@ def max_context_span(spans: Sequence[tuple[int, int]], position: int) -> int | N
     return best
 
 
-def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer,
-                                 max_seq_length: int, doc_stride: int, max_query_length: int,
-                                 is_training: bool) -> Iterator[SquadFeature]:
+def convert_examples_to_features(
+    examples: Sequence[SquadExample],
+    tokenizer,
+    max_seq_length: int,
+    doc_stride: int,
+    max_query_length: int,
+    is_training: bool,
+) -> Iterator[SquadFeature]:
     """Yields the features of `examples` (unique ids from 1000000000, in order).
 
     `tokenizer`: a SentencePiece `tokenization.FullTokenizer` (its do_lower_case and
@@ -357,8 +378,9 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer,
     if sp is None:
         raise ValueError("SQuAD features need a SentencePiece tokenizer (--spm_model_file)")
     if max_seq_length <= max_query_length + 3:
-        raise ValueError(f"max_seq_length={max_seq_length} must exceed max_query_length="
-                         f"{max_query_length} + 3")
+        raise ValueError(
+            f"max_seq_length={max_seq_length} must exceed max_query_length={max_query_length} + 3"
+        )
     lower, digit_comma = tokenizer.do_lower_case, tokenizer.digit_comma
     cls_id, sep_id = sp.PieceToId("[CLS]"), sp.PieceToId("[SEP]")
     unique_id = FIRST_UNIQUE_ID
@@ -367,17 +389,23 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer,
     dropped = 0
     for example_index, example in enumerate(examples):
         query = tokenization.encode_ids(
-            sp, tokenization.preprocess_text(example.question_text, lower=lower),
-            digit_comma=digit_comma)[:max_query_length]
+            sp,
+            tokenization.preprocess_text(example.question_text, lower=lower),
+            digit_comma=digit_comma,
+        )[:max_query_length]
         if example.paragraph_text != cached_text:
             cached_text = example.paragraph_text
             pieces = tokenization.encode_pieces(
-                sp, tokenization.preprocess_text(cached_text, lower=lower), digit_comma=digit_comma)
+                sp, tokenization.preprocess_text(cached_text, lower=lower), digit_comma=digit_comma
+            )
             alignment = align_pieces(cached_text, pieces, lower)
         if alignment is None:
             dropped += 1
-            _logger.info("example %s: pieces do not align with the paragraph; dropped "
-                         "(the original's MISMATCH DETECTED)", example.qas_id)
+            _logger.info(
+                "example %s: pieces do not align with the paragraph; dropped "
+                "(the original's MISMATCH DETECTED)",
+                example.qas_id,
+            )
             continue
 
         answer = None
@@ -385,14 +413,18 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer,
             answer = (0, 0)
         elif is_training:
             end_char = example.start_position + len(example.orig_answer_text) - 1
-            start_cat = _convert_index(alignment.orig_to_chartok, example.start_position,
-                                       is_start=True)
+            start_cat = _convert_index(
+                alignment.orig_to_chartok, example.start_position, is_start=True
+            )
             end_cat = _convert_index(alignment.orig_to_chartok, end_char, is_start=False)
             answer = (alignment.chartok_to_tok[start_cat], alignment.chartok_to_tok[end_cat])
             if answer[0] > answer[1]:  # the original asserts here
                 dropped += 1
-                _logger.info("example %s: the answer maps to pieces %d > %d; dropped",
-                             example.qas_id, *answer)
+                _logger.info(
+                    "example %s: the answer maps to pieces %d > %d; dropped",
+                    example.qas_id,
+                    *answer,
+                )
                 continue
 
         doc_ids = [sp.PieceToId(p) for p in pieces]
@@ -411,15 +443,19 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer,
             real = len(input_ids)
             pad = max_seq_length - real
             feature = SquadFeature(
-                unique_id=unique_id, example_index=None if is_training else example_index,
+                unique_id=unique_id,
+                example_index=None if is_training else example_index,
                 doc_span_index=span_index,
-                tok_start_to_orig_index=alignment.tok_start_to_orig[start:start + length],
-                tok_end_to_orig_index=alignment.tok_end_to_orig[start:start + length],
+                tok_start_to_orig_index=alignment.tok_start_to_orig[start : start + length],
+                tok_end_to_orig_index=alignment.tok_end_to_orig[start : start + length],
                 token_is_max_context=max_context,
                 tokens=[sp.IdToPiece(t) for t in input_ids],
-                input_ids=input_ids + [0] * pad, input_mask=[1] * real + [0] * pad,
-                segment_ids=segment_ids + [0] * pad, paragraph_len=real,
-                p_mask=p_mask + [1] * pad)
+                input_ids=input_ids + [0] * pad,
+                input_mask=[1] * real + [0] * pad,
+                segment_ids=segment_ids + [0] * pad,
+                paragraph_len=real,
+                p_mask=p_mask + [1] * pad,
+            )
             if is_training:
                 impossible = example.is_impossible
                 positions = (0, 0)
@@ -434,8 +470,9 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer,
             yield feature
             unique_id += 1
     if dropped:
-        _logger.warning("%d of %d examples dropped (see the log lines above)",
-                        dropped, len(examples))
+        _logger.warning(
+            "%d of %d examples dropped (see the log lines above)", dropped, len(examples)
+        )
 
 
 # ---------------------------------------------------------------------------------------
@@ -460,9 +497,13 @@ def _to_tf_example(feature: SquadFeature, is_training: bool):
     def ints(values):
         return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
 
-    fields = {"unique_ids": ints([feature.unique_id]), "input_ids": ints(feature.input_ids),
-              "input_mask": ints(feature.input_mask), "segment_ids": ints(feature.segment_ids),
-              "p_mask": ints(feature.p_mask)}
+    fields = {
+        "unique_ids": ints([feature.unique_id]),
+        "input_ids": ints(feature.input_ids),
+        "input_mask": ints(feature.input_mask),
+        "segment_ids": ints(feature.segment_ids),
+        "p_mask": ints(feature.p_mask),
+    }
     if is_training:
         fields["start_positions"] = ints([feature.start_position])
         fields["end_positions"] = ints([feature.end_position])
@@ -470,8 +511,9 @@ def _to_tf_example(feature: SquadFeature, is_training: bool):
     return tf.train.Example(features=tf.train.Features(feature=fields))
 
 
-def write_features(features: Iterable[SquadFeature], output_file: str,
-                   is_training: bool) -> list[SquadFeature]:
+def write_features(
+    features: Iterable[SquadFeature], output_file: str, is_training: bool
+) -> list[SquadFeature]:
     """Writes features to a TFRecord file (temporary name, then renamed); returns them
     (prediction needs them again for post-processing)."""
     import tensorflow as tf
@@ -485,9 +527,16 @@ def write_features(features: Iterable[SquadFeature], output_file: str,
     return written
 
 
-def squad_dataset(path: str | Sequence[str], seq_length: int, batch_size: int,
-                  is_training: bool, labelled: bool | None = None,
-                  drop_remainder: bool = False, input_context=None, seed: int | None = None):
+def squad_dataset(
+    path: str | Sequence[str],
+    seq_length: int,
+    batch_size: int,
+    is_training: bool,
+    labelled: bool | None = None,
+    drop_remainder: bool = False,
+    input_context=None,
+    seed: int | None = None,
+):
     """Batches of int32 feature dicts. Training: repeated and shuffled (buffer 100, as
     the original); otherwise file order, once, the last batch padded with zero rows
     (unique_id 0) unless drop_remainder. `labelled` (default: is_training): parse the
@@ -508,13 +557,26 @@ def squad_dataset(path: str | Sequence[str], seq_length: int, batch_size: int,
         return {k: tf.cast(v, tf.int32) for k, v in parsed.items()}
 
     d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE).batch(
-        batch_size, drop_remainder=drop_remainder)
+        batch_size, drop_remainder=drop_remainder
+    )
     if not is_training and not drop_remainder:  # a full last batch: rows of unique_id 0
         d = d.map(lambda batch: pad_batch(batch, batch_size))
     return d.prefetch(tf.data.AUTOTUNE)
 
 
-__all__ = ["SquadExample", "SquadFeature", "SquadDataError", "Alignment", "read_squad_examples",
-           "squad_has_impossible",
-           "align_pieces", "doc_spans", "max_context_span", "convert_examples_to_features",
-           "feature_spec", "write_features", "squad_dataset", "FIRST_UNIQUE_ID"]
+__all__ = [
+    "SquadExample",
+    "SquadFeature",
+    "SquadDataError",
+    "Alignment",
+    "read_squad_examples",
+    "squad_has_impossible",
+    "align_pieces",
+    "doc_spans",
+    "max_context_span",
+    "convert_examples_to_features",
+    "feature_spec",
+    "write_features",
+    "squad_dataset",
+    "FIRST_UNIQUE_ID",
+]
