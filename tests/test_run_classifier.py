@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from albert_tf import checkpoints
+from albert_tf import checkpoints, selection
 from albert_tf.classifier import AlbertClassifier, ClassifierOptions, ClassifierTask, run
 from albert_tf.errors import UserError
 
@@ -107,6 +107,42 @@ def test_eval_only_resumes_without_reevaluating(setup, trained):
     summary = run(_opts(setup, out, do_eval=True))
     assert (out / "eval_results.txt").read_text() == before
     assert summary["best"]["global_step"] in (2, 4)
+
+
+def test_eval_and_predict_only_on_a_folder_of_original_format_checkpoints(setup, trained, tmp_path):
+    """The original's second command on a folder holding only what the original code
+    writes (model.ckpt-<step> and the `checkpoint` file): the same dev metrics as on our
+    checkpoints of the same weights, predictions from the best of them."""
+    import shutil
+
+    import tensorflow as tf
+
+    out, summary = trained
+    assert tf.train.latest_checkpoint(str(out)) == str(out / "model.ckpt-4")
+    original = tmp_path / "original"
+    original.mkdir()
+    for path in out.glob("model.ckpt-[0-9]*"):
+        shutil.copy(path, original)
+    tf.compat.v1.train.update_checkpoint_state(str(original), "model.ckpt-4")
+    result = run(_opts(setup, original, do_eval=True, do_predict=True))
+    ours = selection.read_eval_results(str(out))
+    assert selection.read_eval_results(str(original)) == ours
+    assert result["best"]["global_step"] == summary["best"]["global_step"]
+    assert (original / "submit_results.tsv").read_text() == (out / "MRPC.tsv").read_text()
+    assert (original / "best_trial.txt").read_text() == (out / "best_trial.txt").read_text()
+
+
+def test_a_training_checkpoint_without_the_head_is_refused(setup, trained, tmp_path):
+    """Eval-only on a folder whose model.ckpt-2 holds only the encoder: one line naming the
+    file and what is missing, not a silently fresh head."""
+    from albert_tf.modeling import AlbertModel
+
+    encoder = AlbertModel(tiny_config())
+    encoder.build()
+    folder = tmp_path / "encoder_only"
+    checkpoints.save_original_checkpoint(encoder, str(folder / "model.ckpt-2"))
+    with pytest.raises(UserError, match=r"model.ckpt-2: cannot fill this model: .*output_"):
+        run(_opts(setup, folder, do_eval=True))
 
 
 def test_stsb_regression(setup, tmp_path):
