@@ -8,6 +8,8 @@ import pytest
 
 from albert_tf.data import classifier_data as cd
 
+from tokenizer_fixtures import IDS_A, IDS_B, INTENDED_IDS_A, INTENDED_IDS_B, TEXT_A, TEXT_B
+
 # ----------------------------------------------------------------------------------------------
 # Helpers
 # ----------------------------------------------------------------------------------------------
@@ -682,37 +684,6 @@ def test_tfds_examples_with_mock_data(tmp_path, spm_model):
 # Digit-comma pieces
 # ----------------------------------------------------------------------------------------------
 
-# The original's ids for these texts under Python 3 with data/demo/spm.model: its digit-comma
-# rule keeps the "▁" (id 13) that re-encoding "0" and "5" adds ("50", "▁", "0", ","; "▁5", ",").
-DIGIT_COMMA_A = [
-    16,
-    763,
-    14,
-    280,
-    67,
-    23,
-    35,
-    132,
-    14,
-    709,
-    13,
-    674,
-    14,
-    121,
-    119,
-    14,
-    412,
-    14,
-    13,
-    1208,
-    28,
-    76,
-    19,
-    9,
-]  # "In 1990, sales were 3,500, not 2,000, units."
-DIGIT_COMMA_B = [756, 284, 19, 308, 128, 14, 139, 14, 134, 14, 15, 28, 13, 277, 517, 9]
-#                 "Prices rose 4,5,6, then fell."
-
 
 def test_default_features_equal_the_originals_python3_ids(tmp_path):
     from albert_tf.tokenization import FullTokenizer
@@ -730,65 +701,17 @@ def test_default_features_equal_the_originals_python3_ids(tmp_path):
                 "1",
                 "1",
                 "2",
-                "In 1990, sales were 3,500, not 2,000, units.",
-                "Prices rose 4,5,6, then fell.",
+                TEXT_A,
+                TEXT_B,
             ],
         ],
     )
     processor = cd.get_processor("mrpc")
     examples = processor.get_train_examples(str(tmp_path))
-    want = [2, *DIGIT_COMMA_A, 3, *DIGIT_COMMA_B, 3] + [0] * 5
+    want = [2, *IDS_A, 3, *IDS_B, 3] + [0] * 5
     tokenizer = FullTokenizer(spm_model_file=demo_spm)
     [feature] = cd.convert_examples_to_features(examples, processor.get_labels(), 48, tokenizer)
     assert feature.input_ids == want
-    # The rule as written drops that "▁": "50", "0", ","; "5" (644), ","; "6" (832), ",".
     intended = FullTokenizer(spm_model_file=demo_spm, digit_comma="intended")
     [other] = cd.convert_examples_to_features(examples, processor.get_labels(), 48, intended)
-    assert (
-        other.input_ids
-        == [
-            2,
-            16,
-            763,
-            14,
-            280,
-            67,
-            23,
-            35,
-            132,
-            14,
-            709,
-            674,
-            14,
-            121,
-            119,
-            14,
-            412,
-            14,
-            13,
-            1208,
-            28,
-            76,
-            19,
-            9,
-            3,
-            756,
-            284,
-            19,
-            308,
-            128,
-            14,
-            644,
-            14,
-            832,
-            14,
-            15,
-            28,
-            13,
-            277,
-            517,
-            9,
-            3,
-        ]
-        + [0] * 6
-    )
+    assert other.input_ids == [2, *INTENDED_IDS_A, 3, *INTENDED_IDS_B, 3] + [0] * 6

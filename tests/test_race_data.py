@@ -11,6 +11,7 @@ from albert_tf.data import race_data
 from albert_tf.data.race_data import RaceDataError, RaceExample, read_race_examples
 
 from classifier_fixtures import DEMO_SPM
+from tokenizer_fixtures import IDS_A, TEXT_A
 
 DEMO = os.path.join(os.path.dirname(DEMO_SPM))
 
@@ -108,7 +109,7 @@ def test_default_features_equal_the_originals_python3_ids(tmp_path, tokenizer):
         json.dumps(
             {
                 "id": "m1",
-                "article": "In 1990, sales were 3,500, not 2,000, units.",
+                "article": TEXT_A,
                 "questions": ["Prices rose 4,5,6, then _."],
                 "options": [["fell", "rose", "x1234,", "7,"]],
                 "answers": ["C"],
@@ -117,32 +118,7 @@ def test_default_features_equal_the_originals_python3_ids(tmp_path, tokenizer):
         + "\n"
     )
     [example] = read_race_examples(str(tmp_path), "dev", middle_only=True)
-    article = [
-        16,
-        763,
-        14,
-        280,
-        67,
-        23,
-        35,
-        132,
-        14,
-        709,
-        13,
-        674,
-        14,
-        121,
-        119,
-        14,
-        412,
-        14,
-        13,
-        1208,
-        28,
-        76,
-        19,
-        9,
-    ]
+    article = IDS_A
     stem = [756, 284, 19, 308, 128, 14, 139, 14, 134, 14, 15, 28]  # "prices rose 4,5,6, then"
     choices = [[13, 277, 517, 9], [308, 9], [13, 270, 1057, 863, 14, 9], [193, 14, 9]]
     feature = race_data.convert_example(example, tokenizer, 48, 64)

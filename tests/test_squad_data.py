@@ -19,6 +19,8 @@ from albert_tf.data.squad_data import (
     read_squad_examples,
 )
 
+from tokenizer_fixtures import IDS_A, IDS_B, TEXT_A, TEXT_B
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = os.path.join(ROOT, "data", "demo")
 SPM = os.path.join(DEMO, "spm.model")
@@ -285,7 +287,7 @@ def test_tfrecord_round_trip(tokenizer, tmp_path, is_training):
 def test_default_features_equal_the_originals_python3_ids(tmp_path, tokenizer):
     """Digit-comma pieces: the original's ids under Python 3 with data/demo/spm.model, which
     keep the "▁" (13) that re-encoding "0", "5", "6" adds (e.g. "50", "▁", "0", ",")."""
-    context = "In 1990, sales were 3,500, not 2,000, units."
+    context = TEXT_A
     path = _write_json(
         tmp_path,
         _doc(
@@ -293,7 +295,7 @@ def test_default_features_equal_the_originals_python3_ids(tmp_path, tokenizer):
             [
                 {
                     "id": "q1",
-                    "question": "Prices rose 4,5,6, then fell.",
+                    "question": TEXT_B,
                     "answers": [{"text": "3,500", "answer_start": 20}],
                 }
             ],
@@ -302,33 +304,8 @@ def test_default_features_equal_the_originals_python3_ids(tmp_path, tokenizer):
     [feature] = convert_examples_to_features(
         read_squad_examples(path, False), tokenizer, 64, 128, 32, is_training=False
     )
-    question = [756, 284, 19, 308, 128, 14, 139, 14, 134, 14, 15, 28, 13, 277, 517, 9]
-    paragraph = [
-        16,
-        763,
-        14,
-        280,
-        67,
-        23,
-        35,
-        132,
-        14,
-        709,
-        13,
-        674,
-        14,
-        121,
-        119,
-        14,
-        412,
-        14,
-        13,
-        1208,
-        28,
-        76,
-        19,
-        9,
-    ]
+    question = IDS_B
+    paragraph = IDS_A
     want = [2, *question, 3, *paragraph, 3]
     assert feature.input_ids == want + [0] * (64 - len(want))
 
