@@ -58,12 +58,17 @@ class ModelFiles:
 def resolve_model_files(opts, max_seq_length: int, require_spm: bool = False) -> ModelFiles:
     """Validates the model flags of `opts` (ModelFileOptions fields and init_checkpoint;
     UserError naming the flag and file); nothing is written."""
-    from albert_tf import release
+    from albert_tf import hub, release
     from albert_tf.config import AlbertConfig
 
     if opts.albert_hub_module_handle:
         return _resolve_hub_module(opts, max_seq_length)
     init = opts.init_checkpoint
+    if init and hub.is_hub_module(init):
+        raise UserError(
+            f"--init_checkpoint={init}: a TF-Hub module folder; pass it as "
+            "--albert_hub_module_handle"
+        )
     config_file, spm, vocab = opts.albert_config_file, opts.spm_model_file, opts.vocab_file
     is_release = bool(init) and release.is_release_folder(init)
     if is_release:
@@ -102,13 +107,6 @@ def resolve_model_files(opts, max_seq_length: int, require_spm: bool = False) ->
             f"{config.max_position_embeddings} of {config_file}"
         )
     if init and not is_release:
-        from albert_tf import hub
-
-        if hub.is_hub_module(init):
-            raise UserError(
-                f"--init_checkpoint={init}: a TF-Hub module folder; pass it as "
-                "--albert_hub_module_handle"
-            )
         try:
             checkpoints.resolve_checkpoint_path(init)
         except FileNotFoundError as err:
