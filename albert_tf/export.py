@@ -504,7 +504,7 @@ def export_encoder(
     )
     export_path = os.fspath(export_path).rstrip("/")
     with _staged(export_path) as tmp:
-        with fused_elementwise.disabled():  # plain ops: loads on any build (export_classifier)
+        with fused_elementwise.disabled():  # no oneDNN-only kernels, no XLA (export_classifier)
             signatures = module.signatures()
             spec = {
                 n: tf.TensorSpec([None, None], tf.int32, name=n)
