@@ -138,7 +138,7 @@ class Run:
     is_chief: bool
     model: keras.Model | None = None
     resuming: bool = False  # training continues from output_dir's own checkpoints
-    initialized: bool = False  # --init_checkpoint was loaded
+    initialized: bool = False  # the initial weights (--init_checkpoint or a hub module) were loaded
     summary: dict = dataclasses.field(default_factory=dict)
 
     @property

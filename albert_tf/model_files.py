@@ -46,13 +46,12 @@ class ModelFileOptions(Options):
 @dataclasses.dataclass
 class ModelFiles:
     """The resolved files: config (parsed) and its file, SentencePiece model, WordPiece
-    vocabulary; `hub_module`: the opened --albert_hub_module_handle (albert_tf.hub)."""
+    vocabulary."""
 
     config: object  # AlbertConfig
     spm_model_file: str | None
     vocab_file: str | None
     config_file: str = ""
-    hub_module: object = None
 
 
 def resolve_model_files(opts, max_seq_length: int, require_spm: bool = False) -> ModelFiles:
@@ -153,7 +152,7 @@ def _resolve_hub_module(opts, max_seq_length: int) -> ModelFiles:
             f"--max_seq_length={max_seq_length} exceeds max_position_embeddings="
             f"{config.max_position_embeddings} of {config_file}"
         )
-    return ModelFiles(config, module.spm_model_file, None, config_file, hub_module=module)
+    return ModelFiles(config, module.spm_model_file, None, config_file)
 
 
 def make_tokenizer(opts, files: ModelFiles):

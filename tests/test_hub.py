@@ -292,6 +292,36 @@ def test_script_options_refused_before_anything_is_written(tmp_path):
         assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("task", ["squad_v1", "squad_v2", "race"])
+def test_every_fine_tuning_task_starts_from_a_module(tmp_path, task):
+    from albert_tf.race import RaceOptions, RaceTask
+    from albert_tf.squad import SquadOptions, SquadTask
+
+    config = tiny_config()
+    source = _pretrainer(config)
+    folder = write_tf1_module(tmp_path / "m", source, config)
+    if task == "race":
+        options = RaceOptions(
+            output_dir=str(tmp_path), data_dir="race", albert_hub_module_handle=folder
+        )
+        runner = RaceTask(options)
+    else:
+        options = SquadOptions(
+            output_dir=str(tmp_path),
+            albert_hub_module_handle=folder,
+            version_2_with_negative=task == "squad_v2",
+        )
+        runner = SquadTask(options)
+    model = runner.build_model(config)
+    model.build()
+    line = init_from_checkpoint(
+        model, folder, runner.head, runner.head_patterns, flag="--albert_hub_module_handle"
+    )
+    assert line.startswith("loaded 25 variables from TF-Hub module") and "fresh" in line
+    for got, want in zip(_encoder_outputs(model.albert), _encoder_outputs(source)):
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.slow
 def test_run_glue_mrpc_commands_run_with_a_local_module(tmp_path):
     """run_glue.sh's two MRPC commands (docs/original.md §11.7), flag for flag, with
