@@ -175,11 +175,13 @@ sop = loaded.signatures["sop"](**feed)
 mlm = loaded.signatures["mlm"](**feed, mlm_positions=tf.constant(ids["mlm_positions"]))
 info = loaded.signatures["tokenization_info"]()
 called = loaded(feed, training=False)
+called_train = loaded(feed, training=True)  # the "train" variant (dropout 0 in this config)
 layer = keras.layers.TFSMLayer(path, call_endpoint="__call__")  # Keras 3 users
 by_layer = layer(feed)
 np.savez(out, sequence_output=tokens["sequence_output"].numpy(),
          pooled_output=tokens["pooled_output"].numpy(), sop=sop["sop_log_probs"].numpy(),
          mlm=mlm["mlm_logits"].numpy(), called=called["pooled_output"].numpy(),
+         called_train=called_train["pooled_output"].numpy(),
          layer=by_layer["pooled_output"].numpy(),
          vocab=open(info["vocab_file"].numpy().decode(), "rb").read(),
          lower=info["do_lower_case"].numpy(), signatures=np.array(sorted(loaded.signatures)),
@@ -281,7 +283,7 @@ def test_encoder_export_reloads_in_fresh_processes(tmp_path):
     close = dict(rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got["sequence_output"], want["sequence_output"], **close)
     np.testing.assert_allclose(got["pooled_output"], want["pooled_output"], **close)
-    for key in ("called", "layer"):
+    for key in ("called", "called_train", "layer"):
         np.testing.assert_allclose(got[key], want["pooled_output"], **close)
     np.testing.assert_allclose(got["sop"], tf.nn.log_softmax(want["sop_logits"]), **close)
     np.testing.assert_allclose(got["mlm"], tf.reshape(want["mlm_logits"], [6, -1]), **close)
