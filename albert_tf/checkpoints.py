@@ -376,12 +376,31 @@ def load_original_checkpoint(
         assigned in that case.
     """
     prefix = check_checkpoint_readable(path)
+    return load_by_name(
+        model,
+        tf.train.load_checkpoint(prefix),
+        prefix,
+        allow_missing=allow_missing,
+        init_from_group0=init_from_group0,
+        optimizer=optimizer,
+    )
+
+
+def load_by_name(
+    model, reader, source: str, *, allow_missing=(), init_from_group0=False, optimizer=None
+) -> LoadReport:
+    """`load_original_checkpoint` from any source of values under the original names.
+
+    `reader`: has `get_variable_to_shape_map()` ({original name: shape}) and
+    `get_tensor(name)` (numpy array), as `tf.train.load_checkpoint` returns; a TF-Hub
+    module (albert_tf/hub.py) supplies one that renames its variables. `source`: how
+    messages name it. Same checks, errors and result as `load_original_checkpoint`.
+    """
     _ensure_built(model)
-    reader = tf.train.load_checkpoint(prefix)
     shapes = reader.get_variable_to_shape_map()
     allowed = [re.compile(p) for p in allow_missing]
 
-    plan, missing, mismatched, allowed_missing, source = [], [], [], [], {}
+    plan, missing, mismatched, allowed_missing, renamed = [], [], [], [], {}
     for name, variable in original_variable_map(model).items():
         candidates = [name]
         if init_from_group0:
@@ -399,7 +418,7 @@ def load_original_checkpoint(
             )
             continue
         if found != name:
-            source[name] = found
+            renamed[name] = found
         plan.append((name, found, variable))
 
     slot_plan = []
@@ -413,7 +432,7 @@ def load_original_checkpoint(
                     missing.append(key)
 
     if missing or mismatched:
-        lines = [f"checkpoint {prefix!r} does not match the model:"]
+        lines = [f"checkpoint {source!r} does not match the model:"]
         if missing:
             lines.append(f"{len(missing)} model variable(s) not in the checkpoint:")
             lines += [f"  {n}" for n in missing]
@@ -429,7 +448,7 @@ def load_original_checkpoint(
 
     used = {found for _, found, _ in plan} | {key for key, _ in slot_plan}
     ignored = sorted(n for n in shapes if n not in used)
-    _log_ignored(prefix, ignored)
+    _log_ignored(source, ignored)
     if allowed_missing:
         _logger.info(
             "left %d variable(s) at their initial values: %s",
@@ -437,11 +456,11 @@ def load_original_checkpoint(
             ", ".join(allowed_missing),
         )
     return LoadReport(
-        checkpoint=prefix,
+        checkpoint=source,
         loaded=[n for n, _, _ in plan],
         missing_allowed=allowed_missing,
         ignored=ignored,
-        source=source,
+        source=renamed,
     )
 
 
@@ -458,7 +477,7 @@ def _log_ignored(prefix, ignored):
 
 # --- saving --------------------------------------------------------------------
 def save_original_checkpoint(
-    model, prefix, *, global_step=None, optimizer=None, update_checkpoint_state=True
+    model, prefix, *, global_step=None, optimizer=None, update_checkpoint_state=True, names=None
 ) -> str:
     """Writes `model` under the original variable names (TF1 bundle format).
 
@@ -471,12 +490,17 @@ def save_original_checkpoint(
         `<name>/adam_m`, `<name>/adam_v`.
       update_checkpoint_state: also write the folder's `checkpoint` file so
         `tf.train.latest_checkpoint` finds this prefix.
+      names: the original names to write (default: every variable of the model),
+        e.g. without a head that was never trained.
     Returns the prefix. Files appear atomically: a failed write leaves none.
     """
     prefix = os.fspath(prefix)
     _ensure_built(model)
+    only = None if names is None else set(names)
     names, tensors = [], []
     for name, variable in original_variable_map(model).items():
+        if only is not None and name not in only:
+            continue
         names.append(name)
         tensors.append(
             tf.convert_to_tensor(variable.value if hasattr(variable, "value") else variable)

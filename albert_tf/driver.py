@@ -7,8 +7,9 @@ metrics and output files.
 1. resolve     `Task.resolve`: options, files and data checked; nothing is written.
 2. start       host allocator, dtype policy, seeds, distribution strategy.
 3. build       `Task.build_model` under the strategy.
-4. initialize  --init_checkpoint (either checkpoint format or a release folder), unless a
-               training run resumes from its own ckpt-<step> in output_dir.
+4. initialize  --init_checkpoint (either checkpoint format or a release folder) or
+               --albert_hub_module_handle (a TF-Hub module folder), unless a training
+               run resumes from its own ckpt-<step> in output_dir.
 5. prepare     the output folder, then `Task.prepare` (tokenizer, features, eval data).
 6. train       one training loop to the last step (albert_tf/training.py); after every
                checkpoint the dev metrics (`Task.evaluator`) and model.ckpt-best selection
@@ -137,7 +138,7 @@ class Run:
     is_chief: bool
     model: keras.Model | None = None
     resuming: bool = False  # training continues from output_dir's own checkpoints
-    initialized: bool = False  # --init_checkpoint was loaded
+    initialized: bool = False  # the initial weights (--init_checkpoint or a hub module) were loaded
     summary: dict = dataclasses.field(default_factory=dict)
 
     @property
@@ -215,16 +216,19 @@ def run(task: Task) -> dict:
         current.model = task.build_model(config)
         current.model.build()
     current.resuming = opts.do_train and bool(selection.trained_checkpoints(opts.output_dir))
-    if opts.init_checkpoint and not current.resuming:
+    initial = initial_weights(opts)
+    if initial and not current.resuming:
+        flag, path = initial
         current.summary["init"] = init_from_checkpoint(
             current.model,
-            opts.init_checkpoint,
+            path,
             task.head,
             task.head_patterns,
             task.init_from_group0,
+            flag=flag,
         )
         current.initialized = True
-        _logger.info("--init_checkpoint: %s", current.summary["init"])
+        _logger.info("%s: %s", flag, current.summary["init"])
     tf.io.gfile.makedirs(opts.output_dir)  # only once the inputs proved usable
     task.prepare(current)
 
@@ -405,48 +409,70 @@ def finish_selection(selector, current: Run) -> None:
         )
 
 
-def init_from_checkpoint(model, path, head: str, head_patterns=(), init_from_group0=False):
-    """Fills `model` from --init_checkpoint; returns a one-line description.
+def initial_weights(opts) -> tuple[str, str] | None:
+    """(flag, value) naming the weights a run starts from: --init_checkpoint, or the
+    fine-tuning scripts' --albert_hub_module_handle (a TF-Hub module folder); None when
+    neither is given (an empty value, as run_glue.sh passes, is not given)."""
+    for flag in ("init_checkpoint", "albert_hub_module_handle"):
+        value = getattr(opts, flag, None)
+        if value:
+            return f"--{flag}", value
+    return None
+
+
+def init_from_checkpoint(
+    model, path, head: str, head_patterns=(), init_from_group0=False, flag="--init_checkpoint"
+):
+    """Fills `model` from --init_checkpoint (or the TF-Hub module `flag` names); returns
+    a one-line description.
 
     Accepts an original-format checkpoint (a pretraining one: the task head stays fresh;
     a fine-tuned one: head restored), one of our object-based checkpoints (encoder
-    restored, head where present), or a release folder (albert_config.json +
-    model.ckpt-best). `head_patterns`: regexes of the head's original names, which may
-    be missing. Raises UserError when the checkpoint cannot fill the encoder.
+    restored, head where present), a release folder (albert_config.json +
+    model.ckpt-best) or a TF-Hub module folder (albert_tf/hub.py; the head stays fresh).
+    `head_patterns`: regexes of the head's original names, which may be missing. Raises
+    UserError when the checkpoint cannot fill the encoder.
     """
-    from albert_tf import release
+    from albert_tf import hub, release
 
+    allow_missing = list(head_patterns)
     try:
-        if release.is_release_folder(path):
-            prefix = release.release_files(path).checkpoint
+        if hub.is_hub_module(path):
+            module = hub.open_module(path, flag)
+            kind, where = "TF-Hub module", module.description
+            load = lambda: hub.load_module(model, module, allow_missing)
         else:
-            prefix = checkpoints.resolve_checkpoint_path(path)
+            if release.is_release_folder(path):
+                where = release.release_files(path).checkpoint
+            else:
+                where = checkpoints.resolve_checkpoint_path(path)
+            object_based = checkpoints.is_object_based(where)
+            kind = "object checkpoint" if object_based else "original-format checkpoint"
+            load = lambda: checkpoints.init_from_checkpoint(
+                model, where, allow_missing=allow_missing, init_from_group0=init_from_group0
+            )
     except FileNotFoundError as err:
-        raise UserError(f"--init_checkpoint={path}: {err}") from None
-    object_based = checkpoints.is_object_based(prefix)
+        raise UserError(f"{flag}={path}: {err}") from None
     try:
-        report = checkpoints.init_from_checkpoint(
-            model, prefix, allow_missing=list(head_patterns), init_from_group0=init_from_group0
-        )
+        report = load()
     except checkpoints.CheckpointMismatchError as err:
         lines = str(err).splitlines()
         detail = "\n".join(
             lines[:12] + ([f"  ... ({len(lines) - 12} more lines)"] if len(lines) > 12 else [])
         )
         raise UserError(
-            f"--init_checkpoint={path}: nothing loaded; the checkpoint cannot fill "
-            f"this model:\n{detail}"
+            f"{flag}={path}: nothing loaded; the checkpoint cannot fill this model:\n{detail}"
         ) from None
     if not report.loaded:
-        raise UserError(f"--init_checkpoint={path}: no variable matched")
+        raise UserError(f"{flag}={path}: no variable matched")
     fresh = f"; fresh {head} head" if report.missing_allowed else ""
-    kind = "object checkpoint" if object_based else "original-format checkpoint"
-    return f"loaded {len(report.loaded)} variables from {kind} {prefix}{fresh}"
+    return f"loaded {len(report.loaded)} variables from {kind} {where}{fresh}"
 
 
 def final_weights(current: Run, head: str) -> str:
     """Loads the weights predict/export use: output_dir's model.ckpt-best, else its latest
-    ckpt-<step>, else the --init_checkpoint weights already loaded. Returns their path."""
+    ckpt-<step>, else the initial weights already loaded (--init_checkpoint or the TF-Hub
+    module). Returns their path."""
     output_dir = current.options.output_dir
     best = os.path.join(output_dir, selection.BEST_PREFIX)
     if tf.io.gfile.exists(best + ".index"):
@@ -459,8 +485,9 @@ def final_weights(current: Run, head: str) -> str:
     if trained:
         selection.restore_checkpoint(current.model, trained[-1][1], head)
         return trained[-1][1]
-    if current.options.init_checkpoint:
-        return current.options.init_checkpoint
+    initial = initial_weights(current.options)
+    if initial:
+        return initial[1]
     raise UserError(
         f"nothing to predict with: no {selection.BEST_PREFIX} or ckpt-<step> in "
         f"{output_dir} and no --init_checkpoint"
@@ -477,6 +504,7 @@ __all__ = [
     "start",
     "train",
     "finish_selection",
+    "initial_weights",
     "init_from_checkpoint",
     "final_weights",
 ]

@@ -1,7 +1,17 @@
-"""SavedModel export of a fine-tuned GLUE classifier, and SavedModel + TFLite export of
-a SQuAD v1.1 model (`export_squad`, below).
+"""Exports: SavedModels of a fine-tuned GLUE classifier (`export_classifier`) and of a
+SQuAD v1.1 model (+ TFLite, `export_squad`), the pretrained encoder as a TF2 SavedModel
+(`export_encoder`, the role of the original's export_to_tfhub.py) and a checkpoint
+without optimizer state (`export_checkpoint`, its export_checkpoints.py). The last two
+are also the CLI `python -m albert_tf.export` (`main`).
 
-Signatures:
+What a loader needs is written into every export's `assets.extra/export_info.json`
+(`load_imports`) and logged: a SavedModel whose graph tokenizes raw text holds
+tensorflow-text's SentencePiece ops (`SentencepieceOp`, `SentencepieceTokenizeOp`,
+`TFText>FastSentencepieceTokenize`), so `tf.saved_model.load` fails with "Op type not
+registered" until `import tensorflow_text` has run; the token-id SavedModels load with
+TensorFlow alone.
+
+GLUE classifier signatures:
   serving_default: input_ids, input_mask, segment_ids int32 [None, S] ->
     probabilities float32 [None, K] (STS-B: the regression value [None]),
     predictions int32 [None] (STS-B: float32 [None]), and `threshold` (a
@@ -10,28 +20,95 @@ Signatures:
     for sentence-pair tasks; an empty text_b gives the single-sentence layout, as
     in Python) -> the same outputs. Tokenization runs in-graph with
     tensorflow-text (albert_tf.tf_tokenization), matching FullTokenizer +
-    preprocess_text.
+    preprocess_text. With it the SavedModel needs `import tensorflow_text` to load.
 
-The export folder also holds `assets.extra/labels.txt` (one label per line, in
-index order) and `assets.extra/export_info.json`. It is written under a
-temporary name and renamed, so a failed export leaves nothing behind.
+The classifier's folder also holds `assets.extra/labels.txt` (one label per line, in
+index order). Every export is written under a temporary name and renamed, so a failed
+export leaves nothing behind.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import logging
 import math
 import os
 import shutil
+import sys
 import uuid
 
 import tensorflow as tf
 
 from albert_tf import fused_elementwise
-from albert_tf.tokenization import DEFAULT_DIGIT_COMMA
+from albert_tf.errors import UserError
+from albert_tf.options import REQUIRED, Options, option
+from albert_tf.tokenization import DEFAULT_DIGIT_COMMA, digit_comma_option
 
 _logger = logging.getLogger(__name__)
+
+
+# What a loader must import before tf.saved_model.load (export_info.json `load_imports`).
+TENSORFLOW_ONLY = ("tensorflow",)
+WITH_TEXT_OPS = ("tensorflow", "tensorflow_text")
+EXPORT_INFO = os.path.join("assets.extra", "export_info.json")
+
+
+def load_note(imports) -> str:
+    """One line saying what loading a SavedModel with these `load_imports` takes."""
+    if "tensorflow_text" in imports:
+        return (
+            "import tensorflow_text before tf.saved_model.load: the raw-text signatures hold "
+            "its SentencePiece ops"
+        )
+    return "loads with TensorFlow alone (tf.saved_model.load; no tensorflow_text, no albert_tf)"
+
+
+class TextPreprocessor(tf.Module):
+    """Raw strings -> the int32 [B, S] features `convert_single_example` builds, in the
+    graph (albert_tf.tf_tokenization: a SavedModel holding it needs tensorflow_text).
+
+    features(text_a [B], text_b [B] or None) -> input_ids, input_mask, segment_ids; an
+    empty text_b gives the single-sentence layout, as in Python.
+    """
+
+    def __init__(
+        self, spm_model_file, max_seq_length, do_lower_case=True, digit_comma=DEFAULT_DIGIT_COMMA
+    ):
+        super().__init__(name="text_preprocessor")
+        from albert_tf.tf_tokenization import InGraphTokenizer
+
+        self.tokenizer = InGraphTokenizer(
+            spm_model_file, do_lower_case=do_lower_case, digit_comma=digit_comma
+        )
+        self.max_seq_length = int(max_seq_length)
+
+    def features(self, text_a, text_b=None):
+        from albert_tf.tf_tokenization import pack_inputs
+
+        tok = self.tokenizer
+        ids_a = tok(text_a)
+        single = pack_inputs(ids_a, None, self.max_seq_length, tok.cls_id, tok.sep_id)
+        if text_b is None:
+            return single
+        ids_b = tok(text_b)
+        pair = pack_inputs(ids_a, ids_b, self.max_seq_length, tok.cls_id, tok.sep_id)
+        has_b = (ids_b.row_lengths() > 0)[:, tf.newaxis]  # "if tokens_b" of the Python path
+        return {k: tf.where(has_b, pair[k], single[k]) for k in pair}
+
+    def signatures(self) -> dict:
+        """serving_default: text_a -> features; pair: text_a, text_b -> features."""
+        text_a = tf.TensorSpec([None], tf.string, name="text_a")
+        text_b = tf.TensorSpec([None], tf.string, name="text_b")
+        single = tf.function(lambda text_a: self.features(text_a), input_signature=[text_a])
+        pair = tf.function(
+            lambda text_a, text_b: self.features(text_a, text_b), input_signature=[text_a, text_b]
+        )
+        return {
+            "serving_default": single.get_concrete_function(),
+            "pair": pair.get_concrete_function(),
+        }
 
 
 class ClassifierServing(tf.Module):
@@ -52,12 +129,10 @@ class ClassifierServing(tf.Module):
         self.max_seq_length = int(max_seq_length)
         self.text_pair = bool(text_pair)
         self.threshold = None if threshold is None or math.isnan(threshold) else float(threshold)
-        self.tokenizer = None
+        self.preprocessor = None
         if spm_model_file:
-            from albert_tf.tf_tokenization import InGraphTokenizer
-
-            self.tokenizer = InGraphTokenizer(
-                spm_model_file, do_lower_case=do_lower_case, digit_comma=digit_comma
+            self.preprocessor = TextPreprocessor(
+                spm_model_file, max_seq_length, do_lower_case, digit_comma
             )
 
     def _outputs(self, features):
@@ -75,17 +150,11 @@ class ClassifierServing(tf.Module):
 
     def text_features(self, text_a, text_b=None):
         """Raw strings -> int32 [B, S] features, as convert_single_example."""
-        from albert_tf.tf_tokenization import pack_inputs
+        return self.preprocessor.features(text_a, text_b)
 
-        tok = self.tokenizer
-        ids_a = tok(text_a)
-        single = pack_inputs(ids_a, None, self.max_seq_length, tok.cls_id, tok.sep_id)
-        if text_b is None:
-            return single
-        ids_b = tok(text_b)
-        pair = pack_inputs(ids_a, ids_b, self.max_seq_length, tok.cls_id, tok.sep_id)
-        has_b = (ids_b.row_lengths() > 0)[:, tf.newaxis]  # "if tokens_b" of the Python path
-        return {k: tf.where(has_b, pair[k], single[k]) for k in pair}
+    @property
+    def load_imports(self) -> tuple:
+        return TENSORFLOW_ONLY if self.preprocessor is None else WITH_TEXT_OPS
 
     def signatures(self):
         s = self.max_seq_length
@@ -98,7 +167,7 @@ class ClassifierServing(tf.Module):
                 self.serve_ids, input_signature=ids_spec
             ).get_concrete_function()
         }
-        if self.tokenizer is not None:
+        if self.preprocessor is not None:
             text = tf.TensorSpec([None], tf.string, name="text_a")
             if self.text_pair:
                 fn = tf.function(
@@ -111,6 +180,31 @@ class ClassifierServing(tf.Module):
                 )
             sigs["serve_text"] = fn.get_concrete_function()
         return sigs
+
+
+@contextlib.contextmanager
+def _staged(export_dir):
+    """Yields a temporary folder beside `export_dir`; on success it replaces export_dir
+    (an existing one is removed), on failure it is removed."""
+    export_dir = os.fspath(export_dir).rstrip("/")
+    parent = os.path.dirname(os.path.abspath(export_dir))
+    os.makedirs(parent, exist_ok=True)
+    tmp = os.path.join(parent, f".tmp-export-{uuid.uuid4().hex}")
+    try:
+        yield tmp
+        if os.path.exists(export_dir):
+            shutil.rmtree(export_dir)
+        os.replace(tmp, export_dir)
+    finally:
+        if os.path.exists(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _write_export_info(saved_model_dir, info: dict) -> None:
+    extra = os.path.join(saved_model_dir, "assets.extra")
+    os.makedirs(extra, exist_ok=True)
+    with open(os.path.join(saved_model_dir, EXPORT_INFO), "w", encoding="utf-8") as f:
+        json.dump(info, f, indent=2)
 
 
 def export_classifier(
@@ -130,50 +224,42 @@ def export_classifier(
 
     `digit_comma`: the tokenizer mode the model was fine-tuned with (serve_text must
     tokenize as training did; albert_tf.tokenization). An existing `export_dir` is
-    replaced. Returns export_dir.
+    replaced. With `spm_model_file` (serve_text) loading needs `import tensorflow_text`
+    (export_info.json `load_imports`). Returns export_dir.
     """
-    export_dir = os.fspath(export_dir).rstrip("/")
     module = ClassifierServing(
         model, max_seq_length, spm_model_file, do_lower_case, text_pair, threshold, digit_comma
     )
     if spm_model_file is None:
         _logger.warning("no SentencePiece model: exporting without the serve_text signature")
-    parent = os.path.dirname(os.path.abspath(export_dir))
-    os.makedirs(parent, exist_ok=True)
-    tmp = os.path.join(parent, f".tmp-export-{uuid.uuid4().hex}")
-    try:
+    with _staged(export_dir) as tmp:
         # Plain ops only: the serving graph must load on builds without oneDNN
         # kernels or XLA (TF Serving, ARM).
         with fused_elementwise.disabled():
             signatures = module.signatures()
             tf.saved_model.save(module, tmp, signatures=signatures)
-        extra = os.path.join(tmp, "assets.extra")
-        os.makedirs(extra, exist_ok=True)
         if label_list is not None:
-            with open(os.path.join(extra, "labels.txt"), "w", encoding="utf-8") as f:
+            os.makedirs(os.path.join(tmp, "assets.extra"), exist_ok=True)
+            with open(os.path.join(tmp, "assets.extra", "labels.txt"), "w", encoding="utf-8") as f:
                 f.write("".join(f"{label}\n" for label in label_list))
-        info = {
-            "task_name": task_name,
-            "max_seq_length": int(max_seq_length),
-            "do_lower_case": bool(do_lower_case),
-            "digit_comma": digit_comma,
-            "text_pair": bool(text_pair),
-            "label_list": None
-            if label_list is None
-            else [None if x is None else str(x) for x in label_list],
-            "threshold": module.threshold,
-            "signatures": sorted(signatures),
-        }
-        with open(os.path.join(extra, "export_info.json"), "w", encoding="utf-8") as f:
-            json.dump(info, f, indent=2)
-        if os.path.exists(export_dir):
-            shutil.rmtree(export_dir)
-        os.replace(tmp, export_dir)
-    finally:
-        if os.path.exists(tmp):
-            shutil.rmtree(tmp, ignore_errors=True)
-    _logger.info("exported SavedModel to %s", export_dir)
-    return export_dir
+        _write_export_info(
+            tmp,
+            {
+                "task_name": task_name,
+                "max_seq_length": int(max_seq_length),
+                "do_lower_case": bool(do_lower_case),
+                "digit_comma": digit_comma,
+                "text_pair": bool(text_pair),
+                "label_list": None
+                if label_list is None
+                else [None if x is None else str(x) for x in label_list],
+                "threshold": module.threshold,
+                "signatures": sorted(signatures),
+                "load_imports": list(module.load_imports),
+            },
+        )
+    _logger.info("exported SavedModel to %s; it %s", export_dir, load_note(module.load_imports))
+    return os.fspath(export_dir).rstrip("/")
 
 
 def _squad_input_specs(max_seq_length):
@@ -237,8 +323,356 @@ def export_squad(model, export_dir, max_seq_length) -> dict:
     with fileio.atomic_path(tflite) as path:
         with open(path, "wb") as f:
             f.write(flatbuffer)
-    _logger.info("exported SavedModel to %s and TFLite to %s", saved, tflite)
+    _logger.info(
+        "exported SavedModel to %s and TFLite to %s; the SavedModel %s",
+        saved,
+        tflite,
+        load_note(TENSORFLOW_ONLY),
+    )
     return {"saved_model": saved, "tflite": tflite}
 
 
-__all__ = ["ClassifierServing", "export_classifier", "export_squad"]
+# --------------------------------------------------------------------------------------
+# The pretrained encoder (export_to_tfhub.py) and a checkpoint without optimizer state
+# (export_checkpoints.py)
+# --------------------------------------------------------------------------------------
+PREPROCESS_DIR = "preprocess"
+# Pretraining head -> its original scope and the signature that uses it.
+_HEADS = {
+    "masked_lm": ("cls/predictions", "mlm"),
+    "sentence_order": ("cls/seq_relationship", "sop"),
+}
+
+
+class EncoderServing(tf.Module):
+    """Root object of the encoder SavedModel: TensorFlow ops only, no tokenizer.
+
+    __call__(inputs, training=False): inputs a dict of int32 [B, S] `input_ids`,
+      `input_mask`, `segment_ids` -> dict pooled_output [B, H], sequence_output
+      [B, S, H], default (= pooled_output); with `training` dropout is on (the
+      original's "train" tag). The Reusable SavedModel attributes `variables`,
+      `trainable_variables` and `regularization_losses` ([]) go with it, as
+      hub.KerasLayer expects.
+    original_variables: {original name: variable} (what albert_tf.hub reads back).
+    vocab_file, config_file: the SentencePiece model and albert_config.json (assets).
+    """
+
+    # Plain attributes in this class (tf.Module computes properties of these names);
+    # saved, they are the lists hub.KerasLayer reads.
+    variables = None
+    trainable_variables = None
+
+    def __init__(self, pretrainer, heads, spm_model_file, config_file, do_lower_case):
+        super().__init__(name="albert_encoder")
+        from albert_tf.checkpoints import original_variable_map
+
+        self.encoder = pretrainer.albert
+        # Only the heads the checkpoint held: a fresh head would be noise under a
+        # pretrained name.
+        self.heads = sorted(heads)
+        for attribute in self.heads:
+            setattr(self, attribute, getattr(pretrainer, attribute))
+        scopes = tuple(_HEADS[a][0] + "/" for a in self.heads)
+        self.original_variables = {
+            name: variable
+            for name, variable in original_variable_map(pretrainer).items()
+            if name.startswith("bert/") or name.startswith(scopes)
+        }
+        self.variables = list(self.original_variables.values())
+        self.trainable_variables = list(self.variables)
+        self.regularization_losses = []
+        self.vocab_file = tf.saved_model.Asset(spm_model_file)
+        self.config_file = tf.saved_model.Asset(config_file)
+        self.do_lower_case = bool(do_lower_case)
+
+    @tf.function
+    def __call__(self, inputs, training=False):
+        out = self.encoder(inputs, training=training)
+        pooled = out["pooled_output"]
+        return {
+            "pooled_output": pooled,
+            "sequence_output": out["sequence_output"],
+            "default": pooled,
+        }
+
+    def _encode(self, input_ids, input_mask, segment_ids):
+        inputs = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+        out = self.encoder(inputs, training=False)
+        return {"sequence_output": out["sequence_output"], "pooled_output": out["pooled_output"]}
+
+    def signatures(self) -> dict:
+        """The original module's signatures (docs/original.md §14), for the heads held."""
+        ids = [
+            tf.TensorSpec([None, None], tf.int32, name=n)
+            for n in ("input_ids", "input_mask", "segment_ids")
+        ]
+        positions = tf.TensorSpec([None, None], tf.int32, name="mlm_positions")
+
+        def sop(input_ids, input_mask, segment_ids):
+            out = self._encode(input_ids, input_mask, segment_ids)
+            logits = self.sentence_order(out["pooled_output"])
+            return {**out, "sop_log_probs": tf.nn.log_softmax(logits, axis=-1)}
+
+        def mlm(input_ids, input_mask, segment_ids, mlm_positions):
+            out = self._encode(input_ids, input_mask, segment_ids)
+            logits = self.masked_lm(
+                out["sequence_output"], mlm_positions, self.encoder.embedding_table
+            )
+            vocab = self.encoder.config.vocab_size
+            return {**out, "mlm_logits": tf.reshape(logits, [-1, vocab])}
+
+        def tokenization_info():
+            return {
+                "vocab_file": self.vocab_file.asset_path,
+                "do_lower_case": tf.constant(self.do_lower_case),
+            }
+
+        tokens = tf.function(self._encode, input_signature=ids).get_concrete_function()
+        sigs = {"serving_default": tokens, "tokens": tokens}
+        if "sentence_order" in self.heads:
+            sigs["sop"] = tf.function(sop, input_signature=ids).get_concrete_function()
+        if "masked_lm" in self.heads:
+            sigs["mlm"] = tf.function(
+                mlm, input_signature=[*ids, positions]
+            ).get_concrete_function()
+        sigs["tokenization_info"] = tf.function(
+            tokenization_info, input_signature=[]
+        ).get_concrete_function()
+        return sigs
+
+
+def _load_pretrainer(albert_directory, checkpoint_name):
+    """(release files, config, AlbertPretrainer filled from the folder's checkpoint, the
+    heads it held); UserError for a folder or checkpoint that cannot be used."""
+    from albert_tf import checkpoints, release
+    from albert_tf.config import AlbertConfig
+    from albert_tf.modeling import AlbertPretrainer
+
+    try:
+        files = release.release_files(albert_directory, checkpoint_name)
+    except FileNotFoundError as err:
+        raise UserError(f"--albert_directory: {err}") from None
+    config = AlbertConfig.from_json_file(files.config_file)
+    model = AlbertPretrainer(config)
+    model.build()
+    try:
+        report = checkpoints.init_from_checkpoint(model, files.checkpoint, allow_missing=["^cls/"])
+    except checkpoints.CheckpointMismatchError as err:
+        raise UserError(f"{files.checkpoint}: {str(err).splitlines()[0]} ...") from None
+    absent = set(report.missing_allowed)
+    heads = {
+        attribute
+        for attribute, (scope, _) in _HEADS.items()
+        if not any(name.startswith(scope + "/") for name in absent)
+    }
+    for attribute in sorted(set(_HEADS) - heads):
+        _logger.warning("%s holds no %s head: not exported", files.checkpoint, _HEADS[attribute][0])
+    return files, config, model, heads, report
+
+
+def export_encoder(
+    albert_directory,
+    export_path,
+    *,
+    checkpoint_name=None,
+    do_lower_case=True,
+    max_seq_length=128,
+    digit_comma=DEFAULT_DIGIT_COMMA,
+) -> dict:
+    """The pretrained encoder of `albert_directory` (albert_config.json, the checkpoint
+    `checkpoint_name` (default model.ckpt-best, else the latest), 30k-clean.model) as a
+    TF2 SavedModel at `export_path`, and the raw-text preprocessing model beside it.
+
+    `export_path`: the encoder (EncoderServing; signatures tokens = serving_default,
+    sop and mlm where the checkpoint holds those heads, tokenization_info); it loads with
+    TensorFlow alone, and `--albert_hub_module_handle` reads it back.
+    `export_path/preprocess`: text_a (and text_b) tf.string [None] -> input_ids,
+    input_mask, segment_ids int32 [None, max_seq_length] (signatures serving_default and
+    pair), tokenized in the graph as FullTokenizer does; it needs `import
+    tensorflow_text`. Both folders' assets.extra/export_info.json say what loading needs.
+    Returns {"encoder": path, "preprocess": path, "signatures": [...]}.
+    """
+    files, config, model, heads, _ = _load_pretrainer(albert_directory, checkpoint_name)
+    if files.spm_model_file is None:
+        raise UserError(
+            f"--albert_directory={albert_directory}: no SentencePiece model (30k-clean.model "
+            "or a single *.model file); the export carries the tokenizer"
+        )
+    module = EncoderServing(model, heads, files.spm_model_file, files.config_file, do_lower_case)
+    preprocessor = TextPreprocessor(
+        files.spm_model_file, max_seq_length, do_lower_case, digit_comma
+    )
+    export_path = os.fspath(export_path).rstrip("/")
+    with _staged(export_path) as tmp:
+        with fused_elementwise.disabled():  # no oneDNN-only kernels, no XLA (export_classifier)
+            signatures = module.signatures()
+            spec = {
+                n: tf.TensorSpec([None, None], tf.int32, name=n)
+                for n in ("input_ids", "input_mask", "segment_ids")
+            }
+            for training in (False, True):
+                module.__call__.get_concrete_function(spec, training=training)
+            tf.saved_model.save(module, tmp, signatures=signatures)
+        preprocess_dir = os.path.join(tmp, PREPROCESS_DIR)
+        tf.saved_model.save(preprocessor, preprocess_dir, signatures=preprocessor.signatures())
+        _write_export_info(
+            tmp,
+            {
+                "model": "albert_tf encoder",
+                "checkpoint": files.checkpoint,
+                "signatures": sorted(signatures),
+                "do_lower_case": bool(do_lower_case),
+                "load_imports": list(TENSORFLOW_ONLY),
+                "preprocess": PREPROCESS_DIR,
+            },
+        )
+        _write_export_info(
+            preprocess_dir,
+            {
+                "model": "albert_tf raw-text preprocessing",
+                "max_seq_length": int(max_seq_length),
+                "do_lower_case": bool(do_lower_case),
+                "digit_comma": digit_comma,
+                "signatures": ["pair", "serving_default"],
+                "load_imports": list(WITH_TEXT_OPS),
+            },
+        )
+    preprocess = os.path.join(export_path, PREPROCESS_DIR)
+    _logger.info("exported the encoder to %s; it %s", export_path, load_note(TENSORFLOW_ONLY))
+    _logger.info(
+        "exported the raw-text preprocessing to %s; %s", preprocess, load_note(WITH_TEXT_OPS)
+    )
+    return {"encoder": export_path, "preprocess": preprocess, "signatures": sorted(signatures)}
+
+
+def export_checkpoint(albert_directory, export_path, *, checkpoint_name=None) -> dict:
+    """What export_checkpoints.py wrote: the checkpoint of `albert_directory` without
+    optimizer state, in the original format: the encoder, the pretraining heads the
+    checkpoint holds (a missing head is left out, where the original wrote a random one)
+    and `global_step` 0, as the original's fresh graph had it.
+
+    `export_path`: the prefix to write, or an existing folder (then
+    `<folder>/model.ckpt-best`); the folder's `checkpoint` file names it, and
+    albert_config.json and the SentencePiece model are copied beside it when absent,
+    so the folder is a release folder (--init_checkpoint=<folder>).
+    Returns {"checkpoint": prefix, "variables": number written}.
+    """
+    from albert_tf import checkpoints, release
+
+    files, _, model, _, report = _load_pretrainer(albert_directory, checkpoint_name)
+    export_path = os.fspath(export_path)
+    if os.path.isdir(export_path):
+        export_path = os.path.join(export_path, release.CHECKPOINT_NAME)
+    checkpoints.save_original_checkpoint(model, export_path, global_step=0, names=report.loaded)
+    folder = os.path.dirname(os.path.abspath(export_path))
+    for source in (files.config_file, files.spm_model_file):
+        target = os.path.join(folder, os.path.basename(source or ""))
+        if source and not os.path.exists(target):
+            shutil.copyfile(source, target)
+    _logger.info("wrote %s: %d variables, no optimizer state", export_path, len(report.loaded) + 1)
+    return {"checkpoint": export_path, "variables": len(report.loaded) + 1}
+
+
+# --------------------------------------------------------------------------------------
+# python -m albert_tf.export
+# --------------------------------------------------------------------------------------
+@dataclasses.dataclass(kw_only=True)
+class ExportOptions(Options):
+    """The flags of export_to_tfhub.py and export_checkpoints.py (the same names and
+    defaults), plus --export_format choosing between them."""
+
+    albert_directory: str = option(
+        REQUIRED,
+        "Folder with albert_config.json, the checkpoint and 30k-clean.model (a release, or "
+        "a training run's output folder).",
+    )
+    checkpoint_name: str = option("model.ckpt-best", "Checkpoint in --albert_directory.")
+    export_path: str = option(
+        REQUIRED,
+        "saved_model: the SavedModel folder (the raw-text model goes to its preprocess/); "
+        "checkpoint: the prefix to write (a folder: <folder>/model.ckpt-best).",
+    )
+    export_format: str = option(
+        "saved_model",
+        "saved_model: the pretrained encoder as a TF2 SavedModel (export_to_tfhub.py); "
+        "checkpoint: the checkpoint without optimizer state (export_checkpoints.py).",
+        choices=("saved_model", "checkpoint"),
+    )
+    do_lower_case: bool = option(True, "Lower-case the input (tokenization_info, preprocess).")
+    max_seq_length: int = option(
+        128, "Feature length of the raw-text preprocessing model.", minimum=3
+    )
+    digit_comma: str = digit_comma_option()
+    use_einsum: bool = option(
+        True, "Accepted for compatibility: the export's products are plain MatMuls either way."
+    )
+
+
+def run(opts: ExportOptions) -> dict:
+    """The export the options ask for (see export_encoder / export_checkpoint)."""
+    from albert_tf.options import check
+
+    check(opts)
+    if opts.export_format == "checkpoint":
+        return export_checkpoint(
+            opts.albert_directory, opts.export_path, checkpoint_name=opts.checkpoint_name
+        )
+    return export_encoder(
+        opts.albert_directory,
+        opts.export_path,
+        checkpoint_name=opts.checkpoint_name,
+        do_lower_case=opts.do_lower_case,
+        max_seq_length=opts.max_seq_length,
+        digit_comma=opts.digit_comma,
+    )
+
+
+def main(argv=None) -> int:
+    """CLI entry: the exit status (0 done or --help, 1 bad flags or input). The flags live
+    in their own FlagValues, so main() can run in a process with other absl flags."""
+    from absl import flags
+
+    from albert_tf.options import define_flags, from_flags
+
+    argv = list(argv if argv is not None else sys.argv)
+    values = flags.FlagValues()
+    define_flags(ExportOptions, values, module_name=argv[0])
+    if any(a in ("--help", "-h", "--helpfull", "-?", "--helpshort") for a in argv[1:]):
+        sys.stdout.write(
+            "Export a pretrained ALBERT: a TF2 SavedModel of the encoder or a checkpoint "
+            f"without optimizer state (docs/checkpoints.md).\n\n{values.module_help(argv[0])}\n"
+        )
+        return 0
+    try:
+        values(argv)
+    except flags.Error as err:
+        sys.stderr.write(f"error: {err}\n")
+        return 1
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        result = run(from_flags(ExportOptions, values))
+    except (UserError, FileNotFoundError) as err:
+        sys.stderr.write(f"error: {err}\n")
+        return 1
+    for name, value in result.items():
+        print(f"{name}: {value}")
+    return 0
+
+
+__all__ = [
+    "ClassifierServing",
+    "TextPreprocessor",
+    "EncoderServing",
+    "ExportOptions",
+    "export_classifier",
+    "export_squad",
+    "export_encoder",
+    "export_checkpoint",
+    "load_note",
+    "main",
+    "run",
+]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

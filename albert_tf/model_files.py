@@ -3,12 +3,17 @@ and the initial checkpoint, and their validation.
 
 A release folder given as --init_checkpoint (an unpacked released model, or a folder
 run_pretraining.py wrote) supplies albert_config.json and the SentencePiece model unless
-they are given (albert_tf/release.py).
+they are given (albert_tf/release.py). A TF-Hub module folder given as
+--albert_hub_module_handle (albert_tf/hub.py) supplies the initial weights, the
+SentencePiece model and do_lower_case, as the original's from_hub_module did, and the
+config (--albert_config_file, else the module's own, else the released shape its
+variables match).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import tensorflow as tf
 
@@ -16,6 +21,8 @@ from albert_tf import checkpoints
 from albert_tf.errors import UserError
 from albert_tf.options import Options, option
 from albert_tf.tokenization import digit_comma_option
+
+_logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -28,7 +35,9 @@ class ModelFileOptions(Options):
     spm_model_file: str | None = option(None, "SentencePiece model (30k-clean.model).")
     vocab_file: str | None = option(None, "WordPiece vocabulary (only without --spm_model_file).")
     albert_hub_module_handle: str | None = option(
-        None, "Not supported (TF-Hub); pass a release folder as --init_checkpoint."
+        None,
+        "Folder of a downloaded, unpacked TF-Hub ALBERT module (TF1 Hub format, or a TF2 "
+        "SavedModel of albert_tf or the Model Garden): initial weights, tokenizer, config.",
     )
     do_lower_case: bool = option(True, "Lower-case the input.")
     digit_comma: str = digit_comma_option()
@@ -48,16 +57,17 @@ class ModelFiles:
 def resolve_model_files(opts, max_seq_length: int, require_spm: bool = False) -> ModelFiles:
     """Validates the model flags of `opts` (ModelFileOptions fields and init_checkpoint;
     UserError naming the flag and file); nothing is written."""
-    from albert_tf import release
+    from albert_tf import hub, release
     from albert_tf.config import AlbertConfig
 
     if opts.albert_hub_module_handle:
-        raise UserError(
-            "--albert_hub_module_handle: TF-Hub modules are not supported; unpack "
-            "the released model and pass its folder as --init_checkpoint (it "
-            "provides albert_config.json, model.ckpt-best and 30k-clean.model)"
-        )
+        return _resolve_hub_module(opts, max_seq_length)
     init = opts.init_checkpoint
+    if init and hub.is_hub_module(init):
+        raise UserError(
+            f"--init_checkpoint={init}: a TF-Hub module folder; pass it as "
+            "--albert_hub_module_handle"
+        )
     config_file, spm, vocab = opts.albert_config_file, opts.spm_model_file, opts.vocab_file
     is_release = bool(init) and release.is_release_folder(init)
     if is_release:
@@ -101,6 +111,48 @@ def resolve_model_files(opts, max_seq_length: int, require_spm: bool = False) ->
         except FileNotFoundError as err:
             raise UserError(f"--init_checkpoint={init}: {err}") from None
     return ModelFiles(config, spm, vocab, config_file)
+
+
+def _resolve_hub_module(opts, max_seq_length: int) -> ModelFiles:
+    """ModelFiles of --albert_hub_module_handle. As the original's from_hub_module, the
+    tokenizer is the module's SentencePiece model: --spm_model_file only has to be set
+    (it chose SentencePiece mode there) and, like --vocab_file, is not read, so the
+    original's run_glue.sh commands run unchanged."""
+    from albert_tf import hub
+
+    handle = opts.albert_hub_module_handle
+    if opts.init_checkpoint:
+        raise UserError(
+            f"--init_checkpoint={opts.init_checkpoint} and --albert_hub_module_handle="
+            f"{handle}: both name the initial weights; give one"
+        )
+    module = hub.open_module(handle)
+    config, config_file = hub.module_config(module, opts.albert_config_file)
+    if module.spm_model_file is None:
+        raise UserError(
+            f"--albert_hub_module_handle={handle}: the module has no SentencePiece model "
+            "(assets/*.model)"
+        )
+    if module.do_lower_case is not None and module.do_lower_case != opts.do_lower_case:
+        raise UserError(
+            f"--do_lower_case={opts.do_lower_case}, but the module {handle} was made with "
+            f"do_lower_case={module.do_lower_case} (its tokenization_info); pass "
+            f"--do_lower_case={module.do_lower_case}"
+        )
+    for flag in ("spm_model_file", "vocab_file"):
+        if getattr(opts, flag):
+            _logger.info(
+                "--%s=%s not read: the module's tokenizer %s is used, as the original did",
+                flag,
+                getattr(opts, flag),
+                module.spm_model_file,
+            )
+    if max_seq_length > config.max_position_embeddings:
+        raise UserError(
+            f"--max_seq_length={max_seq_length} exceeds max_position_embeddings="
+            f"{config.max_position_embeddings} of {config_file}"
+        )
+    return ModelFiles(config, module.spm_model_file, None, config_file)
 
 
 def make_tokenizer(opts, files: ModelFiles):

@@ -1,7 +1,9 @@
-"""SavedModel export round trip: load in a fresh process, same predictions as Python."""
+"""Exports (albert_tf/export.py): each SavedModel loaded in a fresh process that imports only
+what its export_info.json says, with the outputs of the Keras model; stripped checkpoints."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -27,6 +29,11 @@ _CHILD = r"""
 import json, sys
 import numpy as np
 import tensorflow as tf
+try:  # what export_info.json says: the raw-text signature needs tensorflow_text's ops
+    tf.saved_model.load(sys.argv[1])
+    without_text_ops = "loaded"
+except Exception as err:
+    without_text_ops = str(err)
 import tensorflow_text  # registers the SentencePiece ops
 loaded = tf.saved_model.load(sys.argv[1])
 ids = np.load(sys.argv[2])
@@ -38,7 +45,7 @@ by_text = loaded.signatures["serve_text"](text_a=tf.constant([a for a, _ in pair
 np.savez(sys.argv[4], ids_prob=by_ids["probabilities"].numpy(),
          ids_pred=by_ids["predictions"].numpy(), threshold=by_ids["threshold"].numpy(),
          text_prob=by_text["probabilities"].numpy(), text_pred=by_text["predictions"].numpy(),
-         signatures=np.array(sorted(loaded.signatures)))
+         signatures=np.array(sorted(loaded.signatures)), without_text_ops=without_text_ops)
 """
 
 
@@ -88,6 +95,8 @@ def test_export_round_trip_in_fresh_process(tmp_path):
         threshold=0.5,
     )
     assert (tmp_path / "export" / "assets.extra" / "labels.txt").read_text() == "0\n1\n"
+    info = json.loads((tmp_path / "export" / "assets.extra" / "export_info.json").read_text())
+    assert info["load_imports"] == ["tensorflow", "tensorflow_text"]
     # Portable serving graph: no oneDNN-only kernels, no XLA clusters.
     op_types, xla = _saved_ops(export_dir)
     assert "_MklLayerNorm" not in op_types and "MatMul" in op_types
@@ -112,6 +121,7 @@ def test_export_round_trip_in_fresh_process(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = np.load(result)
+    assert "Op type not registered 'Sentencepiece" in str(got["without_text_ops"])
     assert list(got["signatures"]) == ["serve_text", "serving_default"]
     np.testing.assert_allclose(got["ids_prob"], want["probabilities"].numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(got["ids_pred"], want["predictions"].numpy())
@@ -148,3 +158,218 @@ def test_serve_text_tokenizes_with_the_training_digit_comma_mode(digit_comma):
         [(t, "") for t in texts], "intended" if digit_comma == "python3" else "python3"
     )
     assert (other["input_ids"] != want["input_ids"]).any(axis=1).all()
+
+
+# --- the pretrained encoder (export_to_tfhub.py) and stripped checkpoints ------------------
+_ENCODER_CHILD = r"""
+import json, sys
+import numpy as np
+import tensorflow as tf
+import keras
+path, ids_file, out = sys.argv[1:4]
+ids = dict(np.load(ids_file))
+feed = {k: tf.constant(ids[k]) for k in ("input_ids", "input_mask", "segment_ids")}
+loaded = tf.saved_model.load(path)
+tokens = loaded.signatures["tokens"](**feed)
+sop = loaded.signatures["sop"](**feed)
+mlm = loaded.signatures["mlm"](**feed, mlm_positions=tf.constant(ids["mlm_positions"]))
+info = loaded.signatures["tokenization_info"]()
+called = loaded(feed, training=False)
+called_train = loaded(feed, training=True)  # the "train" variant (dropout 0 in this config)
+layer = keras.layers.TFSMLayer(path, call_endpoint="__call__")  # Keras 3 users
+by_layer = layer(feed)
+np.savez(out, sequence_output=tokens["sequence_output"].numpy(),
+         pooled_output=tokens["pooled_output"].numpy(), sop=sop["sop_log_probs"].numpy(),
+         mlm=mlm["mlm_logits"].numpy(), called=called["pooled_output"].numpy(),
+         called_train=called_train["pooled_output"].numpy(),
+         layer=by_layer["pooled_output"].numpy(),
+         vocab=open(info["vocab_file"].numpy().decode(), "rb").read(),
+         lower=info["do_lower_case"].numpy(), signatures=np.array(sorted(loaded.signatures)),
+         trainable=len(loaded.trainable_variables), losses=len(loaded.regularization_losses),
+         imported=np.array(sorted(m for m in ("albert_tf", "tensorflow_text") if m in sys.modules)))
+"""
+
+_PREPROCESS_CHILD = r"""
+import json, sys
+import numpy as np
+import tensorflow as tf
+path, pairs, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+try:
+    tf.saved_model.load(path)
+    without_text_ops = "loaded"
+except Exception as err:
+    without_text_ops = str(err)
+import tensorflow_text
+loaded = tf.saved_model.load(path)
+pair = loaded.signatures["pair"](text_a=tf.constant([a for a, _ in pairs]),
+                                 text_b=tf.constant([b for _, b in pairs]))
+single = loaded.signatures["serving_default"](text_a=tf.constant([a for a, _ in pairs]))
+np.savez(out, without_text_ops=without_text_ops, albert_tf="albert_tf" in sys.modules,
+         **{f"pair_{k}": v.numpy() for k, v in pair.items()},
+         **{f"single_{k}": v.numpy() for k, v in single.items()})
+"""
+
+
+def _child(tmp_path, script, *args):
+    result = tmp_path / "child.npz"
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *map(str, args), str(result)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return np.load(result)
+
+
+def _release_folder(folder, heads=("cls/predictions", "cls/seq_relationship"), extra=None):
+    """albert_config.json, 30k-clean.model and model.ckpt-best of a random tiny
+    pretrainer (every variable random); `extra`: more tensors in the checkpoint (optimizer
+    state). Returns (folder, pretrainer)."""
+    from albert_tf import checkpoints
+    from albert_tf.modeling import AlbertPretrainer
+
+    os.makedirs(folder)
+    config = tiny_config()
+    config.to_json_file(os.path.join(folder, "albert_config.json"))
+    shutil.copyfile(DEMO_SPM, os.path.join(folder, "30k-clean.model"))
+    model = AlbertPretrainer(config)
+    model.build()
+    rng = np.random.default_rng(1)
+    for v in model.weights:
+        v.assign(rng.normal(0, 0.1, v.shape).astype(np.float32))
+    values = {
+        n: v.numpy()
+        for n, v in checkpoints.original_variable_map(model).items()
+        if n.startswith("bert/") or n.startswith(tuple(h + "/" for h in heads))
+    }
+    values.update(extra or {})
+    names = sorted(values)
+    tf.raw_ops.SaveV2(
+        prefix=os.path.join(folder, "model.ckpt-best"),
+        tensor_names=names,
+        shape_and_slices=[""] * len(names),
+        tensors=[tf.constant(values[n]) for n in names],
+    )
+    return str(folder), model
+
+
+def test_encoder_export_reloads_in_fresh_processes(tmp_path):
+    from albert_tf import hub
+    from albert_tf.export import export_encoder
+    from albert_tf.modeling import AlbertModel
+
+    folder, model = _release_folder(tmp_path / "albert")
+    paths = export_encoder(folder, str(tmp_path / "hub"), max_seq_length=SEQ)
+    assert paths["signatures"] == ["mlm", "serving_default", "sop", "tokenization_info", "tokens"]
+    info = json.loads((tmp_path / "hub" / "assets.extra" / "export_info.json").read_text())
+    assert info["load_imports"] == ["tensorflow"] and info["preprocess"] == "preprocess"
+    pre_info = json.loads(
+        (tmp_path / "hub" / "preprocess" / "assets.extra" / "export_info.json").read_text()
+    )
+    assert pre_info["load_imports"] == ["tensorflow", "tensorflow_text"]
+    op_types, xla = _saved_ops(paths["encoder"])
+    assert not [op for op in op_types if "entencepiece" in op] and xla == []
+
+    features = _python_features(PAIRS)
+    positions = np.array([[1, 3], [2, 0], [5, 4]], np.int32)
+    np.savez(tmp_path / "ids.npz", **features, mlm_positions=positions)
+    got = _child(tmp_path, _ENCODER_CHILD, paths["encoder"], tmp_path / "ids.npz")
+    assert list(got["imported"]) == []  # TensorFlow alone
+    assert list(got["signatures"]) == paths["signatures"]
+    want = model({**features, "masked_lm_positions": positions}, training=False)
+    close = dict(rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got["sequence_output"], want["sequence_output"], **close)
+    np.testing.assert_allclose(got["pooled_output"], want["pooled_output"], **close)
+    for key in ("called", "called_train", "layer"):
+        np.testing.assert_allclose(got[key], want["pooled_output"], **close)
+    np.testing.assert_allclose(got["sop"], tf.nn.log_softmax(want["sop_logits"]), **close)
+    np.testing.assert_allclose(got["mlm"], tf.reshape(want["mlm_logits"], [6, -1]), **close)
+    assert bytes(got["vocab"]) == open(DEMO_SPM, "rb").read() and bool(got["lower"])
+    assert int(got["trainable"]) == 32 and int(got["losses"]) == 0
+
+    # --albert_hub_module_handle reads the export back by name.
+    module = hub.open_module(paths["encoder"])
+    assert module.kind == hub.ALBERT_TF and module.do_lower_case is True
+    assert hub.module_config(module)[0] == tiny_config()
+    encoder = AlbertModel(tiny_config())
+    assert len(hub.load_module(encoder, module).loaded) == 25
+    np.testing.assert_array_equal(
+        encoder(features)["pooled_output"], model.albert(features)["pooled_output"]
+    )
+
+    pre = _child(tmp_path, _PREPROCESS_CHILD, paths["preprocess"], json.dumps(PAIRS))
+    assert "Op type not registered" in str(pre["without_text_ops"])
+    assert not bool(pre["albert_tf"])
+    single = _python_features([(a, "") for a, _ in PAIRS])
+    for k in features:
+        np.testing.assert_array_equal(pre[f"pair_{k}"], features[k], err_msg=k)
+        np.testing.assert_array_equal(pre[f"single_{k}"], single[k], err_msg=k)
+
+
+def test_encoder_signatures_follow_the_heads_the_checkpoint_held():
+    from albert_tf.export import EncoderServing
+    from albert_tf.modeling import AlbertPretrainer
+
+    model = AlbertPretrainer(tiny_config())
+    model.build()
+    module = EncoderServing(model, {"masked_lm"}, DEMO_SPM, DEMO_SPM, True)
+    assert sorted(module.signatures()) == [
+        "mlm",
+        "serving_default",
+        "tokenization_info",
+        "tokens",
+    ]
+    assert not [n for n in module.original_variables if not n.startswith(("bert/", "cls/pred"))]
+    assert len(module.original_variables) == 30 and len(module.trainable_variables) == 30
+
+
+def test_export_checkpoint_cli_strips_optimizer_state(tmp_path, capsys):
+    from albert_tf import checkpoints, release
+    from albert_tf.export import main
+
+    slots = {"bert/pooler/dense/kernel/adam_m": np.ones((32, 32), np.float32)}
+    folder, model = _release_folder(
+        tmp_path / "trained",
+        heads=("cls/predictions",),
+        extra={**slots, "global_step": np.array(800, np.int64)},
+    )
+    out = tmp_path / "exported"
+    out.mkdir()
+    status = main(
+        [
+            "export",
+            f"--albert_directory={folder}",
+            f"--export_path={out}",
+            "--export_format=checkpoint",
+        ]
+    )
+    assert status == 0
+    assert f"checkpoint: {out / 'model.ckpt-best'}" in capsys.readouterr().out
+    values = checkpoints.read_checkpoint_values(str(out / "model.ckpt-best"))
+    want = {
+        n: v.numpy()
+        for n, v in checkpoints.original_variable_map(model).items()
+        if not n.startswith("cls/seq_relationship/")  # absent from the source: left out
+    }
+    assert sorted(values) == sorted([*want, "global_step"])
+    assert int(values["global_step"]) == 0  # as the original's fresh graph
+    for name, value in want.items():
+        np.testing.assert_array_equal(values[name], value, err_msg=name)
+    # The folder is a release folder now.
+    files = release.release_files(str(out))
+    assert files.checkpoint == str(out / "model.ckpt-best") and files.spm_model_file
+
+
+def test_export_cli_errors_are_one_line(tmp_path, capsys):
+    from albert_tf.export import main
+
+    assert main(["export", f"--albert_directory={tmp_path / 'none'}", "--export_path=x"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: --albert_directory: release folder") and err.count("\n") == 1
+    assert main(["export", "--export_path=x"]) == 1
+    assert "--albert_directory" in capsys.readouterr().err
+    assert main(["export", "--help"]) == 0
+    assert "--export_format" in capsys.readouterr().out

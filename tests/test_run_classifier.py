@@ -172,7 +172,7 @@ def test_stsb_regression(setup, tmp_path):
         (dict(max_seq_length=128), "exceeds max_position_embeddings=64"),
         (
             dict(albert_hub_module_handle="https://tfhub.dev/google/albert_base/3"),
-            "TF-Hub modules are not supported",
+            "modules are not downloaded at run time",
         ),
         (dict(init_checkpoint="/nonexistent/model.ckpt-1"), "--init_checkpoint"),
         (dict(do_train=False), "at least one of"),

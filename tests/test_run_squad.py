@@ -202,7 +202,7 @@ def test_v2_train_and_predict(setup, tmp_path):
         (dict(max_seq_length=128), "exceeds max_position_embeddings=96"),
         (dict(max_query_length=61), "must exceed --max_query_length=61"),
         (dict(spm_model_file=None, vocab_file="vocab.txt"), "SentencePiece only"),
-        (dict(albert_hub_module_handle="https://tfhub.dev/google/albert_base/3"), "TF-Hub"),
+        (dict(albert_hub_module_handle="https://tfhub.dev/google/albert_base/3"), "not downloaded"),
         (dict(init_checkpoint="/nonexistent/model.ckpt-1"), "--init_checkpoint"),
         (dict(version_2_with_negative=True, start_n_top=65), "--start_n_top=65"),
         (dict(version_2_with_negative=True, export_dir="exp"), "v1.1 model only"),
