@@ -467,6 +467,7 @@ ROWS = [
         "create_pretraining_data.py",
         ("--input_file={tmp}/nothing.txt",),
         "--input_file: file '{tmp}/nothing.txt' does not exist",
+        subprocess=True,
     ),
     Row(
         "bad_utf8_line",
@@ -650,7 +651,7 @@ def paths(tmp_path_factory):
     )
 
     # RACE.
-    p["race"] = os.path.join(DEMO)
+    p["race"] = DEMO
     empty = root / "race_empty_dev"
     shutil.copytree(os.path.join(DEMO, "RACE"), empty / "RACE")
     for level in ("middle", "high"):
