@@ -344,7 +344,7 @@ def train(task: Task, current: Run, selector) -> int:
     return int(optimizer.iterations.numpy())
 
 
-def save_original_format(current: Run, optimizer, step, task: Task | None = None) -> None:
+def save_original_format(current: Run, optimizer, step, task: Task) -> None:
     """model.ckpt-<step> under the original's names (weights, adam_m/adam_v slots,
     global_step), the `checkpoint` state file naming the kept ones (what
     tf.train.latest_checkpoint and the original's tools read), the oldest beyond
@@ -354,8 +354,7 @@ def save_original_format(current: Run, optimizer, step, task: Task | None = None
 
     if not current.is_chief:
         return
-    if task is not None:
-        task.describe_weights(current)
+    task.describe_weights(current)
     out = current.options.output_dir
     prefix = os.path.join(out, f"model.ckpt-{step}")
     checkpoints.save_original_checkpoint(
@@ -397,7 +396,7 @@ def resume_from_original_format(current: Run, optimizer) -> None:
     )
 
 
-def finish_selection(selector, current: Run, task: Task | None = None) -> None:
+def finish_selection(selector, current: Run, task: Task) -> None:
     """Evaluates the checkpoints not evaluated yet; with none ever evaluated, the initial
     weights as step 0 (with the task's files describing them). Puts the best into the
     summary."""
@@ -408,7 +407,7 @@ def finish_selection(selector, current: Run, task: Task | None = None) -> None:
                 f"no checkpoint (ckpt-<step>) in {current.options.output_dir} and "
                 "no --init_checkpoint to evaluate"
             )
-        if task is not None and current.is_chief:
+        if current.is_chief:
             task.describe_weights(current)
         selector.evaluate_current(0)  # the --init_checkpoint weights
     current.summary["best"] = selector.best
