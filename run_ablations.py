@@ -9,36 +9,28 @@ PNG pictures. `--study=smoothness --smoothness_checkpoints=ALBERT=<folder>,BERT=
 measures given checkpoints instead. See albert_tf/ablations.py.
 """
 
-import logging
 import os
-import sys
-
-from absl import app
 
 from albert_tf import cli
 
 cli.prefer_onednn()  # before TensorFlow loads
 
-from albert_tf import ablations, fileio, options  # noqa: E402  (imports TensorFlow)
-from albert_tf.errors import UserError  # noqa: E402
+from albert_tf import ablations, fileio  # noqa: E402  (imports TensorFlow)
 
-options.define_flags(ablations.AblationOptions)
+cli.define_flags(ablations.AblationOptions)
 
 
-def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    logging.getLogger().setLevel(logging.INFO)
-    o = options.from_flags(ablations.AblationOptions)
-    try:
-        if o.smoothness_checkpoints:
-            print(ablations.measure_checkpoints(o), end="")
-        else:
-            ablations.run(o)
-            print(fileio.read_text(os.path.join(o.output_dir, o.study, "results.md")), end="")
-    except (UserError, FileNotFoundError) as err:
-        sys.exit(f"run_ablations.py: error: {err}")
+def run(o):
+    """The study's results table (results.md), or the smoothness of given checkpoints."""
+    if o.smoothness_checkpoints:
+        return ablations.measure_checkpoints(o)
+    ablations.run(o)
+    return fileio.read_text(os.path.join(o.output_dir, o.study, "results.md"))
+
+
+def report(text):
+    print(text, end="")
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.main(ablations.AblationOptions, run, report)

@@ -23,6 +23,7 @@ import tensorflow as tf
 from google.protobuf.message import DecodeError
 from tensorflow.core.protobuf import tensor_bundle_pb2
 
+from albert_tf import fileio
 from albert_tf.errors import UserError
 from albert_tf.heads import MaskedLMHead, OutputProjection, SquadV2Head
 from albert_tf.modeling import AlbertModel
@@ -476,6 +477,9 @@ def _log_ignored(prefix, ignored):
 
 
 # --- saving --------------------------------------------------------------------
+_TMP_CHECKPOINT_NAME = r"\.tmp-{owner}-[0-9a-f]{32}-.+"  # save_original_checkpoint's temporaries
+
+
 def save_original_checkpoint(
     model, prefix, *, global_step=None, optimizer=None, update_checkpoint_state=True, names=None
 ) -> str:
@@ -515,7 +519,12 @@ def save_original_checkpoint(
 
     folder = os.path.dirname(prefix) or "."
     tf.io.gfile.makedirs(folder)
-    tmp_prefix = os.path.join(folder, f".tmp-{uuid.uuid4().hex}-{os.path.basename(prefix)}")
+    # The temporaries carry this process's owner tag: a later save into the folder
+    # removes those of a killed process (fileio.remove_stale).
+    fileio.remove_stale(folder, _TMP_CHECKPOINT_NAME)
+    tmp_prefix = os.path.join(
+        folder, f".tmp-{fileio.owner_tag()}-{uuid.uuid4().hex}-{os.path.basename(prefix)}"
+    )
     try:
         tf.raw_ops.SaveV2(
             prefix=tmp_prefix,

@@ -261,32 +261,48 @@ class ClassifierTask(driver.Task):
             + ([("dev", "do_eval")] if opts.do_eval else [])
             + ([("test", "do_predict")] if opts.do_predict else [])
         )
+        self.tokenizer = make_tokenizer(opts, self.files)
+        self.examples = {}
         if splits and not opts.use_tfds:
             if not opts.data_dir:
                 raise UserError("--data_dir is required (or --use_tfds)")
             if not tf.io.gfile.isdir(opts.data_dir):
                 raise UserError(f"--data_dir={opts.data_dir}: directory not found")
             for split, flag in splits:
-                try:
-                    path = self.processor.data_file(opts.data_dir, split)
-                except ValueError as err:
-                    raise UserError(f"--{flag} with --task_name={self.task}: {err}") from None
-                if not tf.io.gfile.exists(path):
-                    raise UserError(
-                        f"--{flag}: {path} not found (task {self.task} reads "
-                        f"{self.processor.folder}/{self.processor.files[split]} under "
-                        "--data_dir)"
-                    )
+                self.examples[split] = self._read_split(split, flag)
         return self.files.config
+
+    def _read_split(self, split, flag):
+        """The examples of one split's TSV file: it exists, parses and holds at least one
+        example (the training set: at least one batch)."""
+        opts = self.options
+        try:
+            path = self.processor.data_file(opts.data_dir, split)
+        except ValueError as err:
+            raise UserError(f"--{flag} with --task_name={self.task}: {err}") from None
+        if not tf.io.gfile.exists(path):
+            raise UserError(
+                f"--{flag}: {path} not found (task {self.task} reads "
+                f"{self.processor.folder}/{self.processor.files[split]} under --data_dir)"
+            )
+        try:
+            examples = self.processor.get_examples(opts.data_dir, split)
+        except (ValueError, FileNotFoundError) as err:
+            raise UserError(str(err)) from None
+        if not examples:
+            raise UserError(f"--{flag}: {path} holds no example; expected at least one data row")
+        if split == "train" and len(examples) < opts.train_batch_size:
+            raise UserError(
+                f"--{flag}: {path} holds {len(examples)} examples, fewer than "
+                f"--train_batch_size={opts.train_batch_size}"
+            )
+        return examples
 
     def build_model(self, config):
         return AlbertClassifier(config, len(self.label_list))
 
     def loss_fn(self, model, features, training):
         return loss_fn(model, features, training)
-
-    def prepare(self, run):
-        self.tokenizer = make_tokenizer(self.options, self.files)
 
     def _features(self, split):
         from albert_tf.data.classifier_data import cached_features
@@ -305,6 +321,7 @@ class ClassifierTask(driver.Task):
                 vocab_file=self.files.vocab_file,
                 use_tfds=opts.use_tfds,
                 tfds_data_dir=opts.tfds_data_dir,
+                examples=self.examples.get(split),
             )
         except (ValueError, FileNotFoundError) as err:
             raise UserError(f"{split} data: {err}") from None
@@ -370,7 +387,7 @@ class ClassifierTask(driver.Task):
                 opts.do_lower_case,
             )
         else:
-            examples = self.processor.get_examples(opts.data_dir, "test")
+            examples = self.examples["test"]
         return [e.guid for e in examples]
 
     def predict(self, run):

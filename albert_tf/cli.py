@@ -1,6 +1,6 @@
 """What every entry script shares: oneDNN before TensorFlow loads, flags generated from the
 script's options dataclass (albert_tf/options.py), and the main body (flags -> options ->
-run -> report; a user error -> one line and exit status 1).
+run -> report) with one way of reporting bad input.
 
     from albert_tf import cli
     cli.prefer_onednn()                      # before TensorFlow loads
@@ -9,6 +9,14 @@ run -> report; a user error -> one line and exit status 1).
 
     if __name__ == "__main__":
         cli.main(classifier.ClassifierOptions, classifier.run, report)
+
+Bad input (a flag absl cannot parse, `UserError`, a file that does not exist) ends a
+script with exactly one line on stderr and exit status 1:
+
+    <script>: error: <what, naming the flag, file or field>: <what was expected>
+
+`execute` is that whole body for any argv; it returns the exit status instead of leaving
+the process, so tests (and notebooks) run a script's command line in process.
 """
 
 from __future__ import annotations
@@ -17,10 +25,10 @@ import logging
 import os
 import sys
 
-from absl import app
-
 from albert_tf import options
-from albert_tf.errors import UserError
+from albert_tf.errors import TrainingInterrupted, UserError
+
+HELP_FLAGS = ("--help", "-h", "-?", "--helpshort", "--helpfull")
 
 
 def prefer_onednn() -> None:
@@ -39,28 +47,81 @@ def define_flags(options_cls) -> None:
     options.define_flags(options_cls)
 
 
-def main(options_cls, run, report=None) -> None:
-    """Parses the flags, runs `run(options)` and passes its result to `report`. Bad input
-    (UserError, or a file that does not exist) ends the script with `<script>: error:
-    <message>` on stderr and exit status 1; a stop on SIGINT/SIGTERM, after the trainer
-    wrote its checkpoint, with one line and status 128 + the signal number (130, 143);
-    anything else is a bug and keeps its traceback."""
-    from albert_tf.training import TrainingInterrupted
+def error_line(script: str, err: BaseException) -> str:
+    """`<script>: error: <message>`: the one line a user error is reported with. A message
+    of several lines (a list of mismatches) is joined with "; "; a file the system did
+    not find is named with the system's reason."""
+    if isinstance(err, OSError) and err.filename is not None:
+        message = f"{err.filename}: {err.strerror}"
+    else:
+        message = "; ".join(line.strip() for line in str(err).splitlines() if line.strip())
+    return f"{script}: error: {message or type(err).__name__}"
 
-    script = os.path.basename(sys.argv[0])
 
-    def _main(argv):
-        if len(argv) > 1:
-            raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-        logging.getLogger().setLevel(logging.INFO)
+def execute(options_cls, run, argv, report=None, flag_values=None, description=None) -> int:
+    """Runs a script's command line: parses `argv` into the options, calls `run(options)`
+    and passes its result to `report`. Returns the exit status: 0; 1 after one
+    `error_line` on stderr for bad input (flags, UserError, a missing file); 128 + the
+    signal number (130, 143) after one line when SIGINT/SIGTERM stopped training (the
+    trainer wrote its checkpoint first). Any other exception is a bug of ours and keeps
+    its traceback.
+
+    flag_values: the absl FlagValues holding the flags of `options_cls` (the scripts'
+      global FLAGS); by default a private one is made, so any number of command lines
+      can run in one process. description: printed above the flags by --help.
+    """
+    from absl import flags
+
+    script = os.path.basename(argv[0])
+    values = flag_values
+    if values is None:
+        values = flags.FlagValues()
+        options.define_flags(options_cls, values, module_name=argv[0])
+    if any(arg in HELP_FLAGS for arg in argv[1:]):
+        text = values.module_help(argv[0])
+        sys.stdout.write(f"{description.strip()}\n\n{text}\n" if description else f"{text}\n")
+        return 0
+    try:
         try:
-            result = run(options.from_flags(options_cls))
-        except (UserError, FileNotFoundError) as err:
-            sys.exit(f"{script}: error: {err}")
-        except TrainingInterrupted as stop:
-            sys.stderr.write(f"{script}: {stop}\n")
-            sys.exit(128 + stop.signum)
-        if report is not None:
-            report(result)
+            rest = values(list(argv))
+        except flags.Error as err:
+            raise UserError(str(err)) from None
+        if len(rest) > 1:
+            raise UserError(
+                f"unexpected arguments {' '.join(rest[1:])!r}: expected only --flag=value"
+            )
+        result = run(options.from_flags(options_cls, values))
+    except (UserError, FileNotFoundError) as err:
+        sys.stderr.write(error_line(script, err) + "\n")
+        return 1
+    except TrainingInterrupted as stop:
+        sys.stderr.write(f"{script}: {stop}\n")
+        return 128 + stop.signum
+    if report is not None:
+        report(result)
+    return 0
 
-    app.run(_main)
+
+def main(options_cls, run, report=None) -> None:
+    """The body of an entry script whose flags `define_flags` put on absl's global FLAGS:
+    logs at INFO through absl's handler, then `execute` with sys.argv, and exits with
+    its status."""
+    from absl import flags
+    from absl import logging as absl_logging
+
+    absl_logging.use_absl_handler()
+    logging.getLogger().setLevel(logging.INFO)
+    main_module = sys.modules.get("__main__")
+    sys.exit(
+        execute(
+            options_cls,
+            run,
+            sys.argv,
+            report,
+            flag_values=flags.FLAGS,
+            description=getattr(main_module, "__doc__", None),
+        )
+    )
+
+
+__all__ = ["prefer_onednn", "define_flags", "error_line", "execute", "main", "HELP_FLAGS"]

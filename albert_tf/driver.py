@@ -4,18 +4,20 @@ metrics and output files.
 
     summary = driver.run(ClassifierTask(ClassifierOptions(task_name="MRPC", ...)))
 
-1. resolve     `Task.resolve`: options, files and data checked; nothing is written.
+1. resolve     `Task.resolve`: options, files and data checked; --init_checkpoint's files
+               complete; nothing is written.
 2. start       host allocator, dtype policy, seeds, distribution strategy.
-3. build       `Task.build_model` under the strategy.
+3. build       `Task.build_model` under the strategy; the checkpoints already in
+               output_dir must fit it.
 4. initialize  --init_checkpoint (either checkpoint format or a release folder) or
                --albert_hub_module_handle (a TF-Hub module folder), unless a training
                run resumes from its own ckpt-<step> in output_dir.
-5. prepare     the output folder, then `Task.prepare` (tokenizer, features, eval data).
+5. prepare     the output folder, then `Task.prepare` (features, eval data).
 6. train       one training loop to the last step (albert_tf/training.py); after every
                checkpoint the dev metrics (`Task.evaluator`) and model.ckpt-best selection
                (albert_tf/selection.py). Every checkpoint is written as ckpt-<step> (ours:
                with the input position) and model.ckpt-<step> (the original's format,
-               named by the `checkpoint` file).
+               named by the `checkpoint` file), with `Task.describe_weights`.
 7. select      checkpoints of either format not evaluated yet (a resumed run, or the
                original's second "evaluate every checkpoint" command); with none, the
                initial weights.
@@ -184,7 +186,13 @@ class Task:
 
     # --- data and evaluation ----------------------------------------------------------
     def prepare(self, run: Run) -> None:
-        """Tokenizer, features, files the run needs (output_dir exists)."""
+        """Features and files the run needs (output_dir exists)."""
+
+    def describe_weights(self, run: Run) -> None:
+        """Writes the files that describe the weights this run puts into output_dir (the
+        chief calls it with every checkpoint, and before the initial weights become
+        model.ckpt-best): after --init_checkpoint loaded and any resume restored, so a
+        run that fails before leaves none."""
 
     def evaluator(self, run: Run) -> Evaluation | None:
         """The dev evaluation, or None when the run selects no checkpoint."""
@@ -210,13 +218,19 @@ def run(task: Task) -> dict:
     summary dict (init, train_step, best, eval, prediction files, ...)."""
     opts = task.options
     check(opts)
+    if tf.io.gfile.exists(opts.output_dir) and not tf.io.gfile.isdir(opts.output_dir):
+        raise UserError(f"--output_dir={opts.output_dir}: expected a folder, found a file")
     config = task.resolve()
+    resuming = opts.do_train and bool(selection.trained_checkpoints(opts.output_dir))
+    initial = initial_weights(opts)
+    if initial and initial[0] == "--init_checkpoint" and not resuming:
+        check_init_checkpoint(initial[1])
     current = start(opts, config, task.batch_divisor())
     with current.strategy.scope():
         current.model = task.build_model(config)
         current.model.build()
-    current.resuming = opts.do_train and bool(selection.trained_checkpoints(opts.output_dir))
-    initial = initial_weights(opts)
+    check_output_checkpoints(current.model, opts.output_dir)
+    current.resuming = resuming
     if initial and not current.resuming:
         flag, path = initial
         current.summary["init"] = init_from_checkpoint(
@@ -249,7 +263,7 @@ def run(task: Task) -> dict:
             selector.evaluate_pending()  # checkpoints of an interrupted run
         current.summary["train_step"] = train(task, current, selector)
     if selector is not None:
-        finish_selection(selector, current)
+        finish_selection(selector, current, task)
     if task.wants_final_weights():
         current.summary["predict_weights"] = final_weights(current, task.head)
         task.predict(current)
@@ -324,7 +338,7 @@ def train(task: Task, current: Run, selector) -> int:
         opts.output_dir,
         loop,
         current.is_chief,
-        save_hook=lambda step: save_original_format(current, optimizer, step),
+        save_hook=lambda step: save_original_format(current, optimizer, step, task),
     )
     if not training.object_checkpoints(opts.output_dir):
         resume_from_original_format(current, optimizer)
@@ -334,15 +348,17 @@ def train(task: Task, current: Run, selector) -> int:
     return int(optimizer.iterations.numpy())
 
 
-def save_original_format(current: Run, optimizer, step) -> None:
+def save_original_format(current: Run, optimizer, step, task: Task) -> None:
     """model.ckpt-<step> under the original's names (weights, adam_m/adam_v slots,
     global_step), the `checkpoint` state file naming the kept ones (what
     tf.train.latest_checkpoint and the original's tools read), the oldest beyond
-    --keep_checkpoint_max removed. Chief only."""
+    --keep_checkpoint_max removed, and the task's files describing them
+    (`Task.describe_weights`). Chief only."""
     from albert_tf.training import remove_checkpoint
 
     if not current.is_chief:
         return
+    task.describe_weights(current)
     out = current.options.output_dir
     prefix = os.path.join(out, f"model.ckpt-{step}")
     checkpoints.save_original_checkpoint(
@@ -372,7 +388,7 @@ def resume_from_original_format(current: Run, optimizer) -> None:
     try:
         checkpoints.load_original_checkpoint(current.model, prefix, optimizer=optimizer)
     except checkpoints.CheckpointMismatchError as err:
-        raise UserError(f"cannot resume from {prefix}: {str(err).splitlines()[1:3]}") from None
+        raise UserError(f"cannot resume from {prefix}: {mismatch_summary(err)}") from None
     values = checkpoints.checkpoint_variable_shapes(prefix)
     if "global_step" in values:
         step = int(tf.train.load_checkpoint(prefix).get_tensor("global_step"))
@@ -384,9 +400,10 @@ def resume_from_original_format(current: Run, optimizer) -> None:
     )
 
 
-def finish_selection(selector, current: Run) -> None:
+def finish_selection(selector, current: Run, task: Task) -> None:
     """Evaluates the checkpoints not evaluated yet; with none ever evaluated, the initial
-    weights as step 0. Puts the best into the summary."""
+    weights as step 0 (with the task's files describing them). Puts the best into the
+    summary."""
     selector.evaluate_pending()
     if not selector.results and selector.best is None:
         if not current.initialized:
@@ -394,6 +411,8 @@ def finish_selection(selector, current: Run) -> None:
                 f"no checkpoint (ckpt-<step>) in {current.options.output_dir} and "
                 "no --init_checkpoint to evaluate"
             )
+        if current.is_chief:
+            task.describe_weights(current)
         selector.evaluate_current(0)  # the --init_checkpoint weights
     current.summary["best"] = selector.best
     if selector.results:
@@ -418,6 +437,69 @@ def initial_weights(opts) -> tuple[str, str] | None:
         if value:
             return f"--{flag}", value
     return None
+
+
+def mismatch_summary(err: checkpoints.CheckpointMismatchError, shown: int = 2) -> str:
+    """One line of a CheckpointMismatchError: each kind of problem with its count and
+    first `shown` entries; the whole list goes to the log."""
+    _logger.error("%s", err)
+    groups = []  # [header, entries]
+    for line in str(err).splitlines()[1:]:
+        if line.startswith(" ") and groups:
+            groups[-1][1].append(line.strip())
+        elif line.strip():
+            groups.append([line.strip().rstrip(":"), []])
+    if not groups:
+        return str(err)
+    return "; ".join(
+        f"{header}: {', '.join(entries[:shown])}"
+        + (f" and {len(entries) - shown} more" if len(entries) > shown else "")
+        for header, entries in groups
+    )
+
+
+def check_init_checkpoint(path) -> str:
+    """Checks that --init_checkpoint names a checkpoint (any form, or a release folder)
+    whose files are complete, without reading its tensors; returns its prefix."""
+    from albert_tf import hub, release
+
+    if hub.is_hub_module(path):
+        return path  # read (and checked) by albert_tf.hub when the model is filled
+    try:
+        if release.is_release_folder(path):
+            prefix = release.release_files(path).checkpoint
+        else:
+            prefix = checkpoints.resolve_checkpoint_path(path)
+        return checkpoints.check_checkpoint_readable(prefix)
+    except (FileNotFoundError, UserError) as err:
+        raise UserError(f"--init_checkpoint={path}: {err}") from None
+
+
+def check_output_checkpoints(model, output_dir) -> None:
+    """Refuses an output folder whose checkpoints cannot fill `model` (trained with
+    another config or for another task): its latest original-format checkpoint must hold
+    every variable of the model in the model's shape. Reads only the checkpoint's index,
+    before anything is written."""
+    originals = selection.original_checkpoints(output_dir)
+    if not originals:
+        return
+    prefix = checkpoints.check_checkpoint_readable(originals[-1][1])
+    shapes = checkpoints.checkpoint_variable_shapes(prefix)
+    problems = []
+    for name, variable in checkpoints.original_variable_map(model).items():
+        if name not in shapes:
+            problems.append(f"{name}: not in the checkpoint")
+        elif list(shapes[name]) != list(variable.shape):
+            problems.append(
+                f"{name}: checkpoint {list(shapes[name])}, model {list(variable.shape)}"
+            )
+    if problems:
+        more = f" and {len(problems) - 1} more" if len(problems) > 1 else ""
+        raise UserError(
+            f"--output_dir={output_dir}: its checkpoints do not fit this model ({prefix}: "
+            f"{problems[0]}{more}); expected the config and task they were trained with, "
+            "or another --output_dir"
+        )
 
 
 def init_from_checkpoint(
@@ -456,12 +538,9 @@ def init_from_checkpoint(
     try:
         report = load()
     except checkpoints.CheckpointMismatchError as err:
-        lines = str(err).splitlines()
-        detail = "\n".join(
-            lines[:12] + ([f"  ... ({len(lines) - 12} more lines)"] if len(lines) > 12 else [])
-        )
         raise UserError(
-            f"{flag}={path}: nothing loaded; the checkpoint cannot fill this model:\n{detail}"
+            f"{flag}={path}: nothing loaded; the checkpoint cannot fill this model: "
+            f"{mismatch_summary(err)}"
         ) from None
     if not report.loaded:
         raise UserError(f"{flag}={path}: no variable matched")
@@ -505,6 +584,9 @@ __all__ = [
     "train",
     "finish_selection",
     "initial_weights",
+    "check_init_checkpoint",
+    "check_output_checkpoints",
+    "mismatch_summary",
     "init_from_checkpoint",
     "final_weights",
 ]

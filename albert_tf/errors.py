@@ -1,4 +1,5 @@
-"""The one exception class for bad input from the user.
+"""The exceptions the entry scripts report without a traceback: bad input from the user
+(`UserError`) and a training run stopped by a signal (`TrainingInterrupted`).
 
 Anything a user can fix (a flag, a file, a config field, a checkpoint that does not
 fit) is reported by raising `UserError` with a one-line message that names the flag,
@@ -6,7 +7,7 @@ file, line or field and says what was expected, for example
 
     raise UserError("--train_batch_size=-8: expected a positive integer")
 
-The entry scripts print it as one `error: ...` line on stderr and exit with status 1
+The entry scripts print it as one `<script>: error: ...` line on stderr and exit with status 1
 (albert_tf/cli.py); every other exception is a bug of ours and keeps its traceback.
 Modules raise it directly instead of defining their own classes, so no caller has to
 know which module's error to catch or thread an error class through its calls.
@@ -14,9 +15,23 @@ know which module's error to catch or thread an error class through its calls.
 
 from __future__ import annotations
 
+import signal
+
 
 class UserError(ValueError):
     """Bad input from the user; the message is one line naming what to fix."""
 
 
-__all__ = ["UserError"]
+class TrainingInterrupted(Exception):
+    """SIGINT or SIGTERM stopped training after a checkpoint at `step` was written
+    (albert_tf/training.py); the scripts exit with 128 + the signal number."""
+
+    def __init__(self, signum: int, step: int, checkpoint: str):
+        self.signum, self.step, self.checkpoint = signum, step, checkpoint
+        super().__init__(
+            f"interrupted by {signal.Signals(signum).name} at step {step}: "
+            f"wrote {checkpoint}; run the same command again to continue"
+        )
+
+
+__all__ = ["UserError", "TrainingInterrupted"]

@@ -18,7 +18,7 @@ import pathlib
 
 import tensorflow as tf
 
-from albert_tf import driver, fileio, losses, selection
+from albert_tf import driver, fileio, losses, release, selection
 from albert_tf.errors import UserError
 from albert_tf.options import option
 from albert_tf.tokenization import digit_comma_option
@@ -61,8 +61,8 @@ def evaluate(strategy, model, dataset_fn, max_eval_steps):
         }
         totals = sums if totals is None else {k: totals[k] + sums[k] for k in totals}
     if totals is None:
-        raise ValueError(
-            "the evaluation data produced no batch (too few records for --eval_batch_size?)"
+        raise UserError(
+            "the evaluation data produced no batch: expected at least one record per replica"
         )
     metrics = losses.finalize_pretraining_metrics(totals)
     metrics["loss"] = metrics["masked_lm_loss"] + metrics["sentence_order_loss"]
@@ -243,15 +243,48 @@ class PretrainingTask(driver.Task):
             spec = pretraining_feature_spec(
                 o.max_seq_length, o.max_predictions_per_seq, dynamic_masking=self._dynamic_masking()
             )
+            vocabulary = (config.vocab_size, f"vocab_size of {self._config_name()}")
+            ids = {"input_ids": vocabulary, "masked_lm_ids": vocabulary}
             if o.do_train:
-                check_tfrecords(o.input_file, spec, "--input_file")
+                check_tfrecords(o.input_file, spec, "--input_file", ids)
             if o.do_eval:
                 check_tfrecords(
                     o.eval_file or o.input_file,
                     spec,
                     "--eval_file" if o.eval_file else "--input_file",
+                    ids,
                 )
+        self._check_output_config(config)
         return config
+
+    def _config_name(self):
+        o = self.options
+        return (
+            f"--albert_config_file={o.albert_config_file}" if o.albert_config_file else "the demo"
+        )
+
+    def _check_output_config(self, config):
+        """Refuses an output_dir whose checkpoints were trained with another config (its
+        albert_config.json says which): its config file must keep describing them."""
+        from albert_tf.config import AlbertConfig
+
+        out = self.options.output_dir
+        path = os.path.join(out, release.CONFIG_NAME)
+        if not selection.trained_checkpoints(out) or not tf.io.gfile.exists(path):
+            return
+        try:
+            trained = AlbertConfig.from_json_file(path).to_dict()
+        except ValueError as err:
+            raise UserError(f"{path}: {err}") from None
+        given = config.to_dict()
+        differ = [k for k in sorted(set(trained) | set(given)) if trained.get(k) != given.get(k)]
+        if differ:
+            shown = ", ".join(f"{k}: {trained.get(k)!r} vs {given.get(k)!r}" for k in differ[:4])
+            raise UserError(
+                f"{path}: the checkpoints in {out} were trained with this config, which "
+                f"differs from {self._config_name()} ({shown}); expected the same config, "
+                "or another --output_dir"
+            )
 
     def _dynamic_masking(self):
         return self.options.dynamic_masking or self.options.masked_lm_budget > 0
@@ -292,8 +325,10 @@ class PretrainingTask(driver.Task):
             _logger.info("demo mode: %s -> %s", self.train_file, o.output_dir)
         else:
             self.train_file, self.eval_file = o.input_file, o.eval_file or o.input_file
-        if run.is_chief:
-            run.config.to_json_file(os.path.join(o.output_dir, "albert_config.json"))
+
+    def describe_weights(self, run):
+        # The config of the weights, so that the folder is a release folder (release.py).
+        run.config.to_json_file(os.path.join(self.options.output_dir, release.CONFIG_NAME))
 
     def _dataset_fn(self, pattern, global_batch, is_training, config):
         from albert_tf.data.input_pipeline import MaskingOptions, pretraining_dataset

@@ -169,20 +169,13 @@ class RaceTask(driver.Task):
                 "<data_dir>/RACE/{train,dev,test}/{middle,high}/all.txt or "
                 "numbered *.txt files)"
             )
+        self.tokenizer = make_tokenizer(opts, self.files)
+        splits = [("train", opts.do_train), ("dev", opts.do_eval), ("test", opts.do_predict)]
+        self.examples = {split: self._read(split) for split, used in splits if used}
         return self.files.config
 
-    def build_model(self, config):
-        return AlbertRace(config, dropout_prob=self.options.dropout_prob)
-
-    def loss_fn(self, model, features, training):
-        return loss_fn(model, features, training)
-
-    def prepare(self, run):
-        self.tokenizer = make_tokenizer(self.options, self.files)
-        self.length = race_data.record_length(self.options.max_seq_length)
-
-    def _records(self, split, path):
-        """Reads the split and writes its records to `path`; returns the example count."""
+    def _read(self, split):
+        """The questions of one split (those the level flags keep): at least one."""
         opts = self.options
         try:
             examples = race_data.read_race_examples(
@@ -193,12 +186,32 @@ class RaceTask(driver.Task):
                 opts.middle_only,
                 use_spm=self.tokenizer.spm_mode,
             )
-        except (race_data.RaceDataError, FileNotFoundError) as err:
+        except FileNotFoundError as err:
             raise UserError(str(err)) from None
         if not examples:
-            raise UserError(f"the {split} split of {opts.data_dir}/RACE holds no question")
+            levels = (
+                "high/" if opts.high_only else "middle/" if opts.middle_only else "{middle,high}/"
+            )
+            raise UserError(
+                f"--data_dir={opts.data_dir}: RACE/{split}/{levels} holds no question; "
+                "expected all.txt or numbered *.txt files of JSON lines"
+            )
+        return examples
+
+    def build_model(self, config):
+        return AlbertRace(config, dropout_prob=self.options.dropout_prob)
+
+    def loss_fn(self, model, features, training):
+        return loss_fn(model, features, training)
+
+    def prepare(self, run):
+        self.length = race_data.record_length(self.options.max_seq_length)
+
+    def _records(self, split, path):
+        """Writes the split's records to `path`; returns the example count."""
+        opts = self.options
         return race_data.write_features(
-            examples, self.tokenizer, opts.max_seq_length, opts.max_qa_length, path
+            self.examples[split], self.tokenizer, opts.max_seq_length, opts.max_qa_length, path
         )
 
     def _metrics_fn(self, run, split, path_flag, default_name, batch_size):

@@ -524,14 +524,19 @@ class SquadTask(driver.Task):
                 f"--max_query_length={opts.max_query_length} + 3"
             )
         # Read the JSON files now: a malformed one fails before anything is written.
-        self.predict_examples = _read(opts.predict_file, False) if opts.do_predict else None
-        self.train_examples = _read(opts.train_file, True) if opts.do_train else None
+        self.predict_examples = (
+            _read(opts.predict_file, False, "--predict_file") if opts.do_predict else None
+        )
+        self.train_examples = (
+            _read(opts.train_file, True, "--train_file") if opts.do_train else None
+        )
         if opts.do_train and not self.v2 and squad_has_impossible(opts.train_file):
             raise UserError(
                 f"--train_file={opts.train_file} holds unanswerable questions "
                 "(is_impossible: true), i.e. SQuAD v2.0 data: pass "
                 "--version_2_with_negative (or a v1.1 file)"
             )
+        self.tokenizer = make_tokenizer(opts, self.files)
         return self.files.config
 
     def build_model(self, config):
@@ -544,15 +549,15 @@ class SquadTask(driver.Task):
         return (loss_fn_v2 if self.v2 else loss_fn)(model, features, training)
 
     def prepare(self, run):
-        self.tokenizer = make_tokenizer(self.options, self.files)
         if self.options.do_predict:
             self._prepare_predictions(run)
 
-    def _features(self, examples, is_training, path):
+    def _features(self, examples, is_training):
+        """The features of `examples` (at least one: checked before any file is written)."""
         from albert_tf.data import squad_data
 
         opts = self.options
-        feats = squad_data.write_features(
+        feats = list(
             squad_data.convert_examples_to_features(
                 examples,
                 self.tokenizer,
@@ -560,21 +565,24 @@ class SquadTask(driver.Task):
                 opts.doc_stride,
                 opts.max_query_length,
                 is_training,
-            ),
-            path,
-            is_training,
+            )
         )
         if not feats:
+            flag = "--train_file" if is_training else "--predict_file"
             raise UserError(
-                f"no features: every example of the "
-                f"{'training' if is_training else 'predict'} file was dropped"
+                f"{flag}={opts.train_file if is_training else opts.predict_file}: every "
+                "example was dropped; expected at least one feature"
             )
         return feats
 
     def _prepare_predictions(self, run):
+        from albert_tf.data import squad_data
+
         opts = self.options
         path = opts.predict_feature_file or os.path.join(opts.output_dir, "predict.tf_record")
-        self.predict_features = self._features(self.predict_examples, False, path)
+        self.predict_features = squad_data.write_features(
+            self._features(self.predict_examples, False), path, False
+        )
         with tf.io.gfile.GFile(opts.predict_file) as f:
             self.gold = json.load(f)["data"]
         self.has_gold = any(
@@ -669,6 +677,7 @@ class SquadTask(driver.Task):
         `<path>.json` holds the same key: a hash of the train file's and the tokenizer's
         bytes, do_lower_case, the three lengths and the version (so, unlike the original's
         --train_feature_file, a stale file is never read). Returns the number of features."""
+        from albert_tf.data import squad_data
         from albert_tf.data.classifier_data import feature_cache_key
 
         opts = self.options
@@ -702,8 +711,10 @@ class SquadTask(driver.Task):
                 meta.get("key"),
                 key,
             )
+        features = self._features(examples, True)
+        if tf.io.gfile.exists(meta_path):
             tf.io.gfile.remove(meta_path)  # never leave a sidecar beside other features
-        count = len(self._features(examples, True, path))
+        count = len(squad_data.write_features(features, path, True))
         fileio.atomic_write_text(
             meta_path,
             json.dumps(
@@ -755,13 +766,16 @@ def squad_has_impossible(path) -> bool:
     return squad_data.squad_has_impossible(path)
 
 
-def _read(path, is_training):
+def _read(path, is_training, flag):
+    """The questions of a SQuAD JSON file given as `flag`: at least one."""
     from albert_tf.data import squad_data
 
-    try:
-        return squad_data.read_squad_examples(path, is_training)
-    except squad_data.SquadDataError as err:
-        raise UserError(str(err)) from None
+    examples = squad_data.read_squad_examples(path, is_training)
+    if not examples:
+        raise UserError(
+            f"{flag}={path}: holds no question; expected data[].paragraphs[].qas[] entries"
+        )
+    return examples
 
 
 def run(opts: SquadOptions) -> dict:

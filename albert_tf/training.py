@@ -41,7 +41,7 @@ import time
 
 import tensorflow as tf
 
-from albert_tf.errors import UserError
+from albert_tf.errors import TrainingInterrupted, UserError
 from albert_tf.optimization import clip_by_global_norm, global_norm_clip_scale
 
 _logger = logging.getLogger(__name__)
@@ -52,17 +52,6 @@ _CHECKPOINT_NAME = re.compile(r"^ckpt-(\d+)$")
 class NonFiniteLossError(UserError):
     """The loss or the weights became NaN or infinite; nothing non-finite was saved and
     the message names the last checkpoint written (all of them passed the check)."""
-
-
-class TrainingInterrupted(Exception):
-    """SIGINT or SIGTERM stopped training after a checkpoint at `step` was written."""
-
-    def __init__(self, signum: int, step: int, checkpoint: str):
-        self.signum, self.step, self.checkpoint = signum, step, checkpoint
-        super().__init__(
-            f"interrupted by {signal.Signals(signum).name} at step {step}: "
-            f"wrote {checkpoint}; run the same command again to continue"
-        )
 
 
 def object_checkpoints(directory) -> list[tuple[int, str]]:
@@ -207,11 +196,7 @@ class Trainer:
             # iterator, the cross-replica sum and the optimizer stay outside,
             # where every strategy supports them.
             self._gradients = tf.function(self._gradients, jit_compile=True)
-        self._writer = (
-            tf.summary.create_file_writer(os.path.join(output_dir, "train"))
-            if is_chief
-            else tf.summary.create_noop_writer()
-        )
+        self._writer = None  # made by the first report: a run failing before it adds no train/
 
     # --- replica context ---------------------------------------------------
     def _gradients(self, features):
@@ -375,7 +360,8 @@ class Trainer:
                         raise TrainingInterrupted(received[0], step, prefix)
                     if after_save is not None:
                         after_save(step)
-        self._writer.flush()
+        if self._writer is not None:
+            self._writer.flush()
         return metrics
 
     def _save(self, checkpoint, directory, step, probe) -> str:
@@ -425,6 +411,12 @@ class Trainer:
             steps_per_s * cfg.global_batch_size,
             format_duration(eta),
         )
+        if self._writer is None:
+            self._writer = (
+                tf.summary.create_file_writer(os.path.join(self.output_dir, "train"))
+                if self.is_chief
+                else tf.summary.create_noop_writer()
+            )
         with self._writer.as_default(step=step):
             for name, value in metrics.items():
                 tf.summary.scalar(name, value)

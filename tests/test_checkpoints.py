@@ -329,6 +329,30 @@ def test_failed_save_leaves_no_files(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []
 
 
+def test_save_removes_the_temporaries_of_a_killed_writer(tmp_path):
+    """A save killed inside SaveV2 leaves `.tmp-<host>-<pid>-<hex>-<name>.*`; the next save
+    into the folder removes those whose process is gone (only ours, only this host)."""
+    from albert_tf import fileio
+
+    host = fileio.owner_tag().rsplit("-", 1)[0]
+    hex32 = "0123456789abcdef" * 2
+    dead = [
+        f".tmp-{host}-999999999-{hex32}-model.ckpt-4{s}" for s in (".index", ".data-00000-of-00001")
+    ]
+    kept = [
+        f".tmp-{host}-{os.getppid()}-{hex32}-model.ckpt-4.index",  # a running process
+        f".tmp-otherhost-999999999-{hex32}-model.ckpt-4.index",  # another host's
+    ]
+    for name in dead + kept:
+        (tmp_path / name).write_bytes(b"half")
+    model = AlbertModel(tiny())
+    model.build()
+    save_original_checkpoint(model, str(tmp_path / "model.ckpt-6"))
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        ["checkpoint", "model.ckpt-6.index", "model.ckpt-6.data-00000-of-00001", *kept]
+    )
+
+
 def test_optimizer_exclusions_on_paths_equal_those_on_original_names():
     """LAMB/AdamW match exclusions on Keras paths; they must agree with the
     original, which matched the same regexes on the original names."""

@@ -590,6 +590,36 @@ def test_cache_key_and_reuse(tmp_path, spm_model):
         cd.cached_features("rte", "train", data, cache, tok, 16, do_lower_case=True)
 
 
+def test_empty_split_is_an_error_and_writes_no_cache(tmp_path, spm_model):
+    from albert_tf import tokenization
+
+    data, cache = str(tmp_path / "glue"), tmp_path / "cache"
+    write_tsv(data, "RTE", "dev.tsv", [["index", "s1", "s2", "label"]])
+    tok = tokenization.FullTokenizer(spm_model_file=spm_model)
+    path = os.path.join(data, "RTE", "dev.tsv")
+    with pytest.raises(ValueError, match=f"^{path}: holds no example; expected at least one$"):
+        cd.cached_features(
+            "rte", "dev", data, str(cache), tok, 16, do_lower_case=True, spm_model_file=spm_model
+        )
+    assert not cache.exists()
+    # Examples the caller read already are used as given (no second read of the file).
+    given = [cd.InputExample("dev-1", "the cat", "a dog", "entailment")]
+    built = cd.cached_features(
+        "rte",
+        "dev",
+        data,
+        str(cache),
+        tok,
+        16,
+        do_lower_case=True,
+        spm_model_file=spm_model,
+        examples=given,
+    )
+    assert built.num_examples == 1 and sorted(os.listdir(cache)) == sorted(
+        [os.path.basename(built.path), os.path.basename(built.path) + ".json"]
+    )
+
+
 # ----------------------------------------------------------------------------------------------
 # TFDS
 # ----------------------------------------------------------------------------------------------

@@ -1,15 +1,19 @@
 """The entry scripts: oneDNN turned on before TensorFlow loads (unless the user chose),
-the original's flag names and defaults, and flags generated from the options dataclasses."""
+the original's flag names and defaults, flags generated from the options dataclasses, and
+their shared body (cli.execute): one error line and status 1 for bad input."""
 
+import dataclasses
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 
 import pytest
 
-from albert_tf import cli
+from albert_tf import cli, options
+from albert_tf.errors import TrainingInterrupted, UserError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = ["run_pretraining", "run_classifier", "run_squad", "run_race", "run_ablations"]
@@ -212,3 +216,89 @@ def test_user_can_turn_onednn_off():
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert onednn == "0"
     assert ONEDNN_ON not in proc.stderr
+
+
+# --- cli.execute: the body of every script ---------------------------------------------
+@dataclasses.dataclass(kw_only=True)
+class _Options(options.Options):
+    output_dir: str = options.option(options.REQUIRED, "Where results go.")
+    steps: int = options.option(3, "Steps.", minimum=1)
+
+
+def _execute(run, *args, report=None):
+    return cli.execute(_Options, run, ["prog.py", *args], report)
+
+
+def test_execute_parses_runs_and_reports(capsys):
+    seen = []
+    status = _execute(
+        lambda o: (o.output_dir, o.steps, o.given),
+        "--output_dir=x",
+        "--steps=5",
+        report=seen.append,
+    )
+    assert status == 0 and seen == [("x", 5, frozenset({"output_dir", "steps"}))]
+    # A private FlagValues each time: the same command line runs again in this process.
+    assert _execute(lambda o: o.steps, "--output_dir=y", report=seen.append) == 0
+    assert seen[-1] == 3 and capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    "args, run_error, line",
+    [
+        (
+            ["--output_dir=x", "--steps=0"],
+            None,
+            "prog.py: error: --steps=0: expected an integer >= 1",
+        ),
+        (["--output_dir=x", "--steps=two"], None, "prog.py: error: flag --steps=two: "),
+        (["--output_dir=x", "--nope=1"], None, "prog.py: error: Unknown command line flag 'nope'"),
+        (["--output_dir=x", "extra"], None, "prog.py: error: unexpected arguments 'extra'"),
+        (["--steps=2"], None, "prog.py: error: flag --output_dir=None: "),
+        (
+            ["--output_dir=x"],
+            UserError("x.json: checkpoint does not match:\n  a: [1]\n  b: [2]"),
+            "prog.py: error: x.json: checkpoint does not match:; a: [1]; b: [2]",
+        ),
+        (
+            ["--output_dir=x"],
+            FileNotFoundError(2, "No such file or directory", "/no/file"),
+            "prog.py: error: /no/file: No such file or directory",
+        ),
+    ],
+)
+def test_execute_reports_bad_input_in_one_line(args, run_error, line, capsys):
+    def run(opts):
+        options.check(opts)
+        if run_error is not None:
+            raise run_error
+
+    assert _execute(run, *args) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(line), err
+
+
+def test_execute_exits_128_plus_the_signal_after_a_stop(capsys):
+    def run(opts):
+        raise TrainingInterrupted(signal.SIGTERM, 8, "out/ckpt-8")
+
+    assert _execute(run, "--output_dir=x") == 128 + signal.SIGTERM
+    assert capsys.readouterr().err == (
+        "prog.py: interrupted by SIGTERM at step 8: wrote out/ckpt-8; "
+        "run the same command again to continue\n"
+    )
+
+
+def test_execute_keeps_the_traceback_of_our_bugs():
+    def run(opts):
+        raise KeyError("a bug")
+
+    with pytest.raises(KeyError, match="a bug"):
+        _execute(run, "--output_dir=x")
+
+
+def test_execute_help_lists_the_flags(capsys):
+    status = cli.execute(_Options, None, ["prog.py", "--help"], description="What it does.")
+    out = capsys.readouterr().out
+    assert status == 0 and out.startswith("What it does.\n\n")
+    assert "--output_dir: Where results go." in out and "--steps: Steps." in out

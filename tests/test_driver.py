@@ -25,26 +25,40 @@ class _Selector:
         self.results[step] = {"acc": 0.25}
 
 
-def _run(tmp_path, initialized):
+class _Task(driver.Task):
+    """Records when the files describing the weights are written."""
+
+    def __init__(self, selector):
+        self.selector, self.described = selector, []
+
+    def describe_weights(self, run):
+        self.described.append(list(self.selector.current))
+
+
+def _run(tmp_path, initialized, is_chief=False):
     opts = driver.RunOptions(output_dir=str(tmp_path))
-    return driver.Run(opts, preset("albert_tiny"), None, is_chief=False, initialized=initialized)
+    return driver.Run(opts, preset("albert_tiny"), None, is_chief, initialized=initialized)
 
 
 def test_selection_evaluates_pending_checkpoints_first(tmp_path):
     selector, current = _Selector(pending=[2, 4]), _run(tmp_path, initialized=True)
-    driver.finish_selection(selector, current)
+    task = _Task(selector)
+    driver.finish_selection(selector, current, task)
     assert selector.current == [] and current.summary["eval_step"] == 4
+    assert task.described == []  # the folder's own checkpoints: described when written
 
 
 def test_selection_falls_back_to_the_initial_weights_only(tmp_path):
-    selector, current = _Selector(), _run(tmp_path, initialized=True)
-    driver.finish_selection(selector, current)
+    selector, current = _Selector(), _run(tmp_path, initialized=True, is_chief=True)
+    task = _Task(selector)
+    driver.finish_selection(selector, current, task)
     assert selector.current == [0] and current.summary["eval"] == {"acc": 0.25}
+    assert task.described == [[]]  # before the initial weights became model.ckpt-best
     with pytest.raises(UserError, match="no checkpoint .* and no --init_checkpoint"):
-        driver.finish_selection(_Selector(), _run(tmp_path, initialized=False))
+        driver.finish_selection(_Selector(), _run(tmp_path, initialized=False), task)
     # Steps evaluated by an earlier run count: nothing is evaluated again.
     selector = _Selector(results={6: {"acc": 0.7}}, best={"value": 0.7})
-    driver.finish_selection(selector, _run(tmp_path, initialized=False))
+    driver.finish_selection(selector, _run(tmp_path, initialized=False), _Task(selector))
     assert selector.current == []
 
 

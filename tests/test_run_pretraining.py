@@ -300,3 +300,38 @@ def test_masked_lm_only(tiny_data, tmp_path):
     assert lines, result.stderr[-2000:]
     for loss, mlm, sop in lines:
         assert loss == mlm and float(sop) > 0.1
+
+
+def test_albert_config_json_comes_with_the_first_checkpoint(tiny_data, tmp_path, monkeypatch):
+    """A run stopped before its first checkpoint leaves neither albert_config.json nor
+    train/ (the folder's config always describes its checkpoints); the first checkpoint
+    brings the config along."""
+    from albert_tf import pretraining, training
+    from albert_tf.config import AlbertConfig
+
+    out = tmp_path / "out"
+    opts = pretraining.PretrainingOptions(
+        output_dir=str(out),
+        input_file=str(tiny_data / "train.tfrecord"),
+        albert_config_file=str(tiny_data / "albert_config.json"),
+        max_seq_length=32,
+        max_predictions_per_seq=5,
+        train_batch_size=8,
+        num_train_steps=2,
+        num_warmup_steps=0,
+        save_checkpoints_steps=2,
+        iterations_per_loop=2,
+    )
+
+    def stop(self, *args, **kwargs):
+        raise RuntimeError("stopped before the first checkpoint")
+
+    with monkeypatch.context() as m:
+        m.setattr(training.Trainer, "train", stop)
+        with pytest.raises(RuntimeError, match="stopped"):
+            pretraining.run(opts)
+    assert os.listdir(out) == []
+    assert pretraining.run(opts)["step"] == 2
+    assert (out / "model.ckpt-2.index").exists() and os.listdir(out / "train")
+    written = AlbertConfig.from_json_file(str(out / "albert_config.json"))
+    assert written == AlbertConfig.from_json_file(str(tiny_data / "albert_config.json"))

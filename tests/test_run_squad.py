@@ -262,7 +262,7 @@ def test_training_features_are_reused_only_when_built_from_the_same_inputs(
 
     opts = _opts(setup, tmp_path)
     task = task_for(opts)
-    examples = squad._read(opts.train_file, True)
+    examples = squad._read(opts.train_file, True, "--train_file")
     path = str(tmp_path / "train.tf_record")
     built = task._train_features(examples, path)
     meta = json.loads(open(path + ".json").read())
@@ -275,11 +275,13 @@ def test_training_features_are_reused_only_when_built_from_the_same_inputs(
         m.setattr(task, "_features", fail)
         assert task._train_features(examples, path) == built
 
-    # Another doc_stride: other windows, so the file is rebuilt. If that fails half-way,
-    # the old sidecar is already gone and the next run rebuilds again.
+    # Another doc_stride: other windows, so the file is rebuilt. If writing it fails
+    # half-way, the old sidecar is already gone and the next run rebuilds again.
+    from albert_tf.data import squad_data
+
     other = task_for(dataclasses.replace(opts, doc_stride=12))
     with monkeypatch.context() as m:
-        m.setattr(other, "_features", fail)
+        m.setattr(squad_data, "write_features", fail)
         with pytest.raises(AssertionError, match="rebuilt"):
             other._train_features(examples, path)
     assert not os.path.exists(path + ".json")

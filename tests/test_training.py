@@ -46,6 +46,7 @@ def test_training_reduces_loss_and_writes_checkpoints(tmp_path):
     strategy = tf.distribute.get_strategy()
     model, opt = build(strategy, "adamw", lr=1e-2, steps=60, warmup=0)
     trainer = make_trainer(model, opt, tmp_path, steps=60, batch=16, save_every=20)
+    assert os.listdir(tmp_path) == []  # train/ comes with the first report
     data = dataset_fn(16, n=16)  # one batch, seen 60 times: the loss must collapse
     first = pretraining.evaluate(strategy, model, data, 1)["loss"]
     metrics = trainer.train(data)

@@ -800,6 +800,7 @@ def cached_features(
     vocab_file: str | None = None,
     use_tfds: bool = False,
     tfds_data_dir: str | None = None,
+    examples: Sequence | None = None,
 ) -> CachedFeatures:
     """Returns the TFRecord of one split's features, building it only when needed.
 
@@ -819,6 +820,10 @@ def cached_features(
       do_lower_case: As passed to the tokenizer/processors.
       spm_model_file, vocab_file: The tokenizer's files (at least one), hashed into the key.
       use_tfds, tfds_data_dir: Read the examples from TFDS instead of TSV files.
+      examples: The split's examples when the caller has read them already (from the same
+        source); read here otherwise.
+    Raises:
+      ValueError: the split holds no example (nothing is written then).
     """
     if spm_model_file is None and vocab_file is None:
         raise ValueError(
@@ -840,11 +845,13 @@ def cached_features(
             "version": str(builder.info.version),
             "tfds_data_dir": builder.data_dir,
         }
+        source = f"TFDS {name} split {tfds_split!r}"
         load = lambda: tfds_examples(task_name, split, tfds_data_dir, use_spm, do_lower_case)
     else:
         if data_dir is None:
             raise ValueError("cached_features needs data_dir unless use_tfds is set")
         data_files = [processor.data_file(data_dir, split)]
+        source = data_files[0]
         extra = {}
         load = lambda: processor.get_examples(data_dir, split)
 
@@ -860,7 +867,6 @@ def cached_features(
         extra=extra,
         digit_comma=tokenizer.digit_comma,
     )
-    os.makedirs(cache_dir, exist_ok=True)
     path = os.path.join(cache_dir, f"{task_name.lower()}_{split}_{key}.tf_record")
     meta_path = path + ".json"
     if os.path.isfile(path) and os.path.isfile(meta_path):
@@ -869,7 +875,10 @@ def cached_features(
         _logger.info("reusing cached features %s (%d examples)", path, meta["num_examples"])
         return CachedFeatures(path, int(meta["num_examples"]), key, True)
 
-    examples = load()
+    examples = load() if examples is None else examples
+    if not examples:
+        raise ValueError(f"{source}: holds no example; expected at least one")
+    os.makedirs(cache_dir, exist_ok=True)
     count = file_based_convert_examples_to_features(
         examples, label_list, max_seq_length, tokenizer, path, processor.is_regression
     )

@@ -65,11 +65,11 @@ from typing import Sequence
 
 import numpy as np
 
-from albert_tf import fileio, tokenization
+from albert_tf import cli, fileio, tokenization
 from albert_tf.data import example_serialization as es
 from albert_tf.data import pretraining_instances as pi
 from albert_tf.errors import UserError
-from albert_tf.options import Options, check, define_flags, from_flags, option
+from albert_tf.options import Options, check, option
 
 logger = logging.getLogger(__name__)
 
@@ -733,70 +733,57 @@ class CreatePretrainingDataOptions(Options):
     digit_comma: str = tokenization.digit_comma_option()
 
 
-def main(argv=None) -> int:
-    """CLI entry: returns the exit status (0 ok or --help, 1 bad input/flags). The flags
-    live in their own FlagValues, so main() can run in a process that has other absl flags
-    (a test session, a notebook)."""
-    from absl import flags
+def run(opts: CreatePretrainingDataOptions) -> None:
+    """Checks the options and writes the TFRecords they ask for (UserError naming the
+    flag, file or line otherwise)."""
+    check(opts)
+    missing = [n for n in ("input_file", "output_file") if not getattr(opts, n)]
+    if missing:
+        raise InputDataError("missing required flag(s): " + ", ".join("--" + m for m in missing))
+    if opts.do_permutation:
+        raise InputDataError(
+            "--do_permutation is not supported: the original writes masked arrays of twice "
+            "--max_predictions_per_seq that its own reader cannot parse (docs/original.md, "
+            "quirk 21); it was not used in the paper"
+        )
+    config = pi.MaskingConfig(
+        max_seq_length=opts.max_seq_length,
+        short_seq_prob=opts.short_seq_prob,
+        masked_lm_prob=opts.masked_lm_prob,
+        max_predictions_per_seq=opts.max_predictions_per_seq,
+        ngram=opts.ngram,
+        favor_shorter_ngram=opts.favor_shorter_ngram,
+        do_whole_word_mask=opts.do_whole_word_mask,
+        random_next_sentence=opts.random_next_sentence,
+        do_masking=not opts.write_unmasked,
+    )
+    create_pretraining_data(
+        opts.input_file,
+        opts.output_file,
+        config,
+        vocab_file=opts.vocab_file,
+        spm_model_file=opts.spm_model_file,
+        do_lower_case=opts.do_lower_case,
+        digit_comma=opts.digit_comma,
+        dupe_factor=opts.dupe_factor,
+        random_seed=opts.random_seed,
+        num_workers=opts.num_workers,
+        chunk_size_mb=opts.chunk_size_mb,
+    )
 
+
+def main(argv=None) -> int:
+    """CLI entry: returns the exit status (0 ok or --help, 1 bad input/flags, reported as
+    the other scripts do: albert_tf/cli.py). The flags live in their own FlagValues, so
+    main() can run in a process that has other absl flags (a test session, a notebook)."""
     argv = list(argv if argv is not None else sys.argv)
-    values = flags.FlagValues()
-    define_flags(CreatePretrainingDataOptions, values, module_name=argv[0])
-    if any(a in ("--help", "-h", "--helpfull", "-?", "--helpshort") for a in argv[1:]):
-        sys.stdout.write(
-            f"Create masked SOP pretraining TFRecords (docs/pretraining.md).\n\n"
-            f"{values.module_help(argv[0])}\n"
-        )
-        return 0
-    try:
-        values(argv)
-    except flags.Error as e:
-        sys.stderr.write(f"error: {e}\n")
-        return 1
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    opts = from_flags(CreatePretrainingDataOptions, values)
-    try:
-        check(opts)
-        missing = [n for n in ("input_file", "output_file") if not getattr(opts, n)]
-        if missing:
-            raise InputDataError(
-                "missing required flag(s): " + ", ".join("--" + m for m in missing)
-            )
-        if opts.do_permutation:
-            raise InputDataError(
-                "--do_permutation is not supported: the original writes masked arrays of twice "
-                "--max_predictions_per_seq that its own reader cannot parse (docs/original.md, "
-                "quirk 21); it was not used in the paper"
-            )
-        config = pi.MaskingConfig(
-            max_seq_length=opts.max_seq_length,
-            short_seq_prob=opts.short_seq_prob,
-            masked_lm_prob=opts.masked_lm_prob,
-            max_predictions_per_seq=opts.max_predictions_per_seq,
-            ngram=opts.ngram,
-            favor_shorter_ngram=opts.favor_shorter_ngram,
-            do_whole_word_mask=opts.do_whole_word_mask,
-            random_next_sentence=opts.random_next_sentence,
-            do_masking=not opts.write_unmasked,
-        )
-        create_pretraining_data(
-            opts.input_file,
-            opts.output_file,
-            config,
-            vocab_file=opts.vocab_file,
-            spm_model_file=opts.spm_model_file,
-            do_lower_case=opts.do_lower_case,
-            digit_comma=opts.digit_comma,
-            dupe_factor=opts.dupe_factor,
-            random_seed=opts.random_seed,
-            num_workers=opts.num_workers,
-            chunk_size_mb=opts.chunk_size_mb,
-        )
-    except UserError as e:
-        logger.error("%s", e)
-        sys.stderr.write(f"error: {e}\n")
-        return 1
-    return 0
+    return cli.execute(
+        CreatePretrainingDataOptions,
+        run,
+        argv,
+        description="Create masked SOP pretraining TFRecords (docs/pretraining.md).",
+    )
 
 
 if __name__ == "__main__":

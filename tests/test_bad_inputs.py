@@ -1,0 +1,756 @@
+"""Bad input to the five entry points (run_pretraining, run_classifier, run_squad, run_race,
+create_pretraining_data), one table: every row ends with exit status 1 and one line
+`<script>: error: ...` naming the flag, file or field, within seconds, and leaves the output
+folder as it was (absent, or exactly its files and bytes).
+
+Most rows run the scripts' command lines in this process through `cli.execute` (what
+`cli.main` runs); a few per script run the real scripts as subprocesses to prove the
+wiring. TPU rows talk only to a closed port on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from albert_tf import classifier, cli, pretraining, race, squad
+from albert_tf.data import create_pretraining_data as cpd
+
+from classifier_fixtures import DEMO_SPM, tiny_config, write_mrpc
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEMO = os.path.join(ROOT, "data", "demo")
+SECONDS = 20  # per in-process row; the slowest build a model (2 cores shared)
+
+ENTRY = {
+    "run_pretraining.py": (pretraining.PretrainingOptions, pretraining.run),
+    "run_classifier.py": (classifier.ClassifierOptions, classifier.run),
+    "run_squad.py": (squad.SquadOptions, squad.run),
+    "run_race.py": (race.RaceOptions, race.run),
+    "create_pretraining_data.py": (cpd.CreatePretrainingDataOptions, cpd.run),
+}
+COMMANDS = {"create_pretraining_data.py": ["-m", "albert_tf.data.create_pretraining_data"]}
+
+PRETRAIN = [
+    "--input_file={records}",
+    "--albert_config_file={config}",
+    "--max_seq_length=32",
+    "--max_predictions_per_seq=5",
+    "--train_batch_size=8",
+    "--eval_batch_size=8",
+    "--num_train_steps=2",
+    "--save_checkpoints_steps=2",
+    "--iterations_per_loop=2",
+    "--max_eval_steps=1",
+]
+GLUE = [
+    "--task_name=MRPC",
+    "--data_dir={glue}",
+    "--albert_config_file={config}",
+    "--spm_model_file={spm}",
+    "--max_seq_length=32",
+    "--do_train",
+    "--do_eval",
+    "--train_batch_size=8",
+    "--train_step=2",
+    "--save_checkpoints_steps=2",
+    "--iterations_per_loop=2",
+]
+SQUAD = [
+    "--albert_config_file={config}",
+    "--spm_model_file={spm}",
+    "--train_file={squad_train}",
+    "--predict_file={squad_dev}",
+    "--max_seq_length=64",
+    "--doc_stride=24",
+    "--max_query_length=16",
+    "--train_batch_size=8",
+    "--do_train",
+    "--do_predict",
+]
+RACE = [
+    "--data_dir={race}",
+    "--albert_config_file={config}",
+    "--spm_model_file={spm}",
+    "--max_seq_length=48",
+    "--max_qa_length=16",
+    "--train_batch_size=8",
+    "--train_step=2",
+]
+CPD = [
+    "--input_file={corpus}",
+    "--output_file={out}/train.tfrecord",
+    "--spm_model_file={spm}",
+    "--max_seq_length=32",
+    "--max_predictions_per_seq=5",
+    "--dupe_factor=1",
+    "--num_workers=1",
+]
+BASE = {
+    "run_pretraining.py": PRETRAIN,
+    "run_classifier.py": GLUE,
+    "run_squad.py": SQUAD,
+    "run_race.py": RACE,
+    "create_pretraining_data.py": CPD,
+}
+
+
+@dataclasses.dataclass
+class Row:
+    """One bad command line: the script's base flags with `change` (a flag without "=" in
+    `drop` removes it), and the text its error line must hold."""
+
+    name: str
+    script: str
+    change: tuple = ()
+    expect: str = ""
+    drop: tuple = ()
+    output: str = "kept"  # kept: a folder with one file; absent; or a fixture folder's name
+    subprocess: bool = False
+
+
+def _flag(arg):
+    return arg.split("=", 1)[0]
+
+
+ROWS = [
+    # --- run_pretraining.py: flags ----------------------------------------------------
+    Row(
+        "gradient_accumulation_0",
+        "run_pretraining.py",
+        ("--gradient_accumulation_steps=0",),
+        "--gradient_accumulation_steps=0: expected an integer >= 1",
+    ),
+    Row(
+        "train_batch_negative",
+        "run_pretraining.py",
+        ("--train_batch_size=-8",),
+        "--train_batch_size=-8: expected an integer >= 1",
+        output="absent",
+    ),
+    Row(
+        "save_checkpoints_0",
+        "run_pretraining.py",
+        ("--save_checkpoints_steps=0",),
+        "--save_checkpoints_steps=0: expected an integer >= 1",
+    ),
+    Row(
+        "learning_rate_negative",
+        "run_pretraining.py",
+        ("--learning_rate=-0.1",),
+        "--learning_rate=-0.1: expected a number >= 0.0",
+    ),
+    Row(
+        "accumulation_does_not_divide_batch",
+        "run_pretraining.py",
+        ("--gradient_accumulation_steps=3",),
+        "--train_batch_size=8: expected a multiple of the 1 replicas x 3 accumulation steps",
+    ),
+    Row(
+        "max_seq_length_past_positions",
+        "run_pretraining.py",
+        ("--max_seq_length=100",),
+        "--max_seq_length=100 exceeds the config's max_position_embeddings=64",
+    ),
+    Row(
+        "flag_not_a_number",
+        "run_pretraining.py",
+        ("--num_train_steps=ten",),
+        "--num_train_steps=ten",
+    ),
+    Row("unknown_flag", "run_pretraining.py", ("--bogus_flag=1",), "bogus_flag"),
+    Row(
+        "input_without_config",
+        "run_pretraining.py",
+        drop=("--albert_config_file",),
+        expect="--albert_config_file is required with --input_file",
+    ),
+    Row(
+        "output_dir_is_a_file",
+        "run_pretraining.py",
+        expect="--output_dir={file_output}: expected a folder, found a file",
+        output="file_output",
+    ),
+    # --- run_pretraining.py: TFRecords ------------------------------------------------
+    Row(
+        "garbage_tfrecord",
+        "run_pretraining.py",
+        ("--input_file={garbage}",),
+        "--input_file {garbage}: not a readable TFRecord file",
+    ),
+    Row(
+        "empty_tfrecord",
+        "run_pretraining.py",
+        ("--input_file={empty_records}",),
+        "--input_file {empty_records}: the file holds no record",
+        output="absent",
+    ),
+    Row(
+        "missing_tfrecord",
+        "run_pretraining.py",
+        ("--input_file={tmp}/nothing-*.tfrecord",),
+        "--input_file",
+    ),
+    Row(
+        "records_of_other_length",
+        "run_pretraining.py",
+        ("--max_seq_length=16",),
+        "feature 'input_ids' of the first record has 32 int64 values, expected 16",
+    ),
+    Row(
+        "records_of_other_names",
+        "run_pretraining.py",
+        ("--input_file={other_records}",),
+        "the first record has no feature 'input_ids'",
+    ),
+    Row(
+        "ids_past_the_config_vocabulary",
+        "run_pretraining.py",
+        ("--albert_config_file={config_small_vocab}",),
+        "expected values below 8 (vocab_size of --albert_config_file={config_small_vocab})",
+    ),
+    Row(
+        "empty_eval_file",
+        "run_pretraining.py",
+        ("--do_eval", "--eval_file={empty_records}"),
+        "--eval_file {empty_records}: the file holds no record",
+    ),
+    # --- run_pretraining.py: configs --------------------------------------------------
+    Row(
+        "config_without_hidden_size",
+        "run_pretraining.py",
+        ("--albert_config_file={config_no_hidden}",),
+        "hidden_size",
+    ),
+    Row(
+        "more_groups_than_layers",
+        "run_pretraining.py",
+        ("--albert_config_file={config_groups}",),
+        "num_hidden_groups",
+    ),
+    Row(
+        "hidden_act_null",
+        "run_pretraining.py",
+        ("--albert_config_file={config_act_null}",),
+        "hidden_act",
+    ),
+    Row(
+        "initializer_range_negative",
+        "run_pretraining.py",
+        ("--albert_config_file={config_init_range}",),
+        "initializer_range",
+    ),
+    Row(
+        "dropout_as_string",
+        "run_pretraining.py",
+        ("--albert_config_file={config_dropout_str}",),
+        "hidden_dropout_prob",
+    ),
+    Row(
+        "config_not_json",
+        "run_pretraining.py",
+        ("--albert_config_file={garbage}",),
+        "--albert_config_file={garbage}",
+    ),
+    # --- run_pretraining.py: checkpoints ----------------------------------------------
+    Row(
+        "missing_init_checkpoint",
+        "run_pretraining.py",
+        ("--init_checkpoint={tmp}/nothing/model.ckpt-1",),
+        "--init_checkpoint={tmp}/nothing/model.ckpt-1: no checkpoint at",
+    ),
+    Row(
+        "truncated_init_checkpoint",
+        "run_pretraining.py",
+        ("--init_checkpoint={truncated_ckpt}",),
+        "{truncated_ckpt}.data-00000-of-00001: truncated",
+    ),
+    Row(
+        "text_file_as_index",
+        "run_pretraining.py",
+        ("--init_checkpoint={text_ckpt}",),
+        "{text_ckpt}.index: not a readable TensorFlow checkpoint index",
+        output="absent",
+    ),
+    Row(
+        "init_checkpoint_of_another_shape",
+        "run_pretraining.py",
+        ("--init_checkpoint={narrow_ckpt}",),
+        "--init_checkpoint={narrow_ckpt}: nothing loaded; the checkpoint cannot fill this model",
+    ),
+    Row(
+        "folder_of_another_config",
+        "run_pretraining.py",
+        expect="albert_config.json: the checkpoints in {out} were trained with this config, "
+        "which differs from --albert_config_file={config} (hidden_size: 16 vs 32",
+        output="narrow_pretraining_folder",
+    ),
+    Row(
+        "tpu_closed_port",
+        "run_pretraining.py",
+        ("--use_tpu", "--tpu_name=grpc://127.0.0.1:{closed_port}", "--tpu_timeout_s=3"),
+        "127.0.0.1:{closed_port}",
+        subprocess=True,
+    ),
+    # --- run_classifier.py ------------------------------------------------------------
+    Row(
+        "unknown_task",
+        "run_classifier.py",
+        ("--task_name=foo",),
+        "--task_name='foo' is not a known task",
+        subprocess=True,
+    ),
+    Row(
+        "empty_dev_tsv",
+        "run_classifier.py",
+        ("--data_dir={glue_empty_dev}",),
+        "--do_eval: {glue_empty_dev}/MRPC/dev.tsv holds no example",
+    ),
+    Row(
+        "empty_test_tsv",
+        "run_classifier.py",
+        ("--data_dir={glue_empty_test}", "--do_predict"),
+        "--do_predict: {glue_empty_test}/MRPC/test.tsv holds no example",
+        output="absent",
+    ),
+    Row(
+        "unknown_label",
+        "run_classifier.py",
+        ("--data_dir={glue_bad_label}",),
+        "{glue_bad_label}/MRPC/train.tsv, line 3, column 1: unknown label '7'",
+    ),
+    Row(
+        "invalid_utf8_tsv",
+        "run_classifier.py",
+        ("--data_dir={glue_bad_utf8}",),
+        "{glue_bad_utf8}/MRPC/dev.tsv, line 2, byte column",
+    ),
+    Row(
+        "fewer_examples_than_a_batch",
+        "run_classifier.py",
+        ("--train_batch_size=64",),
+        "fewer than --train_batch_size=64",
+    ),
+    Row(
+        "config_vocabulary_smaller_than_spm",
+        "run_classifier.py",
+        ("--albert_config_file={config_small_vocab}",),
+        "--spm_model_file={spm} has",
+    ),
+    Row(
+        "spm_vocab_as_vocab_file",
+        "run_classifier.py",
+        ("--vocab_file={spm_vocab}",),
+        "{spm_vocab}: a SentencePiece .vocab file",
+        drop=("--spm_model_file",),
+    ),
+    Row(
+        "missing_data_dir",
+        "run_classifier.py",
+        ("--data_dir={tmp}/no_glue",),
+        "--data_dir={tmp}/no_glue: directory not found",
+    ),
+    Row(
+        "nothing_to_do",
+        "run_classifier.py",
+        expect="at least one of --do_train, --do_eval, --do_predict or --export_dir",
+        drop=("--do_train", "--do_eval"),
+    ),
+    Row(
+        "max_seq_length_2",
+        "run_classifier.py",
+        ("--max_seq_length=2",),
+        "--max_seq_length=2: expected an integer >= 3",
+    ),
+    Row(
+        "classifier_missing_init_checkpoint",
+        "run_classifier.py",
+        ("--init_checkpoint={tmp}/nothing/model.ckpt-1",),
+        "--init_checkpoint={tmp}/nothing/model.ckpt-1",
+    ),
+    Row(
+        "classifier_folder_of_another_config",
+        "run_classifier.py",
+        expect="--output_dir={out}: its checkpoints do not fit this model",
+        output="narrow_classifier_folder",
+    ),
+    # --- run_squad.py -----------------------------------------------------------------
+    Row(
+        "predict_file_without_question",
+        "run_squad.py",
+        ("--predict_file={squad_no_question}",),
+        "--predict_file={squad_no_question}: holds no question",
+    ),
+    Row(
+        "train_without_train_file",
+        "run_squad.py",
+        drop=("--train_file",),
+        expect="--do_train needs --train_file",
+        subprocess=True,
+    ),
+    Row(
+        "malformed_squad_json",
+        "run_squad.py",
+        ("--train_file={squad_no_question_field}",),
+        "has no 'question' field",
+    ),
+    Row(
+        "missing_squad_file",
+        "run_squad.py",
+        ("--predict_file={tmp}/nothing.json",),
+        "--predict_file={tmp}/nothing.json: file not found",
+        output="absent",
+    ),
+    Row(
+        "v2_data_without_flag",
+        "run_squad.py",
+        ("--train_file={squad_v2}",),
+        "pass --version_2_with_negative",
+    ),
+    Row(
+        "doc_stride_0",
+        "run_squad.py",
+        ("--doc_stride=0",),
+        "--doc_stride=0: expected an integer >= 1",
+    ),
+    Row(
+        "no_training_epochs",
+        "run_squad.py",
+        ("--num_train_epochs=0",),
+        "--num_train_epochs must be > 0",
+    ),
+    # --- run_race.py ------------------------------------------------------------------
+    Row(
+        "race_split_without_files",
+        "run_race.py",
+        ("--data_dir={race_empty_dev}",),
+        "--data_dir={race_empty_dev}: RACE/dev/{{middle,high}}/ holds no question",
+        subprocess=True,
+    ),
+    Row("race_other_task", "run_race.py", ("--task_name=mnli",), "--task_name='mnli'"),
+    Row(
+        "race_without_race_folder",
+        "run_race.py",
+        ("--data_dir={tmp}",),
+        "--data_dir={tmp}: no RACE folder",
+    ),
+    Row(
+        "race_invalid_json",
+        "run_race.py",
+        ("--data_dir={race_bad_json}",),
+        "{race_bad_json}/RACE/train/high/all.txt:1: invalid JSON",
+        output="absent",
+    ),
+    Row(
+        "race_question_longer_than_sequence",
+        "run_race.py",
+        ("--max_qa_length=45",),
+        "--max_seq_length=48 must exceed --max_qa_length=45 + 3",
+    ),
+    Row(
+        "race_dropout_1",
+        "run_race.py",
+        ("--dropout_prob=1.0",),
+        "--dropout_prob=1.0: expected a number in [0.0, 1.0)",
+    ),
+    # --- create_pretraining_data.py ---------------------------------------------------
+    Row(
+        "missing_corpus",
+        "create_pretraining_data.py",
+        ("--input_file={tmp}/nothing.txt",),
+        "--input_file: file '{tmp}/nothing.txt' does not exist",
+        subprocess=True,
+    ),
+    Row(
+        "bad_utf8_line",
+        "create_pretraining_data.py",
+        ("--input_file={corpus_bad_utf8}",),
+        "{corpus_bad_utf8}:2",
+        subprocess=True,
+    ),
+    Row(
+        "corpus_without_instance",
+        "create_pretraining_data.py",
+        ("--input_file={corpus_blank}",),
+        "input file '{corpus_blank}' contains no documents",
+    ),
+    Row(
+        "masked_lm_prob_1.5",
+        "create_pretraining_data.py",
+        ("--masked_lm_prob=1.5",),
+        "--masked_lm_prob=1.5: expected a number in [0.0, 1.0]",
+    ),
+    Row(
+        "permutation",
+        "create_pretraining_data.py",
+        ("--do_permutation",),
+        "--do_permutation is not supported",
+    ),
+    Row(
+        "missing_spm_model",
+        "create_pretraining_data.py",
+        ("--spm_model_file={tmp}/nothing.model",),
+        "{tmp}/nothing.model",
+    ),
+    Row(
+        "sequence_of_4",
+        "create_pretraining_data.py",
+        ("--max_seq_length=4",),
+        "max_seq_length",
+    ),
+]
+
+
+def _write_json(path, value):
+    with open(path, "w") as f:
+        json.dump(value, f)
+    return str(path)
+
+
+def _closed_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed once the socket is
+
+
+def _glue_copy(root, name, split=None, text=None, data=None):
+    folder = write_mrpc(str(root / name))
+    if split is not None:
+        path = os.path.join(folder, "MRPC", f"{split}.tsv")
+        if data is not None:
+            with open(path, "wb") as f:
+                f.write(data)
+        else:
+            with open(path, "w") as f:
+                f.write(text)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory):
+    """Every input the rows name, good and bad."""
+    import tensorflow as tf
+
+    from albert_tf import checkpoints
+    from albert_tf.data import pretraining_instances as pi
+    from albert_tf.modeling import AlbertModel, AlbertPretrainer
+
+    root = tmp_path_factory.mktemp("bad_inputs")
+    p = {"tmp": str(root), "spm": DEMO_SPM, "spm_vocab": os.path.join(DEMO, "spm.vocab")}
+    config = tiny_config()
+    p["config"] = str(root / "albert_config.json")
+    config.to_json_file(p["config"])
+    good = config.to_dict()
+    for name, change in {
+        "config_small_vocab": {"vocab_size": 8},
+        "config_groups": {"num_hidden_groups": 3},
+        "config_act_null": {"hidden_act": None},
+        "config_init_range": {"initializer_range": -1},
+        "config_dropout_str": {"hidden_dropout_prob": "0.1"},
+    }.items():
+        p[name] = _write_json(root / f"{name}.json", {**good, **change})
+    p["config_no_hidden"] = _write_json(
+        root / "config_no_hidden.json", {k: v for k, v in good.items() if k != "hidden_size"}
+    )
+
+    # Pretraining records (and bad ones).
+    p["corpus"] = os.path.join(DEMO, "corpus", "part-00000.txt")
+    p["records"] = str(root / "train.tfrecord")
+    cpd.create_pretraining_data(
+        p["corpus"],
+        p["records"],
+        pi.MaskingConfig(max_seq_length=32, max_predictions_per_seq=5),
+        spm_model_file=DEMO_SPM,
+        dupe_factor=1,
+        num_workers=1,
+    )
+    p["empty_records"] = str(root / "empty.tfrecord")
+    open(p["empty_records"], "wb").close()
+    p["garbage"] = str(root / "garbage.tfrecord")
+    with open(p["garbage"], "wb") as f:
+        f.write(os.urandom(200))
+    p["other_records"] = str(root / "other.tfrecord")
+    with tf.io.TFRecordWriter(p["other_records"]) as writer:
+        feature = tf.train.Feature(int64_list=tf.train.Int64List(value=[1, 2, 3]))
+        example = tf.train.Example(features=tf.train.Features(feature={"token_ids": feature}))
+        writer.write(example.SerializeToString())
+
+    # Checkpoints: truncated, a text file as the index, another hidden size.
+    model = AlbertModel(config)
+    model.build()
+    good_ckpt = checkpoints.save_original_checkpoint(model, str(root / "good" / "model.ckpt"))
+    p["truncated_ckpt"] = str(root / "truncated" / "model.ckpt")
+    os.makedirs(os.path.dirname(p["truncated_ckpt"]))
+    shutil.copy(good_ckpt + ".index", p["truncated_ckpt"] + ".index")
+    with open(good_ckpt + ".data-00000-of-00001", "rb") as f:
+        data = f.read()
+    with open(p["truncated_ckpt"] + ".data-00000-of-00001", "wb") as f:
+        f.write(data[: len(data) // 2])
+    p["text_ckpt"] = str(root / "text" / "x")
+    os.makedirs(os.path.dirname(p["text_ckpt"]))
+    with open(p["text_ckpt"] + ".index", "w") as f:
+        f.write("not a checkpoint index\n")
+    narrow = config.replace(hidden_size=16)
+    narrow_model = AlbertModel(narrow)
+    narrow_model.build()
+    p["narrow_ckpt"] = checkpoints.save_original_checkpoint(
+        narrow_model, str(root / "narrow" / "model.ckpt")
+    )
+    # Output folders trained with another config.
+    folder = root / "narrow_pretraining_folder"
+    pretrainer = AlbertPretrainer(narrow)
+    pretrainer.build()
+    checkpoints.save_original_checkpoint(pretrainer, str(folder / "model.ckpt-2"), global_step=2)
+    narrow.to_json_file(str(folder / "albert_config.json"))
+    p["narrow_pretraining_folder"] = str(folder)
+    folder = root / "narrow_classifier_folder"
+    head = classifier.AlbertClassifier(narrow, 2)
+    head.build()
+    checkpoints.save_original_checkpoint(head, str(folder / "model.ckpt-2"), global_step=2)
+    p["narrow_classifier_folder"] = str(folder)
+    p["file_output"] = str(root / "file_output")
+    with open(p["file_output"], "w") as f:
+        f.write("a file\n")
+
+    # GLUE.
+    p["glue"] = write_mrpc(str(root / "glue"))
+    header = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+    p["glue_empty_dev"] = _glue_copy(root, "glue_empty_dev", "dev", header)
+    test_header = "index\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+    p["glue_empty_test"] = _glue_copy(root, "glue_empty_test", "test", test_header)
+    rows = header + "1\t1\t2\ta b\tc d\n" + "7\t3\t4\ta b\tc d\n" + "0\t5\t6\ta b\tc d\n" * 8
+    p["glue_bad_label"] = _glue_copy(root, "glue_bad_label", "train", rows)
+    p["glue_bad_utf8"] = _glue_copy(
+        root, "glue_bad_utf8", "dev", data=header.encode() + b"1\t1\t2\ta \xff b\tc\n"
+    )
+
+    # SQuAD.
+    with open(os.path.join(DEMO, "squad", "train-v1.1.json")) as f:
+        document = json.load(f)
+    document["data"] = document["data"][:1]
+    p["squad_train"] = _write_json(root / "train-v1.1.json", document)
+    p["squad_dev"] = p["squad_train"]
+    with open(os.path.join(DEMO, "squad", "train-v2.0.json")) as f:
+        v2 = json.load(f)
+    v2["data"] = v2["data"][:2]
+    p["squad_v2"] = _write_json(root / "train-v2.0.json", v2)
+    p["squad_no_question"] = _write_json(
+        root / "no_question.json", {"version": "1.1", "data": [{"paragraphs": []}]}
+    )
+    p["squad_no_question_field"] = _write_json(
+        root / "no_question_field.json",
+        {"data": [{"paragraphs": [{"context": "x", "qas": [{"id": "a"}]}]}]},
+    )
+
+    # RACE.
+    p["race"] = DEMO
+    empty = root / "race_empty_dev"
+    shutil.copytree(os.path.join(DEMO, "RACE"), empty / "RACE")
+    for level in ("middle", "high"):
+        for name in os.listdir(empty / "RACE" / "dev" / level):
+            os.remove(empty / "RACE" / "dev" / level / name)
+    p["race_empty_dev"] = str(empty)
+    bad = root / "race_bad_json"
+    shutil.copytree(os.path.join(DEMO, "RACE"), bad / "RACE")
+    (bad / "RACE" / "train" / "high" / "all.txt").write_text('{"article": "x",\n')
+    p["race_bad_json"] = str(bad)
+
+    # create_pretraining_data.
+    p["corpus_bad_utf8"] = str(root / "bad_utf8.txt")
+    with open(p["corpus_bad_utf8"], "wb") as f:
+        f.write(b"a good line\nbad \xff byte\n")
+    p["corpus_blank"] = str(root / "blank.txt")
+    with open(p["corpus_blank"], "w") as f:
+        f.write("\u200b\n\u200b\n\n" * 3)
+    p["closed_port"] = str(_closed_port())
+    return p
+
+
+def _snapshot(folder):
+    """None for no folder; else {relative path: bytes (None for a folder)}."""
+    if not os.path.exists(folder):
+        return None
+    if not os.path.isdir(folder):
+        with open(folder, "rb") as f:
+            return {"": f.read()}
+    found = {}
+    for parent, dirs, files in os.walk(folder):
+        for name in dirs:
+            found[os.path.relpath(os.path.join(parent, name), folder)] = None
+        for name in files:
+            path = os.path.join(parent, name)
+            with open(path, "rb") as f:
+                found[os.path.relpath(path, folder)] = f.read()
+    return found
+
+
+def _argv(row, fill):
+    changed = {_flag(a) for a in row.change}
+    base = [a for a in BASE[row.script] if _flag(a) not in changed and _flag(a) not in row.drop]
+    args = [a.format(**fill) for a in base + list(row.change)]
+    if row.script != "create_pretraining_data.py":
+        args.insert(0, "--output_dir={out}".format(**fill))
+    return args
+
+
+def _output(row, paths, tmp_path):
+    """The row's output folder, set up as the row says."""
+    if row.output == "absent":
+        return str(tmp_path / "out")
+    if row.output == "kept":
+        out = tmp_path / "out"
+        out.mkdir()
+        (out / "notes.txt").write_bytes(b"kept \x00 bytes\n")
+        return str(out)
+    source = paths[row.output]
+    if os.path.isdir(source):
+        shutil.copytree(source, tmp_path / "out")
+        return str(tmp_path / "out")
+    return source
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
+def test_bad_input_is_one_line_exit_1_and_changes_nothing(row, paths, tmp_path, capsys):
+    out = _output(row, paths, tmp_path)
+    fill = {**paths, "out": out}
+    argv = _argv(row, fill)
+    before = _snapshot(out)
+    start = time.monotonic()
+    if row.subprocess:
+        command = COMMANDS.get(row.script, [os.path.join(ROOT, row.script)])
+        proc = subprocess.run(
+            [sys.executable, *command, *argv],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""},
+        )
+        status, err = proc.returncode, proc.stderr
+        lines = [line for line in err.splitlines() if line.startswith(f"{row.script}: ")]
+    else:
+        options_cls, run = ENTRY[row.script]
+        status = cli.execute(options_cls, run, [row.script, *argv])
+        err = capsys.readouterr().err
+        lines = err.splitlines()
+    elapsed = time.monotonic() - start
+    assert status == 1, err[-3000:]
+    assert len(lines) == 1 and "Traceback" not in err, err[-3000:]
+    assert lines[0].startswith(f"{row.script}: error: "), lines
+    assert row.expect.format(**fill) in lines[0]
+    assert _snapshot(out) == before
+    assert elapsed < (120 if row.subprocess else SECONDS), elapsed
+
+
+def test_the_table_covers_every_entry_point_and_forty_inputs():
+    assert len(ROWS) >= 40
+    assert {r.script for r in ROWS} == set(ENTRY)
+    assert {r.script for r in ROWS if r.subprocess} == set(ENTRY)
