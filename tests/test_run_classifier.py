@@ -141,7 +141,11 @@ def test_a_training_checkpoint_without_the_head_is_refused(setup, trained, tmp_p
     encoder.build()
     folder = tmp_path / "encoder_only"
     checkpoints.save_original_checkpoint(encoder, str(folder / "model.ckpt-2"))
-    with pytest.raises(UserError, match=r"model.ckpt-2: cannot fill this model: .*output_"):
+    with pytest.raises(
+        UserError,
+        match=r"do not fit this model .*model.ckpt-2: output_weights: "
+        r"not in the checkpoint",
+    ):
         run(_opts(setup, folder, do_eval=True))
 
 
