@@ -8,7 +8,7 @@ import tensorflow as tf
 from tensorflow.core.framework import types_pb2
 from tensorflow.python.framework import op_def_registry
 
-from albert_tf import classifier, losses, pretraining, speed_paths, squad, training
+from albert_tf import classifier, driver, losses, pretraining, speed_paths, squad, training
 from albert_tf.classifier import AlbertClassifier
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import AlbertPretrainer
@@ -247,3 +247,16 @@ def test_host_ops_are_detected():
 
     types, string_ops = graph_types(with_host_ops.get_concrete_function(tf.constant(1.0)))
     assert "EagerPyFunc" in types and "AsString" in string_ops
+
+
+@pytest.mark.parametrize(
+    "use_xla,tpu,compiled", [(False, False, False), (True, False, True), (False, True, True)]
+)
+def test_steps_are_compiled_with_use_xla_and_always_on_a_tpu(use_xla, tpu, compiled):
+    class FakeTPUStrategy(tf.distribute.TPUStrategy):
+        def __init__(self):  # no TPU to connect to
+            pass
+
+    strategy = FakeTPUStrategy() if tpu else tf.distribute.get_strategy()
+    options = driver.RunOptions(output_dir="unused", use_xla=use_xla)
+    assert driver.Run(options, tiny_config(), strategy, True).jit_compile is compiled
