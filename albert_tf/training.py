@@ -303,8 +303,12 @@ class Trainer:
 
     # --- cross-replica context ----------------------------------------------
     def _sum(self, per_replica):
-        """{name: the sum over replicas} of {name: per-replica scalar}."""
-        return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+        """The sum over replicas of each per-replica scalar in a structure (reduced one by
+        one: not every strategy reduces structures)."""
+        return tf.nest.map_structure(
+            lambda value: self.strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None),
+            per_replica,
+        )
 
     def _step_normalizers(self, batches):
         """The loss normalizers of a whole step: totals over its micro-batches (`batches`)
