@@ -159,9 +159,10 @@ def eval_dataset_fn(path, seq_length, batch_size, num_examples, is_regression, r
     )
 
 
-def predict_arrays(strategy, model, dataset_fn):
-    """Runs the model over an eval/predict dataset; returns numpy arrays in file order:
-    probabilities, predictions, per_example_loss, label_ids, is_real_example."""
+def predict_arrays(strategy, model, dataset_fn, jit_compile=False):
+    """Runs the model over an eval/predict dataset (`jit_compile`: the step compiled with
+    XLA); returns numpy arrays in file order: probabilities, predictions,
+    per_example_loss, label_ids, is_real_example."""
 
     def step(features):
         out = model(features, training=False)
@@ -175,7 +176,7 @@ def predict_arrays(strategy, model, dataset_fn):
             "is_real_example": features["is_real_example"],
         }
 
-    return collect_outputs(strategy, dataset_fn, step)
+    return collect_outputs(strategy, dataset_fn, step, jit_compile)
 
 
 def compute_metrics(task_name, arrays):
@@ -342,7 +343,9 @@ class ClassifierTask(driver.Task):
         )
         return driver.Evaluation(
             glue.selection_key(self.task),
-            lambda: compute_metrics(self.task, predict_arrays(run.strategy, run.model, dev_fn)),
+            lambda: compute_metrics(
+                self.task, predict_arrays(run.strategy, run.model, dev_fn, run.jit_compile)
+            ),
         )
 
     def training_plan(self, run):
@@ -411,6 +414,7 @@ class ClassifierTask(driver.Task):
                 run.model.is_regression,
                 run.replicas,
             ),
+            run.jit_compile,
         )
         real = arrays["is_real_example"] != 0
         probabilities, predictions = arrays["probabilities"][real], arrays["predictions"][real]

@@ -95,7 +95,9 @@ class RunOptions(Options):
         300.0, "Seconds to wait for the TPU (--use_tpu) before giving up.", minimum=0.0
     )
     dtype: str = option("float32", "Keras dtype policy.", choices=("float32", "mixed_bfloat16"))
-    use_xla: bool = option(False, "Compile the training step with XLA.")
+    use_xla: bool = option(
+        False, "Compile the training and evaluation steps with XLA (always on a TPU)."
+    )
 
     @classmethod
     def default(cls, name, value):
@@ -147,6 +149,12 @@ class Run:
     def replicas(self) -> int:
         return self.strategy.num_replicas_in_sync
 
+    @property
+    def jit_compile(self) -> bool:
+        """Whether the training and evaluation steps are compiled with XLA: --use_xla, and
+        always on a TPU."""
+        return self.options.use_xla or isinstance(self.strategy, tf.distribute.TPUStrategy)
+
 
 class Task:
     """What differs between runs; subclasses implement the methods that raise.
@@ -181,8 +189,16 @@ class Task:
         raise NotImplementedError
 
     def loss_fn(self, model, features, training):
-        """(loss [], {metric name: []}) of one replica's batch."""
+        """(loss [], {metric name: []}) of one replica's batch: means over the batch, or
+        with `loss_normalizers`, called with a 4th argument, the batch's shares of the
+        global batch's values (see albert_tf.training.Trainer)."""
         raise NotImplementedError
+
+    def loss_normalizers(self):
+        """None (the loss is a mean over each replica's batch, exact for fixed-size
+        batches), or `fn(features) -> tuple of []`: what the loss terms divide by, from
+        the input alone, totalled over each step's global batch by the Trainer."""
+        return None
 
     # --- data and evaluation ----------------------------------------------------------
     def prepare(self, run: Run) -> None:
@@ -327,7 +343,7 @@ def train(task: Task, current: Run, selector) -> int:
         save_checkpoints_steps=opts.save_checkpoints_steps,
         keep_checkpoint_max=opts.keep_checkpoint_max,
         gradient_accumulation_steps=plan.gradient_accumulation_steps,
-        jit_compile=opts.use_xla,
+        jit_compile=current.jit_compile,
     )
     trainer = training.Trainer(
         current.strategy,
@@ -339,6 +355,7 @@ def train(task: Task, current: Run, selector) -> int:
         loop,
         current.is_chief,
         save_hook=lambda step: save_original_format(current, optimizer, step, task),
+        loss_normalizers=task.loss_normalizers(),
     )
     if not training.object_checkpoints(opts.output_dir):
         resume_from_original_format(current, optimizer)

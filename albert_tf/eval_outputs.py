@@ -34,12 +34,13 @@ def replica_eval_dataset_fn(make_dataset, num_records, batch_size, replicas):
     return fn
 
 
-def collect_outputs(strategy, dataset_fn, step_fn) -> dict:
+def collect_outputs(strategy, dataset_fn, step_fn, jit_compile=False) -> dict:
     """Runs `step_fn(features) -> {name: tensor [batch, ...]}` on every replica over the
-    distributed dataset; returns {name: numpy array} with the batches concatenated in
-    replica order (file order when every worker reads the whole file)."""
+    distributed dataset (`jit_compile`: compiled with XLA); returns {name: numpy array}
+    with the batches concatenated in replica order (file order when every worker reads
+    the whole file)."""
     dataset = strategy.distribute_datasets_from_function(dataset_fn)
-    step = tf.function(step_fn)
+    step = tf.function(step_fn, jit_compile=jit_compile)
     parts = {}
     for features in dataset:
         out = strategy.run(step, args=(features,))

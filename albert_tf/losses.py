@@ -3,6 +3,15 @@
 Shapes: mlm_logits [B, Pm, V]; masked_lm_ids, masked_lm_weights [B, Pm]
 (padded prediction slots have weight 0); sop_logits [B, 2]; sop labels [B]
 (0 = original order, 1 = swapped or random document).
+
+Each loss term is a weighted sum over the batch divided by a normalizer: the masked-LM
+term by its weight sum (the number of masked tokens), the sentence-order term by the
+number of examples. By default a batch divides by its own normalizers (the original on
+one device). When a step's global batch is split into parts (replicas, accumulation
+micro-batches), the training loop totals the normalizers over the whole global batch
+first (`pretraining_loss_normalizers` needs only the input) and passes the totals: each
+part then returns its share of the global-batch loss, and the shares add up to the loss
+of the whole batch computed at once, however the batch is split.
 """
 
 from __future__ import annotations
@@ -20,22 +29,34 @@ def _per_example_cross_entropy(logits, labels):
     return -tf.gather(log_probs, tf.cast(labels, tf.int32), batch_dims=labels.shape.rank)
 
 
-def masked_lm_loss(mlm_logits, masked_lm_ids, masked_lm_weights):
-    """sum(w * -log p(label)) / (sum(w) + 1e-5) over the batch. Returns []."""
+def masked_lm_loss(mlm_logits, masked_lm_ids, masked_lm_weights, weight_total=None):
+    """sum(w * -log p(label)) / (weight_total + 1e-5) over the batch; weight_total
+    defaults to this batch's sum(w) (the original). Returns []."""
     weights = tf.cast(masked_lm_weights, tf.float32)
     per_prediction = _per_example_cross_entropy(mlm_logits, masked_lm_ids)
-    return tf.reduce_sum(weights * per_prediction) / (
-        tf.reduce_sum(weights) + MLM_DENOMINATOR_EPSILON
-    )
+    if weight_total is None:
+        weight_total = tf.reduce_sum(weights)
+    return tf.reduce_sum(weights * per_prediction) / (weight_total + MLM_DENOMINATOR_EPSILON)
 
 
-def sentence_order_loss(sop_logits, labels):
-    """Mean cross-entropy over the batch. labels [B] or [B, 1]. Returns []."""
-    labels = tf.reshape(labels, [-1])
-    return tf.reduce_mean(_per_example_cross_entropy(sop_logits, labels))
+def sentence_order_loss(sop_logits, labels, example_total=None):
+    """Cross-entropy summed over the batch / example_total (default: the batch's mean).
+    labels [B] or [B, 1]. Returns []."""
+    per_example = _per_example_cross_entropy(sop_logits, tf.reshape(labels, [-1]))
+    if example_total is None:
+        return tf.reduce_mean(per_example)
+    return tf.reduce_sum(per_example) / example_total
 
 
-def pretraining_loss(outputs, features, sentence_order_weight=1.0):
+def pretraining_loss_normalizers(features):
+    """(masked-LM weight sum, number of examples) of a batch, float32 []: what the two
+    loss terms divide by. They depend on the input alone, so they can be totalled over a
+    global batch before any forward pass."""
+    weights = tf.cast(features["masked_lm_weights"], tf.float32)
+    return tf.reduce_sum(weights), tf.cast(tf.shape(weights)[0], tf.float32)
+
+
+def pretraining_loss(outputs, features, sentence_order_weight=1.0, normalizers=None):
     """Total loss = MLM + SOP (unweighted, as the original), and the parts.
 
     Args:
@@ -44,12 +65,22 @@ def pretraining_loss(outputs, features, sentence_order_weight=1.0):
         `next_sentence_labels` (the original's feature name for SOP labels).
       sentence_order_weight: factor on the SOP (or NSP) term; 0 trains the MLM
         alone (the paper's "None" row of Table 5). The part is reported either way.
+      normalizers: (masked-LM weight total, example total) to divide by, the
+        `pretraining_loss_normalizers` of a global batch this batch is part of; the
+        results are then this part's shares of the global batch's losses. Default:
+        this batch's own, the original's per-batch losses.
     Returns: (total [], {"masked_lm_loss": [], "sentence_order_loss": []}).
     """
+    weight_total, example_total = (None, None) if normalizers is None else normalizers
     mlm = masked_lm_loss(
-        outputs["mlm_logits"], features["masked_lm_ids"], features["masked_lm_weights"]
+        outputs["mlm_logits"],
+        features["masked_lm_ids"],
+        features["masked_lm_weights"],
+        weight_total,
     )
-    sop = sentence_order_loss(outputs["sop_logits"], features["next_sentence_labels"])
+    sop = sentence_order_loss(
+        outputs["sop_logits"], features["next_sentence_labels"], example_total
+    )
     total = mlm + sop if sentence_order_weight == 1.0 else mlm + sentence_order_weight * sop
     return total, {"masked_lm_loss": mlm, "sentence_order_loss": sop}
 

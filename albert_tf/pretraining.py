@@ -30,22 +30,24 @@ DEMO_DIR = REPO_DATA_DIR / "demo"
 METRIC_NAMES = ("masked_lm_loss", "sentence_order_loss")
 
 
-def pretraining_loss_fn(model, features, training, sentence_order_weight=1.0):
-    """loss_fn for albert_tf.training.Trainer: MLM + SOP on one replica's batch
-    (bind `sentence_order_weight` with functools.partial)."""
+def pretraining_loss_fn(model, features, training, normalizers=None, sentence_order_weight=1.0):
+    """loss_fn for albert_tf.training.Trainer: MLM + SOP on one replica's batch, divided
+    by `normalizers` (the global batch's `losses.pretraining_loss_normalizers`; default:
+    this batch's). Bind `sentence_order_weight` with functools.partial."""
     outputs = model(features, training=training)
-    return losses.pretraining_loss(outputs, features, sentence_order_weight)
+    return losses.pretraining_loss(outputs, features, sentence_order_weight, normalizers)
 
 
-def evaluate(strategy, model, dataset_fn, max_eval_steps):
-    """The original's eval metrics over `max_eval_steps` batches.
+def evaluate(strategy, model, dataset_fn, max_eval_steps, jit_compile=False):
+    """The original's eval metrics over `max_eval_steps` batches; `jit_compile`: the
+    per-replica step compiled with XLA.
 
     Returns masked_lm_accuracy, masked_lm_loss, sentence_order_accuracy,
     sentence_order_loss and loss (= the two losses' sum).
     """
     dataset = strategy.distribute_datasets_from_function(dataset_fn)
 
-    @tf.function
+    @tf.function(jit_compile=jit_compile)
     def eval_step(features):
         outputs = model(features, training=False)
         return losses.pretraining_metric_sums(outputs, features)
@@ -170,6 +172,15 @@ class PretrainingOptions(driver.RunOptions):
         "Factor on the sentence-order (or NSP) loss; 0 = masked LM only (the paper's "
         "Table 5 'None').",
         minimum=0.0,
+    )
+    loss_normalization: str = option(
+        "global_batch",
+        "How a step's loss is averaged when its batch is split over replicas or "
+        "--gradient_accumulation_steps: global_batch = over the whole batch's masked "
+        "tokens and examples (the original on one device, however the batch is split); "
+        "per_replica = each part over its own, the parts' losses averaged (the original "
+        "across TPU cores).",
+        choices=("global_batch", "per_replica"),
     )
 
 
@@ -306,9 +317,14 @@ class PretrainingTask(driver.Task):
 
         return AlbertPretrainer(config, full_sequence_output=False)
 
-    def loss_fn(self, model, features, training):
+    def loss_normalizers(self):
+        if self.options.loss_normalization == "per_replica":
+            return None
+        return losses.pretraining_loss_normalizers
+
+    def loss_fn(self, model, features, training, normalizers=None):
         return pretraining_loss_fn(
-            model, features, training, self.options.sentence_order_loss_weight
+            model, features, training, normalizers, self.options.sentence_order_loss_weight
         )
 
     def prepare(self, run):
@@ -359,6 +375,7 @@ class PretrainingTask(driver.Task):
             run.model,
             self._dataset_fn(self.eval_file, o.eval_batch_size, False, run.config),
             o.max_eval_steps,
+            run.jit_compile,
         )
 
     def evaluator(self, run):

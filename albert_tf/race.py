@@ -219,7 +219,9 @@ class RaceTask(driver.Task):
         count = self._records(split, path)
         run.summary[f"num_{split}_examples"] = count
         dataset_fn = eval_dataset_fn(path, self.length, batch_size, count, False, run.replicas)
-        return lambda: race_metrics(predict_arrays(run.strategy, run.model, dataset_fn))
+        return lambda: race_metrics(
+            predict_arrays(run.strategy, run.model, dataset_fn, run.jit_compile)
+        )
 
     def evaluator(self, run):
         opts = self.options

@@ -211,12 +211,14 @@ def eval_dataset_fn(path, seq_length, batch_size, num_features, replicas):
     )
 
 
-def predict_outputs(strategy, model, dataset_fn):
-    """{unique_id: {output name: numpy array of that feature}} over the dataset."""
+def predict_outputs(strategy, model, dataset_fn, jit_compile=False):
+    """{unique_id: {output name: numpy array of that feature}} over the dataset
+    (`jit_compile`: the step compiled with XLA)."""
     outputs = collect_outputs(
         strategy,
         dataset_fn,
         lambda features: {"unique_ids": features["unique_ids"], **model(features, training=False)},
+        jit_compile,
     )
     names = [n for n in outputs if n != "unique_ids"]
     return {
@@ -604,7 +606,7 @@ class SquadTask(driver.Task):
         """(metrics or None without gold answers, (predictions, nbest, null_odds))."""
         opts = self.options
         examples, features = self.predict_examples, self.predict_features
-        results = predict_outputs(run.strategy, run.model, self.predict_dataset_fn)
+        results = predict_outputs(run.strategy, run.model, self.predict_dataset_fn, run.jit_compile)
         if not self.v2:
             spans = accumulate_spans(
                 {}, examples, features, results, opts.n_best_size, opts.max_answer_length

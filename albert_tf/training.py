@@ -15,16 +15,22 @@ GPU machines are stopped) let the current inner loop finish, write a checkpoint 
 that step and stop (`TrainingInterrupted`); the same command continues from it and
 ends with the weights of an uninterrupted run, bit for bit.
 
-Cross-replica gradient semantics (docs/original.md §7.2, quirk 12):
-every replica differentiates its loss divided by (replicas x accumulation
-steps), the gradients are summed across replicas, and the sum (the gradient
-of the global-batch mean loss) is clipped by global norm 1.0 and applied.
-That is exactly the original on one device. The original on TPU instead
-clipped per core and summed the per-core gradients (CrossShardOptimizer
-without its 1/num_shards), so its effective step depended on the core count;
-we choose the single-device meaning so that results do not depend on how
-many replicas or accumulation steps reach a global batch (the tests check
-1 vs 2 workers and k micro-batches vs one big batch).
+Cross-replica gradient semantics (docs/original.md §7.2, quirk 12): a step's
+gradient is the gradient of the global batch's loss, however the batch is split over
+replicas and accumulation micro-batches (the parts). With `loss_normalizers` (the
+pretraining loss), each loss term's normalizer (masked-token count, example count) is
+totalled over all parts first, every part differentiates its weighted sums divided by
+those totals, and the parts' gradients and losses are summed: exactly the original on
+one device with the whole batch. Without them (a loss that is a mean over its batch),
+every part differentiates its mean divided by (replicas x accumulation steps): the same
+when all parts hold equally many examples (fine-tuning's fixed-size batches), and the
+mean of per-part means otherwise (the original's per-core losses on TPU). The summed
+gradient is clipped by global norm 1.0 and applied. The original on TPU also clipped
+per core and summed the per-core gradients (CrossShardOptimizer without its
+1/num_shards), so its step depended on the core count; we keep the single-device
+meaning so that results do not depend on how the batch is split (the tests check 1 vs
+2 workers, 1 vs 2 replicas and k micro-batches vs one big batch on data whose masked
+counts differ between parts).
 """
 
 from __future__ import annotations
@@ -141,8 +147,10 @@ class Trainer:
         created under.
       model: a built Keras model.
       optimizer: an albert_tf.optimization optimizer (or any Keras one).
-      loss_fn: `loss_fn(model, features, training) -> (loss [], {name: []})`
-        for one replica's batch; the dict holds extra scalars to log.
+      loss_fn: `loss_fn(model, features, training) -> (loss [], {name: []})`, the
+        mean loss of one replica's batch; the dict holds extra scalars to log, means too.
+        With `loss_normalizers`, `loss_fn(model, features, training, normalizers)`
+        instead returns this batch's shares of the global batch's loss and scalars.
       metric_names: the keys of that dict.
       output_dir: where checkpoints (`ckpt-<step>`) and summaries go.
       config: LoopConfig.
@@ -150,6 +158,10 @@ class Trainer:
       save_hook: `save_hook(step)`, called on every worker after each checkpoint
         is written (also when stopping on a signal): other formats of the same
         weights, for instance.
+      loss_normalizers: `loss_normalizers(features) -> tuple of float32 []`, what each
+        loss term of one replica's batch is divided by, from the input alone; their
+        totals over the step's replicas and micro-batches are passed to `loss_fn`.
+        None: `loss_fn` returns means (see the module docstring).
     """
 
     def __init__(
@@ -163,6 +175,7 @@ class Trainer:
         config: LoopConfig,
         is_chief=True,
         save_hook=None,
+        loss_normalizers=None,
     ):
         self.strategy = strategy
         self.model = model
@@ -173,6 +186,7 @@ class Trainer:
         self.config = config
         self.is_chief = is_chief
         self.save_hook = save_hook
+        self.loss_normalizers = loss_normalizers
         if hasattr(optimizer, "gradients_are_reduced"):
             optimizer.gradients_are_reduced = True
         with strategy.scope():
@@ -199,15 +213,22 @@ class Trainer:
         self._writer = None  # made by the first report: a run failing before it adds no train/
 
     # --- replica context ---------------------------------------------------
-    def _gradients(self, features):
+    def _gradients(self, features, *normalizers):
+        """Gradients of this replica's share of the global batch's loss, and its shares of
+        the logged scalars (summed over the parts, they give the step's values)."""
         variables = self.model.trainable_variables
-        scale = self.strategy.num_replicas_in_sync * self.config.gradient_accumulation_steps
         with tf.GradientTape() as tape:
-            loss, parts = self.loss_fn(self.model, features, training=True)
-            scaled = tf.cast(loss, tf.float32) / scale
-        grads = tape.gradient(scaled, variables)
+            if normalizers:
+                loss, parts = self.loss_fn(self.model, features, True, normalizers)
+                share = 1
+            else:  # a mean over this part: 1 / parts of the mean over the parts
+                loss, parts = self.loss_fn(self.model, features, training=True)
+                share = self.strategy.num_replicas_in_sync * self.config.gradient_accumulation_steps
+            loss = tf.cast(loss, tf.float32) / share
+        grads = tape.gradient(loss, variables)
         grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
-        return grads, {"loss": loss, **parts}
+        shares = {name: tf.cast(value, tf.float32) / share for name, value in parts.items()}
+        return grads, {"loss": loss, **shares}
 
     def _apply(self, grads):
         variables = self.model.trainable_variables
@@ -227,13 +248,12 @@ class Trainer:
             self.optimizer.apply(clipped, targets)
         return norm
 
-    def _step(self, features):
-        grads, parts = self._gradients(features)
-        parts["gradient_norm"] = self._apply(grads)
-        return parts
+    def _step(self, features, *normalizers):
+        grads, parts = self._gradients(features, *normalizers)
+        return parts, self._apply(grads)
 
-    def _accumulate(self, features):
-        grads, parts = self._gradients(features)
+    def _accumulate(self, features, *normalizers):
+        grads, parts = self._gradients(features, *normalizers)
         for acc, g in zip(self._accumulators, grads):
             if g is not None:
                 acc.assign_add(g)
@@ -267,32 +287,43 @@ class Trainer:
         return bool(tf.reduce_all(checks))
 
     # --- cross-replica context ----------------------------------------------
-    def _reduce(self, per_replica):
-        return {
-            k: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
-            for k, v in per_replica.items()
-        }
+    def _sum(self, per_replica):
+        """The sum over replicas of each per-replica scalar in a structure (reduced one by
+        one: not every strategy reduces structures)."""
+        return tf.nest.map_structure(
+            lambda value: self.strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None),
+            per_replica,
+        )
+
+    def _step_normalizers(self, batches):
+        """The loss normalizers of a whole step: totals over its micro-batches (`batches`)
+        and replicas, () without `loss_normalizers`."""
+        if self.loss_normalizers is None:
+            return ()
+        totals = [self._sum(self.strategy.run(self.loss_normalizers, args=(b,))) for b in batches]
+        return tuple(tf.add_n(list(values)) for values in zip(*totals))
 
     def _loop_body(self, iterator, steps):
         k = self.config.gradient_accumulation_steps
         totals = {name: tf.constant(0.0) for name in self.metric_names}
         for _ in tf.range(steps):
+            batches = [next(iterator) for _ in range(k)]  # the step's global batch
+            normalizers = self._step_normalizers(batches)
             if k == 1:
-                parts = self._reduce(self.strategy.run(self._step, args=(next(iterator),)))
+                parts, norm = self.strategy.run(self._step, args=(batches[0], *normalizers))
+                parts = self._sum(parts)
             else:
-                micro = [
-                    self._reduce(self.strategy.run(self._accumulate, args=(next(iterator),)))
-                    for _ in range(k)
+                shares = [
+                    self._sum(self.strategy.run(self._accumulate, args=(b, *normalizers)))
+                    for b in batches
                 ]
-                parts = {name: tf.add_n([m[name] for m in micro]) / k for name in micro[0]}
-                parts["gradient_norm"] = self.strategy.reduce(
-                    tf.distribute.ReduceOp.MEAN,
-                    self.strategy.run(self._apply_accumulated),
-                    axis=None,
-                )
-            totals = {
-                name: totals[name] + tf.cast(parts[name], tf.float32) for name in self.metric_names
-            }
+                parts = {name: tf.add_n([s[name] for s in shares]) for name in shares[0]}
+                norm = self.strategy.run(self._apply_accumulated)
+            # The same norm on every replica.
+            parts["gradient_norm"] = self.strategy.reduce(
+                tf.distribute.ReduceOp.MEAN, norm, axis=None
+            )
+            totals = {name: totals[name] + parts[name] for name in self.metric_names}
         return {name: value / tf.cast(steps, tf.float32) for name, value in totals.items()}
 
     # --- outer loop ------------------------------------------------------------

@@ -1,23 +1,54 @@
-"""Worker process for test_training: trains 3 steps, saves the weights."""
+"""Worker process for test_training: trains the tiny pretraining model under a strategy,
+once per loss normalization, and saves what the tests compare.
 
+usage: multiworker_script.py OUTPUT_DIR RESULT_NPZ [STRATEGY]
+STRATEGY: default, mirrored2 (MirroredStrategy over two logical CPUs) or multi_worker
+(TF_CONFIG set by worker_fixtures.run_cluster). Each run: global batch 8, STEPS steps,
+ITERATIONS steps per loop, a checkpoint every SAVE_EVERY steps. RESULT_NPZ holds, per
+normalization N: N/w<i> (the weights), N/progress (the steps of the progress lines),
+N/summaries (the steps of the "loss" summaries, chief only), N/checkpoints (the
+ckpt-<step> steps) and N/loss (the summaries' values).
+"""
+
+import logging
 import os
+import re
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 
-from albert_tf import pretraining, training  # noqa: E402
+from albert_tf import losses, pretraining, training  # noqa: E402
 from albert_tf.distribute import get_strategy, is_chief  # noqa: E402
 
-from training_fixtures import build, dataset_fn  # noqa: E402
+from training_fixtures import build, dataset_fn, loss_summaries  # noqa: E402
+from worker_fixtures import strategy_named  # noqa: E402
+
+STEPS, ITERATIONS, SAVE_EVERY = 8, 3, 4
+NORMALIZERS = {"global_batch": losses.pretraining_loss_normalizers, "per_replica": None}
 
 
-def main(output_dir, weights_file, strategy_name="default"):
-    strategy = get_strategy(strategy_name)
+class ProgressSteps(logging.Handler):
+    """Collects the step of every progress line ("step N/M | ...")."""
+
+    def __init__(self):
+        super().__init__()
+        self.steps = []
+
+    def emit(self, record):
+        match = re.match(r"step (\d+)/", record.getMessage())
+        if match:
+            self.steps.append(int(match.group(1)))
+
+
+def train(strategy, output_dir, normalizers):
     model, opt = build(strategy)
     config = training.LoopConfig(
-        num_train_steps=3, global_batch_size=8, iterations_per_loop=3, save_checkpoints_steps=3
+        num_train_steps=STEPS,
+        global_batch_size=8,
+        iterations_per_loop=ITERATIONS,
+        save_checkpoints_steps=SAVE_EVERY,
     )
     trainer = training.Trainer(
         strategy,
@@ -28,9 +59,35 @@ def main(output_dir, weights_file, strategy_name="default"):
         output_dir,
         config,
         is_chief(strategy),
+        loss_normalizers=normalizers,
     )
-    trainer.train(dataset_fn(8))
-    np.savez(weights_file, **{f"w{i}": v.numpy() for i, v in enumerate(model.weights)})
+    progress = ProgressSteps()
+    logging.getLogger("albert_tf.training").addHandler(progress)
+    logging.getLogger("albert_tf.training").setLevel(logging.INFO)
+    try:
+        trainer.train(dataset_fn(8))
+    finally:
+        logging.getLogger("albert_tf.training").removeHandler(progress)
+    summaries = loss_summaries(output_dir)
+    return {
+        **{f"w{i}": v.numpy() for i, v in enumerate(model.weights)},
+        "progress": np.array(progress.steps),
+        "summaries": np.array([step for step, _ in summaries]),
+        "loss": np.array([value for _, value in summaries]),
+        "checkpoints": np.array([step for step, _ in training.object_checkpoints(output_dir)]),
+    }
+
+
+def main(output_dir, result_file, strategy_name="default"):
+    if strategy_name == "multi_worker":
+        strategy = get_strategy(strategy_name)
+    else:
+        strategy = strategy_named(strategy_name)
+    result = {}
+    for name, normalizers in NORMALIZERS.items():
+        for key, value in train(strategy, os.path.join(output_dir, name), normalizers).items():
+            result[f"{name}/{key}"] = value
+    np.savez(result_file, **result)
 
 
 if __name__ == "__main__":

@@ -77,6 +77,31 @@ def test_all_padding_batch_gives_zero_mlm_loss(batch):
     )
 
 
+def test_normalizers_are_the_masked_count_and_the_example_count(batch):
+    _, features = batch
+    weight_total, example_total = losses.pretraining_loss_normalizers(features)
+    assert (float(weight_total), float(example_total)) == (8.0, 3.0)
+
+
+def test_shares_of_a_split_batch_add_up_to_the_whole_batch_loss(batch):
+    """Rows [0] and [1, 2] hold 3 and 5 masked tokens: divided by the whole batch's
+    normalizers, their losses add up to the whole batch's (numpy); the mean of their own
+    losses (the per-replica mean) is another number."""
+    outputs, features = batch
+    mlm, sop, _, _ = numpy_losses(outputs, features)
+    parts = [
+        ({k: v[rows] for k, v in outputs.items()}, {k: v[rows] for k, v in features.items()})
+        for rows in (slice(0, 1), slice(1, 3))
+    ]
+    totals = losses.pretraining_loss_normalizers(features)
+    shares = [losses.pretraining_loss(o, f, normalizers=totals) for o, f in parts]
+    np.testing.assert_allclose(sum(float(t) for t, _ in shares), mlm + sop, rtol=1e-6)
+    for name, want in (("masked_lm_loss", mlm), ("sentence_order_loss", sop)):
+        np.testing.assert_allclose(sum(float(p[name]) for _, p in shares), want, rtol=1e-6)
+    own = [losses.pretraining_loss(o, f)[0] for o, f in parts]
+    assert abs(np.mean([float(t) for t in own]) - (mlm + sop)) > 1e-2
+
+
 def test_metric_sums_add_up_over_batches(batch):
     """Summed statistics of two halves give the metrics of the whole batch."""
     outputs, features = batch

@@ -1,7 +1,10 @@
 """Tiny pretraining set-ups shared by the training tests (and their worker scripts)."""
 
+import os
+
 import numpy as np
 import tensorflow as tf
+from tensorflow.core.util import event_pb2
 
 from albert_tf import AlbertConfig
 from albert_tf.modeling import AlbertPretrainer
@@ -24,7 +27,9 @@ def tiny_config():
 
 
 def synthetic_features(seed=0, n=NUM_EXAMPLES):
-    """A learnable toy task: ids follow a pattern; SOP label = order of two halves."""
+    """A learnable toy task: ids follow a pattern; SOP label = order of two halves. Each
+    example masks 1 to PREDS positions (the rest padding of weight 0), so batches, replicas
+    and micro-batches hold different numbers of masked tokens."""
     rng = np.random.default_rng(seed)
     start = rng.integers(5, 20, size=(n, 1))
     ids = (start + np.arange(SEQ)[None]) % 40
@@ -33,6 +38,7 @@ def synthetic_features(seed=0, n=NUM_EXAMPLES):
     positions = np.sort(
         np.stack([rng.choice(np.arange(1, SEQ), PREDS, replace=False) for _ in range(n)]), axis=1
     )
+    counts = rng.integers(1, PREDS + 1, size=n)
     masked_ids = np.take_along_axis(ids, positions, axis=1)
     masked_input = ids.copy()
     np.put_along_axis(masked_input, positions, 4, axis=1)
@@ -42,7 +48,7 @@ def synthetic_features(seed=0, n=NUM_EXAMPLES):
         "segment_ids": (np.arange(SEQ)[None] >= SEQ // 2).repeat(n, 0).astype(np.int32),
         "masked_lm_positions": positions.astype(np.int32),
         "masked_lm_ids": masked_ids.astype(np.int32),
-        "masked_lm_weights": np.ones((n, PREDS), np.float32),
+        "masked_lm_weights": (np.arange(PREDS)[None] < counts[:, None]).astype(np.float32),
         "next_sentence_labels": labels.astype(np.int32),
     }
 
@@ -69,3 +75,15 @@ def build(strategy, optimizer="adamw", lr=1e-3, steps=100, warmup=0, seed=1):
         model.build()
         opt = create_optimizer(lr, steps, warmup, optimizer)
     return model, opt
+
+
+def loss_summaries(output_dir):
+    """[(step, value)] of the "loss" summaries in output_dir/train."""
+    found = []
+    for path in tf.io.gfile.glob(os.path.join(output_dir, "train", "events.out.tfevents.*")):
+        for raw in tf.data.TFRecordDataset(path):
+            event = event_pb2.Event.FromString(raw.numpy())
+            for value in event.summary.value:
+                if value.tag == "loss":
+                    found.append((event.step, float(tf.make_ndarray(value.tensor))))
+    return sorted(found)
