@@ -275,7 +275,8 @@ class ClassifierTask(driver.Task):
 
     def _read_split(self, split, flag):
         """The examples of one split's TSV file: it exists, parses and holds at least one
-        example (the training set: at least one batch)."""
+        example. A training set smaller than a batch is fine: training repeats the records
+        forever, as the original does."""
         opts = self.options
         try:
             path = self.processor.data_file(opts.data_dir, split)
@@ -292,11 +293,6 @@ class ClassifierTask(driver.Task):
             raise UserError(str(err)) from None
         if not examples:
             raise UserError(f"--{flag}: {path} holds no example; expected at least one data row")
-        if split == "train" and len(examples) < opts.train_batch_size:
-            raise UserError(
-                f"--{flag}: {path} holds {len(examples)} examples, fewer than "
-                f"--train_batch_size={opts.train_batch_size}"
-            )
         return examples
 
     def build_model(self, config):
@@ -354,11 +350,6 @@ class ClassifierTask(driver.Task):
         opts = self.options
         train = self._features("train")
         run.summary["num_train_examples"] = train.num_examples
-        if train.num_examples < opts.train_batch_size:
-            raise UserError(
-                f"training data has {train.num_examples} examples, fewer than "
-                f"--train_batch_size={opts.train_batch_size}"
-            )
 
         def dataset_fn(ctx):
             return classifier_dataset(

@@ -334,12 +334,6 @@ ROWS = [
         "{glue_bad_utf8}/MRPC/dev.tsv, line 2, byte column",
     ),
     Row(
-        "fewer_examples_than_a_batch",
-        "run_classifier.py",
-        ("--train_batch_size=64",),
-        "fewer than --train_batch_size=64",
-    ),
-    Row(
         "config_vocabulary_smaller_than_spm",
         "run_classifier.py",
         ("--albert_config_file={config_small_vocab}",),
