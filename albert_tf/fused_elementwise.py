@@ -17,8 +17,16 @@ What is fused, and what is not (measured on the bench machine):
     read on all cores) and the rest one loop. XLA's CPU reductions run on one
     core, so the training layer-norm forward, mostly reductions, stays plain
     TensorFlow.
-  * float32 only: for bfloat16, XLA's CPU loops were slower than TensorFlow's
-    own kernels.
+  * bfloat16 (mixed_bfloat16): the same loops, computed in float32 inside the
+    cluster (bfloat16 in, bfloat16 out, one rounding at the end). XLA's CPU
+    loops in bfloat16 itself convert around every op and are slower than
+    TensorFlow's kernels; the float32 loop is 5x faster than TensorFlow's
+    bfloat16 op chain (bench/results/bf16_profile_*.md).
+  * bfloat16 dense layers: the bias (and GELU) after a plain MatMul, as one
+    loop (`bias_add`, `bias_gelu_tanh`). For bfloat16, Grappler's fused
+    MatMul + BiasAdd (+ GELU) becomes a oneDNN inner product without AMX
+    (`x64:gemm:jit`), 1.2-2x slower than the plain MatMul's AMX kernel
+    (`brg_matmul`); the loop is also what keeps Grappler from fusing the two.
 
 Results equal the plain ops to float32 rounding (XLA's tanh differs in the
 last bits). Whether these kernels are used is the speed-path decision
@@ -67,15 +75,27 @@ def disabled():
         _state.enabled = previous
 
 
+def _in_float32(fn):
+    """fn of bfloat16 tensors computed in float32, the result rounded once to bfloat16."""
+
+    def fn32(*args):
+        return tf.cast(fn(*(tf.cast(a, tf.float32) for a in args)), tf.bfloat16)
+
+    return fn32
+
+
 def _xla_or_plain(fn):
-    """fn as one XLA cluster for float32 arguments (unless `disabled()`)."""
-    compiled = tf.function(fn, jit_compile=True, reduce_retracing=True)
+    """fn as one XLA cluster for float32 or bfloat16 arguments (unless `disabled()`);
+    bfloat16 ones are computed in float32 inside the cluster. The dtype of the first
+    argument decides; the others are of the same dtype."""
+    compiled = {
+        tf.float32: tf.function(fn, jit_compile=True, reduce_retracing=True),
+        tf.bfloat16: tf.function(_in_float32(fn), jit_compile=True, reduce_retracing=True),
+    }
 
     def call(*args):
-        # float32 only: for bfloat16, XLA's CPU loops measured slower than
-        # TensorFlow's own elementwise kernels (bench/bench_model.py).
-        use_xla = enabled() and args[0].dtype == tf.float32
-        return (compiled if use_xla else fn)(*args)
+        dtype = tf.as_dtype(args[0].dtype)
+        return (compiled[dtype] if enabled() and dtype in compiled else fn)(*args)
 
     call.__name__ = fn.__name__
     call.__doc__ = fn.__doc__
@@ -101,8 +121,27 @@ def _gelu_tanh_backward(dy, x):  # public: gelu_tanh_backward
     return dy * (0.5 * (1.0 + t) + (0.5 * x) * dt)
 
 
+def _bias_add(y, bias):  # public: bias_add
+    """y [..., N] + bias [N]."""
+    return y + bias
+
+
+def _bias_gelu_tanh(y, bias):  # public: bias_gelu_tanh
+    """GELU (tanh form) of y [..., N] + bias [N]."""
+    return _gelu_tanh(y + bias)
+
+
+def _bias_gelu_tanh_backward(dz, y, bias):  # public: bias_gelu_tanh_backward
+    """dz times GELU' at y + bias: the gradient of `bias_gelu_tanh` w.r.t. y (the
+    bias's is its sum over all leading axes)."""
+    return _gelu_tanh_backward(dz, y + bias)
+
+
 gelu_tanh = _xla_or_plain(_gelu_tanh)
 gelu_tanh_backward = _xla_or_plain(_gelu_tanh_backward)
+bias_add = _xla_or_plain(_bias_add)
+bias_gelu_tanh = _xla_or_plain(_bias_gelu_tanh)
+bias_gelu_tanh_backward = _xla_or_plain(_bias_gelu_tanh_backward)
 
 
 def _sum_input(x, residual):

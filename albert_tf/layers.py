@@ -86,12 +86,58 @@ def apply_activation(name, y, training=False):
     return act(y)
 
 
-def dense(x, kernel, bias=None):
-    """x . kernel + bias for x of any rank >= 2, as one 2-D MatMul.
+def bias_and_activation(y, bias, activation=None, training=False):
+    """activation(y + bias) for a dense layer's product y [..., N]; bias [N] or None,
+    `activation` a config name or function (see `get_activation`).
+
+    float32 (and any dtype off the fused-elementwise speed path): `tf.nn.bias_add`
+    (not `+`), the pattern Grappler's remapper fuses with the MatMul into oneDNN's
+    `_FusedMatMul` (with the GELU too in inference graphs). bfloat16 on that path:
+    one XLA loop in float32 after the plain MatMul (`fused_elementwise.bias_add`,
+    `bias_gelu_tanh`; oneDNN's fused bfloat16 product does not use AMX), with
+    hand-written gradients when training.
+    """
+    if bias is None:
+        return apply_activation(activation, y, training)
+    if y.dtype != tf.bfloat16 or not fused_elementwise.enabled():
+        return apply_activation(activation, tf.nn.bias_add(y, bias), training)
+    if get_activation(activation) is gelu_tanh:
+        if training:
+            return _bias_gelu_tanh_trainable(y, bias)
+        return fused_elementwise.bias_gelu_tanh(y, bias)
+    z = _bias_add_trainable(y, bias) if training else fused_elementwise.bias_add(y, bias)
+    return apply_activation(activation, z, training)
+
+
+@tf.custom_gradient
+def _bias_add_trainable(y, bias):
+    """`fused_elementwise.bias_add` with the gradient of `tf.nn.bias_add`."""
+
+    def grad(dz):
+        return dz, tf.raw_ops.BiasAddGrad(out_backprop=dz)
+
+    # stop_gradient: see gelu_tanh_trainable.
+    return fused_elementwise.bias_add(tf.stop_gradient(y), tf.stop_gradient(bias)), grad
+
+
+@tf.custom_gradient
+def _bias_gelu_tanh_trainable(y, bias):
+    """`fused_elementwise.bias_gelu_tanh` with its gradient as one loop (plus the
+    bias's sum); only y and the bias are kept for it."""
+
+    def grad(dz):
+        dy = fused_elementwise.bias_gelu_tanh_backward(dz, y, bias)
+        return dy, tf.raw_ops.BiasAddGrad(out_backprop=dy)
+
+    return fused_elementwise.bias_gelu_tanh(tf.stop_gradient(y), tf.stop_gradient(bias)), grad
+
+
+def dense(x, kernel, bias=None, activation=None, training=False):
+    """activation(x . kernel + bias) for x of any rank >= 2, as one 2-D MatMul
+    (the bias and activation by `bias_and_activation`).
 
     `tf.tensordot` on 3-D inputs adds transposes/reshapes around the product;
-    a reshape to [-1, in] is free. `tf.nn.bias_add` (not `+`) is the pattern
-    Grappler's remapper fuses into oneDNN's `_FusedMatMul`.
+    a reshape to [-1, in] is free.
     """
     if x.shape.rank == 2:
         y = tf.matmul(x, kernel)
@@ -99,7 +145,7 @@ def dense(x, kernel, bias=None):
         lead = tf.shape(x)[:-1]
         y = tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), kernel)
         y = tf.reshape(y, tf.concat([lead, tf.shape(kernel)[-1:]], axis=0))
-    return tf.nn.bias_add(y, bias) if bias is not None else y
+    return bias_and_activation(y, bias, activation, training)
 
 
 def truncated_normal(stddev):
@@ -190,8 +236,9 @@ class Dense2D(keras.layers.Layer):
     def call(self, x, training=False):
         dtype = self.compute_dtype
         bias = tf.cast(self.bias, dtype) if self.bias is not None else None
-        y = dense(tf.cast(x, dtype), tf.cast(self.kernel, dtype), bias)
-        return apply_activation(self.activation, y, training)
+        return dense(
+            tf.cast(x, dtype), tf.cast(self.kernel, dtype), bias, self.activation, training
+        )
 
     def get_config(self):
         return {
@@ -277,7 +324,7 @@ class AlbertEmbeddings(keras.layers.Layer):
 class BlockWeights:
     """One block's kernels and biases for one forward pass, and the products with them.
 
-    `linear(a, name)` is a [rows, in] . kernel + bias of the dense sublayer `name`
+    `linear(a, name, training)` is a [rows, in] . kernel + bias of the dense sublayer `name`
     ("query", "key", "value", "attention_output", "intermediate", "ffn_output"; or
     "qkv", the query, key and value kernels side by side [H, 3H] with their biases
     [3H], which replaces the three when `fused_qkv`). Every weight is a tensor in the
@@ -299,8 +346,11 @@ class BlockWeights:
     def fused_qkv(self):
         return "qkv" in self.kernels
 
-    def linear(self, a, name):
-        return tf.nn.bias_add(self.matmul(a, self.kernels[name]), self.biases[name])
+    def linear(self, a, name, training, activation=None):
+        """activation(a . kernel + bias) of the dense sublayer `name` (`bias_and_activation`)."""
+        return bias_and_activation(
+            self.matmul(a, self.kernels[name]), self.biases[name], activation, training
+        )
 
 
 class AlbertTransformerBlock(keras.layers.Layer):
@@ -417,7 +467,7 @@ class AlbertTransformerBlock(keras.layers.Layer):
         dropout, plus x_rows, layer norm -> h1 [B*P, H] float32."""
         x_flat = tf.reshape(x, [-1, self.hidden_size])
         rows_flat = x_flat if x_rows is x else tf.reshape(x_rows, [-1, self.hidden_size])
-        q, k, v = self._query_key_value(x, x_flat, rows_flat, w)
+        q, k, v = self._query_key_value(x, x_flat, rows_flat, w, training)
         scores = tf.matmul(q, k, transpose_b=True)  # [B, N, P, S]
         # The original scales the product (not q) by 1/sqrt(D).
         scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.head_size))
@@ -427,12 +477,12 @@ class AlbertTransformerBlock(keras.layers.Layer):
             probs = self.attention_dropout(probs, training=training)
         context = tf.matmul(tf.cast(probs, self.compute_dtype), v)  # [B, N, P, D]
         context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, self.hidden_size])
-        attn = w.linear(context, "attention_output")
+        attn = w.linear(context, "attention_output", training)
         if self.hidden_dropout_prob > 0:
             attn = self.hidden_dropout(attn, training=training)
         return self.attention_layer_norm(attn, residual=rows_flat, training=training)
 
-    def _query_key_value(self, x, x_flat, rows_flat, w):
+    def _query_key_value(self, x, x_flat, rows_flat, w, training):
         """Queries of rows_flat [B*P, H], keys and values of x_flat [B*S, H]
         (x [B, S, H] itself gives the sizes) -> q [B, N, P, D], k and v
         [B, N, S, D], in the compute dtype."""
@@ -447,20 +497,18 @@ class AlbertTransformerBlock(keras.layers.Layer):
         if w.fused_qkv:  # full-length passes: the encoder fuses only there
             # One transpose of the whole product to [3, B, N, S, D]; slices of
             # its leading axis are views, so no split pass is needed.
-            qkv = w.linear(x_in, "qkv")
+            qkv = w.linear(x_in, "qkv", training)
             qkv = tf.transpose(tf.reshape(qkv, [batch, seq, 3, n, d]), [2, 0, 3, 1, 4])
             return qkv[0], qkv[1], qkv[2]
-        k, v = heads(w.linear(x_in, "key")), heads(w.linear(x_in, "value"))
+        k, v = heads(w.linear(x_in, "key", training)), heads(w.linear(x_in, "value", training))
         q_in = x_in if rows_flat is x_flat else tf.cast(rows_flat, dtype)
-        return heads(w.linear(q_in, "query")), k, v
+        return heads(w.linear(q_in, "query", training)), k, v
 
     def _ffn_sublayer(self, h1, w, training):
         """Feed-forward of h1 [B*P, H] (dense to F with `hidden_act`, dense back
         to H), dropout, plus h1, layer norm -> [B*P, H] float32."""
-        inter = apply_activation(
-            self.hidden_act, w.linear(tf.cast(h1, self.compute_dtype), "intermediate"), training
-        )
-        ffn = w.linear(inter, "ffn_output")
+        inter = w.linear(tf.cast(h1, self.compute_dtype), "intermediate", training, self.hidden_act)
+        ffn = w.linear(inter, "ffn_output", training)
         if self.hidden_dropout_prob > 0:
             ffn = self.hidden_dropout(ffn, training=training)
         return self.ffn_layer_norm(ffn, residual=h1, training=training)

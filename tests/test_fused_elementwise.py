@@ -79,18 +79,61 @@ def test_layer_norm_forward_adds_the_residual_first():
         np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
 
 
-def test_xla_only_for_float32_and_not_when_disabled():
+def test_xla_for_float32_and_bfloat16_not_when_disabled():
     f32 = tf.TensorSpec([4, 8], tf.float32)
+    bf16 = tf.TensorSpec([4, 8], tf.bfloat16)
     assert len(_xla_functions(fe.gelu_tanh, f32)) == 1
     assert len(_xla_functions(lambda dy: fe.gelu_tanh_backward(dy, dy), f32)) == 1
     assert (
         len(_xla_functions(lambda dy: fe.layer_norm_backward(dy, dy, dy[:, :1], dy[0]), f32)) == 1
     )
-    assert _xla_functions(fe.gelu_tanh, tf.TensorSpec([4, 8], tf.bfloat16)) == []
+    assert len(_xla_functions(fe.gelu_tanh, bf16)) == 1
+    assert len(_xla_functions(lambda y: fe.bias_gelu_tanh(y, y[0]), bf16)) == 1
+    assert _xla_functions(fe.gelu_tanh, tf.TensorSpec([4, 8], tf.float16)) == []
     with fe.disabled():
         assert not fe.enabled()
         assert _xla_functions(fe.gelu_tanh, f32) == []
+        assert _xla_functions(fe.gelu_tanh, bf16) == []
     assert fe.enabled()
+
+
+def _bf16_values(x):
+    """float32 x rounded to bfloat16, as float64 (the exact values a bfloat16 tensor holds)."""
+    return tf.cast(tf.cast(x, tf.bfloat16), tf.float64).numpy()
+
+
+def test_bfloat16_loops_compute_in_float32_and_round_once():
+    # One rounding of the exact result: within half a bfloat16 ulp (2^-8 relative)
+    # plus float32 noise. TensorFlow's bfloat16 op chain rounds after every op and
+    # misses this by several ulps.
+    x = _gelu_grid()
+    # Away from GELU's zero (relative error ill-defined) and from x < -3, where
+    # 1 + tanh cancels in float32 itself.
+    x = x[(np.abs(x) > 0.05) & (x > -3)]
+    bias = np.float32(0.375)  # exact in bfloat16
+    dz = np.random.default_rng(4).normal(size=x.shape).astype(np.float32)
+    x64, dz64 = _bf16_values(x), _bf16_values(dz)
+    u, h = x64 + bias, 1e-6
+    slope = (albert_numpy.gelu_tanh(u + h) - albert_numpy.gelu_tanh(u - h)) / (2 * h)
+    cases = [
+        (fe.gelu_tanh(tf.cast(x, tf.bfloat16)), albert_numpy.gelu_tanh(x64)),
+        (
+            fe.bias_gelu_tanh(tf.cast(x, tf.bfloat16), tf.cast([bias], tf.bfloat16)),
+            albert_numpy.gelu_tanh(x64 + bias),
+        ),
+        (
+            fe.bias_gelu_tanh_backward(
+                tf.cast(dz, tf.bfloat16), tf.cast(x, tf.bfloat16), tf.cast([bias], tf.bfloat16)
+            ),
+            dz64 * slope,
+        ),
+        (fe.bias_add(tf.cast(x, tf.bfloat16), tf.cast([bias], tf.bfloat16)), x64 + bias),
+    ]
+    for got, want in cases:
+        assert got.dtype == tf.bfloat16
+        got = tf.cast(got, tf.float64).numpy()
+        big = np.abs(want) > 1e-3  # GELU of large negative x underflows to ~0
+        assert np.max(np.abs(got - want)[big] / np.abs(want)[big]) < 2**-8 + 1e-5
 
 
 def test_disabled_gives_the_same_numbers():
