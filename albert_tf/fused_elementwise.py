@@ -27,6 +27,8 @@ What is fused, and what is not (measured on the bench machine):
     MatMul + BiasAdd (+ GELU) becomes a oneDNN inner product without AMX
     (`x64:gemm:jit`), 1.2-2x slower than the plain MatMul's AMX kernel
     (`brg_matmul`); the loop is also what keeps Grappler from fusing the two.
+    Where a layer norm follows (attention and FFN outputs), the bias is added
+    in the loop that sums the layer norm's input instead (`residual_sum`).
 
 Results equal the plain ops to float32 rounding (XLA's tanh differs in the
 last bits). Whether these kernels are used is the speed-path decision
@@ -81,16 +83,20 @@ def _in_float32(fn):
     def fn32(*args):
         return tf.cast(fn(*(tf.cast(a, tf.float32) for a in args)), tf.bfloat16)
 
+    fn32.__name__ = fn.__name__ + "_in_float32"
     return fn32
 
 
-def _xla_or_plain(fn):
+def _xla_or_plain(fn, casts_itself=False):
     """fn as one XLA cluster for float32 or bfloat16 arguments (unless `disabled()`);
     bfloat16 ones are computed in float32 inside the cluster. The dtype of the first
-    argument decides; the others are of the same dtype."""
+    argument decides; the others are of the same dtype, unless `casts_itself`: fn
+    takes any float dtypes and computes in float32 itself."""
     compiled = {
         tf.float32: tf.function(fn, jit_compile=True, reduce_retracing=True),
-        tf.bfloat16: tf.function(_in_float32(fn), jit_compile=True, reduce_retracing=True),
+        tf.bfloat16: tf.function(
+            fn if casts_itself else _in_float32(fn), jit_compile=True, reduce_retracing=True
+        ),
     }
 
     def call(*args):
@@ -144,10 +150,24 @@ bias_gelu_tanh = _xla_or_plain(_bias_gelu_tanh)
 bias_gelu_tanh_backward = _xla_or_plain(_bias_gelu_tanh_backward)
 
 
-def _sum_input(x, residual):
+def _residual_sum(x, bias, residual):  # public: residual_sum
+    """x [..., H] (any float dtype) + bias [H] (any float dtype) + residual float32
+    [..., H], in float32."""
+    return tf.cast(x, tf.float32) + tf.cast(bias, tf.float32) + residual
+
+
+residual_sum = _xla_or_plain(_residual_sum, casts_itself=True)
+
+
+def _sum_input(x, residual, bias=None):
+    """x + bias + residual in float32; bias and residual may be None."""
     x = tf.convert_to_tensor(x)
+    if bias is not None and residual is not None:
+        return residual_sum(x, bias, residual)
     if x.dtype in (tf.bfloat16, tf.float16):  # mixed precision: normalise in float32
         x = tf.cast(x, tf.float32)
+    if bias is not None:
+        x = x + tf.cast(bias, tf.float32)
     return x if residual is None else x + residual
 
 
@@ -208,21 +228,21 @@ def _onednn_layer_norm(s, gamma, beta, epsilon):
     return op.outputs[0]
 
 
-def layer_norm(x, residual, gamma, beta, epsilon):
-    """LN(x + residual) over the last axis, [..., H] -> float32 [..., H]
-    (inference form). `residual` (float32) may be None; x may be bfloat16.
-    One oneDNN kernel where `_onednn_layer_norm_usable` (5x faster than the
-    op chain on the bench machine; same two-pass mean and variance)."""
-    s = _sum_input(x, residual)
+def layer_norm(x, residual, gamma, beta, epsilon, bias=None):
+    """LN(x + bias + residual) over the last axis, [..., H] -> float32 [..., H]
+    (inference form). `residual` (float32) and `bias` [H] may be None; x may be
+    bfloat16. One oneDNN kernel where `_onednn_layer_norm_usable` (5x faster than
+    the op chain on the bench machine; same two-pass mean and variance)."""
+    s = _sum_input(x, residual, bias)
     if _onednn_layer_norm_usable(s):
         return _onednn_layer_norm(s, gamma, beta, epsilon)
     return layer_norm_forward(s, None, gamma, beta, epsilon)[0]
 
 
-def layer_norm_forward(x, residual, gamma, beta, epsilon):
-    """LN(x + residual) -> (output, xhat, rstd): xhat [..., H] the normalised
+def layer_norm_forward(x, residual, gamma, beta, epsilon, bias=None):
+    """LN(x + bias + residual) -> (output, xhat, rstd): xhat [..., H] the normalised
     input and rstd [..., 1] the reciprocal standard deviation, for the gradient."""
-    s = _sum_input(x, residual)
+    s = _sum_input(x, residual, bias)
     mean = tf.reduce_mean(s, axis=-1, keepdims=True)
     centered = s - mean
     rstd = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True) + epsilon)

@@ -99,7 +99,7 @@ def bias_and_activation(y, bias, activation=None, training=False):
     """
     if bias is None:
         return apply_activation(activation, y, training)
-    if y.dtype != tf.bfloat16 or not fused_elementwise.enabled():
+    if not bias_in_float32_loop(y.dtype):
         return apply_activation(activation, tf.nn.bias_add(y, bias), training)
     if get_activation(activation) is gelu_tanh:
         if training:
@@ -107,6 +107,12 @@ def bias_and_activation(y, bias, activation=None, training=False):
         return fused_elementwise.bias_gelu_tanh(y, bias)
     z = _bias_add_trainable(y, bias) if training else fused_elementwise.bias_add(y, bias)
     return apply_activation(activation, z, training)
+
+
+def bias_in_float32_loop(dtype):
+    """Whether a dense layer's bias is added to its product in `dtype` by a float32 XLA
+    loop (bfloat16 on the fused-elementwise path; see `bias_and_activation`)."""
+    return dtype == tf.bfloat16 and fused_elementwise.enabled()
 
 
 @tf.custom_gradient
@@ -154,26 +160,38 @@ def truncated_normal(stddev):
     return keras.initializers.TruncatedNormal(stddev=stddev)
 
 
-def _layer_norm_trainable(x, residual, gamma, beta, epsilon):
-    """LN(x + residual) (residual may be None) with the closed-form gradient of
-    `fused_elementwise.layer_norm_backward` (autodiff through the moments emits
-    ~25 elementwise ops and reductions per layer norm); only xhat and rstd are
-    kept for it. The residual's gradient is dx itself, x's is dx in x's dtype."""
-    residuals = [] if residual is None else [residual]
+def _layer_norm_trainable(x, residual, gamma, beta, epsilon, bias=None):
+    """LN(x + bias + residual) (residual and bias may be None) with the closed-form
+    gradient of `fused_elementwise.layer_norm_backward` (autodiff through the moments
+    emits ~25 elementwise ops and reductions per layer norm); only xhat and rstd are
+    kept for it. The residual's gradient is dx itself, x's is dx in x's dtype, the
+    bias's the sum of dx over all leading axes in the bias's dtype."""
+    extras = [t for t in (residual, bias) if t is not None]
 
     @tf.custom_gradient
-    def layer_norm(x, gamma, beta, *residuals):
+    def layer_norm(x, gamma, beta, *extras):
+        # stop_gradient: see gelu_tanh_trainable (`residual_sum` is a compiled loop).
+        x, extras = tf.stop_gradient(x), [tf.stop_gradient(t) for t in extras]
         out, xhat, rstd = fused_elementwise.layer_norm_forward(
-            x, residuals[0] if residuals else None, gamma, beta, epsilon
+            x,
+            residual if residual is None else extras[0],
+            gamma,
+            beta,
+            epsilon,
+            bias if bias is None else extras[-1],
         )
 
         def grad(dy):
             dx, dgamma, dbeta = fused_elementwise.layer_norm_backward(dy, xhat, rstd, gamma)
-            return (tf.cast(dx, x.dtype), dgamma, dbeta) + (dx,) * len(residuals)
+            d_extras = [dx] if residual is not None else []
+            if bias is not None:
+                d_bias = tf.reduce_sum(tf.reshape(dx, [-1, tf.shape(dx)[-1]]), axis=0)
+                d_extras.append(tf.cast(d_bias, bias.dtype))
+            return (tf.cast(dx, x.dtype), dgamma, dbeta, *d_extras)
 
         return out, grad
 
-    return layer_norm(x, gamma, beta, *residuals)
+    return layer_norm(x, gamma, beta, *extras)
 
 
 class LayerNorm(keras.layers.Layer):
@@ -193,16 +211,17 @@ class LayerNorm(keras.layers.Layer):
         self.beta = self.add_weight(name="beta", shape=(width,), initializer="zeros")
         self.gamma = self.add_weight(name="gamma", shape=(width,), initializer="ones")
 
-    def call(self, x, training=False, residual=None):
-        """LN(x + residual) -> float32, x's shape; `residual` (float32, x's
-        shape) is optional. On the fused-elementwise speed path, training
-        graphs take the closed-form gradient and inference graphs run one
-        oneDNN kernel where TensorFlow has one (albert_tf/fused_elementwise.py)."""
+    def call(self, x, training=False, residual=None, bias=None):
+        """LN(x + bias + residual) -> float32, x's shape; `residual` (float32, x's
+        shape) and `bias` ([H], a dense layer's that produced x) are optional. On
+        the fused-elementwise speed path, training graphs take the closed-form
+        gradient and inference graphs run one oneDNN kernel where TensorFlow has
+        one (albert_tf/fused_elementwise.py)."""
         gamma = tf.convert_to_tensor(self.gamma)
         beta = tf.convert_to_tensor(self.beta)
         if training and fused_elementwise.enabled():
-            return _layer_norm_trainable(x, residual, gamma, beta, self.epsilon)
-        return fused_elementwise.layer_norm(x, residual, gamma, beta, self.epsilon)
+            return _layer_norm_trainable(x, residual, gamma, beta, self.epsilon, bias)
+        return fused_elementwise.layer_norm(x, residual, gamma, beta, self.epsilon, bias)
 
     def get_config(self):
         return {**super().get_config(), "epsilon": self.epsilon}
@@ -346,11 +365,13 @@ class BlockWeights:
     def fused_qkv(self):
         return "qkv" in self.kernels
 
+    def product(self, a, name):
+        """a . kernel of the dense sublayer `name`, without its bias."""
+        return self.matmul(a, self.kernels[name])
+
     def linear(self, a, name, training, activation=None):
         """activation(a . kernel + bias) of the dense sublayer `name` (`bias_and_activation`)."""
-        return bias_and_activation(
-            self.matmul(a, self.kernels[name]), self.biases[name], activation, training
-        )
+        return bias_and_activation(self.product(a, name), self.biases[name], activation, training)
 
 
 class AlbertTransformerBlock(keras.layers.Layer):
@@ -477,10 +498,9 @@ class AlbertTransformerBlock(keras.layers.Layer):
             probs = self.attention_dropout(probs, training=training)
         context = tf.matmul(tf.cast(probs, self.compute_dtype), v)  # [B, N, P, D]
         context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, self.hidden_size])
-        attn = w.linear(context, "attention_output", training)
-        if self.hidden_dropout_prob > 0:
-            attn = self.hidden_dropout(attn, training=training)
-        return self.attention_layer_norm(attn, residual=rows_flat, training=training)
+        return self._output_sublayer(
+            context, "attention_output", rows_flat, self.attention_layer_norm, w, training
+        )
 
     def _query_key_value(self, x, x_flat, rows_flat, w, training):
         """Queries of rows_flat [B*P, H], keys and values of x_flat [B*S, H]
@@ -508,10 +528,21 @@ class AlbertTransformerBlock(keras.layers.Layer):
         """Feed-forward of h1 [B*P, H] (dense to F with `hidden_act`, dense back
         to H), dropout, plus h1, layer norm -> [B*P, H] float32."""
         inter = w.linear(tf.cast(h1, self.compute_dtype), "intermediate", training, self.hidden_act)
-        ffn = w.linear(inter, "ffn_output", training)
-        if self.hidden_dropout_prob > 0:
-            ffn = self.hidden_dropout(ffn, training=training)
-        return self.ffn_layer_norm(ffn, residual=h1, training=training)
+        return self._output_sublayer(inter, "ffn_output", h1, self.ffn_layer_norm, w, training)
+
+    def _output_sublayer(self, a, name, residual, layer_norm, w, training):
+        """layer_norm(dropout(a . kernel + bias) + residual) of the dense sublayer `name`,
+        a [rows, in], residual [rows, H] float32 -> [rows, H] float32. Where the bias
+        takes a float32 loop of its own (`bias_in_float32_loop`) and no dropout comes
+        between, the layer norm's input loop adds it with the residual instead."""
+        dropout = training and self.hidden_dropout_prob > 0
+        if bias_in_float32_loop(self.compute_dtype) and not dropout:
+            bias = w.biases[name]
+            return layer_norm(w.product(a, name), residual=residual, bias=bias, training=training)
+        y = w.linear(a, name, training)
+        if dropout:
+            y = self.hidden_dropout(y, training=training)
+        return layer_norm(y, residual=residual, training=training)
 
     def read_weights(self):
         """This block's `BlockWeights`, its variables read and cast now (Q/K/V separate)."""

@@ -106,6 +106,41 @@ def test_layer_norm_of_bfloat16_input_normalises_in_float32():
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("training", [False, True])
+def test_layer_norm_adds_a_bfloat16_bias_with_the_residual(training):
+    # LN(x + bias + residual) for a dense layer's bfloat16 product x: the sum in
+    # float32, the gradients of x and bias in bfloat16, the residual's in float32.
+    ln = layers.LayerNorm()
+    ln.build((None, 8))
+    ln.gamma.assign(np.linspace(0.5, 2.0, 8))
+    ln.beta.assign(np.linspace(-1.0, 1.0, 8))
+    rng = np.random.default_rng(7)
+    x, bias = (
+        tf.cast(rng.normal(size=(5, 8)), tf.bfloat16),
+        tf.cast(rng.normal(size=8), tf.bfloat16),
+    )
+    residual, dy = (tf.constant(rng.normal(size=(5, 8)), tf.float32) for _ in range(2))
+    with tf.GradientTape() as tape:
+        tape.watch([x, bias, residual])
+        out = ln(x, residual=residual, bias=bias, training=training)
+        loss = tf.reduce_sum(out * dy)
+    grads = tape.gradient(loss, [x, bias, residual])
+    x64, bias64, residual64 = (tf.cast(t, tf.float64) for t in (x, bias, residual))
+    with tf.GradientTape() as tape64:
+        tape64.watch([x64, bias64, residual64])
+        s = x64 + bias64 + residual64
+        mean, var = tf.nn.moments(s, axes=[-1], keepdims=True)
+        want = (s - mean) / tf.sqrt(var + 1e-12) * tf.cast(ln.gamma, tf.float64)
+        want += tf.cast(ln.beta, tf.float64)
+        loss64 = tf.reduce_sum(want * tf.cast(dy, tf.float64))
+    np.testing.assert_allclose(out.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+    wants = tape64.gradient(loss64, [x64, bias64, residual64])
+    for got, w, dtype in zip(grads, wants, (tf.bfloat16, tf.bfloat16, tf.float32)):
+        assert got.dtype == dtype
+        # bfloat16 results: one rounding of the float32 value (2^-8 relative).
+        np.testing.assert_allclose(tf.cast(got, tf.float64), w, rtol=2**-8, atol=1e-5)
+
+
 @pytest.mark.parametrize("activation", ["gelu", "relu", None])
 @pytest.mark.parametrize("training", [False, True])
 def test_bfloat16_bias_and_activation_and_their_gradients(activation, training):
