@@ -29,6 +29,9 @@ What is fused, and what is not (measured on the bench machine):
     (`brg_matmul`); the loop is also what keeps Grappler from fusing the two.
     Where a layer norm follows (attention and FFN outputs), the bias is added
     in the loop that sums the layer norm's input instead (`residual_sum`).
+  * bfloat16 attention: scale, mask and softmax of the scores, and its
+    gradient, one loop each (`attention_softmax`; float32 keeps the op chain
+    and oneDNN's softmax kernel).
 
 Results equal the plain ops to float32 rounding (XLA's tanh differs in the
 last bits). Whether these kernels are used is the speed-path decision
@@ -148,6 +151,23 @@ gelu_tanh_backward = _xla_or_plain(_gelu_tanh_backward)
 bias_add = _xla_or_plain(_bias_add)
 bias_gelu_tanh = _xla_or_plain(_bias_gelu_tanh)
 bias_gelu_tanh_backward = _xla_or_plain(_bias_gelu_tanh_backward)
+
+
+def _attention_softmax(scores, adder, scale):  # public: attention_softmax
+    """softmax(scores * scale + adder) over the last axis: scores [B, N, P, S], adder
+    [B, 1, 1, S] (0 or the mask's large negative), scale a scalar."""
+    return tf.nn.softmax(scores * scale + adder, axis=-1)
+
+
+def _attention_softmax_backward(dprobs, probs, scale):  # public: attention_softmax_backward
+    """The gradient of `attention_softmax` w.r.t. scores, from probs (its output) and
+    dprobs [B, N, P, S]: scale * probs * (dprobs - sum(dprobs * probs) over the last axis)."""
+    inner = tf.reduce_sum(dprobs * probs, axis=-1, keepdims=True)
+    return scale * probs * (dprobs - inner)
+
+
+attention_softmax = _xla_or_plain(_attention_softmax)
+attention_softmax_backward = _xla_or_plain(_attention_softmax_backward)
 
 
 def _residual_sum(x, bias, residual):  # public: residual_sum

@@ -99,7 +99,7 @@ def bias_and_activation(y, bias, activation=None, training=False):
     """
     if bias is None:
         return apply_activation(activation, y, training)
-    if not bias_in_float32_loop(y.dtype):
+    if not float32_loops_for(y.dtype):
         return apply_activation(activation, tf.nn.bias_add(y, bias), training)
     if get_activation(activation) is gelu_tanh:
         if training:
@@ -109,10 +109,33 @@ def bias_and_activation(y, bias, activation=None, training=False):
     return apply_activation(activation, z, training)
 
 
-def bias_in_float32_loop(dtype):
-    """Whether a dense layer's bias is added to its product in `dtype` by a float32 XLA
-    loop (bfloat16 on the fused-elementwise path; see `bias_and_activation`)."""
+def float32_loops_for(dtype):
+    """Whether the elementwise work after products in `dtype` (biases, GELU, the
+    attention softmax) runs as float32 XLA loops: bfloat16 on the fused-elementwise
+    path (see `bias_and_activation`)."""
     return dtype == tf.bfloat16 and fused_elementwise.enabled()
+
+
+def attention_probs(scores, adder, scale, training=False):
+    """softmax(scores * scale + adder) over the last axis: scores [B, N, P, S] (a
+    bfloat16 product), adder [B, 1, 1, S] float32 -> probabilities in the scores'
+    dtype, computed in float32 by one XLA loop (`float32_loops_for`), with a
+    hand-written gradient (one loop too) when training."""
+    scale = tf.constant(scale, tf.float32)
+    if not training:
+        return fused_elementwise.attention_softmax(scores, adder, scale)
+    return _attention_probs_trainable(scores, adder, scale)
+
+
+@tf.custom_gradient
+def _attention_probs_trainable(scores, adder, scale):
+    # stop_gradient: see gelu_tanh_trainable.
+    probs = fused_elementwise.attention_softmax(tf.stop_gradient(scores), adder, scale)
+
+    def grad(dprobs):
+        return fused_elementwise.attention_softmax_backward(dprobs, probs, scale), None, None
+
+    return probs, grad
 
 
 @tf.custom_gradient
@@ -491,11 +514,16 @@ class AlbertTransformerBlock(keras.layers.Layer):
         q, k, v = self._query_key_value(x, x_flat, rows_flat, w, training)
         scores = tf.matmul(q, k, transpose_b=True)  # [B, N, P, S]
         # The original scales the product (not q) by 1/sqrt(D).
-        scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.head_size))
-        scores = scores + attention_adder
-        probs = tf.nn.softmax(scores, axis=-1)
-        if self.attention_probs_dropout_prob > 0:
-            probs = self.attention_dropout(probs, training=training)
+        scale = 1.0 / math.sqrt(self.head_size)
+        dropout = training and self.attention_probs_dropout_prob > 0
+        if float32_loops_for(self.compute_dtype) and not dropout:
+            probs = attention_probs(scores, attention_adder, scale, training)
+        else:
+            scores = tf.cast(scores, tf.float32) * scale
+            scores = scores + attention_adder
+            probs = tf.nn.softmax(scores, axis=-1)
+            if self.attention_probs_dropout_prob > 0:
+                probs = self.attention_dropout(probs, training=training)
         context = tf.matmul(tf.cast(probs, self.compute_dtype), v)  # [B, N, P, D]
         context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, self.hidden_size])
         return self._output_sublayer(
@@ -533,10 +561,10 @@ class AlbertTransformerBlock(keras.layers.Layer):
     def _output_sublayer(self, a, name, residual, layer_norm, w, training):
         """layer_norm(dropout(a . kernel + bias) + residual) of the dense sublayer `name`,
         a [rows, in], residual [rows, H] float32 -> [rows, H] float32. Where the bias
-        takes a float32 loop of its own (`bias_in_float32_loop`) and no dropout comes
+        takes a float32 loop of its own (`float32_loops_for`) and no dropout comes
         between, the layer norm's input loop adds it with the residual instead."""
         dropout = training and self.hidden_dropout_prob > 0
-        if bias_in_float32_loop(self.compute_dtype) and not dropout:
+        if float32_loops_for(self.compute_dtype) and not dropout:
             bias = w.biases[name]
             return layer_norm(w.product(a, name), residual=residual, bias=bias, training=training)
         y = w.linear(a, name, training)

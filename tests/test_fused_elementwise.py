@@ -67,6 +67,35 @@ def test_layer_norm_backward_matches_float64_autodiff(shape):
         assert np.max(np.abs(g.numpy() - w)) / scale < 1e-5, name
 
 
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+def test_attention_softmax_and_its_gradient_match_float64(dtype):
+    rng = np.random.default_rng(8)
+    scores = tf.cast(rng.normal(size=(2, 3, 5, 7)) * 4, dtype)
+    mask = np.ones((2, 7), np.float32)
+    mask[1, 4:] = 0
+    adder = tf.constant((1.0 - mask)[:, None, None, :] * -10000.0)
+    dprobs = tf.cast(rng.normal(size=(2, 3, 5, 7)), dtype)
+    scale = tf.constant(0.125)
+    probs = fe.attention_softmax(scores, adder, scale)
+    dscores = fe.attention_softmax_backward(dprobs, probs, scale)
+    s64, d64, a64 = (tf.cast(t, tf.float64) for t in (scores, dprobs, adder))
+    with tf.GradientTape() as tape:
+        tape.watch(s64)
+        want = tf.nn.softmax(s64 * 0.125 + a64, axis=-1)
+        loss = tf.reduce_sum(want * d64)
+    want_grad = tape.gradient(loss, s64)
+    # bfloat16: the probabilities within one rounding (2^-8 relative); the gradient is
+    # computed from them and the rounded dprobs, so its row sums carry their error
+    # (absolute, up to 2^-8 of the largest entry).
+    bf16 = dtype == tf.bfloat16
+    tolerances = [(2**-8 if bf16 else 1e-5, 1e-6)]
+    tolerances.append((2**-7, 2**-8 * np.max(np.abs(want_grad))) if bf16 else (1e-5, 1e-6))
+    for got, w, (rtol, atol) in zip((probs, dscores), (want, want_grad), tolerances):
+        assert got.dtype == dtype
+        np.testing.assert_allclose(tf.cast(got, tf.float64), w, rtol=rtol, atol=atol)
+    assert np.all(tf.cast(probs, tf.float64).numpy()[1, :, :, 4:] < 1e-30)  # masked keys
+
+
 def test_layer_norm_forward_adds_the_residual_first():
     rng = np.random.default_rng(3)
     x, residual = (rng.normal(size=(6, 32)).astype(np.float32) for _ in range(2))
@@ -89,6 +118,8 @@ def test_xla_for_float32_and_bfloat16_not_when_disabled():
     )
     assert len(_xla_functions(fe.gelu_tanh, bf16)) == 1
     assert len(_xla_functions(lambda y: fe.bias_gelu_tanh(y, y[0]), bf16)) == 1
+    adder = tf.zeros([1, 1, 1, 8])
+    assert len(_xla_functions(lambda y: fe.attention_softmax(y, adder, 0.5), bf16)) == 1
     assert _xla_functions(fe.gelu_tanh, tf.TensorSpec([4, 8], tf.float16)) == []
     with fe.disabled():
         assert not fe.enabled()

@@ -173,6 +173,30 @@ def test_bfloat16_bias_and_activation_and_their_gradients(activation, training):
         assert np.all(err <= tol), name
 
 
+@pytest.mark.parametrize("training", [False, True])
+def test_bfloat16_attention_probs_and_their_gradient(training):
+    rng = np.random.default_rng(9)
+    scores = tf.cast(rng.normal(size=(2, 2, 3, 6)) * 3, tf.bfloat16)
+    adder = tf.constant(np.where(np.arange(6) < 4, 0.0, -10000.0)[None, None, None], tf.float32)
+    dprobs = tf.cast(rng.normal(size=(2, 2, 3, 6)), tf.bfloat16)
+    with tf.GradientTape() as tape:
+        tape.watch(scores)
+        probs = layers.attention_probs(scores, adder, 0.25, training)
+        loss = tf.reduce_sum(tf.cast(probs, tf.float32) * tf.cast(dprobs, tf.float32))
+    s64 = tf.cast(scores, tf.float64)
+    with tf.GradientTape() as tape64:
+        tape64.watch(s64)
+        want = tf.nn.softmax(s64 * 0.25 + tf.cast(adder, tf.float64), axis=-1)
+        loss64 = tf.reduce_sum(want * tf.cast(dprobs, tf.float64))
+    assert probs.dtype == tf.bfloat16
+    np.testing.assert_allclose(tf.cast(probs, tf.float64), want, rtol=2**-8, atol=1e-6)
+    grad = tape.gradient(loss, scores)
+    assert grad.dtype == tf.bfloat16
+    np.testing.assert_allclose(
+        tf.cast(grad, tf.float64), tape64.gradient(loss64, s64), rtol=2**-7, atol=1e-3
+    )
+
+
 def test_bias_stays_fused_with_the_product_in_float32_only():
     # float32: tf.nn.bias_add, which Grappler fuses into oneDNN's _FusedMatMul.
     # bfloat16: a plain MatMul (oneDNN's AMX kernel) and one XLA loop.

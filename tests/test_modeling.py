@@ -343,6 +343,7 @@ def test_training_step_calls_the_plain_gelu_loop(policy):
     if policy == "mixed_bfloat16":
         assert any("bias_add" in name for name in called), called
         assert any("residual_sum" in name for name in called), called
+        assert any("attention_softmax" in name for name in called), called
     assert not [name for name in called if "forward" in name], called
 
 
