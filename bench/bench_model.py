@@ -219,10 +219,12 @@ def keras_hub_backbone(cfg):
     )
 
 
-def worker_model(args):
-    impl, dtype, xla, mode = args.impl, args.dtype, bool(args.xla), args.mode
+def model_call(impl, dtype, xla, mode, batch, seq, threads):
+    """One benchmark call of `impl` ("ours", "keras_hub", "hf_torch") as a zero-argument
+    callable: inference (mode "infer") or forward+backward ("train") of ALBERT-base with
+    random weights, `batch` sequences of length `seq`, `dtype` "float32" or
+    "mixed_bfloat16", under XLA if `xla` (TensorFlow peers)."""
     train = mode == "train"
-    batch = args.train_batch if train else args.infer_batch
     if impl in ("ours", "keras_hub"):
         import keras
         import tensorflow as tf
@@ -231,7 +233,7 @@ def worker_model(args):
         from albert_tf import config as albert_config
 
         cfg = albert_config.preset("albert_base_v2")
-        ids, mask, seg = _random_inputs(batch, args.seq, cfg.vocab_size)
+        ids, mask, seg = _random_inputs(batch, seq, cfg.vocab_size)
         if impl == "ours":
             from albert_tf.modeling import AlbertModel
 
@@ -288,7 +290,7 @@ def worker_model(args):
 
         from albert_tf import config as albert_config
 
-        torch.set_num_threads(args.threads)
+        torch.set_num_threads(threads)
         torch.manual_seed(0)
         cfg = albert_config.preset("albert_base_v2")
         hf_cfg = HFConfig(
@@ -308,7 +310,7 @@ def worker_model(args):
             initializer_range=cfg.initializer_range,
         )
         model = HFAlbert(hf_cfg)
-        ids, mask, seg = _random_inputs(batch, args.seq, cfg.vocab_size)
+        ids, mask, seg = _random_inputs(batch, seq, cfg.vocab_size)
         kw = dict(
             input_ids=torch.from_numpy(ids).long(),
             attention_mask=torch.from_numpy(mask).long(),
@@ -333,6 +335,14 @@ def worker_model(args):
                 with torch.inference_mode(), autocast:
                     out = model(**kw)
                 float(out.pooler_output.float().sum())
+
+    return call
+
+
+def worker_model(args):
+    impl, dtype, xla, mode = args.impl, args.dtype, bool(args.xla), args.mode
+    batch = args.train_batch if mode == "train" else args.infer_batch
+    call = model_call(impl, dtype, xla, mode, batch, args.seq, args.threads)
 
     t0 = time.perf_counter()
     call()  # first call: tracing / compilation
