@@ -363,13 +363,31 @@ class AlbertEmbeddings(keras.layers.Layer):
         }
 
 
+def fused_qkv_weights(kernel, bias, num_heads):
+    """The query, key and value kernels side by side, kernel [H, 3H] and bias [3H], in
+    the layout a block's fused product (`BlockWeights.fused_qkv`) multiplies by.
+
+    Unchanged, one [rows, H] . [H, 3H] product transposed to heads afterwards, except
+    where `float32_loops_for(kernel.dtype)`: head-major kernel [3, 1, N, H, D] and bias
+    [3, 1, N, 1, D], for one broadcast batch product of x [1, B, 1, S, H] that oneDNN
+    writes straight in head layout [3, B, N, S, D] (the transpose of a [B*S, 3H]
+    product was a pass of its own; for float32 it stays, to keep its numbers)."""
+    if not float32_loops_for(kernel.dtype):
+        return kernel, bias
+    width = kernel.shape[0]
+    d = width // num_heads
+    kernel = tf.transpose(tf.reshape(kernel, [width, 3, num_heads, d]), [1, 2, 0, 3])
+    return kernel[:, tf.newaxis], tf.reshape(bias, [3, 1, num_heads, 1, d])
+
+
 class BlockWeights:
     """One block's kernels and biases for one forward pass, and the products with them.
 
     `linear(a, name, training)` is a [rows, in] . kernel + bias of the dense sublayer `name`
     ("query", "key", "value", "attention_output", "intermediate", "ffn_output"; or
     "qkv", the query, key and value kernels side by side [H, 3H] with their biases
-    [3H], which replaces the three when `fused_qkv`). Every weight is a tensor in the
+    [3H] or their head-major layout (`fused_qkv_weights`), which replaces the three
+    when `fused_qkv`). Every weight is a tensor in the
     block's compute dtype; gradients flow back through the casts to the variables.
 
     Args:
@@ -543,10 +561,13 @@ class AlbertTransformerBlock(keras.layers.Layer):
 
         x_in = tf.cast(x_flat, dtype)
         if w.fused_qkv:  # full-length passes: the encoder fuses only there
-            # One transpose of the whole product to [3, B, N, S, D]; slices of
-            # its leading axis are views, so no split pass is needed.
-            qkv = w.linear(x_in, "qkv", training)
-            qkv = tf.transpose(tf.reshape(qkv, [batch, seq, 3, n, d]), [2, 0, 3, 1, 4])
+            # The product in head layout [3, B, N, S, D]; slices of its leading
+            # axis are views, so no split pass is needed.
+            if float32_loops_for(dtype):  # head-major kernel, see fused_qkv_weights
+                qkv = w.linear(tf.reshape(x_in, [1, batch, 1, seq, n * d]), "qkv", training)
+            else:  # one transpose of the whole product
+                qkv = w.linear(x_in, "qkv", training)
+                qkv = tf.transpose(tf.reshape(qkv, [batch, seq, 3, n, d]), [2, 0, 3, 1, 4])
             return qkv[0], qkv[1], qkv[2]
         k, v = heads(w.linear(x_in, "key", training)), heads(w.linear(x_in, "value", training))
         q_in = x_in if rows_flat is x_flat else tf.cast(rows_flat, dtype)
