@@ -17,8 +17,21 @@ What is fused, and what is not (measured on the bench machine):
     read on all cores) and the rest one loop. XLA's CPU reductions run on one
     core, so the training layer-norm forward, mostly reductions, stays plain
     TensorFlow.
-  * float32 only: for bfloat16, XLA's CPU loops were slower than TensorFlow's
-    own kernels.
+  * bfloat16 (mixed_bfloat16): the same loops, computed in float32 inside the
+    cluster (bfloat16 in, bfloat16 out, one rounding at the end). XLA's CPU
+    loops in bfloat16 itself convert around every op and are slower than
+    TensorFlow's kernels; the float32 loop is 5x faster than TensorFlow's
+    bfloat16 op chain (bench/results/bf16_profile_*.md).
+  * bfloat16 dense layers: the bias (and GELU) after a plain MatMul, as one
+    loop (`bias_add`, `bias_gelu_tanh`). For bfloat16, Grappler's fused
+    MatMul + BiasAdd (+ GELU) becomes a oneDNN inner product without AMX
+    (`x64:gemm:jit`), 1.2-2x slower than the plain MatMul's AMX kernel
+    (`brg_matmul`); the loop is also what keeps Grappler from fusing the two.
+    Where a layer norm follows (attention and FFN outputs), the bias is added
+    in the loop that sums the layer norm's input instead (`residual_sum`).
+  * bfloat16 attention: scale, mask and softmax of the scores, and its
+    gradient, one loop each (`attention_softmax`; float32 keeps the op chain
+    and oneDNN's softmax kernel).
 
 Results equal the plain ops to float32 rounding (XLA's tanh differs in the
 last bits). Whether these kernels are used is the speed-path decision
@@ -67,15 +80,31 @@ def disabled():
         _state.enabled = previous
 
 
-def _xla_or_plain(fn):
-    """fn as one XLA cluster for float32 arguments (unless `disabled()`)."""
-    compiled = tf.function(fn, jit_compile=True, reduce_retracing=True)
+def _in_float32(fn):
+    """fn of bfloat16 tensors computed in float32, the result rounded once to bfloat16."""
+
+    def fn32(*args):
+        return tf.cast(fn(*(tf.cast(a, tf.float32) for a in args)), tf.bfloat16)
+
+    fn32.__name__ = fn.__name__ + "_in_float32"
+    return fn32
+
+
+def _xla_or_plain(fn, casts_itself=False):
+    """fn as one XLA cluster for float32 or bfloat16 arguments (unless `disabled()`);
+    bfloat16 ones are computed in float32 inside the cluster. The dtype of the first
+    argument decides; the others are of the same dtype, unless `casts_itself`: fn
+    takes any float dtypes and computes in float32 itself."""
+    compiled = {
+        tf.float32: tf.function(fn, jit_compile=True, reduce_retracing=True),
+        tf.bfloat16: tf.function(
+            fn if casts_itself else _in_float32(fn), jit_compile=True, reduce_retracing=True
+        ),
+    }
 
     def call(*args):
-        # float32 only: for bfloat16, XLA's CPU loops measured slower than
-        # TensorFlow's own elementwise kernels (bench/bench_model.py).
-        use_xla = enabled() and args[0].dtype == tf.float32
-        return (compiled if use_xla else fn)(*args)
+        dtype = tf.as_dtype(args[0].dtype)
+        return (compiled[dtype] if enabled() and dtype in compiled else fn)(*args)
 
     call.__name__ = fn.__name__
     call.__doc__ = fn.__doc__
@@ -101,14 +130,64 @@ def _gelu_tanh_backward(dy, x):  # public: gelu_tanh_backward
     return dy * (0.5 * (1.0 + t) + (0.5 * x) * dt)
 
 
+def _bias_add(y, bias):  # public: bias_add
+    """y [..., N] + bias [N]."""
+    return y + bias
+
+
+def _bias_gelu_tanh(y, bias):  # public: bias_gelu_tanh
+    """GELU (tanh form) of y [..., N] + bias [N]."""
+    return _gelu_tanh(y + bias)
+
+
+def _bias_gelu_tanh_backward(dz, y, bias):  # public: bias_gelu_tanh_backward
+    """dz times GELU' at y + bias: the gradient of `bias_gelu_tanh` w.r.t. y (the
+    bias's is its sum over all leading axes)."""
+    return _gelu_tanh_backward(dz, y + bias)
+
+
 gelu_tanh = _xla_or_plain(_gelu_tanh)
 gelu_tanh_backward = _xla_or_plain(_gelu_tanh_backward)
+bias_add = _xla_or_plain(_bias_add)
+bias_gelu_tanh = _xla_or_plain(_bias_gelu_tanh)
+bias_gelu_tanh_backward = _xla_or_plain(_bias_gelu_tanh_backward)
 
 
-def _sum_input(x, residual):
+def _attention_softmax(scores, adder, scale):  # public: attention_softmax
+    """softmax(scores * scale + adder) over the last axis: scores [B, N, P, S], adder
+    [B, 1, 1, S] (0 or the mask's large negative), scale a scalar."""
+    return tf.nn.softmax(scores * scale + adder, axis=-1)
+
+
+def _attention_softmax_backward(dprobs, probs, scale):  # public: attention_softmax_backward
+    """The gradient of `attention_softmax` w.r.t. scores, from probs (its output) and
+    dprobs [B, N, P, S]: scale * probs * (dprobs - sum(dprobs * probs) over the last axis)."""
+    inner = tf.reduce_sum(dprobs * probs, axis=-1, keepdims=True)
+    return scale * probs * (dprobs - inner)
+
+
+attention_softmax = _xla_or_plain(_attention_softmax)
+attention_softmax_backward = _xla_or_plain(_attention_softmax_backward)
+
+
+def _residual_sum(x, bias, residual):  # public: residual_sum
+    """x [..., H] (any float dtype) + bias [H] (any float dtype) + residual float32
+    [..., H], in float32."""
+    return tf.cast(x, tf.float32) + tf.cast(bias, tf.float32) + residual
+
+
+residual_sum = _xla_or_plain(_residual_sum, casts_itself=True)
+
+
+def _sum_input(x, residual, bias=None):
+    """x + bias + residual in float32; bias and residual may be None."""
     x = tf.convert_to_tensor(x)
+    if bias is not None and residual is not None:
+        return residual_sum(x, bias, residual)
     if x.dtype in (tf.bfloat16, tf.float16):  # mixed precision: normalise in float32
         x = tf.cast(x, tf.float32)
+    if bias is not None:
+        x = x + tf.cast(bias, tf.float32)
     return x if residual is None else x + residual
 
 
@@ -169,21 +248,21 @@ def _onednn_layer_norm(s, gamma, beta, epsilon):
     return op.outputs[0]
 
 
-def layer_norm(x, residual, gamma, beta, epsilon):
-    """LN(x + residual) over the last axis, [..., H] -> float32 [..., H]
-    (inference form). `residual` (float32) may be None; x may be bfloat16.
-    One oneDNN kernel where `_onednn_layer_norm_usable` (5x faster than the
-    op chain on the bench machine; same two-pass mean and variance)."""
-    s = _sum_input(x, residual)
+def layer_norm(x, residual, gamma, beta, epsilon, bias=None):
+    """LN(x + bias + residual) over the last axis, [..., H] -> float32 [..., H]
+    (inference form). `residual` (float32) and `bias` [H] may be None; x may be
+    bfloat16. One oneDNN kernel where `_onednn_layer_norm_usable` (5x faster than
+    the op chain on the bench machine; same two-pass mean and variance)."""
+    s = _sum_input(x, residual, bias)
     if _onednn_layer_norm_usable(s):
         return _onednn_layer_norm(s, gamma, beta, epsilon)
     return layer_norm_forward(s, None, gamma, beta, epsilon)[0]
 
 
-def layer_norm_forward(x, residual, gamma, beta, epsilon):
-    """LN(x + residual) -> (output, xhat, rstd): xhat [..., H] the normalised
+def layer_norm_forward(x, residual, gamma, beta, epsilon, bias=None):
+    """LN(x + bias + residual) -> (output, xhat, rstd): xhat [..., H] the normalised
     input and rstd [..., 1] the reciprocal standard deviation, for the gradient."""
-    s = _sum_input(x, residual)
+    s = _sum_input(x, residual, bias)
     mean = tf.reduce_mean(s, axis=-1, keepdims=True)
     centered = s - mean
     rstd = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True) + epsilon)

@@ -86,12 +86,87 @@ def apply_activation(name, y, training=False):
     return act(y)
 
 
-def dense(x, kernel, bias=None):
-    """x . kernel + bias for x of any rank >= 2, as one 2-D MatMul.
+def bias_and_activation(y, bias, activation=None, training=False):
+    """activation(y + bias) for a dense layer's product y [..., N]; bias [N] or None,
+    `activation` a config name or function (see `get_activation`).
+
+    float32 (and any dtype off the fused-elementwise speed path): `tf.nn.bias_add`
+    (not `+`), the pattern Grappler's remapper fuses with the MatMul into oneDNN's
+    `_FusedMatMul` (with the GELU too in inference graphs). bfloat16 on that path:
+    one XLA loop in float32 after the plain MatMul (`fused_elementwise.bias_add`,
+    `bias_gelu_tanh`; oneDNN's fused bfloat16 product does not use AMX), with
+    hand-written gradients when training.
+    """
+    if bias is None:
+        return apply_activation(activation, y, training)
+    if not float32_loops_for(y.dtype):
+        return apply_activation(activation, tf.nn.bias_add(y, bias), training)
+    if get_activation(activation) is gelu_tanh:
+        if training:
+            return _bias_gelu_tanh_trainable(y, bias)
+        return fused_elementwise.bias_gelu_tanh(y, bias)
+    z = _bias_add_trainable(y, bias) if training else fused_elementwise.bias_add(y, bias)
+    return apply_activation(activation, z, training)
+
+
+def float32_loops_for(dtype):
+    """Whether the elementwise work after products in `dtype` (biases, GELU, the
+    attention softmax) runs as float32 XLA loops: bfloat16 on the fused-elementwise
+    path (see `bias_and_activation`)."""
+    return dtype == tf.bfloat16 and fused_elementwise.enabled()
+
+
+def attention_probs(scores, adder, scale, training=False):
+    """softmax(scores * scale + adder) over the last axis: scores [B, N, P, S] (a
+    bfloat16 product), adder [B, 1, 1, S] float32 -> probabilities in the scores'
+    dtype, computed in float32 by one XLA loop (`float32_loops_for`), with a
+    hand-written gradient (one loop too) when training."""
+    scale = tf.constant(scale, tf.float32)
+    if not training:
+        return fused_elementwise.attention_softmax(scores, adder, scale)
+    return _attention_probs_trainable(scores, adder, scale)
+
+
+@tf.custom_gradient
+def _attention_probs_trainable(scores, adder, scale):
+    # stop_gradient: see gelu_tanh_trainable.
+    probs = fused_elementwise.attention_softmax(tf.stop_gradient(scores), adder, scale)
+
+    def grad(dprobs):
+        return fused_elementwise.attention_softmax_backward(dprobs, probs, scale), None, None
+
+    return probs, grad
+
+
+@tf.custom_gradient
+def _bias_add_trainable(y, bias):
+    """`fused_elementwise.bias_add` with the gradient of `tf.nn.bias_add`."""
+
+    def grad(dz):
+        return dz, tf.raw_ops.BiasAddGrad(out_backprop=dz)
+
+    # stop_gradient: see gelu_tanh_trainable.
+    return fused_elementwise.bias_add(tf.stop_gradient(y), tf.stop_gradient(bias)), grad
+
+
+@tf.custom_gradient
+def _bias_gelu_tanh_trainable(y, bias):
+    """`fused_elementwise.bias_gelu_tanh` with its gradient as one loop (plus the
+    bias's sum); only y and the bias are kept for it."""
+
+    def grad(dz):
+        dy = fused_elementwise.bias_gelu_tanh_backward(dz, y, bias)
+        return dy, tf.raw_ops.BiasAddGrad(out_backprop=dy)
+
+    return fused_elementwise.bias_gelu_tanh(tf.stop_gradient(y), tf.stop_gradient(bias)), grad
+
+
+def dense(x, kernel, bias=None, activation=None, training=False):
+    """activation(x . kernel + bias) for x of any rank >= 2, as one 2-D MatMul
+    (the bias and activation by `bias_and_activation`).
 
     `tf.tensordot` on 3-D inputs adds transposes/reshapes around the product;
-    a reshape to [-1, in] is free. `tf.nn.bias_add` (not `+`) is the pattern
-    Grappler's remapper fuses into oneDNN's `_FusedMatMul`.
+    a reshape to [-1, in] is free.
     """
     if x.shape.rank == 2:
         y = tf.matmul(x, kernel)
@@ -99,7 +174,7 @@ def dense(x, kernel, bias=None):
         lead = tf.shape(x)[:-1]
         y = tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), kernel)
         y = tf.reshape(y, tf.concat([lead, tf.shape(kernel)[-1:]], axis=0))
-    return tf.nn.bias_add(y, bias) if bias is not None else y
+    return bias_and_activation(y, bias, activation, training)
 
 
 def truncated_normal(stddev):
@@ -108,26 +183,38 @@ def truncated_normal(stddev):
     return keras.initializers.TruncatedNormal(stddev=stddev)
 
 
-def _layer_norm_trainable(x, residual, gamma, beta, epsilon):
-    """LN(x + residual) (residual may be None) with the closed-form gradient of
-    `fused_elementwise.layer_norm_backward` (autodiff through the moments emits
-    ~25 elementwise ops and reductions per layer norm); only xhat and rstd are
-    kept for it. The residual's gradient is dx itself, x's is dx in x's dtype."""
-    residuals = [] if residual is None else [residual]
+def _layer_norm_trainable(x, residual, gamma, beta, epsilon, bias=None):
+    """LN(x + bias + residual) (residual and bias may be None) with the closed-form
+    gradient of `fused_elementwise.layer_norm_backward` (autodiff through the moments
+    emits ~25 elementwise ops and reductions per layer norm); only xhat and rstd are
+    kept for it. The residual's gradient is dx itself, x's is dx in x's dtype, the
+    bias's the sum of dx over all leading axes in the bias's dtype."""
+    extras = [t for t in (residual, bias) if t is not None]
 
     @tf.custom_gradient
-    def layer_norm(x, gamma, beta, *residuals):
+    def layer_norm(x, gamma, beta, *extras):
+        # stop_gradient: see gelu_tanh_trainable (`residual_sum` is a compiled loop).
+        x, extras = tf.stop_gradient(x), [tf.stop_gradient(t) for t in extras]
         out, xhat, rstd = fused_elementwise.layer_norm_forward(
-            x, residuals[0] if residuals else None, gamma, beta, epsilon
+            x,
+            residual if residual is None else extras[0],
+            gamma,
+            beta,
+            epsilon,
+            bias if bias is None else extras[-1],
         )
 
         def grad(dy):
             dx, dgamma, dbeta = fused_elementwise.layer_norm_backward(dy, xhat, rstd, gamma)
-            return (tf.cast(dx, x.dtype), dgamma, dbeta) + (dx,) * len(residuals)
+            d_extras = [dx] if residual is not None else []
+            if bias is not None:
+                d_bias = tf.reduce_sum(tf.reshape(dx, [-1, tf.shape(dx)[-1]]), axis=0)
+                d_extras.append(tf.cast(d_bias, bias.dtype))
+            return (tf.cast(dx, x.dtype), dgamma, dbeta, *d_extras)
 
         return out, grad
 
-    return layer_norm(x, gamma, beta, *residuals)
+    return layer_norm(x, gamma, beta, *extras)
 
 
 class LayerNorm(keras.layers.Layer):
@@ -147,16 +234,17 @@ class LayerNorm(keras.layers.Layer):
         self.beta = self.add_weight(name="beta", shape=(width,), initializer="zeros")
         self.gamma = self.add_weight(name="gamma", shape=(width,), initializer="ones")
 
-    def call(self, x, training=False, residual=None):
-        """LN(x + residual) -> float32, x's shape; `residual` (float32, x's
-        shape) is optional. On the fused-elementwise speed path, training
-        graphs take the closed-form gradient and inference graphs run one
-        oneDNN kernel where TensorFlow has one (albert_tf/fused_elementwise.py)."""
+    def call(self, x, training=False, residual=None, bias=None):
+        """LN(x + bias + residual) -> float32, x's shape; `residual` (float32, x's
+        shape) and `bias` ([H], a dense layer's that produced x) are optional. On
+        the fused-elementwise speed path, training graphs take the closed-form
+        gradient and inference graphs run one oneDNN kernel where TensorFlow has
+        one (albert_tf/fused_elementwise.py)."""
         gamma = tf.convert_to_tensor(self.gamma)
         beta = tf.convert_to_tensor(self.beta)
         if training and fused_elementwise.enabled():
-            return _layer_norm_trainable(x, residual, gamma, beta, self.epsilon)
-        return fused_elementwise.layer_norm(x, residual, gamma, beta, self.epsilon)
+            return _layer_norm_trainable(x, residual, gamma, beta, self.epsilon, bias)
+        return fused_elementwise.layer_norm(x, residual, gamma, beta, self.epsilon, bias)
 
     def get_config(self):
         return {**super().get_config(), "epsilon": self.epsilon}
@@ -190,8 +278,9 @@ class Dense2D(keras.layers.Layer):
     def call(self, x, training=False):
         dtype = self.compute_dtype
         bias = tf.cast(self.bias, dtype) if self.bias is not None else None
-        y = dense(tf.cast(x, dtype), tf.cast(self.kernel, dtype), bias)
-        return apply_activation(self.activation, y, training)
+        return dense(
+            tf.cast(x, dtype), tf.cast(self.kernel, dtype), bias, self.activation, training
+        )
 
     def get_config(self):
         return {
@@ -274,13 +363,31 @@ class AlbertEmbeddings(keras.layers.Layer):
         }
 
 
+def fused_qkv_weights(kernel, bias, num_heads):
+    """The query, key and value kernels side by side, kernel [H, 3H] and bias [3H], in
+    the layout a block's fused product (`BlockWeights.fused_qkv`) multiplies by.
+
+    Unchanged, one [rows, H] . [H, 3H] product transposed to heads afterwards, except
+    where `float32_loops_for(kernel.dtype)`: head-major kernel [3, 1, N, H, D] and bias
+    [3, 1, N, 1, D], for one broadcast batch product of x [1, B, 1, S, H] that oneDNN
+    writes straight in head layout [3, B, N, S, D] (the transpose of a [B*S, 3H]
+    product was a pass of its own; for float32 it stays, to keep its numbers)."""
+    if not float32_loops_for(kernel.dtype):
+        return kernel, bias
+    width = kernel.shape[0]
+    d = width // num_heads
+    kernel = tf.transpose(tf.reshape(kernel, [width, 3, num_heads, d]), [1, 2, 0, 3])
+    return kernel[:, tf.newaxis], tf.reshape(bias, [3, 1, num_heads, 1, d])
+
+
 class BlockWeights:
     """One block's kernels and biases for one forward pass, and the products with them.
 
-    `linear(a, name)` is a [rows, in] . kernel + bias of the dense sublayer `name`
+    `linear(a, name, training)` is a [rows, in] . kernel + bias of the dense sublayer `name`
     ("query", "key", "value", "attention_output", "intermediate", "ffn_output"; or
     "qkv", the query, key and value kernels side by side [H, 3H] with their biases
-    [3H], which replaces the three when `fused_qkv`). Every weight is a tensor in the
+    [3H] or their head-major layout (`fused_qkv_weights`), which replaces the three
+    when `fused_qkv`). Every weight is a tensor in the
     block's compute dtype; gradients flow back through the casts to the variables.
 
     Args:
@@ -299,8 +406,13 @@ class BlockWeights:
     def fused_qkv(self):
         return "qkv" in self.kernels
 
-    def linear(self, a, name):
-        return tf.nn.bias_add(self.matmul(a, self.kernels[name]), self.biases[name])
+    def product(self, a, name):
+        """a . kernel of the dense sublayer `name`, without its bias."""
+        return self.matmul(a, self.kernels[name])
+
+    def linear(self, a, name, training, activation=None):
+        """activation(a . kernel + bias) of the dense sublayer `name` (`bias_and_activation`)."""
+        return bias_and_activation(self.product(a, name), self.biases[name], activation, training)
 
 
 class AlbertTransformerBlock(keras.layers.Layer):
@@ -417,22 +529,26 @@ class AlbertTransformerBlock(keras.layers.Layer):
         dropout, plus x_rows, layer norm -> h1 [B*P, H] float32."""
         x_flat = tf.reshape(x, [-1, self.hidden_size])
         rows_flat = x_flat if x_rows is x else tf.reshape(x_rows, [-1, self.hidden_size])
-        q, k, v = self._query_key_value(x, x_flat, rows_flat, w)
+        q, k, v = self._query_key_value(x, x_flat, rows_flat, w, training)
         scores = tf.matmul(q, k, transpose_b=True)  # [B, N, P, S]
         # The original scales the product (not q) by 1/sqrt(D).
-        scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.head_size))
-        scores = scores + attention_adder
-        probs = tf.nn.softmax(scores, axis=-1)
-        if self.attention_probs_dropout_prob > 0:
-            probs = self.attention_dropout(probs, training=training)
+        scale = 1.0 / math.sqrt(self.head_size)
+        dropout = training and self.attention_probs_dropout_prob > 0
+        if float32_loops_for(self.compute_dtype) and not dropout:
+            probs = attention_probs(scores, attention_adder, scale, training)
+        else:
+            scores = tf.cast(scores, tf.float32) * scale
+            scores = scores + attention_adder
+            probs = tf.nn.softmax(scores, axis=-1)
+            if self.attention_probs_dropout_prob > 0:
+                probs = self.attention_dropout(probs, training=training)
         context = tf.matmul(tf.cast(probs, self.compute_dtype), v)  # [B, N, P, D]
         context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, self.hidden_size])
-        attn = w.linear(context, "attention_output")
-        if self.hidden_dropout_prob > 0:
-            attn = self.hidden_dropout(attn, training=training)
-        return self.attention_layer_norm(attn, residual=rows_flat, training=training)
+        return self._output_sublayer(
+            context, "attention_output", rows_flat, self.attention_layer_norm, w, training
+        )
 
-    def _query_key_value(self, x, x_flat, rows_flat, w):
+    def _query_key_value(self, x, x_flat, rows_flat, w, training):
         """Queries of rows_flat [B*P, H], keys and values of x_flat [B*S, H]
         (x [B, S, H] itself gives the sizes) -> q [B, N, P, D], k and v
         [B, N, S, D], in the compute dtype."""
@@ -445,25 +561,37 @@ class AlbertTransformerBlock(keras.layers.Layer):
 
         x_in = tf.cast(x_flat, dtype)
         if w.fused_qkv:  # full-length passes: the encoder fuses only there
-            # One transpose of the whole product to [3, B, N, S, D]; slices of
-            # its leading axis are views, so no split pass is needed.
-            qkv = w.linear(x_in, "qkv")
-            qkv = tf.transpose(tf.reshape(qkv, [batch, seq, 3, n, d]), [2, 0, 3, 1, 4])
+            # The product in head layout [3, B, N, S, D]; slices of its leading
+            # axis are views, so no split pass is needed.
+            if float32_loops_for(dtype):  # head-major kernel, see fused_qkv_weights
+                qkv = w.linear(tf.reshape(x_in, [1, batch, 1, seq, n * d]), "qkv", training)
+            else:  # one transpose of the whole product
+                qkv = w.linear(x_in, "qkv", training)
+                qkv = tf.transpose(tf.reshape(qkv, [batch, seq, 3, n, d]), [2, 0, 3, 1, 4])
             return qkv[0], qkv[1], qkv[2]
-        k, v = heads(w.linear(x_in, "key")), heads(w.linear(x_in, "value"))
+        k, v = heads(w.linear(x_in, "key", training)), heads(w.linear(x_in, "value", training))
         q_in = x_in if rows_flat is x_flat else tf.cast(rows_flat, dtype)
-        return heads(w.linear(q_in, "query")), k, v
+        return heads(w.linear(q_in, "query", training)), k, v
 
     def _ffn_sublayer(self, h1, w, training):
         """Feed-forward of h1 [B*P, H] (dense to F with `hidden_act`, dense back
         to H), dropout, plus h1, layer norm -> [B*P, H] float32."""
-        inter = apply_activation(
-            self.hidden_act, w.linear(tf.cast(h1, self.compute_dtype), "intermediate"), training
-        )
-        ffn = w.linear(inter, "ffn_output")
-        if self.hidden_dropout_prob > 0:
-            ffn = self.hidden_dropout(ffn, training=training)
-        return self.ffn_layer_norm(ffn, residual=h1, training=training)
+        inter = w.linear(tf.cast(h1, self.compute_dtype), "intermediate", training, self.hidden_act)
+        return self._output_sublayer(inter, "ffn_output", h1, self.ffn_layer_norm, w, training)
+
+    def _output_sublayer(self, a, name, residual, layer_norm, w, training):
+        """layer_norm(dropout(a . kernel + bias) + residual) of the dense sublayer `name`,
+        a [rows, in], residual [rows, H] float32 -> [rows, H] float32. Where the bias
+        takes a float32 loop of its own (`float32_loops_for`) and no dropout comes
+        between, the layer norm's input loop adds it with the residual instead."""
+        dropout = training and self.hidden_dropout_prob > 0
+        if float32_loops_for(self.compute_dtype) and not dropout:
+            bias = w.biases[name]
+            return layer_norm(w.product(a, name), residual=residual, bias=bias, training=training)
+        y = w.linear(a, name, training)
+        if dropout:
+            y = self.hidden_dropout(y, training=training)
+        return layer_norm(y, residual=residual, training=training)
 
     def read_weights(self):
         """This block's `BlockWeights`, its variables read and cast now (Q/K/V separate)."""

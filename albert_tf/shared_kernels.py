@@ -27,7 +27,7 @@ from typing import Callable, Hashable, Mapping, Sequence
 
 import tensorflow as tf
 
-from albert_tf.layers import DENSE_SUBLAYERS, BlockWeights
+from albert_tf.layers import DENSE_SUBLAYERS, BlockWeights, fused_qkv_weights
 from albert_tf.speed_paths import SpeedPaths
 
 _QKV = ("query", "key", "value")
@@ -144,6 +144,12 @@ def run_with_summed_kernel_gradients(
     return stack(x, *[kernels[k] for k in kernel_keys], *[tensors[k] for k in tensor_keys])
 
 
+def _side_by_side(variables, dtype, axis):
+    """The variables cast to `dtype`, concatenated along `axis` when there are several."""
+    parts = [tf.cast(v, dtype) for v in variables]
+    return parts[0] if len(parts) == 1 else tf.concat(parts, axis=axis)
+
+
 class EncoderKernels:
     """The weights of the encoder's blocks for one forward pass, and how the stack of
     block applications runs: the encoder's speed paths, chosen once per pass.
@@ -194,13 +200,15 @@ class EncoderKernels:
             self.names[block] = {}
             for name, sublayers in products.items():
                 prefix = self.names[block][name] = (owners[id(sublayers[0])], name)
-                for kind, axis in (("kernel", 1), ("bias", 0)):
-                    if prefix + (kind,) in self.tensors:  # a shared sublayer, cast by its owner
-                        continue
-                    parts = [tf.cast(getattr(s, kind), block.compute_dtype) for s in sublayers]
-                    self.tensors[prefix + (kind,)] = (
-                        parts[0] if len(parts) == 1 else tf.concat(parts, axis=axis)
-                    )
+                if prefix + ("kernel",) in self.tensors:  # a shared sublayer, cast by its owner
+                    continue
+                dtype = block.compute_dtype
+                kernel = _side_by_side([s.kernel for s in sublayers], dtype, axis=1)
+                bias = _side_by_side([s.bias for s in sublayers], dtype, axis=0)
+                if name == "qkv":
+                    kernel, bias = fused_qkv_weights(kernel, bias, block.num_attention_heads)
+                self.tensors[prefix + ("kernel",)] = kernel
+                self.tensors[prefix + ("bias",)] = bias
 
     def run(self, layers, x):
         """Runs `layers(x, weights, last_rows)`, which applies the blocks to x

@@ -35,12 +35,15 @@ Writes a Markdown table to --out.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -93,6 +96,70 @@ def _random_inputs(batch, seq, vocab, seed=0):
 
 
 def worker_matmul(args):
+    """The tf.matmul peaks, and what oneDNN ran them with (`onednn_summary`)."""
+    log = []
+    with _onednn_verbose_log(log):
+        out = _matmul_peaks(args)
+    print("RESULT " + json.dumps({"peak": out, "onednn": onednn_summary("".join(log))}))
+
+
+@contextlib.contextmanager
+def _onednn_verbose_log(log):
+    """Appends oneDNN's verbose lines (ONEDNN_VERBOSE=1) of the block to the list `log`.
+
+    oneDNN writes them to the process's stdout from C++, so file descriptor 1 itself
+    is redirected; oneDNN reads the variable when its first primitive runs."""
+    previous = os.environ.get("ONEDNN_VERBOSE")
+    os.environ["ONEDNN_VERBOSE"] = "1"
+    saved = os.dup(1)
+    with tempfile.TemporaryFile("w+") as file:
+        sys.stdout.flush()
+        os.dup2(file.fileno(), 1)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            os.dup2(saved, 1)
+            os.close(saved)
+            if previous is None:
+                del os.environ["ONEDNN_VERBOSE"]
+            else:
+                os.environ["ONEDNN_VERBOSE"] = previous
+            file.seek(0)
+            log.append(file.read())
+
+
+def onednn_summary(verbose_text):
+    """oneDNN's version, the ISA it detected and the implementation of each matrix
+    product it ran, by source dtype (e.g. bf16 -> brg_matmul:avx10_1_512_amx, the AMX
+    kernel), from its verbose lines; None without any (oneDNN off)."""
+    version = isa = None
+    impls = {}
+    for line in verbose_text.splitlines():
+        if not line.startswith(("onednn_verbose,", "dnnl_verbose,")):
+            continue
+        fields = line.split(",")
+        if "info" in fields[:3]:
+            text = ",".join(fields[fields.index("info") + 1 :])
+            if text.startswith("oneDNN v"):
+                version = text.split()[1]
+            elif text.startswith("cpu,isa:"):
+                isa = text[len("cpu,isa:") :]
+        elif "exec" in fields[:4]:
+            i = fields.index("exec")
+            kind, impl, descs = fields[i + 2], fields[i + 3], fields[i + 5]
+            src = re.search(r"src[:_]([a-z0-9]+)", descs)
+            if kind in ("matmul", "gemm_api", "inner_product") and src:
+                impls.setdefault(src.group(1), set()).add(f"{kind}:{impl}" if impl else kind)
+    if version is None and not impls:
+        return None
+    products = "; ".join(
+        f"{dt} products: {', '.join(sorted(v))}" for dt, v in sorted(impls.items())
+    )
+    return f"oneDNN {version or '?'}, ISA: {isa or '?'}; {products}"
+
+
+def _matmul_peaks(args):
     import tensorflow as tf
 
     n, reps = 2048, args.matmul_reps
@@ -110,7 +177,7 @@ def worker_matmul(args):
 
         times = _time_calls(lambda: chain(a, bs).numpy(), 1, args.runs)
         out[dtype] = 2 * n**3 * reps / statistics.median(times)
-    print("RESULT " + json.dumps({"peak": out}))
+    return out
 
 
 def _local_peak(dtype, runs=3, reps=2, n=2048):
@@ -152,10 +219,12 @@ def keras_hub_backbone(cfg):
     )
 
 
-def worker_model(args):
-    impl, dtype, xla, mode = args.impl, args.dtype, bool(args.xla), args.mode
+def model_call(impl, dtype, xla, mode, batch, seq, threads):
+    """One benchmark call of `impl` ("ours", "keras_hub", "hf_torch") as a zero-argument
+    callable: inference (mode "infer") or forward+backward ("train") of ALBERT-base with
+    random weights, `batch` sequences of length `seq`, `dtype` "float32" or
+    "mixed_bfloat16", under XLA if `xla` (TensorFlow peers)."""
     train = mode == "train"
-    batch = args.train_batch if train else args.infer_batch
     if impl in ("ours", "keras_hub"):
         import keras
         import tensorflow as tf
@@ -164,7 +233,7 @@ def worker_model(args):
         from albert_tf import config as albert_config
 
         cfg = albert_config.preset("albert_base_v2")
-        ids, mask, seg = _random_inputs(batch, args.seq, cfg.vocab_size)
+        ids, mask, seg = _random_inputs(batch, seq, cfg.vocab_size)
         if impl == "ours":
             from albert_tf.modeling import AlbertModel
 
@@ -221,7 +290,7 @@ def worker_model(args):
 
         from albert_tf import config as albert_config
 
-        torch.set_num_threads(args.threads)
+        torch.set_num_threads(threads)
         torch.manual_seed(0)
         cfg = albert_config.preset("albert_base_v2")
         hf_cfg = HFConfig(
@@ -241,7 +310,7 @@ def worker_model(args):
             initializer_range=cfg.initializer_range,
         )
         model = HFAlbert(hf_cfg)
-        ids, mask, seg = _random_inputs(batch, args.seq, cfg.vocab_size)
+        ids, mask, seg = _random_inputs(batch, seq, cfg.vocab_size)
         kw = dict(
             input_ids=torch.from_numpy(ids).long(),
             attention_mask=torch.from_numpy(mask).long(),
@@ -266,6 +335,14 @@ def worker_model(args):
                 with torch.inference_mode(), autocast:
                     out = model(**kw)
                 float(out.pooler_output.float().sum())
+
+    return call
+
+
+def worker_model(args):
+    impl, dtype, xla, mode = args.impl, args.dtype, bool(args.xla), args.mode
+    batch = args.train_batch if mode == "train" else args.infer_batch
+    call = model_call(impl, dtype, xla, mode, batch, args.seq, args.threads)
 
     t0 = time.perf_counter()
     call()  # first call: tracing / compilation
@@ -365,19 +442,38 @@ def _run_sub(extra, args, timeout):
     return None, "failed: " + tail[0][:200]
 
 
+# The CPU flags that decide which oneDNN kernels run (AVX2, AVX-512, its VNNI, BF16 and
+# FP16 extensions, AMX tiles with bf16/int8).
+ISA_FLAGS = (
+    "avx2",
+    "avx512f",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+    "amx_bf16",
+    "amx_int8",
+)
+
+
 def _machine():
-    model = "unknown"
-    flags = set()
+    """(CPU model with family/model/stepping, nproc, ISA flags present, load average)."""
+    info = {}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name") and model == "unknown":
-                    model = line.split(":", 1)[1].strip()
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
+                key, _, value = line.partition(":")
+                info.setdefault(key.strip(), value.strip())  # the first processor's
     except OSError:
         pass
-    isa = [x for x in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if x in flags]
+    model = info.get("model name", "unknown")
+    if "cpu family" in info:  # virtual machines often show a generic model name
+        model += (
+            f" (family {info['cpu family']}, model {info.get('model', '?')}, "
+            f"stepping {info.get('stepping', '?')})"
+        )
+    flags = set(info.get("flags", "").split())
+    isa = [x for x in ISA_FLAGS if x in flags]
     try:
         load = "%.2f %.2f %.2f" % os.getloadavg()
     except OSError:
@@ -433,8 +529,9 @@ def main(argv=None):
 
     peak_args = argparse.Namespace(**{**vars(args), "runs": max(args.runs, 5)})
     peak, err = _run_sub(["--impl", "matmul"], peak_args, args.timeout)
+    args.onednn = peak.get("onednn") if peak else None
     peak = peak["peak"] if peak else {}
-    print(f"matmul peak: {peak or err}", flush=True)
+    print(f"matmul peak: {peak or err}; {args.onednn}", flush=True)
 
     from albert_tf import config as albert_config
 
@@ -497,8 +594,9 @@ def _write(cfg, args, argv, results, notes, peak, impls, start, final):
             f"Command: `{cmd.strip()}` (total wall time {elapsed / 60:.1f} min"
             f"{'' if final else ', PARTIAL: run still in progress or interrupted'})",
             "",
-            f"Machine: {model}, nproc {ncpu}, ISA {' '.join(isa)}, "
-            f"TF_ENABLE_ONEDNN_OPTS={onednn_setting()} for every peer, "
+            f"Machine: {model}, nproc {ncpu}, ISA flags {' '.join(isa)}, "
+            f"TF_ENABLE_ONEDNN_OPTS={onednn_setting()} for every peer "
+            f"({args.onednn or 'oneDNN not seen in the peak probe'}), "
             f"load average (1/5/15 min) at start {args.load_start}, at end {load} (shared machine: "
             f"other jobs were running); {platform.python_version()}; {_versions()}.",
             "",

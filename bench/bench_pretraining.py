@@ -386,8 +386,10 @@ def _header(title, args, argv, start, final):
         f"Command: `{cmd.strip()}` (wall time so far {(time.perf_counter() - start) / 60:.1f}"
         f" min{'' if final else ', PARTIAL: run in progress or interrupted'})",
         "",
-        f"Machine: {model}, nproc {ncpu}, ISA {' '.join(isa)}, "
-        f"TF_ENABLE_ONEDNN_OPTS={bm.onednn_setting()}, load average (1/5/15 min) "
+        f"Machine: {model}, nproc {ncpu}, ISA flags {' '.join(isa)}, "
+        f"TF_ENABLE_ONEDNN_OPTS={bm.onednn_setting()} "
+        f"({getattr(args, 'onednn', None) or 'oneDNN not seen: no peak probe in this run'}), "
+        f"load average (1/5/15 min) "
         f"at start {args.load_start}, now {load} (shared machine: other developers' jobs "
         f"were running, timings are noisy); Python {platform.python_version()}; "
         f"{bm._versions()}.",
@@ -657,8 +659,9 @@ def main(argv=None):
     peak = {}
     if "speed" in args.parts:
         r, err = _run_sub(["--kind", "matmul"], args, args.timeout)
+        args.onednn = r.get("onednn") if r else None
         peak = r["peak"] if r else {}
-        print(f"matmul peak: {peak or err}", flush=True)
+        print(f"matmul peak: {peak or err}; {args.onednn}", flush=True)
 
     def record(key, extra, runs=None):
         if key in notes:  # failed in an earlier round

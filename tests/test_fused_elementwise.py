@@ -67,6 +67,35 @@ def test_layer_norm_backward_matches_float64_autodiff(shape):
         assert np.max(np.abs(g.numpy() - w)) / scale < 1e-5, name
 
 
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+def test_attention_softmax_and_its_gradient_match_float64(dtype):
+    rng = np.random.default_rng(8)
+    scores = tf.cast(rng.normal(size=(2, 3, 5, 7)) * 4, dtype)
+    mask = np.ones((2, 7), np.float32)
+    mask[1, 4:] = 0
+    adder = tf.constant((1.0 - mask)[:, None, None, :] * -10000.0)
+    dprobs = tf.cast(rng.normal(size=(2, 3, 5, 7)), dtype)
+    scale = tf.constant(0.125)
+    probs = fe.attention_softmax(scores, adder, scale)
+    dscores = fe.attention_softmax_backward(dprobs, probs, scale)
+    s64, d64, a64 = (tf.cast(t, tf.float64) for t in (scores, dprobs, adder))
+    with tf.GradientTape() as tape:
+        tape.watch(s64)
+        want = tf.nn.softmax(s64 * 0.125 + a64, axis=-1)
+        loss = tf.reduce_sum(want * d64)
+    want_grad = tape.gradient(loss, s64)
+    # bfloat16: the probabilities within one rounding (2^-8 relative); the gradient is
+    # computed from them and the rounded dprobs, so its row sums carry their error
+    # (absolute, up to 2^-8 of the largest entry).
+    bf16 = dtype == tf.bfloat16
+    tolerances = [(2**-8 if bf16 else 1e-5, 1e-6)]
+    tolerances.append((2**-7, 2**-8 * np.max(np.abs(want_grad))) if bf16 else (1e-5, 1e-6))
+    for got, w, (rtol, atol) in zip((probs, dscores), (want, want_grad), tolerances):
+        assert got.dtype == dtype
+        np.testing.assert_allclose(tf.cast(got, tf.float64), w, rtol=rtol, atol=atol)
+    assert np.all(tf.cast(probs, tf.float64).numpy()[1, :, :, 4:] < 1e-30)  # masked keys
+
+
 def test_layer_norm_forward_adds_the_residual_first():
     rng = np.random.default_rng(3)
     x, residual = (rng.normal(size=(6, 32)).astype(np.float32) for _ in range(2))
@@ -79,18 +108,63 @@ def test_layer_norm_forward_adds_the_residual_first():
         np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
 
 
-def test_xla_only_for_float32_and_not_when_disabled():
+def test_xla_for_float32_and_bfloat16_not_when_disabled():
     f32 = tf.TensorSpec([4, 8], tf.float32)
+    bf16 = tf.TensorSpec([4, 8], tf.bfloat16)
     assert len(_xla_functions(fe.gelu_tanh, f32)) == 1
     assert len(_xla_functions(lambda dy: fe.gelu_tanh_backward(dy, dy), f32)) == 1
     assert (
         len(_xla_functions(lambda dy: fe.layer_norm_backward(dy, dy, dy[:, :1], dy[0]), f32)) == 1
     )
-    assert _xla_functions(fe.gelu_tanh, tf.TensorSpec([4, 8], tf.bfloat16)) == []
+    assert len(_xla_functions(fe.gelu_tanh, bf16)) == 1
+    assert len(_xla_functions(lambda y: fe.bias_gelu_tanh(y, y[0]), bf16)) == 1
+    adder = tf.zeros([1, 1, 1, 8])
+    assert len(_xla_functions(lambda y: fe.attention_softmax(y, adder, 0.5), bf16)) == 1
+    assert _xla_functions(fe.gelu_tanh, tf.TensorSpec([4, 8], tf.float16)) == []
     with fe.disabled():
         assert not fe.enabled()
         assert _xla_functions(fe.gelu_tanh, f32) == []
+        assert _xla_functions(fe.gelu_tanh, bf16) == []
     assert fe.enabled()
+
+
+def _bf16_values(x):
+    """float32 x rounded to bfloat16, as float64 (the exact values a bfloat16 tensor holds)."""
+    return tf.cast(tf.cast(x, tf.bfloat16), tf.float64).numpy()
+
+
+def test_bfloat16_loops_compute_in_float32_and_round_once():
+    # One rounding of the exact result: within half a bfloat16 ulp (2^-8 relative)
+    # plus float32 noise. TensorFlow's bfloat16 op chain rounds after every op and
+    # misses this by several ulps.
+    x = _gelu_grid()
+    # Away from GELU's zero (relative error ill-defined) and from x < -3, where
+    # 1 + tanh cancels in float32 itself.
+    x = x[(np.abs(x) > 0.05) & (x > -3)]
+    bias = np.float32(0.375)  # exact in bfloat16
+    dz = np.random.default_rng(4).normal(size=x.shape).astype(np.float32)
+    x64, dz64 = _bf16_values(x), _bf16_values(dz)
+    u, h = x64 + bias, 1e-6
+    slope = (albert_numpy.gelu_tanh(u + h) - albert_numpy.gelu_tanh(u - h)) / (2 * h)
+    cases = [
+        (fe.gelu_tanh(tf.cast(x, tf.bfloat16)), albert_numpy.gelu_tanh(x64)),
+        (
+            fe.bias_gelu_tanh(tf.cast(x, tf.bfloat16), tf.cast([bias], tf.bfloat16)),
+            albert_numpy.gelu_tanh(x64 + bias),
+        ),
+        (
+            fe.bias_gelu_tanh_backward(
+                tf.cast(dz, tf.bfloat16), tf.cast(x, tf.bfloat16), tf.cast([bias], tf.bfloat16)
+            ),
+            dz64 * slope,
+        ),
+        (fe.bias_add(tf.cast(x, tf.bfloat16), tf.cast([bias], tf.bfloat16)), x64 + bias),
+    ]
+    for got, want in cases:
+        assert got.dtype == tf.bfloat16
+        got = tf.cast(got, tf.float64).numpy()
+        big = np.abs(want) > 1e-3  # GELU of large negative x underflows to ~0
+        assert np.max(np.abs(got - want)[big] / np.abs(want)[big]) < 2**-8 + 1e-5
 
 
 def test_disabled_gives_the_same_numbers():

@@ -106,6 +106,111 @@ def test_layer_norm_of_bfloat16_input_normalises_in_float32():
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("training", [False, True])
+def test_layer_norm_adds_a_bfloat16_bias_with_the_residual(training):
+    # LN(x + bias + residual) for a dense layer's bfloat16 product x: the sum in
+    # float32, the gradients of x and bias in bfloat16, the residual's in float32.
+    ln = layers.LayerNorm()
+    ln.build((None, 8))
+    ln.gamma.assign(np.linspace(0.5, 2.0, 8))
+    ln.beta.assign(np.linspace(-1.0, 1.0, 8))
+    rng = np.random.default_rng(7)
+    x, bias = (
+        tf.cast(rng.normal(size=(5, 8)), tf.bfloat16),
+        tf.cast(rng.normal(size=8), tf.bfloat16),
+    )
+    residual, dy = (tf.constant(rng.normal(size=(5, 8)), tf.float32) for _ in range(2))
+    with tf.GradientTape() as tape:
+        tape.watch([x, bias, residual])
+        out = ln(x, residual=residual, bias=bias, training=training)
+        loss = tf.reduce_sum(out * dy)
+    grads = tape.gradient(loss, [x, bias, residual])
+    x64, bias64, residual64 = (tf.cast(t, tf.float64) for t in (x, bias, residual))
+    with tf.GradientTape() as tape64:
+        tape64.watch([x64, bias64, residual64])
+        s = x64 + bias64 + residual64
+        mean, var = tf.nn.moments(s, axes=[-1], keepdims=True)
+        want = (s - mean) / tf.sqrt(var + 1e-12) * tf.cast(ln.gamma, tf.float64)
+        want += tf.cast(ln.beta, tf.float64)
+        loss64 = tf.reduce_sum(want * tf.cast(dy, tf.float64))
+    np.testing.assert_allclose(out.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+    wants = tape64.gradient(loss64, [x64, bias64, residual64])
+    for got, w, dtype in zip(grads, wants, (tf.bfloat16, tf.bfloat16, tf.float32)):
+        assert got.dtype == dtype
+        # bfloat16 results: one rounding of the float32 value (2^-8 relative).
+        np.testing.assert_allclose(tf.cast(got, tf.float64), w, rtol=2**-8, atol=1e-5)
+
+
+@pytest.mark.parametrize("activation", ["gelu", "relu", None])
+@pytest.mark.parametrize("training", [False, True])
+def test_bfloat16_bias_and_activation_and_their_gradients(activation, training):
+    # bfloat16 on the fused-elementwise path: one float32 loop after the product,
+    # rounded once; the gradients are those of the plain computation.
+    rng = np.random.default_rng(6)
+    y, dz = (tf.cast(rng.normal(size=(33, 16)) * 2, tf.bfloat16) for _ in range(2))
+    bias = tf.cast(rng.normal(size=16), tf.bfloat16)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([y, bias])
+        z = layers.bias_and_activation(y, bias, activation, training)
+        loss = tf.reduce_sum(tf.cast(z, tf.float32) * tf.cast(dz, tf.float32))
+    assert z.dtype == tf.bfloat16
+    y64, bias64, dz64 = (tf.cast(t, tf.float64) for t in (y, bias, dz))
+    with tf.GradientTape() as tape64:
+        tape64.watch([y64, bias64])
+        act = layers.get_activation(activation) or tf.identity
+        z64 = act(y64 + bias64)
+        loss64 = tf.reduce_sum(z64 * dz64)
+    want = [z64] + tape64.gradient(loss64, [y64, bias64])
+    got = [z] + tape.gradient(loss, [y, bias])
+    # The output and dy within a bfloat16 rounding of the exact value (2^-8 relative;
+    # GELU's derivative at its zero gets an absolute margin); the bias's sum of 33
+    # rounded terms within 2^-8 of their absolute sum.
+    tolerance = [2**-8 * np.abs(want[0]) + 1e-6, 2**-8 * np.abs(want[1]) + 2e-3]
+    tolerance.append(2**-7 * tf.reduce_sum(tf.abs(want[1]), axis=0).numpy())
+    for g, w, tol, name in zip(got, want, tolerance, ("z", "dy", "dbias")):
+        assert g.dtype == tf.bfloat16, name
+        err = np.abs(tf.cast(g, tf.float64).numpy() - w.numpy())
+        assert np.all(err <= tol), name
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_bfloat16_attention_probs_and_their_gradient(training):
+    rng = np.random.default_rng(9)
+    scores = tf.cast(rng.normal(size=(2, 2, 3, 6)) * 3, tf.bfloat16)
+    adder = tf.constant(np.where(np.arange(6) < 4, 0.0, -10000.0)[None, None, None], tf.float32)
+    dprobs = tf.cast(rng.normal(size=(2, 2, 3, 6)), tf.bfloat16)
+    with tf.GradientTape() as tape:
+        tape.watch(scores)
+        probs = layers.attention_probs(scores, adder, 0.25, training)
+        loss = tf.reduce_sum(tf.cast(probs, tf.float32) * tf.cast(dprobs, tf.float32))
+    s64 = tf.cast(scores, tf.float64)
+    with tf.GradientTape() as tape64:
+        tape64.watch(s64)
+        want = tf.nn.softmax(s64 * 0.25 + tf.cast(adder, tf.float64), axis=-1)
+        loss64 = tf.reduce_sum(want * tf.cast(dprobs, tf.float64))
+    assert probs.dtype == tf.bfloat16
+    np.testing.assert_allclose(tf.cast(probs, tf.float64), want, rtol=2**-8, atol=1e-6)
+    grad = tape.gradient(loss, scores)
+    assert grad.dtype == tf.bfloat16
+    np.testing.assert_allclose(
+        tf.cast(grad, tf.float64), tape64.gradient(loss64, s64), rtol=2**-7, atol=1e-3
+    )
+
+
+def test_bias_stays_fused_with_the_product_in_float32_only():
+    # float32: tf.nn.bias_add, which Grappler fuses into oneDNN's _FusedMatMul.
+    # bfloat16: a plain MatMul (oneDNN's AMX kernel) and one XLA loop.
+    def op_types(dtype):
+        kernel = tf.ones([8, 4], dtype)
+        fn = tf.function(lambda x: layers.dense(x, kernel, tf.ones([4], dtype), "gelu"))
+        graph = fn.get_concrete_function(tf.TensorSpec([None, 8], dtype)).graph
+        return {op.type for op in graph.get_operations()}
+
+    assert {"MatMul", "BiasAdd"} <= op_types(tf.float32)
+    bf16 = op_types(tf.bfloat16)
+    assert "MatMul" in bf16 and "BiasAdd" not in bf16 and "PartitionedCall" in bf16
+
+
 @pytest.mark.parametrize("act", ["gelu", "relu"])
 def test_training_gradients_equal_inference_path_gradients(act):
     # Without dropout, training=True only switches to the hand-written

@@ -263,6 +263,44 @@ def test_mixed_bfloat16_policy():
         assert_rel_close(out[key], ref[key], tol=3e-2)
 
 
+def test_mixed_bfloat16_training_gradients_match_float32():
+    # The hand-written bfloat16 gradients (bias and GELU loops, the bias added in
+    # the layer norm's input) against float32 autodiff-equivalent gradients.
+    cfg = CONFIGS["shared_gelu"].replace(num_hidden_groups=2, inner_group_num=2)
+    weights = albert_numpy.random_weights(cfg.to_dict(), seed=3, scale=0.1)
+    inputs = make_inputs(cfg)
+
+    def gradients(policy):
+        keras.mixed_precision.set_global_policy(policy)
+        try:
+            model = AlbertPretrainer(cfg)
+            model.build()
+            set_weights(model, weights)
+
+            @tf.function
+            def step():
+                with tf.GradientTape() as tape:
+                    out = model(inputs, training=True)
+                    loss = tf.reduce_sum(tf.nn.log_softmax(out["mlm_logits"])[..., 5])
+                    loss += tf.reduce_sum(out["sop_logits"][:, 0])
+                return tape.gradient(loss, model.trainable_variables)
+
+            grads = step()
+        finally:
+            keras.mixed_precision.set_global_policy("float32")
+        return {v.path: tf.convert_to_tensor(g) for v, g in zip(model.trainable_variables, grads)}
+
+    want, got = gradients("float32"), gradients("mixed_bfloat16")
+    assert sorted(got) == sorted(want)
+    # Relative to each gradient's size, but at least 1e-3 of the largest: the key
+    # biases' gradients are zero up to rounding (softmax ignores a shift per query).
+    floor = 1e-3 * max(np.max(np.abs(g)) for g in want.values())
+    for path in want:
+        assert got[path].dtype == tf.float32, path
+        scale = max(np.max(np.abs(want[path])), floor)
+        assert np.max(np.abs(got[path] - want[path])) / scale < 3e-2, path
+
+
 def test_jit_compile_matches_eager():
     cfg = CONFIGS["groups2_inner2_relu"]
     model = AlbertPretrainer(cfg)
@@ -274,12 +312,18 @@ def test_jit_compile_matches_eager():
     assert_rel_close(compiled["mlm_logits"], eager["mlm_logits"], tol=1e-5)
 
 
-def test_training_step_calls_the_plain_gelu_loop():
-    """The GELU forward has its own gradient; a recording tape must not switch
-    its compiled loop to the autodiff variant that also writes out every
-    intermediate (seen through the shared-kernel encoder: 5x slower)."""
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_training_step_calls_the_plain_gelu_loop(policy):
+    """The GELU forward (bfloat16: also the bias and layer-norm input loops) has its
+    own gradient; a recording tape must not switch its compiled loop to the
+    autodiff variant that also writes out every intermediate (seen through the
+    shared-kernel encoder: 5x slower)."""
     cfg = CONFIGS["shared_gelu"]
-    model = AlbertModel(cfg)
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        model = AlbertModel(cfg)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
     inputs = {k: tf.constant(v) for k, v in make_inputs(cfg).items() if k != "masked_lm_positions"}
     model(inputs)
 
@@ -296,6 +340,10 @@ def test_training_step_calls_the_plain_gelu_loop():
         if op.type in ("PartitionedCall", "StatefulPartitionedCall")
     ]
     assert any("gelu_tanh" in name for name in called), called
+    if policy == "mixed_bfloat16":
+        assert any("bias_add" in name for name in called), called
+        assert any("residual_sum" in name for name in called), called
+        assert any("attention_softmax" in name for name in called), called
     assert not [name for name in called if "forward" in name], called
 
 

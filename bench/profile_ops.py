@@ -1,0 +1,271 @@
+"""Where a step's time goes: TensorFlow profiler op breakdown and oneDNN primitives.
+
+    python bench/profile_ops.py [--dtypes float32,mixed_bfloat16] [--modes infer,train,pretrain]
+        [--steps 3] [--out bench/results/profile.md]
+
+For each (dtype, mode), in its own subprocess, our model's step as the benchmarks run it:
+
+  * infer / train: bench_model's inference (batch 32) and forward+backward (batch 16) of
+    ALBERT-base at seq 128;
+  * pretrain: bench_pretraining's full step (MLM + SOP loss, LAMB, clipping; batch 16).
+
+Two looks at the same step:
+
+  * tf.profiler over --steps steps after two warm-up steps: the time of every kernel on
+    TensorFlow's compute threads, by op class (`OP_CLASSES`), as a share of the summed
+    kernel time (kernels on the two inter-op threads overlap, so the sum exceeds the wall
+    time; shares stay comparable under background load). XLA loops count as one class.
+  * ONEDNN_VERBOSE=1 over one step: every oneDNN primitive that ran, by kind,
+    implementation (the ISA: `brg_matmul:avx10_1_512_amx` is AMX, `x64:gemm:jit` a
+    non-AMX GEMM, `ref` a reference fallback) and source dtype, with calls and time
+    per step.
+
+Writes Markdown to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import bench_model as bm  # noqa: E402  (model steps, machine description, subprocess env)
+
+MODES = ("infer", "train", "pretrain")
+# Op class -> TensorFlow op types (oneDNN builds rename kernels: _Mkl*).
+OP_CLASSES = {
+    "matmul (oneDNN matmul)": ("_MklMatMul", "_MklBatchMatMulV2", "MatMul", "BatchMatMulV2"),
+    "fused matmul (oneDNN inner product)": (
+        "_MklNativeFusedMatMul",
+        "_MklFusedMatMul",
+        "_FusedMatMul",
+    ),
+    "casts": ("Cast",),
+    "layer norm and softmax kernels": ("_MklLayerNorm", "_MklSoftmax", "Softmax", "LogSoftmax"),
+    "transposes": ("_MklTranspose", "Transpose", "_MklConjugateTranspose"),
+    "reductions (Sum, Mean, BiasAddGrad)": ("Sum", "Mean", "Max", "BiasAddGrad", "L2Loss"),
+    "gradient sums (AddN)": ("AddN",),
+    "gathers and scatters": ("GatherV2", "ResourceGather", "UnsortedSegmentSum"),
+}
+XLA_CLASS = "XLA loops (fused elementwise)"
+OPTIMIZER_CLASS = "optimizer update"
+OTHER_CLASS = "other elementwise (Mul, AddV2, Sub, Tanh, ...)"
+# A profiler event of one kernel is named "<node name>:<op type>".
+_KERNEL_EVENT = re.compile(r"^(?P<node>[^:]+(?:/[^:]*)*):(?P<op>[A-Za-z_][A-Za-z0-9_]*)$")
+
+
+def op_class(node, op):
+    if re.search(r"(^|/)(lamb|adam|adamw)(/|$)", node, re.IGNORECASE):
+        return OPTIMIZER_CLASS
+    for name, ops in OP_CLASSES.items():
+        if op in ops:
+            return name
+    return OTHER_CLASS
+
+
+# ---------------------------------------------------------------------------------------------
+# Workers
+# ---------------------------------------------------------------------------------------------
+
+
+def _step(dtype, mode):
+    """(step callable, its analytic matmul FLOPs)."""
+    import bench_pretraining as bp
+
+    from albert_tf import config as albert_config
+
+    cfg = albert_config.preset("albert_base_v2")
+    if mode == "pretrain":
+        call = bp._step_fn("ours", "albert_base_v2", dtype, False, 16, 128, os.cpu_count())
+        return call, bp.pretraining_flops(cfg, 16, 128)
+    batch = 16 if mode == "train" else 32
+    call = bm.model_call("ours", dtype, False, mode, batch, 128, os.cpu_count())
+    return call, bm.model_flops(cfg, batch, 128, mode == "train")
+
+
+def worker_profile(args):
+    import tensorflow as tf
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    call, flops = _step(args.dtype, args.mode)
+    call()
+    call()
+    peak_dtype = "bfloat16" if args.dtype == "mixed_bfloat16" else "float32"
+    peaks = [bm._local_peak(peak_dtype)]
+    logdir = tempfile.mkdtemp(prefix="profile_ops_")
+    tf.profiler.experimental.start(logdir)
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        call()
+    wall = (time.perf_counter() - start) / args.steps
+    tf.profiler.experimental.stop()
+    peaks.append(bm._local_peak(peak_dtype))
+    space = xplane_pb2.XSpace()
+    with open(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)[0], "rb") as f:
+        space.ParseFromString(f.read())
+    seconds, calls = collections.Counter(), collections.Counter()
+    for plane in space.planes:
+        for line in plane.lines:
+            if not line.name.startswith("tf_Compute"):
+                continue
+            for event in line.events:
+                name = plane.event_metadata[event.metadata_id].name
+                if name == "CpuExecutable::ExecuteAsyncOnStream":
+                    kind = XLA_CLASS
+                else:
+                    match = _KERNEL_EVENT.match(name)
+                    if not match or "::" in name:
+                        continue  # executor bookkeeping, not a kernel
+                    kind = op_class(match["node"], match["op"])
+                seconds[kind] += event.duration_ps / 1e12 / args.steps
+                calls[kind] += 1 / args.steps
+    result = {"wall_s": wall, "seconds": seconds, "calls": calls, "flops": flops}
+    print("RESULT " + json.dumps({**result, "peak": sum(peaks) / 2}))
+
+
+def worker_onednn(args):
+    os.environ["ONEDNN_VERBOSE"] = "1"
+    call = _step(args.dtype, args.mode)[0]
+    call()
+    call()
+    sys.stdout.flush()
+    print("=== step begins ===", flush=True)
+    call()
+    sys.stdout.flush()
+    print("=== step ends ===", flush=True)
+
+
+def onednn_breakdown(stdout):
+    """{(kind, implementation, source dtype): [calls, ms]} of the primitives between the
+    step markers of `worker_onednn`'s output, and oneDNN's ISA line."""
+    rows, isa, inside = collections.defaultdict(lambda: [0, 0.0]), None, False
+    for line in stdout.splitlines():
+        if line.startswith("=== step"):
+            inside = "begins" in line
+        elif "info,cpu,isa:" in line:
+            isa = line.split("isa:", 1)[1]
+        elif inside and line.startswith("onednn_verbose,") and ",exec," in line:
+            fields = line.split(",")
+            i = fields.index("exec")
+            kind, impl, descs = fields[i + 2], fields[i + 3] or "-", fields[i + 5]
+            src = re.search(r"src[:_]([a-z0-9]+)", descs)
+            row = rows[(kind, impl, src.group(1) if src else "-")]
+            row[0] += 1
+            row[1] += float(fields[-1])
+    return dict(rows), isa
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver
+# ---------------------------------------------------------------------------------------------
+
+
+def _run(worker, dtype, mode, args):
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", worker]
+    cmd += ["--dtypes", dtype, "--modes", mode, "--steps", str(args.steps)]
+    proc = subprocess.run(
+        cmd, env=bm.worker_env(), capture_output=True, text=True, timeout=args.timeout
+    )
+    if proc.returncode:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise RuntimeError(f"{worker} {dtype} {mode} failed: {tail[0][:300]}")
+    return proc.stdout
+
+
+def _profile_table(result):
+    total = sum(result["seconds"].values())
+    flops, peak, wall = result["flops"], result["peak"], result["wall_s"]
+    matmul = sum(v for k, v in result["seconds"].items() if "matmul" in k)
+    lines = [
+        f"Wall time per step {wall:.3f} s; summed kernel time per step {total:.3f} s. "
+        f"Model {flops / wall / 1e9:.0f} GFLOP/s against a tf.matmul 2048^3 peak of "
+        f"{peak / 1e9:.0f} GFLOP/s measured right before and after (MFU "
+        f"{100 * flops / wall / peak:.0f}%); the matrix-product kernels alone run the "
+        f"model's FLOPs at {100 * flops / max(matmul, 1e-9) / peak:.0f}% of that peak.",
+        "",
+        "| op class | kernel s / step | share | calls / step |",
+        "|---|---|---|---|",
+    ]
+    for kind, sec in sorted(result["seconds"].items(), key=lambda kv: -kv[1]):
+        lines.append(
+            f"| {kind} | {sec:.3f} | {100 * sec / total:.1f}% | {result['calls'][kind]:.0f} |"
+        )
+    return lines
+
+
+def _onednn_table(rows):
+    total = sum(ms for _, ms in rows.values())
+    lines = [
+        "| oneDNN primitive | implementation | src dtype | calls / step | ms / step | share |",
+        "|---|---|---|---|---|---|",
+    ]
+    for (kind, impl, src), (n, ms) in sorted(rows.items(), key=lambda kv: -kv[1][1]):
+        lines.append(
+            f"| {kind} | {impl} | {src} | {n} | {ms:.1f} | {100 * ms / max(total, 1e-9):.1f}% |"
+        )
+    return lines
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--dtypes", default="mixed_bfloat16", help="comma list of dtypes")
+    p.add_argument("--modes", default="infer,train", help="comma list of " + ", ".join(MODES))
+    p.add_argument("--steps", type=int, default=3, help="profiled steps per configuration")
+    p.add_argument("--timeout", type=int, default=1800, help="seconds per subprocess")
+    p.add_argument("--out", default=os.path.join(HERE, "results", "profile.md"))
+    p.add_argument("--worker", choices=("profile", "onednn"), help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker:
+        args.dtype, args.mode = args.dtypes, args.modes
+        return (worker_profile if args.worker == "profile" else worker_onednn)(args)
+
+    model, ncpu, isa_flags, load = bm._machine()
+    cmd = "python bench/profile_ops.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    lines = [
+        "# Step-time breakdown by op class and oneDNN primitive",
+        "",
+        f"Command: `{cmd.strip()}`",
+        "",
+        f"Machine: {model}, nproc {ncpu}, ISA flags {' '.join(isa_flags)}, "
+        f"TF_ENABLE_ONEDNN_OPTS={bm.onednn_setting()}, load average at start {load}; "
+        f"{bm._versions()}.",
+        "",
+    ]
+    isa_line = None
+    for dtype in args.dtypes.split(","):
+        for mode in args.modes.split(","):
+            profile = stdout_json(_run("profile", dtype, mode, args))
+            rows, isa = onednn_breakdown(_run("onednn", dtype, mode, args))
+            isa_line = isa_line or isa
+            title = {"infer": "inference, batch 32", "train": "forward+backward, batch 16"}
+            lines += [f"## {dtype}, {title.get(mode, 'pretraining step, batch 16')}", ""]
+            lines += _profile_table(profile) + [""] + _onednn_table(rows) + [""]
+            print(f"{dtype} {mode}: done", flush=True)
+    if isa_line:
+        lines.insert(6, f"oneDNN's ISA: {isa_line}.\n")
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        f.write("\n".join(lines))
+    print("\n".join(lines))
+    return 0
+
+
+def stdout_json(stdout):
+    for line in stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT ") :])
+    raise RuntimeError("no RESULT line: " + stdout[-300:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
