@@ -215,7 +215,9 @@ class ClassifierOptions(driver.RunOptions, ModelFileOptions):
     train_step: int = option(1000, "Optimizer steps.", minimum=1)
     warmup_step: int = option(0, "Linear warmup steps.", minimum=0)
     export_dir: str | None = option(
-        None, "Write a SavedModel (serving_default over ids, serve_text over raw strings) here."
+        None,
+        "Write a SavedModel here: serving_default over token ids (loads with TensorFlow "
+        "alone) and serve_text over raw strings (loading needs `import tensorflow_text`).",
     )
     threshold_to_export: float = option(
         float("nan"), "If set, the SavedModel also outputs this constant as `threshold`."
