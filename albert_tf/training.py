@@ -71,6 +71,23 @@ def object_checkpoints(directory) -> list[tuple[int, str]]:
     return sorted(found.items())
 
 
+def remove_orphaned_save_folders(directory) -> list[str]:
+    """Removes the `<prefix>_temp` folders a save killed mid-write left in `directory`
+    (TensorFlow writes a checkpoint's shards there, then renames them to `<prefix>.*`;
+    its docs say an orphaned one is safe to remove once no save is running). Returns the
+    removed paths. Call before the first save of a run, on the chief only."""
+    removed = []
+    for path in tf.io.gfile.glob(os.path.join(directory, "*_temp")):
+        name = os.path.basename(path)
+        if re.fullmatch(r"(model\.ckpt|" + CHECKPOINT_PREFIX + r")-\d+_temp", name):
+            if tf.io.gfile.isdir(path):
+                tf.io.gfile.rmtree(path)
+                removed.append(path)
+    if removed:
+        _logger.info("removed the unfinished save(s) of a killed run: %s", ", ".join(removed))
+    return removed
+
+
 def remove_checkpoint(prefix) -> None:
     """Deletes the files of the checkpoint `prefix` (index and data shards)."""
     for path in tf.io.gfile.glob(prefix + ".*"):
@@ -358,6 +375,8 @@ class Trainer:
             else os.path.join(self.output_dir, ".non_chief", str(os.getpid()))
         )
         saved = object_checkpoints(self.output_dir)  # the chief's, for all workers
+        if self.is_chief:
+            remove_orphaned_save_folders(self.output_dir)
         if saved:
             checkpoint.restore(saved[-1][1]).assert_existing_objects_matched()
             _logger.info("resumed from %s", saved[-1][1])

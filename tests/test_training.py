@@ -117,12 +117,17 @@ def test_resume_gives_identical_weights(tmp_path):
     make_trainer(first, opt1, tmp_path / "resumed", steps=4, batch=8, save_every=4).train(
         dataset_fn(8)
     )
+    # The first run was killed while saving step 6: its unfinished saves stay behind.
+    folder = tmp_path / "resumed"
+    for orphan in ("ckpt-6_temp", "model.ckpt-6_temp"):
+        (folder / orphan).mkdir()
+        (folder / orphan / "part-00000-of-00001.index").write_bytes(b"half")
+    (folder / "notes_temp").mkdir()  # not a checkpoint's: kept
     # A fresh process would start here: new model, new optimizer, same folder.
     second, opt2 = build(strategy, seed=99)
-    make_trainer(second, opt2, tmp_path / "resumed", steps=8, batch=8, save_every=4).train(
-        dataset_fn(8)
-    )
+    make_trainer(second, opt2, folder, steps=8, batch=8, save_every=4).train(dataset_fn(8))
     assert int(opt2.iterations.numpy()) == 8
+    assert sorted(p.name for p in folder.glob("*_temp")) == ["notes_temp"]
     for a, b in zip(weights(straight), weights(second)):
         np.testing.assert_array_equal(a, b)
 
