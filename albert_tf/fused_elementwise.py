@@ -170,6 +170,33 @@ attention_softmax = _xla_or_plain(_attention_softmax)
 attention_softmax_backward = _xla_or_plain(_attention_softmax_backward)
 
 
+def inference_attention_softmax(scores, adder, scale):
+    """softmax(scores * scale + adder) over the last axis, for inference: scores
+    [B, N, P, S] the bfloat16 output of a batch matrix product and nothing else,
+    adder [B, 1, 1, S] float32 (0 or the mask's large negative), scale a Python
+    float -> bfloat16 probabilities.
+
+    In a oneDNN graph (`_onednn_graph`), where `scale` is exact in bfloat16 (a power
+    of two: 1/8 for the head size 64 of every released model): the scale and the mask
+    as bfloat16 ops on the product, the pattern Grappler's remapper fuses into the
+    product itself (oneDNN's AMX matmul with post-ops, computed in float32 on the
+    accumulator before its one rounding), then oneDNN's softmax (float32 inside).
+    For every row with a real key the softmax's input equals the float32 loop's (the
+    scale is exact, the mask's -10000 rounds to -9984: exp gives 0 either way); the
+    step is 2x faster than product + loop (bench/results/profile_bf16_*.md).
+    Elsewhere the float32 loop `attention_softmax`."""
+    if scores.dtype == tf.bfloat16 and _exact_in_bfloat16(scale) and _onednn_graph():
+        # Grappler's shape inference can lose the mask's shape, and the remapper
+        # fuses only a mask of known broadcast dimensions.
+        mask = tf.ensure_shape(tf.cast(adder, tf.bfloat16), [None, 1, 1, None])
+        return tf.nn.softmax(scores * tf.constant(scale, tf.bfloat16) + mask, axis=-1)
+    return attention_softmax(scores, adder, tf.constant(scale, tf.float32))
+
+
+def _exact_in_bfloat16(value):
+    return float(tf.bfloat16.as_numpy_dtype(value)) == value
+
+
 def _residual_sum(x, bias, residual):  # public: residual_sum
     """x [..., H] (any float dtype) + bias [H] (any float dtype) + residual float32
     [..., H], in float32."""
@@ -191,26 +218,30 @@ def _sum_input(x, residual, bias=None):
     return x if residual is None else x + residual
 
 
-def _onednn_layer_norm_usable(s):
-    """Whether oneDNN's layer-norm kernel can run s [..., H] in the graph being traced.
-
-    `_MklLayerNorm` is the op Grappler's remapper makes out of Keras 2's layer
-    norm; our graphs never match its patterns (they need constant gamma and
-    beta), so it is created directly. It exists only in TensorFlow's oneDNN
-    CPU builds, has no gradient and no XLA lowering: plain ops in eager mode,
-    in XLA contexts (jit_compile, TPU), without oneDNN, unless `enabled()` (so
-    not with a GPU or TPU present); and while `tf.saved_model.save` traces, so
-    that a SavedModel loads on any build (functions traced before the save keep
-    their graphs: trace those inside `disabled()`)."""
+def _onednn_graph():
+    """Whether the graph being traced runs oneDNN's kernels and Grappler's fusions of
+    them: a oneDNN CPU build, `enabled()` (so not with a GPU or TPU present), graph
+    mode outside XLA contexts (jit_compile, TPU), and not while `tf.saved_model.save`
+    traces, so that a SavedModel loads on any build (functions traced before the save
+    keep their graphs: trace those inside `disabled()`)."""
     return (
         enabled()
         and not tf.executing_eagerly()
         and not _saving()
-        and s.dtype == tf.float32
-        and s.shape.rank in (2, 3)
         and not control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph())
-        and _onednn_layer_norm_registered()
+        and _onednn_registered()
     )
+
+
+def _onednn_layer_norm_usable(s):
+    """Whether oneDNN's layer-norm kernel can run s [..., H] in the graph being traced
+    (`_onednn_graph`).
+
+    `_MklLayerNorm` is the op Grappler's remapper makes out of Keras 2's layer
+    norm; our graphs never match its patterns (they need constant gamma and
+    beta), so it is created directly. It exists only in TensorFlow's oneDNN
+    CPU builds and has no gradient and no XLA lowering."""
+    return s.dtype == tf.float32 and s.shape.rank in (2, 3) and _onednn_graph()
 
 
 def _saving():
@@ -223,7 +254,7 @@ def _saving():
 
 
 @functools.cache
-def _onednn_layer_norm_registered():
+def _onednn_registered():
     try:  # TensorFlow internals: if they move, fall back to the plain ops
         from tensorflow.python.util import _pywrap_util_port
 

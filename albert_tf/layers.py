@@ -120,11 +120,12 @@ def attention_probs(scores, adder, scale, training=False):
     """softmax(scores * scale + adder) over the last axis: scores [B, N, P, S] (a
     bfloat16 product), adder [B, 1, 1, S] float32 -> probabilities in the scores'
     dtype, computed in float32 by one XLA loop (`float32_loops_for`), with a
-    hand-written gradient (one loop too) when training."""
-    scale = tf.constant(scale, tf.float32)
+    hand-written gradient (one loop too) when training; in inference graphs on
+    oneDNN, fused into the product and oneDNN's softmax instead
+    (`fused_elementwise.inference_attention_softmax`)."""
     if not training:
-        return fused_elementwise.attention_softmax(scores, adder, scale)
-    return _attention_probs_trainable(scores, adder, scale)
+        return fused_elementwise.inference_attention_softmax(scores, adder, scale)
+    return _attention_probs_trainable(scores, adder, tf.constant(scale, tf.float32))
 
 
 @tf.custom_gradient
@@ -565,6 +566,9 @@ class AlbertTransformerBlock(keras.layers.Layer):
             # axis are views, so no split pass is needed.
             if float32_loops_for(dtype):  # head-major kernel, see fused_qkv_weights
                 qkv = w.linear(tf.reshape(x_in, [1, batch, 1, seq, n * d]), "qkv", training)
+                # The loop's output has no shape for Grappler, whose fusion of the
+                # inference attention (`attention_probs`) needs q and k of known rank.
+                qkv = tf.ensure_shape(qkv, [3, None, n, None, d])
             else:  # one transpose of the whole product
                 qkv = w.linear(x_in, "qkv", training)
                 qkv = tf.transpose(tf.reshape(qkv, [batch, seq, 3, n, d]), [2, 0, 3, 1, 4])

@@ -96,6 +96,74 @@ def test_attention_softmax_and_its_gradient_match_float64(dtype):
     assert np.all(tf.cast(probs, tf.float64).numpy()[1, :, :, 4:] < 1e-30)  # masked keys
 
 
+def _grappler_op_types(fn, *args):
+    """Op types of fn's graph after Grappler's default passes, nodes placed on the CPU
+    (the remapper's fusions apply only there)."""
+    from tensorflow.core.protobuf import config_pb2
+    from tensorflow.python.grappler import tf_optimizer
+
+    concrete = tf.function(fn).get_concrete_function(*args)
+    meta = tf.compat.v1.train.export_meta_graph(
+        graph_def=concrete.graph.as_graph_def(), graph=concrete.graph
+    )
+    for node in meta.graph_def.node:
+        node.device = "/job:localhost/replica:0/task:0/device:CPU:0"
+    meta.collection_def["train_op"].node_list.value.extend(t.name for t in concrete.outputs)
+    graph = tf_optimizer.OptimizeGraph(config_pb2.ConfigProto(), meta)
+    return {n.op for n in graph.node} | {n.op for f in graph.library.function for n in f.node_def}
+
+
+@pytest.mark.parametrize("head_size", [64, 48])  # scale 1/8 exact in bfloat16; 1/sqrt(48) not
+def test_inference_attention_softmax_in_a_graph_matches_float64(head_size):
+    rng = np.random.default_rng(9)
+    q, k = (tf.cast(rng.normal(size=(2, 3, 5, head_size)), tf.bfloat16) for _ in range(2))
+    mask = np.ones((2, 7), np.float32)
+    mask[1, 4:] = 0
+    k = tf.concat([k, k[:, :, :2]], axis=2)  # 7 keys
+    adder = tf.constant((1.0 - mask)[:, None, None, :] * -10000.0)
+    scale = 1.0 / np.sqrt(head_size)
+
+    def probs(q, k, adder):
+        return fe.inference_attention_softmax(tf.matmul(q, k, transpose_b=True), adder, scale)
+
+    got = tf.function(probs)(q, k, adder)
+    q64, k64 = (tf.cast(t, tf.float64) for t in (q, k))
+    want = tf.nn.softmax(
+        tf.matmul(q64, k64, transpose_b=True) * scale + tf.cast(adder, tf.float64), axis=-1
+    )
+    assert got.dtype == tf.bfloat16
+    # One bfloat16 rounding of the product (the fused path rounds it once, after the
+    # scale) and one of the probabilities.
+    np.testing.assert_allclose(tf.cast(got, tf.float64), want, rtol=2**-6, atol=2**-9)
+    assert np.all(tf.cast(got, tf.float64).numpy()[1, :, :, 4:] < 1e-30)  # masked keys
+    # oneDNN's softmax right in the graph, or the float32 loop (an XLA function).
+    graph = tf.function(probs).get_concrete_function(q, k, adder).graph
+    fused = head_size == 64 and fe._onednn_registered()
+    assert ("Softmax" in {op.type for op in graph.get_operations()}) == fused
+
+
+@pytest.mark.skipif(not fe._onednn_registered(), reason="TensorFlow built without oneDNN")
+def test_bfloat16_inference_attention_is_fused_into_its_product_by_grappler():
+    """The pattern `inference_attention_softmax` leaves must reach the remapper intact
+    in the whole model's graph: no other op between the scores product, the scale
+    and the mask, and shapes Grappler can see."""
+    import keras
+    from test_modeling import CONFIGS, make_inputs
+
+    from albert_tf.modeling import AlbertModel
+
+    cfg = CONFIGS["shared_gelu"]  # head size 4: the scale 1/2 is exact in bfloat16
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        model = AlbertModel(cfg)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    inputs = {k: tf.constant(v) for k, v in make_inputs(cfg).items() if k != "masked_lm_positions"}
+    model(inputs)
+    ops = _grappler_op_types(lambda x: model(x)["sequence_output"], inputs)
+    assert "_MklFusedBatchMatMulV2" in ops, sorted(ops)
+
+
 def test_layer_norm_forward_adds_the_residual_first():
     rng = np.random.default_rng(3)
     x, residual = (rng.normal(size=(6, 32)).astype(np.float32) for _ in range(2))
@@ -185,7 +253,7 @@ def _graph_op_types(fn, *args, jit_compile=False):
 
 
 @pytest.mark.skipif(
-    not fe._onednn_layer_norm_registered(),
+    not fe._onednn_registered(),
     reason="TensorFlow built without oneDNN's layer-norm kernel",
 )
 def test_inference_layer_norm_uses_onednn_kernel_only_where_it_can():
@@ -207,7 +275,7 @@ def test_inference_layer_norm_uses_onednn_kernel_only_where_it_can():
 
 
 @pytest.mark.skipif(
-    not fe._onednn_layer_norm_registered(),
+    not fe._onednn_registered(),
     reason="TensorFlow built without oneDNN's layer-norm kernel",
 )
 def test_saved_model_traced_by_save_has_no_onednn_layer_norm(tmp_path):

@@ -141,7 +141,7 @@ def test_forced_accelerator_model_has_only_standard_ops_and_matches(name):
     # The CPU paths differ indeed: fused loops, custom gradients, oneDNN's layer norm.
     cpu_train_types, cpu_xla = _op_types_and_xla_functions(cpu_fns[1])
     assert cpu_xla and "IdentityN" in cpu_train_types
-    if fused_elementwise._onednn_layer_norm_registered():
+    if fused_elementwise._onednn_registered():
         assert "_MklLayerNorm" in _op_types_and_xla_functions(cpu_fns[0])[0]
 
     want = albert_numpy.forward(
