@@ -255,6 +255,12 @@ def test_mixed_bfloat16_policy():
         # In a graph, too: there oneDNN builds fuse the attention's scale and mask into
         # its product (fused_elementwise.inference_attention_softmax).
         traced = tf.function(model)({k: tf.constant(v) for k, v in inputs.items()})
+        # The encoder alone computes every row: fused Q/K/V, and the attention's scale
+        # and mask fused into its product.
+        encoder_inputs = {
+            k: tf.constant(inputs[k]) for k in ("input_ids", "input_mask", "segment_ids")
+        }
+        encoded = tf.function(model.albert)(encoder_inputs)["sequence_output"]
         block = model.albert.groups[0][0]
         assert block.compute_dtype == "bfloat16"
         assert block.query.kernel.dtype == "float32"
@@ -265,6 +271,8 @@ def test_mixed_bfloat16_policy():
         for got in (out[key], traced[key]):
             assert got.dtype == tf.float32
             assert_rel_close(got, ref[key], tol=3e-2)
+    assert encoded.dtype == tf.float32
+    assert_rel_close(encoded, ref["sequence_output"], tol=3e-2)
 
 
 def test_mixed_bfloat16_training_gradients_match_float32():
