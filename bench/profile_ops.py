@@ -44,7 +44,13 @@ import bench_model as bm  # noqa: E402  (model steps, machine description, subpr
 MODES = ("infer", "train", "pretrain")
 # Op class -> TensorFlow op types (oneDNN builds rename kernels: _Mkl*).
 OP_CLASSES = {
-    "matmul (oneDNN matmul)": ("_MklMatMul", "_MklBatchMatMulV2", "MatMul", "BatchMatMulV2"),
+    "matmul (oneDNN matmul)": (
+        "_MklMatMul",
+        "_MklBatchMatMulV2",
+        "_MklFusedBatchMatMulV2",
+        "MatMul",
+        "BatchMatMulV2",
+    ),
     "fused matmul (oneDNN inner product)": (
         "_MklNativeFusedMatMul",
         "_MklFusedMatMul",
