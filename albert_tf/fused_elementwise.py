@@ -33,7 +33,7 @@ What is fused, and what is not (measured on the bench machine):
     gradient, one loop each (`attention_softmax`; float32 keeps the op chain
     and oneDNN's softmax kernel). In inference graphs on oneDNN the scale and
     mask go into the scores' product instead, as post-ops of oneDNN's AMX
-    matmul, followed by oneDNN's softmax (`inference_attention_softmax`).
+    matmul, followed by oneDNN's softmax (`product_attention_softmax`).
 
 Results equal the plain ops to float32 rounding (XLA's tanh differs in the
 last bits). Whether these kernels are used is the speed-path decision
@@ -172,27 +172,32 @@ attention_softmax = _xla_or_plain(_attention_softmax)
 attention_softmax_backward = _xla_or_plain(_attention_softmax_backward)
 
 
-def inference_attention_softmax(scores, adder, scale):
-    """softmax(scores * scale + adder) over the last axis, for inference: scores
-    [B, N, P, S] the bfloat16 output of a batch matrix product and nothing else,
-    adder [B, 1, 1, S] float32 (0 or the mask's large negative), scale a Python
-    float -> bfloat16 probabilities.
+def product_attention_softmax(scores, adder, scale):
+    """softmax(scores * scale + adder) over the last axis, fused into the scores'
+    product: scores [B, N, P, S] the bfloat16 output of a batch matrix product and
+    nothing else, adder [B, 1, 1, S] float32 (0 or the mask's large negative), scale
+    a Python float -> bfloat16 probabilities; None where `product_fusable` is not.
 
-    In a oneDNN graph (`_onednn_graph`), where `scale` is exact in bfloat16 (a power
-    of two: 1/8 for the head size 64 of every released model): the scale and the mask
-    as bfloat16 ops on the product, the pattern Grappler's remapper fuses into the
-    product itself (oneDNN's AMX matmul with post-ops, computed in float32 on the
-    accumulator before its one rounding), then oneDNN's softmax (float32 inside).
-    For every row with a real key the softmax's input equals the float32 loop's (the
-    scale is exact, the mask's -10000 rounds to -9984: exp gives 0 either way); the
-    step is 2x faster than product + loop (bench/results/profile_bf16_*.md).
-    Elsewhere the float32 loop `attention_softmax`."""
-    if scores.dtype == tf.bfloat16 and _exact_in_bfloat16(scale) and _onednn_graph():
-        # Grappler's shape inference can lose the mask's shape, and the remapper
-        # fuses only a mask of known broadcast dimensions.
-        mask = tf.ensure_shape(tf.cast(adder, tf.bfloat16), [None, 1, 1, None])
-        return tf.nn.softmax(scores * tf.constant(scale, tf.bfloat16) + mask, axis=-1)
-    return attention_softmax(scores, adder, tf.constant(scale, tf.float32))
+    The scale and the mask as bfloat16 ops on the product: the pattern Grappler's
+    remapper fuses into the product itself (oneDNN's AMX matmul with post-ops, computed
+    in float32 on the accumulator before its one rounding); then oneDNN's softmax
+    (float32 inside). For every row with a real key the softmax's input equals the
+    float32 loop's (the scale is a power of two; the mask's -10000 rounds to -9984 in
+    bfloat16, and exp gives 0 either way). A whole step is about 6% faster in
+    inference than with product + `attention_softmax` (docs/benchmarks.md)."""
+    if not product_fusable(scores, scale):
+        return None
+    # Grappler's shape inference can lose the mask's shape, and the remapper fuses
+    # only a mask whose broadcast dimensions it knows.
+    mask = tf.ensure_shape(tf.cast(adder, tf.bfloat16), [None, 1, 1, None])
+    return tf.nn.softmax(scores * tf.constant(scale, tf.bfloat16) + mask, axis=-1)
+
+
+def product_fusable(scores, scale):
+    """Whether `product_attention_softmax` applies: bfloat16 scores in a oneDNN graph
+    (`_onednn_graph`) and a scale exact in bfloat16 (a power of two: 1/8 for the head
+    size 64 of every released model)."""
+    return scores.dtype == tf.bfloat16 and _exact_in_bfloat16(scale) and _onednn_graph()
 
 
 def _exact_in_bfloat16(value):

@@ -118,25 +118,32 @@ def float32_loops_for(dtype):
 
 def attention_probs(scores, adder, scale, training=False):
     """softmax(scores * scale + adder) over the last axis: scores [B, N, P, S] (a
-    bfloat16 product), adder [B, 1, 1, S] float32 -> probabilities in the scores'
-    dtype, computed in float32 by one XLA loop (`float32_loops_for`), with a
-    hand-written gradient (one loop too) when training; in inference graphs on
-    oneDNN, fused into the product and oneDNN's softmax instead
-    (`fused_elementwise.inference_attention_softmax`)."""
+    bfloat16 product), adder [B, 1, 1, S] float32, scale a Python float ->
+    probabilities in the scores' dtype, computed in float32: in oneDNN graphs fused
+    into the product and oneDNN's softmax (`fused_elementwise.product_attention_softmax`),
+    elsewhere by one XLA loop (`float32_loops_for`); when training, with a
+    hand-written gradient (one loop too)."""
     if not training:
-        return fused_elementwise.inference_attention_softmax(scores, adder, scale)
-    return _attention_probs_trainable(scores, adder, tf.constant(scale, tf.float32))
+        probs = fused_elementwise.product_attention_softmax(scores, adder, scale)
+        if probs is None:
+            probs = fused_elementwise.attention_softmax(scores, adder, tf.constant(scale))
+        return probs
+    scale_tensor = tf.constant(scale, tf.float32)
 
+    @tf.custom_gradient
+    def trainable(scores, adder):
+        probs = fused_elementwise.product_attention_softmax(scores, adder, scale)
+        if probs is None:  # stop_gradient: see gelu_tanh_trainable.
+            probs = fused_elementwise.attention_softmax(
+                tf.stop_gradient(scores), adder, scale_tensor
+            )
 
-@tf.custom_gradient
-def _attention_probs_trainable(scores, adder, scale):
-    # stop_gradient: see gelu_tanh_trainable.
-    probs = fused_elementwise.attention_softmax(tf.stop_gradient(scores), adder, scale)
+        def grad(dprobs):
+            return fused_elementwise.attention_softmax_backward(dprobs, probs, scale_tensor), None
 
-    def grad(dprobs):
-        return fused_elementwise.attention_softmax_backward(dprobs, probs, scale), None, None
+        return probs, grad
 
-    return probs, grad
+    return trainable(scores, adder)
 
 
 @tf.custom_gradient

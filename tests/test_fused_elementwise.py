@@ -114,7 +114,7 @@ def _grappler_op_types(fn, *args):
 
 
 @pytest.mark.parametrize("head_size", [64, 48])  # scale 1/8 exact in bfloat16; 1/sqrt(48) not
-def test_inference_attention_softmax_in_a_graph_matches_float64(head_size):
+def test_product_attention_softmax_in_a_graph_matches_float64(head_size):
     rng = np.random.default_rng(9)
     q, k = (tf.cast(rng.normal(size=(2, 3, 5, head_size)), tf.bfloat16) for _ in range(2))
     mask = np.ones((2, 7), np.float32)
@@ -124,7 +124,9 @@ def test_inference_attention_softmax_in_a_graph_matches_float64(head_size):
     scale = 1.0 / np.sqrt(head_size)
 
     def probs(q, k, adder):
-        return fe.inference_attention_softmax(tf.matmul(q, k, transpose_b=True), adder, scale)
+        scores = tf.matmul(q, k, transpose_b=True)
+        probs = fe.product_attention_softmax(scores, adder, scale)
+        return fe.attention_softmax(scores, adder, tf.constant(scale)) if probs is None else probs
 
     got = tf.function(probs)(q, k, adder)
     q64, k64 = (tf.cast(t, tf.float64) for t in (q, k))
@@ -144,7 +146,7 @@ def test_inference_attention_softmax_in_a_graph_matches_float64(head_size):
 
 @pytest.mark.skipif(not fe._onednn_registered(), reason="TensorFlow built without oneDNN")
 def test_bfloat16_inference_attention_is_fused_into_its_product_by_grappler():
-    """The pattern `inference_attention_softmax` leaves must reach the remapper intact
+    """The pattern `product_attention_softmax` leaves must reach the remapper intact
     in the whole model's graph: no other op between the scores product, the scale
     and the mask, and shapes Grappler can see."""
     import keras

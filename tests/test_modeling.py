@@ -253,7 +253,7 @@ def test_mixed_bfloat16_policy():
         set_weights(model, weights)
         out = model(inputs)
         # In a graph, too: there oneDNN builds fuse the attention's scale and mask into
-        # its product (fused_elementwise.inference_attention_softmax).
+        # its product (fused_elementwise.product_attention_softmax).
         traced = tf.function(model)({k: tf.constant(v) for k, v in inputs.items()})
         # The encoder alone computes every row: fused Q/K/V, and the attention's scale
         # and mask fused into its product.
