@@ -149,19 +149,10 @@ def test_bfloat16_inference_attention_is_fused_into_its_product_by_grappler():
     """The pattern `product_attention_softmax` leaves must reach the remapper intact
     in the whole model's graph: no other op between the scores product, the scale
     and the mask, and shapes Grappler can see."""
-    import keras
-    from test_modeling import CONFIGS, make_inputs
+    from test_modeling import CONFIGS, built_encoder
 
-    from albert_tf.modeling import AlbertModel
-
-    cfg = CONFIGS["shared_gelu"]  # head size 4: the scale 1/2 is exact in bfloat16
-    keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    try:
-        model = AlbertModel(cfg)
-    finally:
-        keras.mixed_precision.set_global_policy("float32")
-    inputs = {k: tf.constant(v) for k, v in make_inputs(cfg).items() if k != "masked_lm_positions"}
-    model(inputs)
+    # Head size 4: the scale 1/2 is exact in bfloat16.
+    model, inputs = built_encoder(CONFIGS["shared_gelu"], "mixed_bfloat16")
     ops = _grappler_op_types(lambda x: model(x)["sequence_output"], inputs)
     assert "_MklFusedBatchMatMulV2" in ops, sorted(ops)
 

@@ -324,13 +324,8 @@ def test_jit_compile_matches_eager():
     assert_rel_close(compiled["mlm_logits"], eager["mlm_logits"], tol=1e-5)
 
 
-@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
-def test_training_step_calls_the_plain_gelu_loop(policy):
-    """The GELU forward (bfloat16: also the bias and layer-norm input loops) has its
-    own gradient; a recording tape must not switch its compiled loop to the
-    autodiff variant that also writes out every intermediate (seen through the
-    shared-kernel encoder: 5x slower)."""
-    cfg = CONFIGS["shared_gelu"]
+def built_encoder(cfg, policy):
+    """(AlbertModel of cfg built under the Keras dtype policy, its encoder inputs)."""
     keras.mixed_precision.set_global_policy(policy)
     try:
         model = AlbertModel(cfg)
@@ -338,6 +333,16 @@ def test_training_step_calls_the_plain_gelu_loop(policy):
         keras.mixed_precision.set_global_policy("float32")
     inputs = {k: tf.constant(v) for k, v in make_inputs(cfg).items() if k != "masked_lm_positions"}
     model(inputs)
+    return model, inputs
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_training_step_calls_the_plain_gelu_loop(policy):
+    """The GELU forward (bfloat16: also the bias and layer-norm input loops) has its
+    own gradient; a recording tape must not switch its compiled loop to the
+    autodiff variant that also writes out every intermediate (seen through the
+    shared-kernel encoder: 5x slower)."""
+    model, inputs = built_encoder(CONFIGS["shared_gelu"], policy)
 
     @tf.function
     def step(x):
