@@ -31,9 +31,10 @@ What is fused, and what is not (measured on the bench machine):
     in the loop that sums the layer norm's input instead (`residual_sum`).
   * bfloat16 attention: scale, mask and softmax of the scores, and its
     gradient, one loop each (`attention_softmax`; float32 keeps the op chain
-    and oneDNN's softmax kernel). In inference graphs on oneDNN the scale and
-    mask go into the scores' product instead, as post-ops of oneDNN's AMX
-    matmul, followed by oneDNN's softmax (`product_attention_softmax`).
+    and oneDNN's softmax kernel). In oneDNN graphs the scale and mask go into
+    the scores' product instead (inference and the training forward pass), as
+    post-ops of oneDNN's AMX matmul, followed by oneDNN's softmax
+    (`product_attention_softmax`).
 
 Results equal the plain ops to float32 rounding (XLA's tanh differs in the
 last bits). Whether these kernels are used is the speed-path decision
