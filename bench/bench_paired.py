@@ -1,19 +1,22 @@
-"""Benchmark: ours vs keras-hub as paired calls in one process, for ratios that hold on a
-noisy machine.
+"""Benchmark: paired calls in one process, for ratios that hold on a noisy machine.
 
     python bench/bench_paired.py [--dtypes float32,mixed_bfloat16] [--modes infer,train]
-        [--pairs 10] [--out bench/results/paired.md]
+        [--pretraining_seqs 128:16,512:4] [--pairs 10] [--out bench/results/paired.md]
 
-bench_model.py runs each configuration in its own subprocess, minutes apart; on a shared
-virtual machine the compute available drifts by 20% or more within minutes (the same code
-measured 2.1 to 3.1 seq/s in one hour), which swamps differences of a few percent. Here,
-for each (dtype, mode), one subprocess builds both models (bench_model.model_call: the
-same ALBERT-base, random weights, seq 128, inference batch 32 / forward+backward batch
-16, no XLA), warms both, then times --pairs pairs of calls, alternating which goes first
-(ABBA...). Each pair's ratio keras-hub time / our time sees the same machine state; the
-table gives the median pair ratio with its range, each side's median rate, and our MFU
-against tf.matmul peak probes (2048^3, the dtype's) taken before, between and after the
-pairs (the median probe).
+bench_model.py and bench_pretraining.py run each configuration in its own subprocess,
+minutes apart; on a shared virtual machine the compute available drifts by 20% or more
+within minutes (the same code measured 2.1 to 3.1 seq/s in one hour), which swamps
+differences of a few percent. Here one subprocess per comparison builds both sides, warms
+both, then times --pairs pairs of calls, alternating which goes first (ABBA...), so that
+each pair's ratio sees the same machine state; tables give the median pair ratio with its
+range and each side's median rate.
+
+  * Encoder cells (--dtypes x --modes): ours vs keras-hub (bench_model.model_call: the same
+    ALBERT-base, random weights, seq 128, inference batch 32 / forward+backward batch 16,
+    no XLA), with our MFU against tf.matmul peak probes (2048^3, the dtype's) taken before,
+    between and after the pairs (the median probe).
+  * --pretraining_seqs: our full pretraining step (bench_pretraining's) in float32 vs
+    mixed_bfloat16, the two models built side by side (each under its dtype policy).
 """
 
 from __future__ import annotations
@@ -34,7 +37,27 @@ import bench_model as bm  # noqa: E402  (model steps, FLOPs, peak probe, machine
 PEERS = ("ours", "keras_hub")
 
 
-def worker(dtype, mode, pairs):
+def _paired_seconds(calls, pairs):
+    """{name: [seconds of each timed call]}: `pairs` rounds of one call of each, the
+    order alternating from round to round (ABBA...)."""
+    names = list(calls)
+    seconds = {name: [] for name in names}
+    for i in range(pairs):
+        for name in names if i % 2 == 0 else names[::-1]:
+            start = time.perf_counter()
+            calls[name]()
+            seconds[name].append(time.perf_counter() - start)
+    return seconds
+
+
+def _ratio_summary(numerator, denominator):
+    """Median, min and max of the per-pair ratios numerator / denominator."""
+    ratios = [n / d for n, d in zip(numerator, denominator)]
+    return {"ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios)}
+
+
+def worker_encoder(dtype, mode, pairs):
+    """Ours vs keras-hub, one encoder cell."""
     from albert_tf import config as albert_config
 
     batch = 16 if mode == "train" else 32
@@ -45,18 +68,12 @@ def worker(dtype, mode, pairs):
         call()
     peak_dtype = "bfloat16" if dtype == "mixed_bfloat16" else "float32"
     peaks = [bm._local_peak(peak_dtype)]
-    seconds = {impl: [] for impl in PEERS}
-    for i in range(pairs):
-        order = PEERS if i % 2 == 0 else PEERS[::-1]
-        for impl in order:
-            start = time.perf_counter()
-            calls[impl]()
-            seconds[impl].append(time.perf_counter() - start)
-        if i == pairs // 2:
-            peaks.append(bm._local_peak(peak_dtype))
+    first = _paired_seconds(calls, pairs // 2)
     peaks.append(bm._local_peak(peak_dtype))
+    second = _paired_seconds(calls, pairs - pairs // 2)
+    peaks.append(bm._local_peak(peak_dtype))
+    seconds = {impl: first[impl] + second[impl] for impl in PEERS}
     flops = bm.model_flops(albert_config.preset("albert_base_v2"), batch, 128, mode == "train")
-    ratios = [k / o for o, k in zip(seconds["ours"], seconds["keras_hub"])]
     ours_s = statistics.median(seconds["ours"])
     return {
         "dtype": dtype,
@@ -64,46 +81,80 @@ def worker(dtype, mode, pairs):
         "batch": batch,
         "ours": batch / ours_s,
         "keras_hub": batch / statistics.median(seconds["keras_hub"]),
-        "ratio": statistics.median(ratios),
-        "ratio_min": min(ratios),
-        "ratio_max": max(ratios),
+        **_ratio_summary(seconds["keras_hub"], seconds["ours"]),
         "mfu": flops / ours_s / statistics.median(peaks),
         "peaks": peaks,
     }
 
 
+def worker_pretraining(seq, batch, pairs):
+    """Our full pretraining step (bench_pretraining's) in float32 vs mixed_bfloat16."""
+    import bench_pretraining as bp
+
+    dtypes = ("float32", "mixed_bfloat16")
+    calls = {
+        dtype: bp._step_fn("ours", "albert_base_v2", dtype, False, batch, seq, os.cpu_count())
+        for dtype in dtypes
+    }
+    for call in list(calls.values()) * 2:
+        call()
+    seconds = _paired_seconds(calls, pairs)
+    return {
+        "seq": seq,
+        "batch": batch,
+        **{dtype: batch / statistics.median(seconds[dtype]) for dtype in dtypes},
+        **_ratio_summary(seconds["float32"], seconds["mixed_bfloat16"]),
+    }
+
+
+def _run_worker(args, *worker_args):
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", *map(str, worker_args)]
+    cmd += ["--pairs", str(args.pairs)]
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=args.timeout, env=bm.worker_env()
+    )
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    if not line:
+        sys.exit(f"{' '.join(map(str, worker_args))} failed:\n{proc.stderr[-3000:]}")
+    result = json.loads(line[-1][len("RESULT ") :])
+    print(result, flush=True)
+    return result
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--dtypes", default="float32,mixed_bfloat16")
-    p.add_argument("--modes", default="infer,train")
+    p.add_argument("--dtypes", default="float32,mixed_bfloat16", help="encoder cells' dtypes")
+    p.add_argument("--modes", default="infer,train", help="encoder cells' modes ('' for none)")
+    p.add_argument(
+        "--pretraining_seqs",
+        default="",
+        help="seq:batch list: our float32 vs bfloat16 pretraining step at each (e.g. 128:16,512:4)",
+    )
     p.add_argument("--pairs", type=int, default=10, help="timed pairs per configuration")
     p.add_argument("--timeout", type=int, default=1800, help="seconds per configuration")
     p.add_argument("--out", default=os.path.join(HERE, "results", "paired.md"))
-    p.add_argument("--worker", nargs=2, metavar=("DTYPE", "MODE"), help=argparse.SUPPRESS)
+    p.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
-        print("RESULT " + json.dumps(worker(*args.worker, args.pairs)))
+        kind, a, b = args.worker
+        if kind == "encoder":
+            result = worker_encoder(a, b, args.pairs)
+        else:
+            result = worker_pretraining(int(a), int(b), args.pairs)
+        print("RESULT " + json.dumps(result))
         return
     model, nproc, isa, load = bm._machine()
-    rows = []
-    for dtype in args.dtypes.split(","):
-        for mode in args.modes.split(","):
-            cmd = [sys.executable, os.path.abspath(__file__), "--worker", dtype, mode]
-            cmd += ["--pairs", str(args.pairs)]
-            proc = subprocess.run(
-                cmd,
-                capture_output=True,
-                text=True,
-                timeout=args.timeout,
-                env=bm.worker_env(),
-            )
-            line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
-            if not line:
-                sys.exit(f"{dtype} {mode} failed:\n{proc.stderr[-3000:]}")
-            rows.append(json.loads(line[-1][len("RESULT ") :]))
-            print(rows[-1], flush=True)
+    encoder = [
+        _run_worker(args, "encoder", dtype, mode)
+        for dtype in args.dtypes.split(",")
+        for mode in filter(None, args.modes.split(","))
+    ]
+    pretraining = [
+        _run_worker(args, "pretraining", *pair.split(":"))
+        for pair in filter(None, args.pretraining_seqs.split(","))
+    ]
     lines = [
-        "# ours vs keras-hub, paired calls in one process",
+        "# Paired calls in one process",
         "",
         f"Command: `python bench/bench_paired.py {' '.join(argv or sys.argv[1:])}`",
         "",
@@ -111,22 +162,45 @@ def main(argv=None):
         f"TF_ENABLE_ONEDNN_OPTS={bm.onednn_setting()}, load average at start {load}; "
         f"{bm._versions()}.",
         "",
-        "ALBERT-base, seq 128, random weights, no XLA. Rates: median over "
-        f"{args.pairs} pairs (sequences/s). Ratio: median of the per-pair ratios "
-        "(keras-hub time / our time) with their range. MFU: our model FLOP/s against the "
-        "median tf.matmul 2048^3 probe of the dtype (GFLOP/s listed).",
-        "",
-        "| dtype | mode | batch | ours | keras-hub | ratio (range) | our MFU | peak probes |",
-        "|---|---|---:|---:|---:|---|---:|---|",
+        "ALBERT-base, random weights, no XLA. Rates: median over "
+        f"{args.pairs} pairs. Ratios: median of the per-pair ratios with their range.",
     ]
-    for r in rows:
-        mode = "inference" if r["mode"] == "infer" else "fwd+bwd"
-        peaks = ", ".join(f"{x / 1e9:.0f}" for x in r["peaks"])
-        lines.append(
-            f"| {r['dtype']} | {mode} | {r['batch']} | {r['ours']:.2f} | {r['keras_hub']:.2f} "
-            f"| {r['ratio']:.2f}x ({r['ratio_min']:.2f}-{r['ratio_max']:.2f}) "
-            f"| {r['mfu']:.0%} | {peaks} |"
-        )
+    if encoder:
+        lines += [
+            "",
+            "## Encoder: ours vs keras-hub",
+            "",
+            "Seq 128, sequences/s. Ratio: keras-hub time / our time. MFU: our model FLOP/s "
+            "against the median tf.matmul 2048^3 probe of the dtype (GFLOP/s listed).",
+            "",
+            "| dtype | mode | batch | ours | keras-hub | ratio (range) | our MFU | peak probes |",
+            "|---|---|---:|---:|---:|---|---:|---|",
+        ]
+        for r in encoder:
+            mode = "inference" if r["mode"] == "infer" else "fwd+bwd"
+            peaks = ", ".join(f"{x / 1e9:.0f}" for x in r["peaks"])
+            lines.append(
+                f"| {r['dtype']} | {mode} | {r['batch']} | {r['ours']:.2f} "
+                f"| {r['keras_hub']:.2f} "
+                f"| {r['ratio']:.2f}x ({r['ratio_min']:.2f}-{r['ratio_max']:.2f}) "
+                f"| {r['mfu']:.0%} | {peaks} |"
+            )
+    if pretraining:
+        lines += [
+            "",
+            "## Our pretraining step: float32 vs mixed_bfloat16",
+            "",
+            "bench_pretraining's step (MLM + SOP, LAMB, clipping), examples/s. Ratio: float32 "
+            "time / bfloat16 time.",
+            "",
+            "| seq | batch | float32 | mixed_bfloat16 | ratio (range) |",
+            "|---:|---:|---:|---:|---|",
+        ]
+        for r in pretraining:
+            lines.append(
+                f"| {r['seq']} | {r['batch']} | {r['float32']:.2f} | {r['mixed_bfloat16']:.2f} "
+                f"| {r['ratio']:.2f}x ({r['ratio_min']:.2f}-{r['ratio_max']:.2f}) |"
+            )
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")
