@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import os
 import statistics
 import subprocess
@@ -156,7 +157,7 @@ def main(argv=None):
     lines = [
         "# Paired calls in one process",
         "",
-        f"Command: `python bench/bench_paired.py {' '.join(argv or sys.argv[1:])}`",
+        f"Command: `python bench/bench_paired.py {shlex.join(argv or sys.argv[1:])}`",
         "",
         f"Machine: {model}, nproc {nproc}, ISA flags {' '.join(isa)}, "
         f"TF_ENABLE_ONEDNN_OPTS={bm.onednn_setting()}, load average at start {load}; "
