@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import os
+import shlex
 import statistics
 import subprocess
 import sys
