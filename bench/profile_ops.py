@@ -7,7 +7,8 @@ For each (dtype, mode), in its own subprocess, our model's step as the benchmark
 
   * infer / train: bench_model's inference (batch 32) and forward+backward (batch 16) of
     ALBERT-base at seq 128;
-  * pretrain: bench_pretraining's full step (MLM + SOP loss, LAMB, clipping; batch 16).
+  * pretrain: bench_pretraining's full step (MLM + SOP loss, LAMB, clipping; seq 128 and
+    batch 16 unless --pretrain_shape).
 
 Two looks at the same step:
 
@@ -84,16 +85,17 @@ def op_class(node, op):
 # ---------------------------------------------------------------------------------------------
 
 
-def _step(dtype, mode):
-    """(step callable, its analytic matmul FLOPs)."""
+def _step(dtype, mode, pretrain_shape):
+    """(step callable, its analytic matmul FLOPs); pretrain_shape "seq:batch"."""
     import bench_pretraining as bp
 
     from albert_tf import config as albert_config
 
     cfg = albert_config.preset("albert_base_v2")
     if mode == "pretrain":
-        call = bp._step_fn("ours", "albert_base_v2", dtype, False, 16, 128, os.cpu_count())
-        return call, bp.pretraining_flops(cfg, 16, 128)
+        seq, batch = map(int, pretrain_shape.split(":"))
+        call = bp._step_fn("ours", "albert_base_v2", dtype, False, batch, seq, os.cpu_count())
+        return call, bp.pretraining_flops(cfg, batch, seq)
     batch = 16 if mode == "train" else 32
     call = bm.model_call("ours", dtype, False, mode, batch, 128, os.cpu_count())
     return call, bm.model_flops(cfg, batch, 128, mode == "train")
@@ -103,7 +105,7 @@ def worker_profile(args):
     import tensorflow as tf
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-    call, flops = _step(args.dtype, args.mode)
+    call, flops = _step(args.dtype, args.mode, args.pretrain_shape)
     call()
     call()
     peak_dtype = "bfloat16" if args.dtype == "mixed_bfloat16" else "float32"
@@ -141,7 +143,7 @@ def worker_profile(args):
 
 def worker_onednn(args):
     os.environ["ONEDNN_VERBOSE"] = "1"
-    call = _step(args.dtype, args.mode)[0]
+    call = _step(args.dtype, args.mode, args.pretrain_shape)[0]
     call()
     call()
     sys.stdout.flush()
@@ -179,6 +181,7 @@ def onednn_breakdown(stdout):
 def _run(worker, dtype, mode, args):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", worker]
     cmd += ["--dtypes", dtype, "--modes", mode, "--steps", str(args.steps)]
+    cmd += ["--pretrain_shape", args.pretrain_shape]
     proc = subprocess.run(
         cmd, env=bm.worker_env(), capture_output=True, text=True, timeout=args.timeout
     )
@@ -227,6 +230,7 @@ def main(argv=None):
     p.add_argument("--dtypes", default="mixed_bfloat16", help="comma list of dtypes")
     p.add_argument("--modes", default="infer,train", help="comma list of " + ", ".join(MODES))
     p.add_argument("--steps", type=int, default=3, help="profiled steps per configuration")
+    p.add_argument("--pretrain_shape", default="128:16", help="seq:batch of the pretrain mode")
     p.add_argument("--timeout", type=int, default=1800, help="seconds per subprocess")
     p.add_argument("--out", default=os.path.join(HERE, "results", "profile.md"))
     p.add_argument("--worker", choices=("profile", "onednn"), help=argparse.SUPPRESS)
@@ -254,7 +258,9 @@ def main(argv=None):
             rows, isa = onednn_breakdown(_run("onednn", dtype, mode, args))
             isa_line = isa_line or isa
             title = {"infer": "inference, batch 32", "train": "forward+backward, batch 16"}
-            lines += [f"## {dtype}, {title.get(mode, 'pretraining step, batch 16')}", ""]
+            seq, batch = args.pretrain_shape.split(":")
+            pretrain = f"pretraining step, seq {seq}, batch {batch}"
+            lines += [f"## {dtype}, {title.get(mode, pretrain)}", ""]
             lines += _profile_table(profile) + [""] + _onednn_table(rows) + [""]
             print(f"{dtype} {mode}: done", flush=True)
     if isa_line:
