@@ -123,12 +123,12 @@ def attention_probs(scores, adder, scale, training=False):
     into the product and oneDNN's softmax (`fused_elementwise.product_attention_softmax`),
     elsewhere by one XLA loop (`float32_loops_for`); when training, with a
     hand-written gradient (one loop too)."""
+    scale_tensor = tf.constant(scale, tf.float32)
     if not training:
         probs = fused_elementwise.product_attention_softmax(scores, adder, scale)
         if probs is None:
-            probs = fused_elementwise.attention_softmax(scores, adder, tf.constant(scale))
+            probs = fused_elementwise.attention_softmax(scores, adder, scale_tensor)
         return probs
-    scale_tensor = tf.constant(scale, tf.float32)
 
     @tf.custom_gradient
     def trainable(scores, adder):
@@ -574,7 +574,7 @@ class AlbertTransformerBlock(keras.layers.Layer):
             if float32_loops_for(dtype):  # head-major kernel, see fused_qkv_weights
                 qkv = w.linear(tf.reshape(x_in, [1, batch, 1, seq, n * d]), "qkv", training)
                 # The loop's output has no shape for Grappler, whose fusion of the
-                # inference attention (`attention_probs`) needs q and k of known rank.
+                # attention (`attention_probs`) needs q and k of known rank.
                 qkv = tf.ensure_shape(qkv, [3, None, n, None, d])
             else:  # one transpose of the whole product
                 qkv = w.linear(x_in, "qkv", training)
