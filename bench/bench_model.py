@@ -180,6 +180,11 @@ def _matmul_peaks(args):
     return out
 
 
+def peak_dtype(policy):
+    """The tf.matmul dtype whose peak a Keras dtype policy's products run at."""
+    return "bfloat16" if policy == "mixed_bfloat16" else "float32"
+
+
 def _local_peak(dtype, runs=3, reps=2, n=2048):
     """A short tf.matmul peak probe (FLOP/s), taken next to a model's timed calls.
 
@@ -347,10 +352,10 @@ def worker_model(args):
     t0 = time.perf_counter()
     call()  # first call: tracing / compilation
     first = time.perf_counter() - t0
-    peak_dtype = "bfloat16" if dtype == "mixed_bfloat16" else "float32"
-    peak_before = _local_peak(peak_dtype)
+    probe_dtype = peak_dtype(dtype)
+    peak_before = _local_peak(probe_dtype)
     times = _time_calls(call, args.warmup, args.runs)
-    peak_after = _local_peak(peak_dtype)
+    peak_after = _local_peak(probe_dtype)
     med = statistics.median(times)
     print(
         "RESULT "

@@ -67,12 +67,12 @@ def worker_encoder(dtype, mode, pairs):
     }
     for call in list(calls.values()) * 2:
         call()
-    peak_dtype = "bfloat16" if dtype == "mixed_bfloat16" else "float32"
-    peaks = [bm._local_peak(peak_dtype)]
+    probe_dtype = bm.peak_dtype(dtype)
+    peaks = [bm._local_peak(probe_dtype)]
     first = _paired_seconds(calls, pairs // 2)
-    peaks.append(bm._local_peak(peak_dtype))
+    peaks.append(bm._local_peak(probe_dtype))
     second = _paired_seconds(calls, pairs - pairs // 2)
-    peaks.append(bm._local_peak(peak_dtype))
+    peaks.append(bm._local_peak(probe_dtype))
     seconds = {impl: first[impl] + second[impl] for impl in PEERS}
     flops = bm.model_flops(albert_config.preset("albert_base_v2"), batch, 128, mode == "train")
     ours_s = statistics.median(seconds["ours"])

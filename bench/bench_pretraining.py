@@ -244,10 +244,10 @@ def worker_train(args):
     t0 = time.perf_counter()
     call()  # tracing / compilation
     first = time.perf_counter() - t0
-    peak_dtype = "bfloat16" if args.dtype == "mixed_bfloat16" else "float32"
-    peak_before = bm._local_peak(peak_dtype) if args.local_peak else None
+    probe_dtype = bm.peak_dtype(args.dtype)
+    peak_before = bm._local_peak(probe_dtype) if args.local_peak else None
     times = bm._time_calls(call, args.warmup, args.runs)
-    peak_after = bm._local_peak(peak_dtype) if args.local_peak else None
+    peak_after = bm._local_peak(probe_dtype) if args.local_peak else None
     med = statistics.median(times)
     print(
         "RESULT "

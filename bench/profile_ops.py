@@ -108,8 +108,8 @@ def worker_profile(args):
     call, flops = _step(args.dtype, args.mode, args.pretrain_shape)
     call()
     call()
-    peak_dtype = "bfloat16" if args.dtype == "mixed_bfloat16" else "float32"
-    peaks = [bm._local_peak(peak_dtype)]
+    probe_dtype = bm.peak_dtype(args.dtype)
+    peaks = [bm._local_peak(probe_dtype)]
     logdir = tempfile.mkdtemp(prefix="profile_ops_")
     tf.profiler.experimental.start(logdir)
     start = time.perf_counter()
@@ -117,7 +117,7 @@ def worker_profile(args):
         call()
     wall = (time.perf_counter() - start) / args.steps
     tf.profiler.experimental.stop()
-    peaks.append(bm._local_peak(peak_dtype))
+    peaks.append(bm._local_peak(probe_dtype))
     space = xplane_pb2.XSpace()
     with open(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)[0], "rb") as f:
         space.ParseFromString(f.read())
