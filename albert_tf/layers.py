@@ -146,12 +146,26 @@ def attention_probs(scores, adder, scale, training=False):
     return trainable(scores, adder)
 
 
+def bias_gradient(dz):
+    """The gradient of a bias [N] added to every row of dz [..., N]: dz summed over its
+    leading axes -> [N], in dz's dtype.
+
+    bfloat16: a product of a row of ones with dz, which oneDNN accumulates in float32
+    and rounds once. TensorFlow's bfloat16 BiasAddGrad loses precision as it sums
+    (7% of the largest sum off, over 2048 rows of normal values) and takes 1.9x as long
+    (bench machine, [2048, 3072])."""
+    if dz.dtype != tf.bfloat16:
+        return tf.raw_ops.BiasAddGrad(out_backprop=dz)
+    rows = tf.reshape(dz, [-1, tf.shape(dz)[-1]])
+    return tf.matmul(tf.ones([1, tf.shape(rows)[0]], dz.dtype), rows)[0]
+
+
 @tf.custom_gradient
 def _bias_add_trainable(y, bias):
     """`fused_elementwise.bias_add` with the gradient of `tf.nn.bias_add`."""
 
     def grad(dz):
-        return dz, tf.raw_ops.BiasAddGrad(out_backprop=dz)
+        return dz, bias_gradient(dz)
 
     # stop_gradient: see gelu_tanh_trainable.
     return fused_elementwise.bias_add(tf.stop_gradient(y), tf.stop_gradient(bias)), grad
@@ -164,7 +178,7 @@ def _bias_gelu_tanh_trainable(y, bias):
 
     def grad(dz):
         dy = fused_elementwise.bias_gelu_tanh_backward(dz, y, bias)
-        return dy, tf.raw_ops.BiasAddGrad(out_backprop=dy)
+        return dy, bias_gradient(dy)
 
     return fused_elementwise.bias_gelu_tanh(tf.stop_gradient(y), tf.stop_gradient(bias)), grad
 

@@ -173,6 +173,29 @@ def test_bfloat16_bias_and_activation_and_their_gradients(activation, training):
         assert np.all(err <= tol), name
 
 
+@pytest.mark.parametrize("rows", [1, 37, 4096])
+def test_bfloat16_bias_gradient_is_summed_in_float32(rows):
+    # A bias's gradient over many rows (a [B*S, F] product) in bfloat16: summed in
+    # float32 and rounded once, so within 2^-8 of the exact sum. (TensorFlow's bfloat16
+    # BiasAddGrad stalls as it sums: 4096 values near 1 came out at 512.)
+    rng = np.random.default_rng(8)
+    dz = tf.cast(1 + rng.normal(size=(rows, 24)) * 0.1, tf.bfloat16)
+    want = tf.reduce_sum(tf.cast(dz, tf.float64), axis=0).numpy()
+    for shaped in (dz, tf.reshape(dz, [1, rows, 24])):  # any leading axes
+        got = layers.bias_gradient(shaped)
+        assert got.dtype == tf.bfloat16 and got.shape == (24,)
+        assert np.all(np.abs(tf.cast(got, tf.float64).numpy() - want) <= 2**-8 * np.abs(want))
+    # The dense layer's trainable path uses it.
+    bias = tf.zeros([24], tf.bfloat16)
+    with tf.GradientTape() as tape:
+        tape.watch(bias)
+        z = layers.bias_and_activation(dz, bias, None, training=True)
+        loss = tf.reduce_sum(tf.cast(z, tf.float32))
+    got = tf.cast(tape.gradient(loss, bias), tf.float64).numpy()
+    want = np.full(24, float(rows))
+    assert np.all(np.abs(got - want) <= 2**-8 * want)
+
+
 @pytest.mark.parametrize("training", [False, True])
 def test_bfloat16_attention_probs_and_their_gradient(training):
     rng = np.random.default_rng(9)
