@@ -185,6 +185,21 @@ def peak_dtype(policy):
     return "bfloat16" if policy == "mixed_bfloat16" else "float32"
 
 
+def matmul_probe(dtype, m, k, n, reps=2):
+    """(zero-argument call, its FLOPs): `reps` chained tf.matmul [m, k] x [k, n] in
+    `dtype`, a peak probe that can be timed in the same rotation as a model's calls."""
+    import tensorflow as tf
+
+    a = tf.cast(tf.random.normal([m, k]), dtype)
+    bs = [tf.cast(tf.random.normal([k, n]), dtype) for _ in range(reps)]
+
+    @tf.function(jit_compile=False)
+    def chain(a, bs):
+        return tf.add_n([tf.cast(tf.matmul(a, b)[0, 0], tf.float32) for b in bs])
+
+    return (lambda: chain(a, bs).numpy()), 2 * m * k * n * reps
+
+
 def _local_peak(dtype, runs=3, reps=2, n=2048):
     """A short tf.matmul peak probe (FLOP/s), taken next to a model's timed calls.
 
@@ -192,17 +207,8 @@ def _local_peak(dtype, runs=3, reps=2, n=2048):
     MFU against a probe taken at the same time is far more meaningful than
     against the one global peak measured at the start.
     """
-    import tensorflow as tf
-
-    a = tf.cast(tf.random.normal([n, n]), dtype)
-    bs = [tf.cast(tf.random.normal([n, n]), dtype) for _ in range(reps)]
-
-    @tf.function(jit_compile=False)
-    def chain(a, bs):
-        return tf.add_n([tf.cast(tf.matmul(a, b)[0, 0], tf.float32) for b in bs])
-
-    times = _time_calls(lambda: chain(a, bs).numpy(), 1, runs)
-    return 2 * n**3 * reps / statistics.median(times)
+    call, flops = matmul_probe(dtype, n, n, n, reps)
+    return flops / statistics.median(_time_calls(call, 1, runs))
 
 
 def keras_hub_backbone(cfg):

@@ -13,8 +13,10 @@ range and each side's median rate.
 
   * Encoder cells (--dtypes x --modes): ours vs keras-hub (bench_model.model_call: the same
     ALBERT-base, random weights, seq 128, inference batch 32 / forward+backward batch 16,
-    no XLA), with our MFU against tf.matmul peak probes (2048^3, the dtype's) taken before,
-    between and after the pairs (the median probe).
+    no XLA), with our MFU against tf.matmul peak probes of the dtype timed in the same
+    rotation (a 2048^3 product and the model's FFN product; each round's faster one): a
+    probe taken minutes or even a minute away from the model's calls read from 0.5x to 2x
+    of its neighbours on the bench machine.
   * --pretraining_seqs: our full pretraining step (bench_pretraining's) in float32 vs
     mixed_bfloat16, the two models built side by side (each under its dtype policy).
 """
@@ -58,23 +60,30 @@ def _ratio_summary(numerator, denominator):
 
 
 def worker_encoder(dtype, mode, pairs):
-    """Ours vs keras-hub, one encoder cell."""
+    """Ours vs keras-hub, one encoder cell, with matmul peak probes in the same rotation."""
     from albert_tf import config as albert_config
 
+    cfg = albert_config.preset("albert_base_v2")
     batch = 16 if mode == "train" else 32
     calls = {
         impl: bm.model_call(impl, dtype, False, mode, batch, 128, os.cpu_count()) for impl in PEERS
     }
+    probes = {
+        "2048^3": bm.matmul_probe(bm.peak_dtype(dtype), 2048, 2048, 2048),
+        "FFN": bm.matmul_probe(
+            bm.peak_dtype(dtype), batch * 128, cfg.hidden_size, cfg.intermediate_size
+        ),
+    }
+    calls.update({name: call for name, (call, _) in probes.items()})
     for call in list(calls.values()) * 2:
         call()
-    probe_dtype = bm.peak_dtype(dtype)
-    peaks = [bm._local_peak(probe_dtype)]
-    first = _paired_seconds(calls, pairs // 2)
-    peaks.append(bm._local_peak(probe_dtype))
-    second = _paired_seconds(calls, pairs - pairs // 2)
-    peaks.append(bm._local_peak(probe_dtype))
-    seconds = {impl: first[impl] + second[impl] for impl in PEERS}
-    flops = bm.model_flops(albert_config.preset("albert_base_v2"), batch, 128, mode == "train")
+    seconds = _paired_seconds(calls, pairs)
+    flops = bm.model_flops(cfg, batch, 128, mode == "train")
+    probe_rates = {name: [f / s for s in seconds[name]] for name, (_, f) in probes.items()}
+    # Each round's peak: the faster probe of that round (the probes and the model
+    # calls of a round are seconds apart, so they see the same machine state).
+    round_peaks = [max(rates) for rates in zip(*probe_rates.values())]
+    round_mfu = [flops / s / peak for s, peak in zip(seconds["ours"], round_peaks)]
     ours_s = statistics.median(seconds["ours"])
     return {
         "dtype": dtype,
@@ -83,8 +92,11 @@ def worker_encoder(dtype, mode, pairs):
         "ours": batch / ours_s,
         "keras_hub": batch / statistics.median(seconds["keras_hub"]),
         **_ratio_summary(seconds["keras_hub"], seconds["ours"]),
-        "mfu": flops / ours_s / statistics.median(peaks),
-        "peaks": peaks,
+        "mfu": statistics.median(round_mfu),
+        "mfu_min": min(round_mfu),
+        "mfu_max": max(round_mfu),
+        "probes": {name: statistics.median(rates) for name, rates in probe_rates.items()},
+        "probe_ranges": {name: (min(r), max(r)) for name, r in probe_rates.items()},
     }
 
 
@@ -171,20 +183,28 @@ def main(argv=None):
             "",
             "## Encoder: ours vs keras-hub",
             "",
-            "Seq 128, sequences/s. Ratio: keras-hub time / our time. MFU: our model FLOP/s "
-            "against the median tf.matmul 2048^3 probe of the dtype (GFLOP/s listed).",
+            "Seq 128, sequences/s. Ratio: keras-hub time / our time. Two tf.matmul peak "
+            "probes of the dtype take part in every round of the rotation: a 2048^3 product "
+            "and the model's own FFN product ([batch*128, 768] x [768, 3072]); MFU: our model "
+            "FLOP/s in a round against the faster probe of that round, median (range) over "
+            "rounds. Probes: median GFLOP/s (range).",
             "",
-            "| dtype | mode | batch | ours | keras-hub | ratio (range) | our MFU | peak probes |",
-            "|---|---|---:|---:|---:|---|---:|---|",
+            "| dtype | mode | batch | ours | keras-hub | ratio (range) | our MFU (range) "
+            "| 2048^3 probe | FFN probe |",
+            "|---|---|---:|---:|---:|---|---|---|---|",
         ]
         for r in encoder:
             mode = "inference" if r["mode"] == "infer" else "fwd+bwd"
-            peaks = ", ".join(f"{x / 1e9:.0f}" for x in r["peaks"])
+            probes = [
+                f"{r['probes'][name] / 1e9:.0f} ({lo / 1e9:.0f}-{hi / 1e9:.0f})"
+                for name, (lo, hi) in r["probe_ranges"].items()
+            ]
             lines.append(
                 f"| {r['dtype']} | {mode} | {r['batch']} | {r['ours']:.2f} "
                 f"| {r['keras_hub']:.2f} "
                 f"| {r['ratio']:.2f}x ({r['ratio_min']:.2f}-{r['ratio_max']:.2f}) "
-                f"| {r['mfu']:.0%} | {peaks} |"
+                f"| {r['mfu']:.0%} ({r['mfu_min']:.0%}-{r['mfu_max']:.0%}) "
+                f"| {' | '.join(probes)} |"
             )
     if pretraining:
         lines += [

@@ -65,10 +65,18 @@ OP_CLASSES = {
     "gathers and scatters": ("GatherV2", "ResourceGather", "UnsortedSegmentSum"),
 }
 XLA_CLASS = "XLA loops (fused elementwise)"
+TOP_SITES = 12
 OPTIMIZER_CLASS = "optimizer update"
 OTHER_CLASS = "other elementwise (Mul, AddV2, Sub, Tanh, ...)"
 # A profiler event of one kernel is named "<node name>:<op type>".
 _KERNEL_EVENT = re.compile(r"^(?P<node>[^:]+(?:/[^:]*)*):(?P<op>[A-Za-z_][A-Za-z0-9_]*)$")
+
+
+def kernel_site(node, op):
+    """Where a kernel comes from, with layer numbers folded away: "<op>: <last three
+    name scopes>", e.g. "Cast: group_#_inner_group_#/Cast/Cast" for all layers' casts."""
+    stem = re.sub(r"\d+", "#", re.sub(r"_\d+(/|$)", r"\1", node))
+    return f"{op}: {'/'.join(stem.split('/')[-3:])}"
 
 
 def op_class(node, op):
@@ -122,6 +130,7 @@ def worker_profile(args):
     with open(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)[0], "rb") as f:
         space.ParseFromString(f.read())
     seconds, calls = collections.Counter(), collections.Counter()
+    sites, site_calls = collections.Counter(), collections.Counter()
     for plane in space.planes:
         for line in plane.lines:
             if not line.name.startswith("tf_Compute"):
@@ -135,9 +144,14 @@ def worker_profile(args):
                     if not match or "::" in name:
                         continue  # executor bookkeeping, not a kernel
                     kind = op_class(match["node"], match["op"])
+                    if "matmul" not in kind:
+                        site = kernel_site(match["node"], match["op"])
+                        sites[site] += event.duration_ps / 1e12 / args.steps
+                        site_calls[site] += 1 / args.steps
                 seconds[kind] += event.duration_ps / 1e12 / args.steps
                 calls[kind] += 1 / args.steps
     result = {"wall_s": wall, "seconds": seconds, "calls": calls, "flops": flops}
+    result["sites"] = [(site, sec, site_calls[site]) for site, sec in sites.most_common(TOP_SITES)]
     print("RESULT " + json.dumps({**result, "peak": sum(peaks) / 2}))
 
 
@@ -209,6 +223,16 @@ def _profile_table(result):
         lines.append(
             f"| {kind} | {sec:.3f} | {100 * sec / total:.1f}% | {result['calls'][kind]:.0f} |"
         )
+    lines += [
+        "",
+        f"Largest TensorFlow kernels outside the matrix products and XLA loops (top {TOP_SITES}; "
+        "op: last name scopes, layer numbers as #):",
+        "",
+        "| kernel | ms / step | share | calls / step |",
+        "|---|---|---|---|",
+    ]
+    for site, sec, n in result["sites"]:
+        lines.append(f"| {site} | {1000 * sec:.1f} | {100 * sec / total:.1f}% | {n:.0f} |")
     return lines
 
 
