@@ -142,7 +142,7 @@ class AblationOptions(Options):
     """What run_ablations.py's flags decide (each field is also the flag)."""
 
     study: str = option("sharing", "Which ablation to run.", choices=STUDIES)
-    output_dir: str = option(REQUIRED, "Data, models and results go here.")
+    output_dir: str = option(REQUIRED, "Data, models and results go here.", output="folder")
     num_train_steps: int = option(
         pretraining.DEMO_SETTINGS["num_train_steps"],
         "Pretraining steps per variant (batch 32, sequence length 128).",

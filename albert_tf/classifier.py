@@ -206,7 +206,9 @@ class ClassifierOptions(driver.RunOptions, ModelFileOptions):
         REQUIRED, "Task: cola, sst-2, mrpc, sts-b, qqp, mnli, mismnli, qnli, rte, wnli, ax."
     )
     data_dir: str | None = option(None, "GLUE data folder (holds MRPC/, SST-2/, ...).")
-    cached_dir: str | None = option(None, "Feature cache folder (default: --output_dir).")
+    cached_dir: str | None = option(
+        None, "Feature cache folder (default: --output_dir).", output="folder"
+    )
     max_seq_length: int = option(512, "Sequence length (<= max_position_embeddings).", minimum=3)
     do_eval: bool = option(False, "Evaluate every checkpoint on dev, keep the best.")
     do_predict: bool = option(False, "Write <TASK>.tsv and test_results.tsv for the test set.")
@@ -218,6 +220,7 @@ class ClassifierOptions(driver.RunOptions, ModelFileOptions):
         None,
         "Write a SavedModel here: serving_default over token ids (loads with TensorFlow "
         "alone) and serve_text over raw strings (loading needs `import tensorflow_text`).",
+        output="folder",
     )
     threshold_to_export: float = option(
         float("nan"), "If set, the SavedModel also outputs this constant as `threshold`."

@@ -49,7 +49,9 @@ class RunOptions(Options):
     Scripts whose original had other defaults re-declare them with `RunOptions.default`."""
 
     output_dir: str = option(
-        REQUIRED, "Checkpoints, summaries, eval_results.txt and predictions go here."
+        REQUIRED,
+        "Checkpoints, summaries, eval_results.txt and predictions go here.",
+        output="folder",
     )
     init_checkpoint: str | None = option(
         None,
@@ -233,9 +235,7 @@ def run(task: Task) -> dict:
     """Runs the task as its options ask (steps 1-8 of the module docstring); returns the
     summary dict (init, train_step, best, eval, prediction files, ...)."""
     opts = task.options
-    check(opts)
-    if tf.io.gfile.exists(opts.output_dir) and not tf.io.gfile.isdir(opts.output_dir):
-        raise UserError(f"--output_dir={opts.output_dir}: expected a folder, found a file")
+    check(opts)  # also: output_dir (a folder, writable) before anything is read or built
     config = task.resolve()
     resuming = opts.do_train and bool(selection.trained_checkpoints(opts.output_dir))
     initial = initial_weights(opts)

@@ -591,6 +591,7 @@ class ExportOptions(Options):
         REQUIRED,
         "saved_model: the SavedModel folder (the raw-text model goes to its preprocess/); "
         "checkpoint: the prefix to write (a folder: <folder>/model.ckpt-best).",
+        output="folder",
     )
     export_format: str = option(
         "saved_model",

@@ -19,6 +19,8 @@ import shutil
 import socket
 import tempfile
 
+from albert_tf.errors import UserError
+
 _logger = logging.getLogger(__name__)
 
 
@@ -80,6 +82,30 @@ def remove_stale(directory: str, name_pattern: str) -> list[str]:
 
 def _is_remote(path: str) -> bool:
     return "://" in path
+
+
+def check_writable_folder(flag: str, value: str, folder: str | None = None) -> None:
+    """Refuses (UserError naming --`flag`=`value`) a local folder (`folder`, default
+    `value`) that this process could not create or write in: a file there or in place of
+    a folder above it, or a nearest existing folder that refuses a file (read-only file
+    system, permissions). Creates nothing that stays: the probe file is removed at once,
+    and a missing folder is left for the run to create once all its inputs proved
+    usable. Remote paths (gs://...) are left to the run."""
+    folder = value if folder is None else folder
+    if _is_remote(folder):
+        return
+    existing = os.path.abspath(folder)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        found = "" if existing == os.path.abspath(value) else f" ({existing})"
+        raise UserError(f"--{flag}={value}: expected a folder, found a file{found}")
+    try:  # os.access says yes to root even on a read-only file system: try for real
+        fd, probe = tempfile.mkstemp(prefix=".write_check_", dir=existing)
+    except OSError as err:
+        raise UserError(f"--{flag}={value}: cannot write in {existing}: {err.strerror}") from None
+    os.close(fd)
+    os.remove(probe)
 
 
 @contextlib.contextmanager

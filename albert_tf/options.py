@@ -3,9 +3,10 @@
 Every script's options are one dataclass (the task modules hold them). Each field is
 declared with `option(default, help, ...)`: its name is the flag's name, its type
 annotation the flag's type, its default the flag's default, and `choices` / `minimum` /
-`maximum` the values the flag accepts. `define_flags(cls)` turns the fields into absl
-flags, `from_flags(cls)` fills the dataclass back from them, and `check(options)`
-refuses out-of-range values with one line naming the flag (`UserError`). Code that
+`maximum` the values the flag accepts, `output` the folders or files a run writes.
+`define_flags(cls)` turns the fields into absl flags, `from_flags(cls)` fills the
+dataclass back from them, and `check(options)` refuses out-of-range values, and output
+places this process cannot write in, with one line naming the flag (`UserError`). Code that
 builds options in Python (tests, the ablation studies) gets the same defaults and the
 same checks without any flag.
 
@@ -26,10 +27,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import sys
 import types
 import typing
 
+from albert_tf import fileio
 from albert_tf.errors import UserError
 
 REQUIRED = dataclasses.MISSING  # a field without default: a required flag
@@ -43,23 +46,36 @@ class _Spec:
     minimum: float | None = None
     maximum: float | None = None
     below: float | None = None  # exclusive upper bound
+    output: str | None = None  # "folder" or "files": where the run writes
     flag: bool = True
 
 
 def option(
-    default=REQUIRED, help: str = "", *, choices=None, minimum=None, maximum=None, below=None
+    default=REQUIRED,
+    help: str = "",
+    *,
+    choices=None,
+    minimum=None,
+    maximum=None,
+    below=None,
+    output=None,
 ):
     """A field that is also a flag (see the module docstring).
 
     minimum / maximum: inclusive bounds; below: exclusive upper bound. Bounds are not
-    checked on None.
+    checked on None. output: "folder" (a folder the run creates or writes in, or a
+    path prefix in one) or "files" (comma-separated files the run writes): `check`
+    makes sure this process can write there, before any work.
     """
+    if output not in (None, "folder", "files"):
+        raise ValueError(f"output={output!r}: expected None, 'folder' or 'files'")
     spec = _Spec(
         help=help,
         choices=tuple(choices) if choices is not None else None,
         minimum=minimum,
         maximum=maximum,
         below=below,
+        output=output,
     )
     if default is REQUIRED:
         return dataclasses.field(metadata={_META: spec})
@@ -199,6 +215,14 @@ def check(opts) -> None:
                 raise UserError(f"--{f.name}={value}: expected {_describe(spec, kind)}")
         if spec.choices and value not in spec.choices:
             raise UserError(f"--{f.name}={value!r}: expected one of {', '.join(spec.choices)}")
+    for f, spec, _ in _flag_fields(type(opts)):  # the file system last: values first
+        value = getattr(opts, f.name)
+        if spec.output == "folder" and value:
+            fileio.check_writable_folder(f.name, value)
+        elif spec.output == "files" and value:
+            for path in value.split(","):
+                path = path.strip()
+                fileio.check_writable_folder(f.name, path, os.path.dirname(path) or ".")
 
 
 __all__ = ["REQUIRED", "Options", "option", "define_flags", "from_flags", "flag_names", "check"]

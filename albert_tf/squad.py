@@ -468,6 +468,7 @@ class SquadOptions(driver.RunOptions, ModelFileOptions):
         "v1.1: write <export_dir>/saved_model/<timestamp> "
         "(int32 [1, max_seq_length] inputs) and "
         "albert_model.tflite.",
+        output="folder",
     )
     start_n_top: int = option(5, "v2: beam width over starts.", minimum=1)
     end_n_top: int = option(5, "v2: ends kept per start.", minimum=1)

@@ -9,3 +9,37 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 # Tests import helpers (numpy references) from this folder.
 sys.path.insert(0, os.path.dirname(__file__))
+
+
+def _read_only_folder(folder):
+    """Makes the empty folder `folder` refuse new files; returns how to undo it, or None
+    where this machine cannot. Permissions do not stop root, so root mounts a read-only
+    tmpfs there instead."""
+    import subprocess
+
+    if os.geteuid() != 0:
+        os.chmod(folder, 0o555)
+        return lambda: os.chmod(folder, 0o755)
+    mount = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(folder)],
+        capture_output=True,
+    )
+    if mount.returncode:
+        return None
+    return lambda: subprocess.run(["umount", str(folder)], check=True)
+
+
+import pytest  # noqa: E402  (after the environment set-up above)
+
+
+@pytest.fixture
+def read_only_folder(tmp_path):
+    """An existing empty folder this process cannot write in (skips where it cannot be
+    made: root without mount)."""
+    folder = tmp_path / "read_only"
+    folder.mkdir()
+    undo = _read_only_folder(folder)
+    if undo is None:
+        pytest.skip("cannot make a read-only folder here (root, and mount refused)")
+    yield str(folder)
+    undo()

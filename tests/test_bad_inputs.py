@@ -113,7 +113,9 @@ class Row:
     change: tuple = ()
     expect: str = ""
     drop: tuple = ()
-    output: str = "kept"  # kept: a folder with one file; absent; or a fixture folder's name
+    # kept: a folder with one file; absent; read_only: an empty folder that refuses new
+    # files; or a fixture folder's name
+    output: str = "kept"
     subprocess: bool = False
 
 
@@ -178,6 +180,12 @@ ROWS = [
         "run_pretraining.py",
         expect="--output_dir={file_output}: expected a folder, found a file",
         output="file_output",
+    ),
+    Row(
+        "output_dir_read_only",
+        "run_pretraining.py",
+        expect="--output_dir={out}: cannot write in {out}: ",
+        output="read_only",
     ),
     # --- run_pretraining.py: TFRecords ------------------------------------------------
     Row(
@@ -306,6 +314,13 @@ ROWS = [
         "run_classifier.py",
         ("--task_name=foo",),
         "--task_name='foo' is not a known task",
+        subprocess=True,
+    ),
+    Row(
+        "export_dir_read_only",
+        "run_classifier.py",
+        ("--export_dir={read_only_export}",),
+        "--export_dir={read_only_export}: cannot write in ",
         subprocess=True,
     ),
     Row(
@@ -499,6 +514,12 @@ ROWS = [
         "create_pretraining_data.py",
         ("--max_seq_length=4",),
         "max_seq_length",
+    ),
+    Row(
+        "output_file_in_read_only_folder",
+        "create_pretraining_data.py",
+        expect="--output_file={out}/train.tfrecord: cannot write in {out}: ",
+        output="read_only",
     ),
 ]
 
@@ -695,8 +716,10 @@ def _argv(row, fill):
     return args
 
 
-def _output(row, paths, tmp_path):
+def _output(row, paths, tmp_path, request):
     """The row's output folder, set up as the row says."""
+    if row.output == "read_only":
+        return request.getfixturevalue("read_only_folder")
     if row.output == "absent":
         return str(tmp_path / "out")
     if row.output == "kept":
@@ -712,9 +735,11 @@ def _output(row, paths, tmp_path):
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
-def test_bad_input_is_one_line_exit_1_and_changes_nothing(row, paths, tmp_path, capsys):
-    out = _output(row, paths, tmp_path)
+def test_bad_input_is_one_line_exit_1_and_changes_nothing(row, paths, tmp_path, capsys, request):
+    out = _output(row, paths, tmp_path, request)
     fill = {**paths, "out": out}
+    if any("{read_only_export}" in arg for arg in row.change):
+        fill["read_only_export"] = os.path.join(request.getfixturevalue("read_only_folder"), "x")
     argv = _argv(row, fill)
     before = _snapshot(out)
     start = time.monotonic()

@@ -5,6 +5,7 @@ import os
 import pytest
 
 from albert_tf import fileio
+from albert_tf.errors import UserError
 from albert_tf.fileio import atomic_write_text
 
 
@@ -68,3 +69,36 @@ def test_next_write_removes_the_temporary_of_a_killed_writer(tmp_path):
     atomic_write_text(target, "done\n")
     assert sorted(os.listdir(tmp_path)) == sorted(["eval_results.txt", *others])
     assert target.read_text() == "done\n"
+
+
+# --- check_writable_folder: output flags refused before any work ------------------------
+def test_a_writable_folder_passes_and_nothing_is_created(tmp_path):
+    fileio.check_writable_folder("output_dir", str(tmp_path))
+    fileio.check_writable_folder("output_dir", str(tmp_path / "new" / "deeper"))
+    fileio.check_writable_folder("output_dir", "gs://bucket/run")  # left to the run
+    assert os.listdir(tmp_path) == []  # neither the probe file nor the missing folders
+
+
+def test_a_file_where_a_folder_goes_is_refused(tmp_path):
+    (tmp_path / "a_file").write_text("x")
+    with pytest.raises(
+        UserError, match=r"^--output_dir=\S+a_file: expected a folder, found a file$"
+    ):
+        fileio.check_writable_folder("output_dir", str(tmp_path / "a_file"))
+    above = str(tmp_path / "a_file" / "run")
+    with pytest.raises(UserError, match=r"found a file \(\S+a_file\)$"):
+        fileio.check_writable_folder("output_dir", above)
+    # `folder` checks one place and names the flag's value (an output file's folder).
+    with pytest.raises(UserError, match=r"^--output_file=\S+run/x.tfrecord: expected a folder"):
+        fileio.check_writable_folder("output_file", above + "/x.tfrecord", above)
+
+
+def test_a_read_only_folder_is_refused(read_only_folder):
+    for path in (read_only_folder, os.path.join(read_only_folder, "run")):
+        with pytest.raises(UserError) as err:
+            fileio.check_writable_folder("export_dir", path)
+        assert str(err.value) == (
+            f"--export_dir={path}: cannot write in {read_only_folder}: "
+            + ("Read-only file system" if os.geteuid() == 0 else "Permission denied")
+        )
+    assert os.listdir(read_only_folder) == []

@@ -691,7 +691,9 @@ class CreatePretrainingDataOptions(Options):
     """The CLI's flags: the original's names and defaults (§8.1) plus ours."""
 
     input_file: str | None = option(None, "Input raw text file(s): comma-separated globs.")
-    output_file: str | None = option(None, "Output TFRecord file(s), comma-separated (= shards).")
+    output_file: str | None = option(
+        None, "Output TFRecord file(s), comma-separated (= shards).", output="files"
+    )
     vocab_file: str | None = option(None, "WordPiece vocabulary (unused in SentencePiece mode).")
     spm_model_file: str | None = option(
         None, "SentencePiece model; switches to SentencePiece mode."
