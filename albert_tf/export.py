@@ -628,36 +628,26 @@ def run(opts: ExportOptions) -> dict:
     )
 
 
-def main(argv=None) -> int:
-    """CLI entry: the exit status (0 done or --help, 1 bad flags or input). The flags live
-    in their own FlagValues, so main() can run in a process with other absl flags."""
-    from absl import flags
-
-    from albert_tf.options import define_flags, from_flags
-
-    argv = list(argv if argv is not None else sys.argv)
-    values = flags.FlagValues()
-    define_flags(ExportOptions, values, module_name=argv[0])
-    if any(a in ("--help", "-h", "--helpfull", "-?", "--helpshort") for a in argv[1:]):
-        sys.stdout.write(
-            "Export a pretrained ALBERT: a TF2 SavedModel of the encoder or a checkpoint "
-            f"without optimizer state (docs/checkpoints.md).\n\n{values.module_help(argv[0])}\n"
-        )
-        return 0
-    try:
-        values(argv)
-    except flags.Error as err:
-        sys.stderr.write(f"error: {err}\n")
-        return 1
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    try:
-        result = run(from_flags(ExportOptions, values))
-    except (UserError, FileNotFoundError) as err:
-        sys.stderr.write(f"error: {err}\n")
-        return 1
+def _print_result(result: dict) -> None:
     for name, value in result.items():
         print(f"{name}: {value}")
-    return 0
+
+
+def main(argv=None) -> int:
+    """CLI entry (`python -m albert_tf.export`): the exit status of `cli.execute` (0 done
+    or --help; 1 after one `<script>: error: ...` line for bad flags or input). The flags
+    live in their own FlagValues, so main() can run in a process with other absl flags."""
+    from albert_tf import cli
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    return cli.execute(
+        ExportOptions,
+        run,
+        list(argv if argv is not None else sys.argv),
+        report=_print_result,
+        description="Export a pretrained ALBERT: a TF2 SavedModel of the encoder or a "
+        "checkpoint without optimizer state (docs/checkpoints.md).",
+    )
 
 
 __all__ = [

@@ -368,7 +368,8 @@ def test_export_cli_errors_are_one_line(tmp_path, capsys):
 
     assert main(["export", f"--albert_directory={tmp_path / 'none'}", "--export_path=x"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("error: --albert_directory: release folder") and err.count("\n") == 1
+    assert err.startswith("export: error: --albert_directory: release folder")
+    assert err.count("\n") == 1
     assert main(["export", "--export_path=x"]) == 1
     assert "--albert_directory" in capsys.readouterr().err
     assert main(["export", "--help"]) == 0
