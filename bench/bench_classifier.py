@@ -36,7 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 IMPLS = ("ours", "keras_hub", "hf_torch")
 
-from bench_model import onednn_setting, worker_env  # noqa: E402  (same folder: shared helpers)
+from bench_model import hf_albert_config, onednn_setting, worker_env  # noqa: E402  (same folder: shared helpers)
 
 
 def _inputs(batch, seq, vocab):
@@ -106,27 +106,10 @@ def child(impl, config_name, seq, batch, runs, labels):
         fn = lambda: step(feats).numpy()
     elif impl == "hf_torch":
         import torch
-        from transformers import AlbertConfig as HFConfig
         from transformers import AlbertForSequenceClassification
 
         torch.set_num_threads(os.cpu_count() or 1)
-        hf = HFConfig(
-            vocab_size=cfg.vocab_size,
-            embedding_size=cfg.embedding_size,
-            hidden_size=cfg.hidden_size,
-            num_hidden_layers=cfg.num_hidden_layers,
-            num_hidden_groups=cfg.num_hidden_groups,
-            num_attention_heads=cfg.num_attention_heads,
-            intermediate_size=cfg.intermediate_size,
-            inner_group_num=cfg.inner_group_num,
-            hidden_act="gelu_new",
-            hidden_dropout_prob=0.0,
-            attention_probs_dropout_prob=0.0,
-            classifier_dropout_prob=0.1,
-            max_position_embeddings=cfg.max_position_embeddings,
-            type_vocab_size=cfg.type_vocab_size,
-            num_labels=labels,
-        )
+        hf = hf_albert_config(cfg, classifier_dropout_prob=0.1, num_labels=labels)
         model = AlbertForSequenceClassification(hf).eval()
         t_ids, t_mask, t_seg = (torch.from_numpy(x).long() for x in (ids, mask, seg))
 

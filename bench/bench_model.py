@@ -211,6 +211,30 @@ def _local_peak(dtype, runs=3, reps=2, n=2048):
     return flops / statistics.median(_time_calls(call, 1, runs))
 
 
+def hf_albert_config(cfg, **overrides):
+    """transformers' AlbertConfig with the sizes of an AlbertConfig: the original's GELU
+    (tanh form, "gelu_new"), no dropout unless `overrides` say otherwise."""
+    from transformers import AlbertConfig as HFConfig
+
+    fields = dict(
+        vocab_size=cfg.vocab_size,
+        embedding_size=cfg.embedding_size,
+        hidden_size=cfg.hidden_size,
+        num_hidden_layers=cfg.num_hidden_layers,
+        num_hidden_groups=cfg.num_hidden_groups,
+        num_attention_heads=cfg.num_attention_heads,
+        intermediate_size=cfg.intermediate_size,
+        inner_group_num=cfg.inner_group_num,
+        hidden_act="gelu_new",
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        max_position_embeddings=cfg.max_position_embeddings,
+        type_vocab_size=cfg.type_vocab_size,
+        initializer_range=cfg.initializer_range,
+    )
+    return HFConfig(**{**fields, **overrides})
+
+
 def keras_hub_backbone(cfg):
     """keras-hub's AlbertBackbone with the sizes of an AlbertConfig (random weights)."""
     import keras_hub
@@ -296,7 +320,6 @@ def model_call(impl, dtype, xla, mode, batch, seq, threads):
             result[1].numpy()
     else:
         import torch
-        from transformers import AlbertConfig as HFConfig
         from transformers import AlbertModel as HFAlbert
 
         from albert_tf import config as albert_config
@@ -304,22 +327,7 @@ def model_call(impl, dtype, xla, mode, batch, seq, threads):
         torch.set_num_threads(threads)
         torch.manual_seed(0)
         cfg = albert_config.preset("albert_base_v2")
-        hf_cfg = HFConfig(
-            vocab_size=cfg.vocab_size,
-            embedding_size=cfg.embedding_size,
-            hidden_size=cfg.hidden_size,
-            num_hidden_layers=cfg.num_hidden_layers,
-            num_hidden_groups=cfg.num_hidden_groups,
-            num_attention_heads=cfg.num_attention_heads,
-            intermediate_size=cfg.intermediate_size,
-            inner_group_num=cfg.inner_group_num,
-            hidden_act="gelu_new",
-            hidden_dropout_prob=0.0,
-            attention_probs_dropout_prob=0.0,
-            max_position_embeddings=cfg.max_position_embeddings,
-            type_vocab_size=cfg.type_vocab_size,
-            initializer_range=cfg.initializer_range,
-        )
+        hf_cfg = hf_albert_config(cfg)
         model = HFAlbert(hf_cfg)
         ids, mask, seg = _random_inputs(batch, seq, cfg.vocab_size)
         kw = dict(

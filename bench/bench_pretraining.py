@@ -184,28 +184,11 @@ def _step_fn(impl, preset_name, dtype, xla, batch, seq, threads):
         return call
     import numpy as np
     import torch
-    from transformers import AlbertConfig as HFConfig
     from transformers import AlbertForPreTraining
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    hf_cfg = HFConfig(
-        vocab_size=cfg.vocab_size,
-        embedding_size=cfg.embedding_size,
-        hidden_size=cfg.hidden_size,
-        num_hidden_layers=cfg.num_hidden_layers,
-        num_hidden_groups=cfg.num_hidden_groups,
-        num_attention_heads=cfg.num_attention_heads,
-        intermediate_size=cfg.intermediate_size,
-        inner_group_num=cfg.inner_group_num,
-        hidden_act="gelu_new",
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-        classifier_dropout_prob=0.0,
-        max_position_embeddings=cfg.max_position_embeddings,
-        type_vocab_size=cfg.type_vocab_size,
-        initializer_range=cfg.initializer_range,
-    )
+    hf_cfg = bm.hf_albert_config(cfg, classifier_dropout_prob=0.0)
     model = AlbertForPreTraining(hf_cfg)
     model.train()
     labels = np.full((batch, seq), -100, np.int64)
