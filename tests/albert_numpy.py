@@ -67,6 +67,15 @@ def block(w, prefix, x, mask, cfg, ffn_prefix=None):
     return layer_norm(g + h1, w[p + "/LayerNorm_1/beta"], w[p + "/LayerNorm_1/gamma"])
 
 
+def forward_features(w, config, features):
+    """`forward` of an AlbertConfig and a feature dict (input_ids, input_mask, segment_ids,
+    masked_lm_positions: numpy arrays or tensors)."""
+    names = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
+    arrays = [features[k] for k in names]
+    arrays = [a.numpy() if hasattr(a, "numpy") else np.asarray(a) for a in arrays]
+    return forward(w, config.to_dict(), *arrays)
+
+
 def forward(w, cfg, input_ids, input_mask, segment_ids, masked_lm_positions=None):
     """Returns a dict like AlbertModel/AlbertPretrainer (numpy float64)."""
     w = {k: np.asarray(v, np.float64) for k, v in w.items()}

@@ -147,14 +147,7 @@ def test_tf1_checkpoint_loads_and_reproduces_outputs(tf1_checkpoint):
     assert sum(n.endswith(("/adam_m", "/adam_v")) for n in report.ignored) == 2 * len(weights)
     inputs = make_inputs(cfg)
     got = model(inputs)
-    want = albert_numpy.forward(
-        weights,
-        cfg.to_dict(),
-        inputs["input_ids"],
-        inputs["input_mask"],
-        inputs["segment_ids"],
-        inputs["masked_lm_positions"],
-    )
+    want = albert_numpy.forward_features(weights, cfg, inputs)
     for key in ("sequence_output", "pooled_output", "mlm_logits", "sop_logits"):
         assert_rel_close(got[key], want[key])
 

@@ -80,14 +80,7 @@ def test_pretrainer_matches_numpy_reference(name):
     set_weights(model, weights)
     inputs = make_inputs(cfg)
     got = model(inputs, training=False)
-    want = albert_numpy.forward(
-        weights,
-        cfg.to_dict(),
-        inputs["input_ids"],
-        inputs["input_mask"],
-        inputs["segment_ids"],
-        inputs["masked_lm_positions"],
-    )
+    want = albert_numpy.forward_features(weights, cfg, inputs)
     for key in ("sequence_output", "pooled_output", "embedding_output", "mlm_logits", "sop_logits"):
         assert_rel_close(got[key], want[key])
     assert len(got["encoder_outputs"]) == cfg.num_hidden_layers * cfg.inner_group_num
@@ -105,14 +98,7 @@ def test_last_block_at_selected_rows_matches_numpy_reference(name):
     cfg = CONFIGS[name]
     weights = albert_numpy.random_weights(cfg.to_dict(), seed=2)
     inputs = make_inputs(cfg)
-    want = albert_numpy.forward(
-        weights,
-        cfg.to_dict(),
-        inputs["input_ids"],
-        inputs["input_mask"],
-        inputs["segment_ids"],
-        inputs["masked_lm_positions"],
-    )
+    want = albert_numpy.forward_features(weights, cfg, inputs)
     model = AlbertPretrainer(cfg, full_sequence_output=False)
     model.build()
     set_weights(model, weights)
@@ -238,14 +224,7 @@ def test_mixed_bfloat16_policy():
     cfg = CONFIGS["shared_gelu"].replace(num_hidden_groups=2, inner_group_num=2)
     weights = albert_numpy.random_weights(cfg.to_dict(), seed=3, scale=0.1)
     inputs = make_inputs(cfg)
-    ref = albert_numpy.forward(
-        weights,
-        cfg.to_dict(),
-        inputs["input_ids"],
-        inputs["input_mask"],
-        inputs["segment_ids"],
-        inputs["masked_lm_positions"],
-    )
+    ref = albert_numpy.forward_features(weights, cfg, inputs)
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:
         model = AlbertPretrainer(cfg)
