@@ -14,18 +14,15 @@ from albert_tf import cli
 
 cli.prefer_onednn()  # before TensorFlow loads
 
-from albert_tf import classifier  # noqa: E402
+from albert_tf import classifier, driver  # noqa: E402
 
 cli.define_flags(classifier.ClassifierOptions)
 
 
 def report(summary):
-    best = summary.get("best")
+    best = driver.best_checkpoint_line(summary)
     if best:
-        print(
-            f"best checkpoint on dev: step {best['global_step']}, "
-            f"{best['key']} = {best['value']:.4f}"
-        )
+        print(best)
     for name in ("submission", "test_results", "export_dir"):
         if name in summary:
             print(f"{name}: {summary[name]}")

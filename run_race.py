@@ -12,18 +12,15 @@ from albert_tf import cli
 
 cli.prefer_onednn()  # before TensorFlow loads
 
-from albert_tf import race  # noqa: E402
+from albert_tf import driver, race  # noqa: E402
 
 cli.define_flags(race.RaceOptions)
 
 
 def report(summary):
-    best = summary.get("best")
+    best = driver.best_checkpoint_line(summary)
     if best:
-        print(
-            f"best checkpoint on dev: step {best['global_step']}, "
-            f"{best['key']} = {best['value']:.4f}"
-        )
+        print(best)
     if "test" in summary:
         print("test: " + ", ".join(f"{k} = {v:.4f}" for k, v in summary["test"].items()))
 

@@ -590,8 +590,19 @@ def final_weights(current: Run, head: str) -> str:
     )
 
 
+def best_checkpoint_line(summary) -> str | None:
+    """The line the scripts print about a run's dev selection ("best checkpoint on dev:
+    step <n>, <metric> = <value>"), or None when the summary has no best checkpoint."""
+    best = summary.get("best")
+    if not best:
+        return None
+    step, key, value = best["global_step"], best["key"], best["value"]
+    return f"best checkpoint on dev: step {step}, {key} = {value:.4f}"
+
+
 __all__ = [
     "RunOptions",
+    "best_checkpoint_line",
     "TrainingPlan",
     "Evaluation",
     "Run",

@@ -88,3 +88,12 @@ def test_task_defaults_do_nothing(tmp_path):
     assert task.batch_divisor() == 1
     with pytest.raises(NotImplementedError):
         task.resolve()
+
+
+def test_best_checkpoint_line_is_what_the_scripts_print():
+    best = {"global_step": 200, "key": "eval_accuracy", "value": 0.81234}
+    assert driver.best_checkpoint_line({"best": best}) == (
+        "best checkpoint on dev: step 200, eval_accuracy = 0.8123"
+    )
+    assert driver.best_checkpoint_line({}) is None
+    assert driver.best_checkpoint_line({"best": None}) is None
