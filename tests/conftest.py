@@ -1,7 +1,10 @@
-"""Shared pytest set-up: quiet TensorFlow, one thread pool per process."""
+"""Shared pytest set-up: quiet TensorFlow, one thread pool per process; a read-only folder."""
 
 import os
+import subprocess
 import sys
+
+import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The same CPU kernels on every machine and in the scripts' subprocesses (which call
@@ -15,21 +18,19 @@ def _read_only_folder(folder):
     """Makes the empty folder `folder` refuse new files; returns how to undo it, or None
     where this machine cannot. Permissions do not stop root, so root mounts a read-only
     tmpfs there instead."""
-    import subprocess
-
     if os.geteuid() != 0:
         os.chmod(folder, 0o555)
         return lambda: os.chmod(folder, 0o755)
-    mount = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(folder)],
-        capture_output=True,
-    )
+    try:
+        mount = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(folder)],
+            capture_output=True,
+        )
+    except OSError:  # no mount command
+        return None
     if mount.returncode:
         return None
     return lambda: subprocess.run(["umount", str(folder)], check=True)
-
-
-import pytest  # noqa: E402  (after the environment set-up above)
 
 
 @pytest.fixture
