@@ -3,7 +3,7 @@
 Every script's options are one dataclass (the task modules hold them). Each field is
 declared with `option(default, help, ...)`: its name is the flag's name, its type
 annotation the flag's type, its default the flag's default, and `choices` / `minimum` /
-`maximum` the values the flag accepts, `output` the folders or files a run writes.
+`maximum` the values the flag accepts, `output` the folders a run writes in.
 `define_flags(cls)` turns the fields into absl flags, `from_flags(cls)` fills the
 dataclass back from them, and `check(options)` refuses out-of-range values, and output
 places this process cannot write in, with one line naming the flag (`UserError`). Code that
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import sys
 import types
 import typing
@@ -46,7 +45,7 @@ class _Spec:
     minimum: float | None = None
     maximum: float | None = None
     below: float | None = None  # exclusive upper bound
-    output: str | None = None  # "folder" or "files": where the run writes
+    output: str | None = None  # "folder": the run writes in it
     flag: bool = True
 
 
@@ -63,12 +62,11 @@ def option(
     """A field that is also a flag (see the module docstring).
 
     minimum / maximum: inclusive bounds; below: exclusive upper bound. Bounds are not
-    checked on None. output: "folder" (a folder the run creates or writes in, or a
-    path prefix in one) or "files" (comma-separated files the run writes): `check`
-    makes sure this process can write there, before any work.
+    checked on None. output="folder": a folder the run creates or writes in (or a path
+    prefix in one); `check` makes sure this process can write there, before any work.
     """
-    if output not in (None, "folder", "files"):
-        raise ValueError(f"output={output!r}: expected None, 'folder' or 'files'")
+    if output not in (None, "folder"):
+        raise ValueError(f"output={output!r}: expected None or 'folder'")
     spec = _Spec(
         help=help,
         choices=tuple(choices) if choices is not None else None,
@@ -219,10 +217,6 @@ def check(opts) -> None:
         value = getattr(opts, f.name)
         if spec.output == "folder" and value:
             fileio.check_writable_folder(f.name, value)
-        elif spec.output == "files" and value:
-            for path in value.split(","):
-                path = path.strip()
-                fileio.check_writable_folder(f.name, path, os.path.dirname(path) or ".")
 
 
 __all__ = ["REQUIRED", "Options", "option", "define_flags", "from_flags", "flag_names", "check"]

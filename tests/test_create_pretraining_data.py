@@ -10,6 +10,7 @@ import pytest
 from albert_tf.data import create_pretraining_data as cpd
 from albert_tf.data import example_serialization as es
 from albert_tf.data import pretraining_instances as pi
+from albert_tf.errors import UserError
 
 from instance_fixtures import write_documents
 
@@ -177,6 +178,27 @@ def test_errors_leave_no_outputs(tmp_path, case, capsys):
     assert _run(tmp_path, *extra, inp=inp, out="x.tfrecord,y.tfrecord") == 1
     assert expect in capsys.readouterr().err
     assert _leftovers(tmp_path) == []
+
+
+def test_an_output_file_in_a_read_only_folder_is_refused_before_any_work(
+    tmp_path, read_only_folder
+):
+    # The library entry point too (the ablation studies call it without the CLI): the
+    # second of two shards cannot be written, so nothing is read or written.
+    _write_corpus(tmp_path, files=1, docs=5)
+    bad = os.path.join(read_only_folder, "b.tfrecord")
+    config = pi.MaskingConfig(max_seq_length=32, max_predictions_per_seq=5)
+    expect = f"^--output_file={bad}: cannot write in {read_only_folder}: "
+    with pytest.raises(UserError, match=expect):
+        cpd.create_pretraining_data(
+            str(tmp_path / "part-0.txt"),
+            f"{tmp_path}/a.tfrecord, {bad}",
+            config,
+            spm_model_file=SPM,
+            dupe_factor=1,
+            num_workers=1,
+        )
+    assert _leftovers(tmp_path) == ["read_only"] and os.listdir(read_only_folder) == []
 
 
 def test_cli_subprocess_exit_code(tmp_path):

@@ -487,6 +487,7 @@ def _check_outputs(output_files: Sequence[str]) -> None:
             raise InputDataError(f"--output_file: directory {d!r} of {out!r} does not exist")
         if os.path.isdir(out):
             raise InputDataError(f"--output_file: {out!r} is a directory")
+        fileio.check_writable_folder("output_file", out, d)  # read-only, no permission
 
 
 def create_pretraining_data(
@@ -691,9 +692,7 @@ class CreatePretrainingDataOptions(Options):
     """The CLI's flags: the original's names and defaults (§8.1) plus ours."""
 
     input_file: str | None = option(None, "Input raw text file(s): comma-separated globs.")
-    output_file: str | None = option(
-        None, "Output TFRecord file(s), comma-separated (= shards).", output="files"
-    )
+    output_file: str | None = option(None, "Output TFRecord file(s), comma-separated (= shards).")
     vocab_file: str | None = option(None, "WordPiece vocabulary (unused in SentencePiece mode).")
     spm_model_file: str | None = option(
         None, "SentencePiece model; switches to SentencePiece mode."
