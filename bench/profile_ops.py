@@ -19,7 +19,12 @@ Two looks at the same step:
   * ONEDNN_VERBOSE=1 over one step: every oneDNN primitive that ran, by kind,
     implementation (the ISA: `brg_matmul:avx10_1_512_amx` is AMX, `x64:gemm:jit` a
     non-AMX GEMM, `ref` a reference fallback) and source dtype, with calls and time
-    per step.
+    per step. Then, in the same process, the model's dense products timed alone
+    ([rows, in] x [in, out] of the query/key/value, intermediate and output kernels):
+    each shape's rate inside the step against its rate alone says whether the step
+    loses time in its products or around them. (Inside a training step two products
+    often run at once on the two inter-op threads, which halves each one's rate
+    without losing throughput; compare inference there.)
 
 Writes Markdown to --out.
 """
@@ -32,6 +37,7 @@ import glob
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -66,6 +72,7 @@ OP_CLASSES = {
 }
 XLA_CLASS = "XLA loops (fused elementwise)"
 TOP_SITES = 12
+PROBE_REPEATS = 3  # calls of each dense product alone, after the logged step
 OPTIMIZER_CLASS = "optimizer update"
 OTHER_CLASS = "other elementwise (Mul, AddV2, Sub, Tanh, ...)"
 # A profiler event of one kernel is named "<node name>:<op type>".
@@ -155,8 +162,25 @@ def worker_profile(args):
     print("RESULT " + json.dumps({**result, "peak": sum(peaks) / 2}))
 
 
+def dense_product_shapes(mode, pretrain_shape):
+    """The (rows, in, out) of ALBERT-base's dense products in a step of `mode`: the
+    query/key/value and attention-output kernels [H, H], the intermediate [H, F] and the
+    FFN output [F, H], rows = batch * seq."""
+    from albert_tf import config as albert_config
+
+    cfg = albert_config.preset("albert_base_v2")
+    if mode == "pretrain":
+        seq, batch = map(int, pretrain_shape.split(":"))
+    else:
+        seq, batch = 128, (16 if mode == "train" else 32)
+    rows, h, f = batch * seq, cfg.hidden_size, cfg.intermediate_size
+    return [(rows, h, h), (rows, h, f), (rows, f, h)]
+
+
 def worker_onednn(args):
     os.environ["ONEDNN_VERBOSE"] = "1"
+    import tensorflow as tf
+
     call = _step(args.dtype, args.mode, args.pretrain_shape)[0]
     call()
     call()
@@ -165,26 +189,72 @@ def worker_onednn(args):
     call()
     sys.stdout.flush()
     print("=== step ends ===", flush=True)
+    dtype = bm.peak_dtype(args.dtype)
+    products = []
+    for m, k, n in dense_product_shapes(args.mode, args.pretrain_shape):
+        a = tf.cast(tf.random.normal([m, k]), dtype)
+        b = tf.cast(tf.random.normal([k, n]), dtype)
+        product = tf.function(lambda a=a, b=b: tf.matmul(a, b))
+        product()  # traced and warm before the marker
+        products.append(product)
+    sys.stdout.flush()
+    print("=== probes begin ===", flush=True)
+    for product in products:
+        for _ in range(PROBE_REPEATS):
+            product()
+    sys.stdout.flush()
+    print("=== probes end ===", flush=True)
 
 
-def onednn_breakdown(stdout):
-    """{(kind, implementation, source dtype): [calls, ms]} of the primitives between the
-    step markers of `worker_onednn`'s output, and oneDNN's ISA line."""
-    rows, isa, inside = collections.defaultdict(lambda: [0, 0.0]), None, False
+def _onednn_execs(stdout):
+    """(section, kind, implementation, descriptors, shape, ms) of every primitive run
+    between `worker_onednn`'s markers (section "step" or "probes"), and oneDNN's ISA
+    line (None if absent)."""
+    execs, isa, section = [], None, None
     for line in stdout.splitlines():
-        if line.startswith("=== step"):
-            inside = "begins" in line
+        if line.startswith("=== "):
+            name, edge = line.split()[1:3]
+            section = name if edge.startswith("begin") else None
         elif "info,cpu,isa:" in line:
             isa = line.split("isa:", 1)[1]
-        elif inside and line.startswith("onednn_verbose,") and ",exec," in line:
+        elif section and line.startswith("onednn_verbose,") and ",exec," in line:
             fields = line.split(",")
             i = fields.index("exec")
             kind, impl, descs = fields[i + 2], fields[i + 3] or "-", fields[i + 5]
+            execs.append((section, kind, impl, descs, fields[-2], float(fields[-1])))
+    return execs, isa
+
+
+def onednn_breakdown(stdout):
+    """{(kind, implementation, source dtype): [calls, ms]} of the primitives of the step
+    in `worker_onednn`'s output, and oneDNN's ISA line."""
+    rows = collections.defaultdict(lambda: [0, 0.0])
+    execs, isa = _onednn_execs(stdout)
+    for section, kind, impl, descs, _, ms in execs:
+        if section == "step":
             src = re.search(r"src[:_]([a-z0-9]+)", descs)
             row = rows[(kind, impl, src.group(1) if src else "-")]
             row[0] += 1
-            row[1] += float(fields[-1])
+            row[1] += ms
     return dict(rows), isa
+
+
+def product_rates(stdout):
+    """{(m, k, n): (calls in the step, median GFLOP/s in the step, median GFLOP/s alone)}
+    for each 2-D oneDNN matmul [m, k] x [k, n] that ran both in the step and among the
+    probes of `worker_onednn`'s output (in the step: with any operand layout)."""
+    rates = collections.defaultdict(lambda: {"step": [], "probes": []})
+    for section, kind, _, _, shape, ms in _onednn_execs(stdout)[0]:
+        match = re.fullmatch(r"(\d+)x(\d+):(\d+)x(\d+)", shape)
+        if kind != "matmul" or not match or ms <= 0:
+            continue
+        m, k, _, n = map(int, match.groups())
+        rates[(m, k, n)][section].append(2 * m * k * n / ms / 1e6)
+    return {
+        shape: (len(r["step"]), statistics.median(r["step"]), statistics.median(r["probes"]))
+        for shape, r in rates.items()
+        if r["step"] and r["probes"]
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,6 +319,20 @@ def _onednn_table(rows):
     return lines
 
 
+def _product_rate_table(rates):
+    lines = [
+        "| product [rows, in] x [in, out] | calls in the step | GFLOP/s in the step | "
+        "GFLOP/s alone | in the step / alone |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for (m, k, n), (calls, inside, alone) in sorted(rates.items()):
+        lines.append(
+            f"| [{m}, {k}] x [{k}, {n}] | {calls} | {inside:.0f} | {alone:.0f} | "
+            f"{inside / alone:.2f} |"
+        )
+    return lines
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--dtypes", default="mixed_bfloat16", help="comma list of dtypes")
@@ -279,13 +363,22 @@ def main(argv=None):
     for dtype in args.dtypes.split(","):
         for mode in args.modes.split(","):
             profile = stdout_json(_run("profile", dtype, mode, args))
-            rows, isa = onednn_breakdown(_run("onednn", dtype, mode, args))
+            onednn_stdout = _run("onednn", dtype, mode, args)
+            rows, isa = onednn_breakdown(onednn_stdout)
             isa_line = isa_line or isa
             title = {"infer": "inference, batch 32", "train": "forward+backward, batch 16"}
             seq, batch = args.pretrain_shape.split(":")
             pretrain = f"pretraining step, seq {seq}, batch {batch}"
             lines += [f"## {dtype}, {title.get(mode, pretrain)}", ""]
             lines += _profile_table(profile) + [""] + _onednn_table(rows) + [""]
+            lines += [
+                "The dense products' rates (medians over calls of each shape; oneDNN's "
+                f"timings) inside the step and alone right after it ({PROBE_REPEATS} calls "
+                "each):",
+                "",
+                *_product_rate_table(product_rates(onednn_stdout)),
+                "",
+            ]
             print(f"{dtype} {mode}: done", flush=True)
     if isa_line:
         lines.insert(6, f"oneDNN's ISA: {isa_line}.\n")
