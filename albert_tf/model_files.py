@@ -46,7 +46,7 @@ class ModelFileOptions(Options):
 @dataclasses.dataclass
 class ModelFiles:
     """The resolved files: config (parsed) and its file, SentencePiece model, WordPiece
-    vocabulary."""
+    vocabulary (None in SentencePiece mode, where it is not read)."""
 
     config: object  # AlbertConfig
     spm_model_file: str | None
@@ -97,6 +97,11 @@ def resolve_model_files(opts, max_seq_length: int, require_spm: bool = False) ->
         )
     if not spm and not vocab:
         raise UserError("--spm_model_file (or --vocab_file) is required")
+    if spm:
+        # SentencePiece mode never opens the vocabulary (as the original's FullTokenizer),
+        # so a placeholder --vocab_file beside --spm_model_file (the original run_glue.sh
+        # passes one) must not stop the run.
+        vocab = None
     for flag, path in (("spm_model_file", spm), ("vocab_file", vocab)):
         if path and not tf.io.gfile.exists(path):
             raise UserError(f"--{flag}={path}: file not found")

@@ -514,7 +514,6 @@ class SquadTask(driver.Task):
         if opts.do_predict and not opts.predict_file:
             raise UserError("--do_predict needs --predict_file")
         self.files = resolve_model_files(opts, opts.max_seq_length, require_spm=True)
-        self.files.vocab_file = None  # SentencePiece only, as the original
         for flag, path in (
             ("train_file", opts.train_file if opts.do_train else None),
             ("predict_file", opts.predict_file if opts.do_predict else None),
