@@ -257,7 +257,9 @@ class ClassifierTask(driver.Task):
             raise UserError(
                 "at least one of --do_train, --do_eval, --do_predict or --export_dir must be set"
             )
-        self.files = resolve_model_files(opts, opts.max_seq_length)
+        self.files = resolve_model_files(
+            opts, opts.max_seq_length, token_types=1 if self.task in SINGLE_SENTENCE_TASKS else 2
+        )
         self.processor = get_processor(
             self.task, use_spm=bool(self.files.spm_model_file), do_lower_case=opts.do_lower_case
         )

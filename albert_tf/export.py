@@ -498,6 +498,12 @@ def export_encoder(
             f"--albert_directory={albert_directory}: no SentencePiece model (30k-clean.model "
             "or a single *.model file); the export carries the tokenizer"
         )
+    if max_seq_length > config.max_position_embeddings:
+        raise UserError(
+            f"--max_seq_length={max_seq_length} exceeds max_position_embeddings="
+            f"{config.max_position_embeddings} of {files.config_file}: the preprocessing "
+            "model's features would not fit the encoder"
+        )
     module = EncoderServing(model, heads, files.spm_model_file, files.config_file, do_lower_case)
     preprocessor = TextPreprocessor(
         files.spm_model_file, max_seq_length, do_lower_case, digit_comma

@@ -108,6 +108,21 @@ def check_writable_folder(flag: str, value: str, folder: str | None = None) -> N
     os.remove(probe)
 
 
+def _umask() -> int:
+    """This process's umask, read without changing it where Linux shows it (setting it
+    to read it back would race with other threads creating files)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_path(path):
     """Yields a temporary name in `path`'s folder (created if needed) to write to; on
@@ -131,6 +146,9 @@ def atomic_path(path):
     prefix = f".{os.path.basename(path)}."
     remove_stale(directory, re.escape(prefix) + r"{owner}-\w+\.tmp")
     fd, tmp = tempfile.mkstemp(prefix=f"{prefix}{owner_tag()}-", suffix=".tmp", dir=directory)
+    # mkstemp makes the file private (0600); the result gets the mode any new file of
+    # this process gets (0644 under the usual umask), so others can read the results.
+    os.fchmod(fd, 0o666 & ~_umask())
     os.close(fd)
     try:
         yield tmp

@@ -54,14 +54,17 @@ class ModelFiles:
     config_file: str = ""
 
 
-def resolve_model_files(opts, max_seq_length: int, require_spm: bool = False) -> ModelFiles:
+def resolve_model_files(
+    opts, max_seq_length: int, require_spm: bool = False, token_types: int = 2
+) -> ModelFiles:
     """Validates the model flags of `opts` (ModelFileOptions fields and init_checkpoint;
-    UserError naming the flag and file); nothing is written."""
-    from albert_tf import hub, release
+    UserError naming the flag and file); nothing is written. `token_types`: how many
+    segment ids the task's features use (2 with sentence pairs, 1 without)."""
+    from albert_tf import hub, release, tokenization
     from albert_tf.config import AlbertConfig
 
     if opts.albert_hub_module_handle:
-        return _resolve_hub_module(opts, max_seq_length)
+        return _resolve_hub_module(opts, max_seq_length, token_types)
     init = opts.init_checkpoint
     if init and hub.is_hub_module(init):
         raise UserError(
@@ -105,11 +108,9 @@ def resolve_model_files(opts, max_seq_length: int, require_spm: bool = False) ->
     for flag, path in (("spm_model_file", spm), ("vocab_file", vocab)):
         if path and not tf.io.gfile.exists(path):
             raise UserError(f"--{flag}={path}: file not found")
-    if max_seq_length > config.max_position_embeddings:
-        raise UserError(
-            f"--max_seq_length={max_seq_length} exceeds max_position_embeddings="
-            f"{config.max_position_embeddings} of {config_file}"
-        )
+    if spm and "://" not in spm:  # a local file: is it a SentencePiece model?
+        tokenization.load_spm_model(spm, flag="spm_model_file")
+    _check_config_fits(config, config_file, max_seq_length, token_types)
     if init and not is_release:
         try:
             checkpoints.resolve_checkpoint_path(init)
@@ -118,7 +119,23 @@ def resolve_model_files(opts, max_seq_length: int, require_spm: bool = False) ->
     return ModelFiles(config, spm, vocab, config_file)
 
 
-def _resolve_hub_module(opts, max_seq_length: int) -> ModelFiles:
+def _check_config_fits(config, config_file, max_seq_length: int, token_types: int) -> None:
+    """UserError unless the config takes the task's features: max_seq_length positions and
+    `token_types` segment ids."""
+    if max_seq_length > config.max_position_embeddings:
+        raise UserError(
+            f"--max_seq_length={max_seq_length} exceeds max_position_embeddings="
+            f"{config.max_position_embeddings} of {config_file}"
+        )
+    if config.type_vocab_size < token_types:
+        raise UserError(
+            f"type_vocab_size={config.type_vocab_size} of {config_file}, but the task's "
+            f"features use segment ids 0 to {token_types - 1} (sentence pairs): expected "
+            f"type_vocab_size >= {token_types}"
+        )
+
+
+def _resolve_hub_module(opts, max_seq_length: int, token_types: int) -> ModelFiles:
     """ModelFiles of --albert_hub_module_handle. As the original's from_hub_module, the
     tokenizer is the module's SentencePiece model: --spm_model_file only has to be set
     (it chose SentencePiece mode there) and, like --vocab_file, is not read, so the
@@ -152,11 +169,7 @@ def _resolve_hub_module(opts, max_seq_length: int) -> ModelFiles:
                 getattr(opts, flag),
                 module.spm_model_file,
             )
-    if max_seq_length > config.max_position_embeddings:
-        raise UserError(
-            f"--max_seq_length={max_seq_length} exceeds max_position_embeddings="
-            f"{config.max_position_embeddings} of {config_file}"
-        )
+    _check_config_fits(config, config_file, max_seq_length, token_types)
     return ModelFiles(config, module.spm_model_file, None, config_file)
 
 

@@ -255,7 +255,15 @@ class PretrainingTask(driver.Task):
                 o.max_seq_length, o.max_predictions_per_seq, dynamic_masking=self._dynamic_masking()
             )
             vocabulary = (config.vocab_size, f"vocab_size of {self._config_name()}")
-            ids = {"input_ids": vocabulary, "masked_lm_ids": vocabulary}
+            ids = {
+                "input_ids": vocabulary,
+                "masked_lm_ids": vocabulary,
+                # SOP/NSP records hold token types 0 and 1
+                "segment_ids": (
+                    config.type_vocab_size,
+                    f"type_vocab_size of {self._config_name()}",
+                ),
+            }
             if o.do_train:
                 check_tfrecords(o.input_file, spec, "--input_file", ids)
             if o.do_eval:

@@ -204,8 +204,9 @@ def encode_ids(
     return [sp_model.PieceToId(p) for p in pieces]
 
 
-def load_spm_model(spm_model_file: str) -> spm.SentencePieceProcessor:
-    """Loads a SentencePiece model, with errors that name the file.
+def load_spm_model(spm_model_file: str, flag: str | None = None) -> spm.SentencePieceProcessor:
+    """Loads a SentencePiece model, with errors that name the file (as `--<flag>=<path>`
+    when the flag that named it is given).
 
     Raises:
       FileNotFoundError: the file does not exist.
@@ -214,6 +215,7 @@ def load_spm_model(spm_model_file: str) -> spm.SentencePieceProcessor:
     path = os.fspath(spm_model_file)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"SentencePiece model file not found: {path!r}")
+    what = f"--{flag}={path}" if flag else repr(path)
     sp = spm.SentencePieceProcessor()
     try:
         with open(path, "rb") as f:
@@ -221,9 +223,11 @@ def load_spm_model(spm_model_file: str) -> spm.SentencePieceProcessor:
         sp.LoadFromSerializedProto(proto)
     except (OSError, RuntimeError) as e:
         reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise UserError(f"Cannot load SentencePiece model {path!r}: {reason}") from None
+        raise UserError(
+            f"{what}: not a SentencePiece model (a .model file was expected; {reason})"
+        ) from None
     if sp.GetPieceSize() <= 0:
-        raise UserError(f"SentencePiece model {path!r} has no pieces")
+        raise UserError(f"{what}: the SentencePiece model has no pieces")
     return sp
 
 

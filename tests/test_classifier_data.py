@@ -382,6 +382,9 @@ def test_malformed_rows_name_file_line_column(tmp_path):
         cd.get_processor("sst-2", use_spm=False).get_train_examples(d)
     with pytest.raises(FileNotFoundError, match="QNLI"):
         cd.get_processor("qnli").get_dev_examples(d)
+    os.makedirs(os.path.join(d, "CoLA", "train.tsv"))
+    with pytest.raises(FileNotFoundError, match=r"train.tsv: a directory, expected a GLUE data"):
+        cd.get_processor("cola").get_train_examples(d)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -149,6 +149,7 @@ def test_write_unmasked(tmp_path):
         "prob",
         "permutation",
         "no_spm",
+        "not_spm",
     ],
 )
 def test_errors_leave_no_outputs(tmp_path, case, capsys):
@@ -168,13 +169,18 @@ def test_errors_leave_no_outputs(tmp_path, case, capsys):
     elif case == "short_seq":
         extra, expect = ["--max_seq_length=4"], "max_seq_length"
     elif case == "max_pred":
-        extra, expect = ["--max_predictions_per_seq=0"], "max_predictions_per_seq"
+        extra = ["--max_predictions_per_seq=0"]
+        expect = "error: --max_predictions_per_seq=0: expected an integer >= 1\n"
     elif case == "prob":
         extra, expect = ["--masked_lm_prob=1.5"], "masked_lm_prob"
     elif case == "permutation":
         extra, expect = ["--do_permutation"], "do_permutation"
     elif case == "no_spm":
         extra, expect = [f"--spm_model_file={tmp_path / 'missing.model'}"], "missing.model"
+    elif case == "not_spm":
+        (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n")
+        extra = [f"--spm_model_file={tmp_path / 'vocab.txt'}"]
+        expect = f"error: --spm_model_file={tmp_path / 'vocab.txt'}: not a SentencePiece model"
     assert _run(tmp_path, *extra, inp=inp, out="x.tfrecord,y.tfrecord") == 1
     assert expect in capsys.readouterr().err
     assert _leftovers(tmp_path) == []

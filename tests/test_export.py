@@ -256,6 +256,17 @@ def _release_folder(folder, heads=("cls/predictions", "cls/seq_relationship"), e
     return str(folder), model
 
 
+def test_encoder_export_refuses_features_longer_than_the_positions(tmp_path):
+    from albert_tf.errors import UserError
+    from albert_tf.export import export_encoder
+
+    folder, model = _release_folder(tmp_path / "albert")
+    positions = model.config.max_position_embeddings
+    with pytest.raises(UserError, match=f"^--max_seq_length={positions + 1} exceeds"):
+        export_encoder(folder, str(tmp_path / "hub"), max_seq_length=positions + 1)
+    assert not (tmp_path / "hub").exists()
+
+
 def test_encoder_export_reloads_in_fresh_processes(tmp_path):
     from albert_tf import hub
     from albert_tf.export import export_encoder

@@ -17,6 +17,20 @@ def test_atomic_write_creates_folder_and_leaves_no_temporaries(tmp_path):
     assert os.listdir(tmp_path / "sub") == ["out.txt"]
 
 
+def test_results_get_the_mode_of_any_new_file(tmp_path):
+    """Not mkstemp's private 0600: a result file is readable as any file this process
+    creates (umask 022 -> 0644, umask 077 -> 0600)."""
+    for mask, mode in ((0o022, 0o644), (0o077, 0o600), (0o002, 0o664)):
+        previous = os.umask(mask)
+        try:
+            path = tmp_path / f"out-{mask:o}.txt"
+            atomic_write_text(path, "a\n")
+            assert fileio._umask() == mask
+        finally:
+            os.umask(previous)
+        assert path.stat().st_mode & 0o777 == mode, oct(path.stat().st_mode)
+
+
 def test_failed_write_keeps_old_content(tmp_path):
     path = tmp_path / "out.txt"
     atomic_write_text(path, "old")

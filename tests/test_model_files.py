@@ -55,3 +55,25 @@ def test_squad_needs_sentencepiece(tmp_path):
     flags = _flags(tmp_path, spm_model_file=None, vocab_file=str(tmp_path / "vocab.txt"))
     with pytest.raises(UserError, match=r"--spm_model_file is required.*--vocab_file is not used"):
         resolve_model_files(flags, 32, require_spm=True)
+
+
+def test_sentence_pairs_need_two_token_types(tmp_path):
+    """type_vocab_size 1 cannot embed the second segment of a pair task (SQuAD, RACE,
+    MRPC...); single-sentence tasks (CoLA, SST-2) are fine with it."""
+    config_file = tmp_path / "one_type.json"
+    tiny_config(type_vocab_size=1).to_json_file(str(config_file))
+    flags = _flags(tmp_path, albert_config_file=str(config_file))
+    assert resolve_model_files(flags, 32, token_types=1).config.type_vocab_size == 1
+    with pytest.raises(
+        UserError,
+        match=rf"^type_vocab_size=1 of {config_file}, but the task's features use segment "
+        r"ids 0 to 1 \(sentence pairs\): expected type_vocab_size >= 2$",
+    ):
+        resolve_model_files(flags, 32)
+
+
+def test_a_file_that_is_no_sentencepiece_model_is_named_by_its_flag(tmp_path):
+    bad = tmp_path / "30k-clean.vocab"
+    bad.write_text("<pad>\t0\n<unk>\t0\n")
+    with pytest.raises(UserError, match=f"^--spm_model_file={bad}: not a SentencePiece model"):
+        resolve_model_files(_flags(tmp_path, spm_model_file=str(bad)), 32)

@@ -149,8 +149,10 @@ def test_errors(tmp_path):
         T.FullTokenizer(vocab_file=str(tmp_path / "nope.txt"))
     bad = tmp_path / "bad.model"
     bad.write_bytes(b"this is not a model")
-    with pytest.raises(ValueError, match="bad.model"):
+    with pytest.raises(ValueError, match=f"^'{bad}': not a SentencePiece model"):
         T.FullTokenizer(spm_model_file=str(bad))
+    with pytest.raises(ValueError, match=f"^--spm_model_file={bad}: not a SentencePiece model"):
+        T.load_spm_model(str(bad), flag="spm_model_file")
     empty = tmp_path / "empty.txt"
     empty.write_text("")
     with pytest.raises(ValueError, match="empty.txt"):

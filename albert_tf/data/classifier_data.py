@@ -102,6 +102,8 @@ def read_tsv(path: str) -> list[tuple[int, list[str]]]:
     can point at the offending line. Raises FileNotFoundError for a missing file and ValueError
     (naming file, line and column) for bytes that are not UTF-8.
     """
+    if "://" not in path and os.path.isdir(path):
+        raise FileNotFoundError(f"{path}: a directory, expected a GLUE data file (.tsv)")
     if "://" not in path and not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: GLUE data file not found")
     with _open_binary(path) as f:

@@ -519,7 +519,7 @@ def create_pretraining_data(
     try:
         config.validate()
     except ValueError as e:
-        raise InputDataError(f"invalid flag: {e}") from None
+        raise InputDataError(f"--{e}") from None  # its messages start "<flag>=<value>: "
     if dupe_factor < 1:
         raise InputDataError(f"--dupe_factor={dupe_factor}: must be >= 1")
     if not spm_model_file and not vocab_file:
@@ -530,6 +530,8 @@ def create_pretraining_data(
     ):
         if path and not os.path.isfile(path):
             raise InputDataError(f"{flag}: file {path!r} does not exist")
+    if spm_model_file:
+        tokenization.load_spm_model(spm_model_file, flag="spm_model_file")
     outputs = (
         [o.strip() for o in output_file.split(",") if o.strip()]
         if isinstance(output_file, str)
@@ -711,7 +713,7 @@ class CreatePretrainingDataOptions(Options):
     random_next_sentence: bool = option(False, "NSP (random other document) instead of SOP.")
     max_seq_length: int = option(512, "Maximum sequence length.", minimum=2)
     ngram: int = option(3, "Maximum n-gram length to mask.", minimum=1)
-    max_predictions_per_seq: int = option(20, "Maximum masked positions per sequence.", minimum=0)
+    max_predictions_per_seq: int = option(20, "Maximum masked positions per sequence.", minimum=1)
     random_seed: int = option(12345, "Seed of all random choices (fully reproducible).")
     dupe_factor: int = option(
         40, "Passes over the data, each with fresh random choices.", minimum=1
