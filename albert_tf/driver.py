@@ -5,7 +5,8 @@ metrics and output files.
     summary = driver.run(ClassifierTask(ClassifierOptions(task_name="MRPC", ...)))
 
 1. resolve     `Task.resolve`: options, files and data checked; --init_checkpoint's files
-               complete; nothing is written.
+               complete; a run that does not train has weights to use; nothing is
+               written.
 2. start       host allocator, dtype policy, seeds, distribution strategy.
 3. build       `Task.build_model` under the strategy; the checkpoints already in
                output_dir must fit it.
@@ -30,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 from typing import Callable
 
 import keras
@@ -166,12 +168,16 @@ class Task:
       --init_checkpoint may lack (a pretrained encoder then gets a fresh head).
     metric_names: the extra scalars `loss_fn` returns, logged with the loss.
     init_from_group0: fill every group from the checkpoint's group_0 (pretraining).
+    record_flags: the flags naming TFRecord files the run reads as they are (a damaged
+      one can only show while it is read); the feature caches of the fine-tuning tasks
+      are checked against their inputs instead.
     """
 
     head: str = ""
     head_patterns: tuple[str, ...] = ()
     metric_names: tuple[str, ...] = ()
     init_from_group0: bool = False
+    record_flags: tuple[str, ...] = ()
 
     def __init__(self, options: RunOptions):
         self.options = options
@@ -237,6 +243,7 @@ def run(task: Task) -> dict:
     opts = task.options
     check(opts)  # also: output_dir (a folder, writable) before anything is read or built
     config = task.resolve()
+    check_weights_to_use(opts)
     resuming = opts.do_train and bool(selection.trained_checkpoints(opts.output_dir))
     initial = initial_weights(opts)
     if initial and initial[0] == "--init_checkpoint" and not resuming:
@@ -260,6 +267,26 @@ def run(task: Task) -> dict:
         current.initialized = True
         _logger.info("%s: %s", flag, current.summary["init"])
     tf.io.gfile.makedirs(opts.output_dir)  # only once the inputs proved usable
+    try:
+        return _train_evaluate_predict(task, current)
+    except tf.errors.DataLossError as err:
+        # A record cut short or corrupted after the first, which `resolve` checks: the
+        # checkpoints written so far stay; a rerun resumes and stops at the same record.
+        detail = re.sub(r"^\{\{.*?\}\}\s*|\s*\[Op:.*$", "", err.message.strip().splitlines()[0])
+        named = " or ".join(
+            f"{flag}={getattr(opts, flag[2:])}"
+            for flag in task.record_flags
+            if getattr(opts, flag[2:], None)
+        )
+        raise UserError(
+            f"a TFRecord file{' of ' + named if named else ''} is damaged ({detail}): "
+            "expected whole records, as TFRecordWriter writes them"
+        ) from None
+
+
+def _train_evaluate_predict(task: Task, current: Run) -> dict:
+    """Steps 4-8 of the module docstring, after the output folder is made."""
+    opts = task.options
     task.prepare(current)
 
     evaluation = task.evaluator(current)
@@ -445,6 +472,29 @@ def finish_selection(selector, current: Run, task: Task) -> None:
         )
 
 
+def check_weights_to_use(opts) -> None:
+    """Refuses, before the output folder or any feature file is written, a run that does
+    not train and has no weights to evaluate, predict or export with: no initial weights
+    and no checkpoint in output_dir (`finish_selection` and `final_weights` would refuse
+    it only after `Task.prepare`)."""
+    if opts.do_train or initial_weights(opts):
+        return
+    out = opts.output_dir
+    best = os.path.join(out, selection.BEST_PREFIX + ".index")
+    if selection.trained_checkpoints(out) or tf.io.gfile.exists(best):
+        return
+    uses = {"do_eval": "evaluate", "do_predict": "predict", "export_dir": "export"}
+    asked = [(f"--{name}", verb) for name, verb in uses.items() if getattr(opts, name, None)]
+    flags = " and ".join(flag for flag, _ in asked) or "this run"
+    verbs = " or ".join(verb for _, verb in asked) or "use"
+    raise UserError(
+        f"{flags} {'have' if len(asked) > 1 else 'has'} nothing to {verbs} with: no "
+        "--init_checkpoint and no checkpoint "
+        f"({selection.BEST_PREFIX}, model.ckpt-<step> or ckpt-<step>) in "
+        f"--output_dir={out}; expected one of them, or --do_train"
+    )
+
+
 def initial_weights(opts) -> tuple[str, str] | None:
     """(flag, value) naming the weights a run starts from: --init_checkpoint, or the
     fine-tuning scripts' --albert_hub_module_handle (a TF-Hub module folder); None when
@@ -612,6 +662,7 @@ __all__ = [
     "train",
     "finish_selection",
     "initial_weights",
+    "check_weights_to_use",
     "check_init_checkpoint",
     "check_output_checkpoints",
     "mismatch_summary",

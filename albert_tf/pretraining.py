@@ -209,6 +209,7 @@ class PretrainingTask(driver.Task):
     head = "masked_lm"
     head_patterns = ("^cls/",)
     metric_names = METRIC_NAMES
+    record_flags = ("--input_file", "--eval_file")
 
     def __init__(self, options: PretrainingOptions):
         if options.input_file is None:  # the demo

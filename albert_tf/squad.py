@@ -497,6 +497,8 @@ class SquadTask(driver.Task):
             self.head, self.head_patterns = "squad_v1", (r"^cls/squad/",)
 
     def resolve(self):
+        from albert_tf.data import squad_data
+
         opts = self.options
         if not (opts.do_train or opts.do_predict or opts.export_dir):
             raise UserError("at least one of --do_train, --do_predict or --export_dir must be set")
@@ -532,12 +534,18 @@ class SquadTask(driver.Task):
         self.train_examples = (
             _read(opts.train_file, True, "--train_file") if opts.do_train else None
         )
-        if opts.do_train and not self.v2 and squad_has_impossible(opts.train_file):
-            raise UserError(
-                f"--train_file={opts.train_file} holds unanswerable questions "
-                "(is_impossible: true), i.e. SQuAD v2.0 data: pass "
-                "--version_2_with_negative (or a v1.1 file)"
-            )
+        # A v1.1 run would train unanswerable questions as answers at [CLS], or fail in
+        # its first dev evaluation (a v1.1 score needs answers to every question).
+        for flag, path in (
+            ("--train_file", opts.train_file if opts.do_train else None),
+            ("--predict_file", opts.predict_file if opts.do_predict else None),
+        ):
+            question = path and not self.v2 and squad_data.v2_question(path)
+            if question:
+                raise UserError(
+                    f"{flag}={path} holds unanswerable questions ({question}), i.e. SQuAD "
+                    "v2.0 data: pass --version_2_with_negative (or a v1.1 file)"
+                )
         self.tokenizer = make_tokenizer(opts, self.files)
         return self.files.config
 
@@ -762,17 +770,17 @@ class SquadTask(driver.Task):
             )
 
 
-def squad_has_impossible(path) -> bool:
-    from albert_tf.data import squad_data
-
-    return squad_data.squad_has_impossible(path)
-
-
 def _read(path, is_training, flag):
     """The questions of a SQuAD JSON file given as `flag`: at least one."""
     from albert_tf.data import squad_data
 
-    examples = squad_data.read_squad_examples(path, is_training)
+    try:
+        examples = squad_data.read_squad_examples(path, is_training)
+    except squad_data.SquadDataError as err:  # named by the flag too: "--flag=path: ..."
+        message = str(err)
+        if not message.startswith(f"{path}: "):
+            message = f"{path}: {message}"
+        raise UserError(f"{flag}={message}") from None
     if not examples:
         raise UserError(
             f"{flag}={path}: holds no question; expected data[].paragraphs[].qas[] entries"

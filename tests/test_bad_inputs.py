@@ -263,6 +263,26 @@ ROWS = [
         "hidden_dropout_prob",
     ),
     Row(
+        "records_cut_after_the_first",
+        "run_pretraining.py",
+        ("--input_file={cut_records}",),
+        "a TFRecord file of --input_file={cut_records} is damaged (truncated record at",
+    ),
+    Row(
+        "one_token_type_for_sop_records",
+        "run_pretraining.py",
+        ("--albert_config_file={config_one_token_type}",),
+        "feature 'segment_ids' of the first record holds 1, expected values below 1 "
+        "(type_vocab_size of --albert_config_file={config_one_token_type})",
+    ),
+    Row(
+        "one_token_type_for_sentence_pairs",
+        "run_classifier.py",
+        ("--albert_config_file={config_one_token_type}",),
+        "type_vocab_size=1 of {config_one_token_type}, but the task's features use segment "
+        "ids 0 to 1 (sentence pairs): expected type_vocab_size >= 2",
+    ),
+    Row(
         "config_not_json",
         "run_pretraining.py",
         ("--albert_config_file={garbage}",),
@@ -391,6 +411,13 @@ ROWS = [
         expect="--output_dir={out}: its checkpoints do not fit this model",
         output="narrow_classifier_folder",
     ),
+    Row(
+        "classifier_eval_without_weights",
+        "run_classifier.py",
+        expect="--do_eval has nothing to evaluate with: no --init_checkpoint",
+        drop=("--do_train",),
+        output="absent",
+    ),
     # --- run_squad.py -----------------------------------------------------------------
     Row(
         "predict_file_without_question",
@@ -436,7 +463,61 @@ ROWS = [
         ("--num_train_epochs=0",),
         "--num_train_epochs must be > 0",
     ),
+    Row(
+        "squad_json_not_utf8",
+        "run_squad.py",
+        ("--predict_file={squad_bad_utf8}",),
+        "--predict_file={squad_bad_utf8}: not UTF-8 (byte 0xff at offset ",
+    ),
+    Row(
+        "squad_train_file_is_a_directory",
+        "run_squad.py",
+        ("--train_file={tmp}",),
+        "--train_file={tmp}: a directory, expected a SQuAD JSON file",
+        output="absent",
+    ),
+    Row(
+        "squad_v2_predict_file_without_flag",
+        "run_squad.py",
+        ("--predict_file={squad_v2}",),
+        "--predict_file={squad_v2} holds unanswerable questions (id ",
+    ),
+    Row(
+        "squad_predict_question_without_answers",
+        "run_squad.py",
+        ("--predict_file={squad_no_answer}",),
+        "--predict_file={squad_no_answer} holds unanswerable questions (id q_unanswered: "
+        "no answers), i.e. SQuAD v2.0 data: pass --version_2_with_negative",
+    ),
+    Row(
+        "squad_is_impossible_string",
+        "run_squad.py",
+        ("--train_file={squad_impossible_str}", "--version_2_with_negative"),
+        "--train_file={squad_impossible_str}: data[0].paragraphs[0].qas[0] (id q_false): "
+        "is_impossible is str, expected bool (true or false)",
+    ),
+    Row(
+        "squad_duplicate_question_id",
+        "run_squad.py",
+        ("--predict_file={squad_dup_id}",),
+        "--predict_file={squad_dup_id}: data[0].paragraphs[0].qas[1] repeats the id "
+        "q_twice of data[0].paragraphs[0].qas[0]",
+    ),
+    Row(
+        "squad_predict_without_weights",
+        "run_squad.py",
+        expect="--do_predict has nothing to predict with: no --init_checkpoint and no "
+        "checkpoint (model.ckpt-best, model.ckpt-<step> or ckpt-<step>) in --output_dir={out}",
+        drop=("--do_train", "--train_file"),
+    ),
     # --- run_race.py ------------------------------------------------------------------
+    Row(
+        "race_without_weights",
+        "run_race.py",
+        ("--do_train=false", "--do_predict"),
+        "--do_eval and --do_predict have nothing to evaluate or predict with",
+        output="absent",
+    ),
     Row(
         "race_split_without_files",
         "run_race.py",
@@ -469,6 +550,32 @@ ROWS = [
         "run_race.py",
         ("--dropout_prob=1.0",),
         "--dropout_prob=1.0: expected a number in [0.0, 1.0)",
+    ),
+    Row(
+        "race_invalid_utf8",
+        "run_race.py",
+        ("--data_dir={race_bad_utf8}",),
+        "{race_bad_utf8}/RACE/train/high/all.txt:2: invalid UTF-8 byte b'\\xff' (byte column",
+        output="absent",
+    ),
+    Row(
+        "race_options_as_string",
+        "run_race.py",
+        ("--data_dir={race_options_str}",),
+        "{race_options_str}/RACE/train/high/all.txt:1: 'options'[0] is str, "
+        "expected a list of 4 strings",
+    ),
+    Row(
+        "race_line_is_json_array",
+        "run_race.py",
+        ("--data_dir={race_json_array}",),
+        "{race_json_array}/RACE/train/high/all.txt:1: expected a JSON object",
+    ),
+    Row(
+        "race_all_txt_is_a_directory",
+        "run_race.py",
+        ("--data_dir={race_all_txt_dir}",),
+        "{race_all_txt_dir}/RACE/train/high/all.txt: a directory where a file was expected",
     ),
     # --- create_pretraining_data.py ---------------------------------------------------
     Row(
@@ -570,6 +677,7 @@ def paths(tmp_path_factory):
         "config_act_null": {"hidden_act": None},
         "config_init_range": {"initializer_range": -1},
         "config_dropout_str": {"hidden_dropout_prob": "0.1"},
+        "config_one_token_type": {"type_vocab_size": 1},
     }.items():
         p[name] = _write_json(root / f"{name}.json", {**good, **change})
     p["config_no_hidden"] = _write_json(
@@ -587,6 +695,12 @@ def paths(tmp_path_factory):
         dupe_factor=1,
         num_workers=1,
     )
+    with open(p["records"], "rb") as f:
+        data = f.read()
+    first = 8 + 4 + int.from_bytes(data[:8], "little") + 4  # length, its CRC, data, CRC
+    p["cut_records"] = str(root / "cut.tfrecord")  # a copy cut inside its second record
+    with open(p["cut_records"], "wb") as f:
+        f.write(data[: first + 20])
     p["empty_records"] = str(root / "empty.tfrecord")
     open(p["empty_records"], "wb").close()
     p["garbage"] = str(root / "garbage.tfrecord")
@@ -664,6 +778,22 @@ def paths(tmp_path_factory):
         root / "no_question_field.json",
         {"data": [{"paragraphs": [{"context": "x", "qas": [{"id": "a"}]}]}]},
     )
+    # SQuAD reader checks, each a change of the first question(s) of the v1.1 file: an
+    # is_impossible string, a repeated id, no answers (among answered questions), and a
+    # byte that is not UTF-8 in the first context.
+    for name, change in {
+        "squad_impossible_str": {0: {"id": "q_false", "is_impossible": "false"}},
+        "squad_dup_id": {0: {"id": "q_twice"}, 1: {"id": "q_twice"}},
+        "squad_no_answer": {0: {"id": "q_unanswered", "answers": []}},
+    }.items():
+        changed = json.loads(json.dumps(document))
+        qas = changed["data"][0]["paragraphs"][0]["qas"]
+        for index, fields in change.items():
+            qas[index].update(fields)
+        p[name] = _write_json(root / f"{name}.json", changed)
+    p["squad_bad_utf8"] = str(root / "bad_utf8.json")
+    with open(p["squad_bad_utf8"], "wb") as f:
+        f.write(json.dumps(document).encode().replace(b'"context": "', b'"context": "\xff', 1))
 
     # RACE.
     p["race"] = DEMO
@@ -677,6 +807,27 @@ def paths(tmp_path_factory):
     shutil.copytree(os.path.join(DEMO, "RACE"), bad / "RACE")
     (bad / "RACE" / "train" / "high" / "all.txt").write_text('{"article": "x",\n')
     p["race_bad_json"] = str(bad)
+
+    # RACE reader checks: train/high/all.txt with a byte that is not UTF-8, options[0] a
+    # string, a JSON array for a line, or a directory.
+    with open(os.path.join(DEMO, "RACE", "train", "high", "all.txt"), "rb") as f:
+        line = f.readline().rstrip(b"\n")
+    record = json.loads(line)
+    record["options"][0] = "ABCD"
+    for name, data in {
+        "race_bad_utf8": line + b"\n" + line.replace(b'"article": "', b'"article": "\xff', 1),
+        "race_options_str": json.dumps(record).encode() + b"\n",
+        "race_json_array": b"[1, 2, 3]\n" + line + b"\n",
+        "race_all_txt_dir": None,
+    }.items():
+        shutil.copytree(os.path.join(DEMO, "RACE"), root / name / "RACE")
+        all_txt = root / name / "RACE" / "train" / "high" / "all.txt"
+        if data is None:
+            all_txt.unlink()
+            all_txt.mkdir()
+        else:
+            all_txt.write_bytes(data)
+        p[name] = str(root / name)
 
     # create_pretraining_data.
     p["corpus_bad_utf8"] = str(root / "bad_utf8.txt")

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -149,3 +150,93 @@ def test_all_txt_is_read_alone_else_the_numbered_files(tmp_path):
     (folder / "all.txt").write_text("".join(json.dumps(r) + "\n" for r in records[::-1]))
     from_all = read_race_examples(str(tmp_path), "dev", middle_only=True)
     assert [e.example_id for e in from_all] == ["m2", "m1", "m0"]
+
+
+GOOD = {
+    "id": "a",
+    "article": "x",
+    "questions": ["q?"],
+    "options": [["1", "2", "3", "4"]],
+    "answers": ["B"],
+}
+
+
+@pytest.mark.parametrize(
+    "line, expect",
+    [
+        ("[1, 2, 3]", "all.txt:2: expected a JSON object with 'article', .* found an array"),
+        ('"text"', "all.txt:2: expected a JSON object .* found a string"),
+        ("7", "all.txt:2: expected a JSON object .* found a number"),
+        ("null", "all.txt:2: expected a JSON object .* found null"),
+        (
+            json.dumps(dict(GOOD, options=["ABCD"])),
+            r"all.txt:2: 'options'\[0\] is str, expected a list of 4 strings",
+        ),
+        (
+            json.dumps(dict(GOOD, options=[["1", 2, "3", "4"]])),
+            r"all.txt:2: 'options'\[0\]\[1\] is int, expected str",
+        ),
+        (
+            json.dumps(dict(GOOD, answers=[1])),
+            r"all.txt:2: 'answers'\[0\] is int, expected a letter",
+        ),
+        (
+            json.dumps(dict(GOOD, questions=[3])),
+            r"all.txt:2: 'questions'\[0\] is int, expected str",
+        ),
+    ],
+    ids=[
+        "array",
+        "string",
+        "number",
+        "null",
+        "options_str",
+        "option_int",
+        "answer_int",
+        "question_int",
+    ],
+)
+@pytest.mark.parametrize("use_spm", [True, False])
+def test_lines_of_other_shapes_name_line_and_field(tmp_path, line, expect, use_spm):
+    folder = tmp_path / "RACE" / "dev" / "middle"
+    folder.mkdir(parents=True)
+    (folder / "all.txt").write_text(json.dumps(GOOD) + "\n" + line + "\n")
+    with pytest.raises(RaceDataError, match=expect):
+        read_race_examples(str(tmp_path), "dev", middle_only=True, use_spm=use_spm)
+
+
+def test_bytes_that_are_not_utf8_name_the_line(tmp_path):
+    folder = tmp_path / "RACE" / "dev" / "middle"
+    folder.mkdir(parents=True)
+    text = json.dumps(dict(GOOD, article="caf\u00e9")) + "\n"
+    bad = json.dumps(dict(GOOD, article="a @")).encode().replace(b"@", b"\xff")
+    (folder / "all.txt").write_bytes(text.encode() + b"\n" + bad + b"\n")
+    with pytest.raises(
+        RaceDataError,
+        match=r"middle/all.txt:3: invalid UTF-8 byte b'\\xff' \(byte column 27\); "
+        "expected UTF-8 text",
+    ):
+        read_race_examples(str(tmp_path), "dev", middle_only=True)
+
+
+def test_a_directory_or_file_in_the_wrong_place_is_an_error(tmp_path):
+    """all.txt (or a numbered file) that is a directory was skipped silently, dropping a
+    level; a level that is a file was reported as missing."""
+    for level in ("middle", "high"):
+        folder = tmp_path / "RACE" / "train" / level
+        folder.mkdir(parents=True)
+        (folder / "1.txt").write_text(json.dumps(GOOD) + "\n")
+    (tmp_path / "RACE" / "train" / "high" / "all.txt").mkdir()
+    with pytest.raises(
+        RaceDataError, match=r"train/high/all.txt: a directory where a file was expected"
+    ):
+        read_race_examples(str(tmp_path), "train")
+    (tmp_path / "RACE" / "train" / "high" / "all.txt").rmdir()
+    (tmp_path / "RACE" / "train" / "middle" / "2.txt").mkdir()
+    with pytest.raises(RaceDataError, match=r"middle/2.txt: a directory where a file was"):
+        read_race_examples(str(tmp_path), "train")
+    assert len(read_race_examples(str(tmp_path), "train", high_only=True)) == 1
+    shutil.rmtree(tmp_path / "RACE" / "train" / "middle")
+    (tmp_path / "RACE" / "train" / "middle").write_text("x\n")
+    with pytest.raises(RaceDataError, match=r"train/middle: a file where a folder was expected"):
+        read_race_examples(str(tmp_path), "train")

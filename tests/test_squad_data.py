@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -336,12 +337,77 @@ def test_answer_differing_from_the_context_is_kept_and_counted(tmp_path, tokeniz
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
 
 
-def test_squad_has_impossible(tmp_path):
-    assert squad_data.squad_has_impossible(os.path.join(DEMO, "squad", "train-v2.0.json"))
-    assert not squad_data.squad_has_impossible(os.path.join(DEMO, "squad", "train-v1.1.json"))
-    qa = {"id": "q", "question": "?", "answers": [], "is_impossible": False}
-    assert not squad_data.squad_has_impossible(_write_json(tmp_path, _doc("c", [qa])))
-    path = _write_json(tmp_path, _doc("c", [qa, dict(qa, is_impossible=True)]))
-    assert squad_data.squad_has_impossible(path)
+def test_unreadable_files_are_named(tmp_path):
+    """A byte that is not UTF-8 and a directory: one SquadDataError naming the file."""
+    path = tmp_path / "latin1.json"
+    path.write_bytes(b'{"data": [\n  {"x": "caf\xe9"}]}')
+    with pytest.raises(
+        SquadDataError,
+        match=rf"^{re.escape(str(path))}: not UTF-8 \(byte 0xe9 at offset 23, line 2\); "
+        "expected a UTF-8 encoded SQuAD JSON file$",
+    ):
+        read_squad_examples(str(path), False)
+    with pytest.raises(
+        SquadDataError, match=rf"^{re.escape(str(tmp_path))}: a directory, expected a SQuAD JSON"
+    ):
+        read_squad_examples(str(tmp_path), True)
+
+
+@pytest.mark.parametrize("value", ["false", "yes", 1, None])
+def test_is_impossible_must_be_a_json_boolean(tmp_path, value):
+    """bool("false") is true: only true and false are read, in either mode."""
+    qa = {"id": "q7", "question": "?", "answers": [], "is_impossible": value}
+    path = _write_json(tmp_path, _doc("ctx", [qa]))
+    message = (
+        rf"data\[0\].paragraphs\[0\].qas\[0\] \(id q7\): is_impossible is "
+        rf"{type(value).__name__}, expected bool \(true or false\)"
+    )
+    for is_training in (True, False):
+        with pytest.raises(SquadDataError, match=message):
+            read_squad_examples(path, is_training)
+    with pytest.raises(SquadDataError, match=message):
+        squad_data.v2_question(path)
+
+
+def test_questions_to_predict_need_distinct_ids(tmp_path):
+    """predictions.json is keyed by id: a repeated one would silently lose a question.
+    Training ignores ids."""
+    answer = [{"text": "c", "answer_start": 0}]
+    qas = [{"id": i, "question": "?", "answers": answer} for i in ("a", "b", "a")]
+    path = _write_json(tmp_path, _doc("ctx", qas))
+    with pytest.raises(
+        SquadDataError,
+        match=r"data\[0\].paragraphs\[0\].qas\[2\] repeats the id a of "
+        r"data\[0\].paragraphs\[0\].qas\[0\]; expected a distinct id per question",
+    ):
+        read_squad_examples(path, False)
+    assert len(read_squad_examples(path, True)) == 3
+    qas[2]["id"] = 1  # ids are compared as the strings predictions.json holds
+    qas[1]["id"] = "1"
+    with pytest.raises(SquadDataError, match="qas\\[2\\] repeats the id 1 of"):
+        read_squad_examples(_write_json(tmp_path, _doc("ctx", qas)), False)
+
+
+def test_v2_question(tmp_path):
+    """The first question a v1.1 run cannot score: is_impossible true, or no answers in a
+    file that has answers (a file without any is a v1.1 test set, only predicted)."""
+    assert squad_data.v2_question(os.path.join(DEMO, "squad", "dev-v1.1.json")) is None
+    assert squad_data.v2_question(os.path.join(DEMO, "squad", "train-v1.1.json")) is None
+    first = squad_data.v2_question(os.path.join(DEMO, "squad", "dev-v2.0.json"))
+    assert first.endswith(": is_impossible true") or first.endswith(": no answers")
+    answered = {"question": "?", "answers": [{"text": "c", "answer_start": 0}]}
+    unanswered = {"question": "?", "answers": []}
+    cases = [
+        ([dict(answered, id="a"), dict(answered, id="b", is_impossible=False)], None),
+        ([dict(unanswered, id="a"), dict(unanswered, id="b")], None),
+        ([dict(answered, id="a"), dict(unanswered, id="b")], "id b: no answers"),
+        (
+            [dict(answered, id="a"), dict(answered, id="b", is_impossible=True)],
+            "id b: is_impossible true",
+        ),
+        ([dict(unanswered, id="a", is_impossible=True)], "id a: is_impossible true"),
+    ]
+    for qas, want in cases:
+        assert squad_data.v2_question(_write_json(tmp_path, _doc("ctx", qas))) == want
     with pytest.raises(FileNotFoundError, match="nope.json"):
-        squad_data.squad_has_impossible(str(tmp_path / "nope.json"))
+        squad_data.v2_question(str(tmp_path / "nope.json"))

@@ -56,6 +56,58 @@ def _field(record, key, kind, where):
     return record[key]
 
 
+# What json.loads gives for each JSON value that is not an object, as JSON names it.
+_JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number"}
+_JSON_KINDS.update({bool: "true/false", type(None): "null"})
+
+
+def _json_lines(path):
+    """(where, record) for every non-blank line of `path`: "<path>:<line>" and its JSON
+    object. Raises RaceDataError naming the line for bytes that are not UTF-8, invalid JSON
+    or a JSON value that is not an object."""
+    import tensorflow as tf
+
+    if tf.io.gfile.isdir(path):
+        raise RaceDataError(
+            f"{path}: a directory where a file was expected (RACE level folders hold "
+            "all.txt or numbered *.txt files of JSON lines)"
+        )
+    try:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            for line_no, raw in enumerate(f, 1):
+                where = f"{path}:{line_no}"
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise RaceDataError(
+                        f"{where}: invalid UTF-8 byte {raw[err.start : err.start + 1]!r} "
+                        f"(byte column {err.start + 1}); expected UTF-8 text"
+                    ) from None
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise RaceDataError(f"{where}: invalid JSON: {err.msg}") from None
+                if not isinstance(record, dict):
+                    kind = _JSON_KINDS.get(type(record), type(record).__name__)
+                    raise RaceDataError(
+                        f"{where}: expected a JSON object with 'article', 'questions', "
+                        f"'options' and 'answers', found {kind}"
+                    )
+                yield where, record
+    except tf.errors.OpError as err:
+        raise RaceDataError(f"{path}: cannot read: {err.message}") from None
+
+
+def _item(values, i, name, kind, what, where):
+    """values[i], checked to be a `kind`; `name` is how the message names `values`."""
+    value = values[i]
+    if not isinstance(value, kind):
+        raise RaceDataError(f"{where}: {name}[{i}] is {type(value).__name__}, expected {what}")
+    return value
+
+
 def read_race_examples(
     data_dir: str,
     split: str,
@@ -77,6 +129,11 @@ def read_race_examples(
         if (level == "middle" and high_only) or (level == "high" and middle_only):
             continue
         folder = os.path.join(data_dir, "RACE", split, level)
+        if tf.io.gfile.exists(folder) and not tf.io.gfile.isdir(folder):
+            raise RaceDataError(
+                f"{folder}: a file where a folder was expected "
+                "(<data_dir>/RACE/{train,dev,test}/{middle,high}/all.txt)"
+            )
         if not tf.io.gfile.isdir(folder):
             raise FileNotFoundError(
                 f"RACE folder {folder} not found (expected "
@@ -86,48 +143,42 @@ def read_race_examples(
         if ALL_FILE in names:
             names = [ALL_FILE]
         for name in names:
-            path = os.path.join(folder, name)
-            with tf.io.gfile.GFile(path) as f:
-                for line_no, line in enumerate(f, 1):
-                    if not line.strip():
-                        continue
-                    where = f"{path}:{line_no}"
-                    try:
-                        record = json.loads(line)
-                    except json.JSONDecodeError as err:
-                        raise RaceDataError(f"{where}: invalid JSON: {err.msg}") from None
-                    answers = _field(record, "answers", list, where)
-                    options = _field(record, "options", list, where)
-                    questions = _field(record, "questions", list, where)
-                    context = process(_field(record, "article", str, where))
-                    if not len(answers) == len(options) == len(questions):
+            for where, record in _json_lines(os.path.join(folder, name)):
+                answers = _field(record, "answers", list, where)
+                options = _field(record, "options", list, where)
+                questions = _field(record, "questions", list, where)
+                context = process(_field(record, "article", str, where))
+                if not len(answers) == len(options) == len(questions):
+                    raise RaceDataError(
+                        f"{where}: {len(questions)} questions, "
+                        f"{len(options)} option lists, {len(answers)} "
+                        "answers (expected the same number)"
+                    )
+                for i in range(len(questions)):
+                    question = _item(questions, i, "'questions'", str, "str", where)
+                    choices = _item(
+                        options, i, "'options'", list, f"a list of {NUM_CHOICES} strings", where
+                    )
+                    answer = _item(answers, i, "'answers'", str, "a letter A-D", where)
+                    if len(choices) != NUM_CHOICES or answer not in ("A", "B", "C", "D"):
                         raise RaceDataError(
-                            f"{where}: {len(questions)} questions, "
-                            f"{len(options)} option lists, {len(answers)} "
-                            "answers (expected the same number)"
+                            f"{where}: question {i} needs 4 options and an "
+                            f"answer A-D, got {len(choices)} and {answer!r}"
                         )
-                    for i, (question, choices, answer) in enumerate(
-                        zip(questions, options, answers)
-                    ):
-                        if len(choices) != NUM_CHOICES or answer not in ("A", "B", "C", "D"):
-                            raise RaceDataError(
-                                f"{where}: question {i} needs 4 options and an "
-                                f"answer A-D, got {len(choices)} and {answer!r}"
-                            )
-                        question = process(question)
-                        endings = []
-                        for option in choices:
-                            option = process(option)
-                            endings.append(
-                                question.replace("_", option)
-                                if "_" in question
-                                else " ".join([question, option])
-                            )
-                        examples.append(
-                            RaceExample(
-                                str(record.get("id", "")), context, endings, ord(answer) - ord("A")
-                            )
+                    question = process(question)
+                    endings = []
+                    for j in range(NUM_CHOICES):
+                        option = process(_item(choices, j, f"'options'[{i}]", str, "str", where))
+                        endings.append(
+                            question.replace("_", option)
+                            if "_" in question
+                            else " ".join([question, option])
                         )
+                    examples.append(
+                        RaceExample(
+                            str(record.get("id", "")), context, endings, ord(answer) - ord("A")
+                        )
+                    )
     return examples
 
 

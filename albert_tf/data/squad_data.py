@@ -103,8 +103,18 @@ def _load_document(path: str):
 
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(f"SQuAD file {path} not found")
-    with tf.io.gfile.GFile(path, "r") as f:
-        text = f.read()
+    if tf.io.gfile.isdir(path):  # TensorFlow's read error would be a traceback
+        raise SquadDataError(f"{path}: a directory, expected a SQuAD JSON file")
+    with tf.io.gfile.GFile(path, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise SquadDataError(
+            f"{path}: not UTF-8 (byte 0x{data[err.start]:02x} at offset {err.start}, line "
+            f"{line}); expected a UTF-8 encoded SQuAD JSON file"
+        ) from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
@@ -123,6 +133,18 @@ def _questions(document, path):
                 yield f"{where}.qas[{q}]", context, qa
 
 
+def _impossible(qa, where, path) -> bool:
+    """A question's `is_impossible` (a missing one is false): JSON true or false only, as
+    the original's truth test would take the string "false" as true."""
+    value = qa.get("is_impossible", False)
+    if not isinstance(value, bool):
+        raise SquadDataError(
+            f"{path}: {where} (id {qa.get('id')}): is_impossible is {type(value).__name__}, "
+            "expected bool (true or false)"
+        )
+    return value
+
+
 def read_squad_examples(path: str, is_training: bool) -> list[SquadExample]:
     """Reads `data[].paragraphs[].{context, qas[].{id, question, answers, is_impossible}}`.
 
@@ -130,20 +152,31 @@ def read_squad_examples(path: str, is_training: bool) -> list[SquadExample]:
     missing `is_impossible` is false); prediction keeps no answers. A training answer
     whose text differs from the context at `answer_start` is kept as the original keeps
     it (the target is the span of the text's length from `answer_start`); one warning
-    gives their number and the first id.
+    gives their number and the first id. Questions to predict need distinct ids (the
+    prediction files are keyed by id); training ignores ids.
 
     Raises:
       FileNotFoundError: the file does not exist.
-      SquadDataError: invalid JSON (with line and column) or a missing/mistyped field,
-        named by its JSON path, e.g. `data[0].paragraphs[3].qas[1].answers`.
+      SquadDataError: a directory, bytes that are not UTF-8, invalid JSON (with line and
+        column), a missing/mistyped field, named by its JSON path, e.g.
+        `data[0].paragraphs[3].qas[1].answers`, or a repeated id (prediction).
     """
     examples = []
     mismatched = []
+    first_of_id = {}  # prediction: id -> JSON path of its first question
     for qwhere, context, qa in _questions(_load_document(path), path):
         qas_id = _get(qa, "id", qwhere, path, (str, int))
         example = SquadExample(str(qas_id), _get(qa, "question", qwhere, path, str), context)
+        impossible = _impossible(qa, qwhere, path)
+        if not is_training:
+            if example.qas_id in first_of_id:
+                raise SquadDataError(
+                    f"{path}: {qwhere} repeats the id {example.qas_id} of "
+                    f"{first_of_id[example.qas_id]}; expected a distinct id per question "
+                    "(predictions.json is keyed by id)"
+                )
+            first_of_id[example.qas_id] = qwhere
         if is_training:
-            impossible = bool(qa.get("is_impossible", False))
             answers = _get(qa, "answers", qwhere, path, list)
             if impossible:
                 example.start_position, example.orig_answer_text = -1, ""
@@ -179,17 +212,26 @@ def read_squad_examples(path: str, is_training: bool) -> list[SquadExample]:
     return examples
 
 
-def squad_has_impossible(path: str) -> bool:
-    """Whether any question of a SQuAD file has `is_impossible: true` (a v2.0 file).
+def v2_question(path: str) -> str | None:
+    """The first question of a SQuAD file that only v2.0 data has, as "id <id>: <why>",
+    or None: `is_impossible: true`, or no answers in a file whose other questions have
+    some (a v1.1 evaluation scores every question against its answers; a file without
+    any answer is only predicted, as a v1.1 test set).
 
-    Such questions train the [CLS] position as the answer; a v1.1 run should refuse them.
     Raises like `read_squad_examples` on a missing or malformed file.
     """
-    return any(
-        bool(qa.get("is_impossible", False))
-        for _, _, qa in _questions(_load_document(path), path)
+    questions = [
+        (where, qa)
+        for where, _, qa in _questions(_load_document(path), path)
         if isinstance(qa, dict)
-    )
+    ]
+    scored = any(qa.get("answers") for _, qa in questions)
+    for where, qa in questions:
+        if _impossible(qa, where, path):
+            return f"id {qa.get('id')}: is_impossible true"
+        if scored and not qa.get("answers"):
+            return f"id {qa.get('id')}: no answers"
+    return None
 
 
 # ---------------------------------------------------------------------------------------
@@ -570,7 +612,7 @@ __all__ = [
     "SquadDataError",
     "Alignment",
     "read_squad_examples",
-    "squad_has_impossible",
+    "v2_question",
     "align_pieces",
     "doc_spans",
     "max_context_span",
