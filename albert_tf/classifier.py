@@ -39,6 +39,9 @@ _logger = logging.getLogger(__name__)
 
 CLASSIFIER_DROPOUT = 0.1  # hard-coded in the original (quirk 9)
 SINGLE_SENTENCE_TASKS = ("cola", "sst-2")
+# Tasks run with another task's model: MNLI's is evaluated on the mismatched dev set
+# (MisMNLI) and predicts the diagnostic set (AX), in MNLI's output folder too.
+MODEL_OF_TASK = {"mismnli": "mnli", "ax": "mnli"}
 HEAD_PATTERNS = [r"^output_"]  # original names of the head, absent from pretraining checkpoints
 
 
@@ -243,6 +246,11 @@ class ClassifierTask(driver.Task):
     def __init__(self, options: ClassifierOptions):
         super().__init__(options)
         self.task = (options.task_name or "").lower()
+
+    def output_identity(self):
+        # Two-label tasks have heads of one shape: only the name tells MRPC's
+        # checkpoints from SST-2's.
+        return {"task_name": MODEL_OF_TASK.get(self.task, self.task)}
 
     def resolve(self):
         from albert_tf.data.classifier_data import PROCESSORS, get_processor

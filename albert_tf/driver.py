@@ -29,6 +29,7 @@ metrics and output files.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import re
@@ -37,11 +38,12 @@ from typing import Callable
 import keras
 import tensorflow as tf
 
-from albert_tf import checkpoints, selection
+from albert_tf import checkpoints, fileio, selection
 from albert_tf.errors import UserError
 from albert_tf.options import REQUIRED, Options, check, option
 
 _logger = logging.getLogger(__name__)
+TASK_FILE = "task.json"  # output_dir: what its checkpoints are for (Task.output_identity)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -182,6 +184,12 @@ class Task:
     def __init__(self, options: RunOptions):
         self.options = options
 
+    def output_identity(self) -> dict:
+        """What the checkpoints in output_dir are for beyond their shapes (a GLUE task
+        name, a SQuAD version): kept in output_dir's task.json, which a later run into
+        the folder must match. {} (no file): the shapes say it all."""
+        return {}
+
     # --- before anything is written -----------------------------------------------
     def resolve(self):
         """Checks the options, files and data; returns the AlbertConfig. Writes nothing."""
@@ -253,6 +261,7 @@ def run(task: Task) -> dict:
         current.model = task.build_model(config)
         current.model.build()
     check_output_checkpoints(current.model, opts.output_dir)
+    check_output_identity(task)
     current.resuming = resuming
     if initial and not current.resuming:
         flag, path = initial
@@ -267,6 +276,11 @@ def run(task: Task) -> dict:
         current.initialized = True
         _logger.info("%s: %s", flag, current.summary["init"])
     tf.io.gfile.makedirs(opts.output_dir)  # only once the inputs proved usable
+    if task.output_identity() and current.is_chief:
+        fileio.atomic_write_text(
+            os.path.join(opts.output_dir, TASK_FILE),
+            json.dumps(task.output_identity(), indent=2, sort_keys=True) + "\n",
+        )
     try:
         return _train_evaluate_predict(task, current)
     except tf.errors.DataLossError as err:
@@ -569,6 +583,27 @@ def check_output_checkpoints(model, output_dir) -> None:
         )
 
 
+def check_output_identity(task: Task) -> None:
+    """Refuses an output folder whose task.json names another task than this run's (a
+    GLUE folder of another task: its checkpoints have the same shapes, so only this tells
+    them apart; resuming or evaluating them would mix two tasks' results)."""
+    identity = task.output_identity()
+    path = os.path.join(task.options.output_dir, TASK_FILE)
+    if not identity or not tf.io.gfile.exists(path):
+        return
+    try:
+        recorded = json.loads(fileio.read_text(path))
+    except ValueError as err:
+        raise UserError(f"{path}: not JSON ({err}); expected what {TASK_FILE} holds") from None
+    if recorded != identity:
+        theirs = ", ".join(f"{k}={v}" for k, v in sorted(recorded.items()))
+        ours = ", ".join(f"{k}={v}" for k, v in sorted(identity.items()))
+        raise UserError(
+            f"--output_dir={task.options.output_dir}: holds a run for {theirs} ({path}), "
+            f"this run is for {ours}; expected the same task, or another --output_dir"
+        )
+
+
 def init_from_checkpoint(
     model, path, head: str, head_patterns=(), init_from_group0=False, flag="--init_checkpoint"
 ):
@@ -664,6 +699,7 @@ __all__ = [
     "initial_weights",
     "check_weights_to_use",
     "check_init_checkpoint",
+    "check_output_identity",
     "check_output_checkpoints",
     "mismatch_summary",
     "init_from_checkpoint",

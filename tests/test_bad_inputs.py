@@ -412,6 +412,13 @@ ROWS = [
         output="narrow_classifier_folder",
     ),
     Row(
+        "classifier_folder_of_another_task",
+        "run_classifier.py",
+        expect="--output_dir={out}: holds a run for task_name=sst-2 ({out}/task.json), this "
+        "run is for task_name=mrpc; expected the same task, or another --output_dir",
+        output="sst2_classifier_folder",
+    ),
+    Row(
         "classifier_eval_without_weights",
         "run_classifier.py",
         expect="--do_eval has nothing to evaluate with: no --init_checkpoint",
@@ -745,6 +752,12 @@ def paths(tmp_path_factory):
     head.build()
     checkpoints.save_original_checkpoint(head, str(folder / "model.ckpt-2"), global_step=2)
     p["narrow_classifier_folder"] = str(folder)
+    folder = root / "sst2_classifier_folder"  # fits an MRPC model: only task.json differs
+    head = classifier.AlbertClassifier(config, 2)
+    head.build()
+    checkpoints.save_original_checkpoint(head, str(folder / "model.ckpt-2"), global_step=2)
+    (folder / "task.json").write_text('{\n  "task_name": "sst-2"\n}\n')
+    p["sst2_classifier_folder"] = str(folder)
     p["file_output"] = str(root / "file_output")
     with open(p["file_output"], "w") as f:
         f.write("a file\n")

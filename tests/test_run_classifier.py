@@ -1,5 +1,6 @@
 """End-to-end GLUE runs through albert_tf.classifier.run / run_classifier.py."""
 
+import json
 import os
 import subprocess
 import sys
@@ -65,6 +66,11 @@ def test_train_eval_predict(trained):
     best = summary["best"]
     assert best["key"] == "eval_accuracy" and best["global_step"] in (2, 4)
     assert (out / "best_checkpoint").exists()
+    # What the folder's checkpoints are for: MNLI's are MisMNLI's and AX's too.
+    assert json.loads((out / "task.json").read_text()) == {"task_name": "mrpc"}
+    for task, family in (("MisMNLI", "mnli"), ("AX", "mnli"), ("SST-2", "sst-2")):
+        identity = ClassifierTask(ClassifierOptions(task_name=task, output_dir=str(out)))
+        assert identity.output_identity() == {"task_name": family}
     # model.ckpt-best is in the original format: original names, loadable by name.
     shapes = checkpoints.checkpoint_variable_shapes(str(out / "model.ckpt-best"))
     assert "output_weights" in shapes and "bert/embeddings/word_embeddings" in shapes
