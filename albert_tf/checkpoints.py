@@ -359,7 +359,8 @@ def load_original_checkpoint(
       model: an AlbertModel, AlbertPretrainer or task model (built if needed).
       path: any path form of `resolve_checkpoint_path`.
       allow_missing: regexes (searched in the original name) of model
-        variables that may be absent from the checkpoint, e.g. `("^cls/",
+        variables that may be absent from the checkpoint, or present in another
+        shape (a head fine-tuned for another number of labels), e.g. `("^cls/",
         "^output_")` for a fresh head; every other absent variable is an error.
       init_from_group0: fill every `group_<g>` from the checkpoint's
         `group_0` where `group_<g>` itself is absent (growing a G = 1
@@ -373,7 +374,7 @@ def load_original_checkpoint(
       UserError: the checkpoint files are unreadable or truncated
         (`check_checkpoint_readable`).
       CheckpointMismatchError: any model variable without a checkpoint value
-        (not allowed to be missing) or with a different shape. Nothing is
+        or with a different shape (not allowed to be missing). Nothing is
         assigned in that case.
     """
     prefix = check_checkpoint_readable(path)
@@ -414,6 +415,17 @@ def load_by_name(
                 missing.append(name)
             continue
         if tuple(shapes[found]) != tuple(variable.shape):
+            if any(p.search(name) for p in allowed):
+                # A head for another label set (MNLI's 3 classes, an RTE model's 2): it
+                # may be absent, so another shape counts as absent too.
+                _logger.info(
+                    "%s: checkpoint %s, model %s: left at its initial value",
+                    found,
+                    list(shapes[found]),
+                    list(variable.shape),
+                )
+                allowed_missing.append(name)
+                continue
             mismatched.append(
                 f"{found}: checkpoint {list(shapes[found])}, model {list(variable.shape)}"
             )

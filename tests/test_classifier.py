@@ -114,6 +114,22 @@ def test_init_from_original_finetuned_checkpoint_restores_head(config, tmp_path)
     )
 
 
+def test_init_from_a_head_for_another_label_set_keeps_the_encoder(config, tmp_path):
+    """An MNLI model (3 labels) as the start of a 2-label task: the encoder is loaded and
+    the head, of another shape, starts fresh (the original stopped on the shapes)."""
+    src = AlbertClassifier(config, 3)
+    src.build()
+    prefix = checkpoints.save_original_checkpoint(src, str(tmp_path / "model.ckpt-best"))
+    model = AlbertClassifier(config, 2)
+    model.build()
+    fresh = model.classifier.output_weights.numpy()
+    message = init_from_checkpoint(model, prefix)
+    assert message.endswith("; fresh classifier head"), message
+    np.testing.assert_array_equal(model.classifier.output_weights.numpy(), fresh)
+    for got, want in zip(model.albert.weights, src.albert.weights):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
 def test_init_from_object_checkpoint_restores_every_encoder_block(tmp_path):
     config = tiny_config(num_hidden_groups=2)
     pre = AlbertPretrainer(config)
