@@ -9,11 +9,13 @@ metrics and output files.
                written.
 2. start       host allocator, dtype policy, seeds, distribution strategy.
 3. build       `Task.build_model` under the strategy; the checkpoints already in
-               output_dir must fit it.
+               output_dir must fit it, and its task.json name this task
+               (`Task.output_identity`).
 4. initialize  --init_checkpoint (either checkpoint format or a release folder) or
                --albert_hub_module_handle (a TF-Hub module folder), unless a training
                run resumes from its own ckpt-<step> in output_dir.
-5. prepare     the output folder, then `Task.prepare` (features, eval data).
+5. prepare     the output folder (and its task.json), then `Task.prepare` (features,
+               eval data).
 6. train       one training loop to the last step (albert_tf/training.py); after every
                checkpoint the dev metrics (`Task.evaluator`) and model.ckpt-best selection
                (albert_tf/selection.py). Every checkpoint is written as ckpt-<step> (ours:
@@ -299,7 +301,7 @@ def run(task: Task) -> dict:
 
 
 def _train_evaluate_predict(task: Task, current: Run) -> dict:
-    """Steps 4-8 of the module docstring, after the output folder is made."""
+    """Steps 5-8 of the module docstring once the output folder is made."""
     opts = task.options
     task.prepare(current)
 
