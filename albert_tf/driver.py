@@ -474,6 +474,7 @@ def finish_selection(selector, current: Run, task: Task) -> None:
         if current.is_chief:
             task.describe_weights(current)
         selector.evaluate_current(0)  # the --init_checkpoint weights
+    selector.write_final_block()
     current.summary["best"] = selector.best
     if selector.results:
         last = max(selector.results)

@@ -22,6 +22,7 @@ import os
 import re
 from typing import Callable
 
+import numpy as np
 import tensorflow as tf
 
 from albert_tf import checkpoints, fileio
@@ -46,19 +47,44 @@ class EvalFormat:
     best: "before" -> "best = <best value before this checkpoint>" (run_classifier.py,
       run_race.py); "after" -> "best <key> = <best value including it>" (run_squad_*.py);
       None -> no best line (run_pretraining.py).
-    saved_lines: "saved <checkpoint file> to <model.ckpt-best file>" when it became the best.
+    saved_lines: "saved <checkpoint file> to <model.ckpt-best file>" when it became the
+      best; `saved_after_first_key`: right after the first metric line instead
+      (run_pretraining.py wrote them from inside its loop over the keys).
     separator: a line of 50 "=".
+    keys: the metrics the original wrote (ours has more, in best_checkpoint and the
+      summaries); None: all.
+    float32: values written as str() of a float32, as the original's TensorFlow metrics
+      were (0.34848484); False: Python floats (SQuAD's scores).
+    final_block: after the run's last checkpoint, the best one's metrics again and
+      "best perf happened at step: <step>" (run_squad_*.py).
     """
 
     best: str | None = "before"
     saved_lines: bool = False
+    saved_after_first_key: bool = False
     separator: bool = True
+    keys: tuple[str, ...] | None = None
+    float32: bool = True
+    final_block: bool = False
+
+    def text(self, value) -> str:
+        """A value as the original wrote it."""
+        if isinstance(value, float) and self.float32:
+            return str(np.float32(value))
+        return str(value)
 
 
 GLUE_FORMAT = EvalFormat()
 RACE_FORMAT = EvalFormat(saved_lines=True)
-SQUAD_FORMAT = EvalFormat(best="after", saved_lines=True)
-PRETRAINING_FORMAT = EvalFormat(best=None, saved_lines=True, separator=False)
+SQUAD_FORMAT = EvalFormat(
+    best="after", saved_lines=True, keys=("exact_match", "f1"), float32=False, final_block=True
+)
+SQUAD_V2_FORMAT = dataclasses.replace(
+    SQUAD_FORMAT, keys=("exact", "f1", "null_score_diff_threshold", "total")
+)
+PRETRAINING_FORMAT = EvalFormat(
+    best=None, saved_lines=True, saved_after_first_key=True, separator=False
+)
 
 
 def original_checkpoints(output_dir) -> list[tuple[int, str]]:
@@ -103,20 +129,34 @@ def eval_block(
     metrics, step, fmt: EvalFormat, key, best_before, best_after, saved_from=None
 ) -> str:
     """One checkpoint's lines of eval_results.txt in the original's layout."""
-    values = {**metrics, "global_step": int(step)}
-    lines = [f"{k} = {values[k]}" for k in sorted(values)]
-    if fmt.best == "before":
-        lines.append(f"best = {best_before}")
+    values = {k: v for k, v in metrics.items() if fmt.keys is None or k in fmt.keys}
+    values["global_step"] = int(step)
+    lines = [f"{k} = {fmt.text(values[k])}" for k in sorted(values)]
+    saved = []
     if fmt.saved_lines and saved_from:
         best = os.path.join(os.path.dirname(saved_from), BEST_PREFIX)
-        lines += [
+        saved = [
             f"saved {saved_from}.{ext} to {best}.{ext}" for ext in ("data-00000-of-00001", "index")
         ]
+    if fmt.saved_after_first_key:
+        lines[1:1], saved = saved, []
+    if fmt.best == "before":
+        lines.append(f"best = {fmt.text(best_before)}")
+    lines += saved
     if fmt.best == "after":
-        lines.append(f"best {key} = {best_after}")
+        lines.append(f"best {key} = {fmt.text(best_after)}")
     if fmt.separator:
         lines.append(_SEPARATOR)
     return "\n".join(lines) + "\n"
+
+
+def final_block(metrics, step, fmt: EvalFormat) -> str:
+    """The lines run_squad_*.py wrote after its last checkpoint: the best checkpoint's
+    metrics (sorted, without global_step) and the step it came from."""
+    values = {k: v for k, v in metrics.items() if fmt.keys is None or k in fmt.keys}
+    lines = [f"{k} = {fmt.text(values[k])}" for k in sorted(values)]
+    # The original ended the file there without a newline; ours may be appended to.
+    return "\n".join(lines + [f"best perf happened at step: {int(step)}"]) + "\n"
 
 
 def read_eval_results(output_dir, name=EVAL_RESULTS) -> dict[int, dict]:
@@ -189,6 +229,7 @@ class CheckpointSelector:
         self.head = head
         self.is_chief = is_chief
         self.fmt = fmt
+        self.evaluated = 0  # checkpoints this run evaluated
         self.best = read_best(output_dir)
         self.results = read_eval_results(output_dir)  # step -> metrics
 
@@ -233,10 +274,20 @@ class CheckpointSelector:
         fileio.atomic_write_text(path, fileio.read_text(path) + block)
         fileio.atomic_write_text(
             os.path.join(self.output_dir, BEST_TRIAL_FILE),
-            f"{int(step)}:{self.best['global_step']}:{self.best['value']}",
+            f"{int(step)}:{self.best['global_step']}:{self.fmt.text(self.best['value'])}",
         )
+        self.evaluated += 1
         write_eval_summaries(self.output_dir, result, step)
         return result
+
+    def write_final_block(self) -> None:
+        """Appends the format's final block (`EvalFormat.final_block`) when this run
+        evaluated a checkpoint and one is the best."""
+        if not (self.fmt.final_block and self.evaluated and self.best and self.is_chief):
+            return
+        path = os.path.join(self.output_dir, EVAL_RESULTS)
+        block = final_block(self.best["metrics"], self.best["global_step"], self.fmt)
+        fileio.atomic_write_text(path, fileio.read_text(path) + block)
 
     def evaluate_pending(self) -> int:
         """Evaluates every training checkpoint (either format) not yet in
@@ -260,6 +311,8 @@ __all__ = [
     "GLUE_FORMAT",
     "RACE_FORMAT",
     "SQUAD_FORMAT",
+    "SQUAD_V2_FORMAT",
+    "final_block",
     "PRETRAINING_FORMAT",
     "CheckpointSelector",
     "original_checkpoints",

@@ -646,7 +646,9 @@ class SquadTask(driver.Task):
         if not (self.options.do_predict and self.has_gold):
             return None
         return driver.Evaluation(
-            "f1", lambda: self._predict_and_score(run)[0], selection.SQUAD_FORMAT
+            "f1",
+            lambda: self._predict_and_score(run)[0],
+            selection.SQUAD_V2_FORMAT if self.v2 else selection.SQUAD_FORMAT,
         )
 
     def training_plan(self, run):

@@ -24,6 +24,9 @@ class _Selector:
         self.current.append(step)
         self.results[step] = {"acc": 0.25}
 
+    def write_final_block(self):
+        self.final_written = True
+
 
 class _Task(driver.Task):
     """Records when the files describing the weights are written."""

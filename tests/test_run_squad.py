@@ -83,6 +83,13 @@ def test_train_and_predict(setup, trained):
     assert text.count("global_step = ") == len(range(3, steps, 3)) + 1
     assert "exact_match = " in text and "f1 = " in text
     assert summary["best"]["key"] == "f1"
+    # The original's last lines: the best checkpoint's scores and its step.
+    best = summary["best"]
+    assert text.splitlines()[-3:] == [
+        f"exact_match = {best['metrics']['exact_match']}",
+        f"f1 = {best['metrics']['f1']}",
+        f"best perf happened at step: {best['global_step']}",
+    ]
     shapes = checkpoints.checkpoint_variable_shapes(str(out / "model.ckpt-best"))
     assert shapes["cls/squad/output_weights"] == [2, 32]
     checkpoints.load_original_checkpoint(
@@ -179,6 +186,10 @@ def test_v2_train_and_predict(setup, tmp_path):
     ):
         assert key in metrics, key
     assert metrics["null_score_diff_threshold"] == metrics["best_f1_thresh"]
+    # eval_results.txt holds the original's four scores (and our global_step) only.
+    first_block = (out / "eval_results.txt").read_text().split("best f1 = ")[0]
+    keys = [line.split(" = ")[0] for line in first_block.splitlines() if " = " in line]
+    assert keys == ["exact", "f1", "global_step", "null_score_diff_threshold", "total"]
     with open(setup["dev2"]) as f:
         qids = [qa["id"] for a in json.load(f)["data"] for p in a["paragraphs"] for qa in p["qas"]]
     assert metrics["total"] == len(qids)

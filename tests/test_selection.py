@@ -104,6 +104,62 @@ def test_eval_blocks_are_the_original_scripts_lines():
     ) == ("global_step = 3\nloss = 6.0\nmasked_lm_accuracy = 0.2\n")
 
 
+def test_eval_blocks_write_values_keys_and_lines_as_the_original():
+    """float32 text for TensorFlow metrics (GLUE, RACE, pretraining), Python floats for
+    SQuAD; SQuAD v2.0 writes only the original's four scores; pretraining's saved lines
+    follow its first key; SQuAD ends a run with the best checkpoint's scores."""
+    glue = selection.eval_block(
+        {"eval_accuracy": 23 / 66, "loss": 1.385378122329712},
+        4,
+        selection.GLUE_FORMAT,
+        "eval_accuracy",
+        0.3,
+        23 / 66,
+    )
+    assert glue.splitlines()[:4] == [
+        "eval_accuracy = 0.34848484",
+        "global_step = 4",
+        "loss = 1.3853781",
+        "best = 0.3",
+    ]
+    v2 = {
+        "exact": 60.25,
+        "f1": 63.875,
+        "total": 224,
+        "null_score_diff_threshold": -1.5,
+        "HasAns_f1": 53.2,
+        "best_f1": 64.0,
+        "best_f1_thresh": -1.5,
+    }
+    block = selection.eval_block(v2, 9, selection.SQUAD_V2_FORMAT, "f1", -1, 63.875)
+    assert block.splitlines()[:6] == [
+        "exact = 60.25",
+        "f1 = 63.875",
+        "global_step = 9",
+        "null_score_diff_threshold = -1.5",
+        "total = 224",
+        "best f1 = 63.875",
+    ]
+    assert selection.final_block(v2, 9, selection.SQUAD_V2_FORMAT) == (
+        "exact = 60.25\nf1 = 63.875\nnull_score_diff_threshold = -1.5\ntotal = 224\n"
+        "best perf happened at step: 9\n"
+    )
+    pre = selection.eval_block(
+        {"masked_lm_accuracy": 0.2, "loss": 6.0},
+        3,
+        selection.PRETRAINING_FORMAT,
+        "masked_lm_accuracy",
+        -1,
+        0.2,
+        saved_from="o/model.ckpt-3",
+    )
+    assert pre.splitlines()[:2] == [
+        "global_step = 3",
+        "saved o/model.ckpt-3.data-00000-of-00001 to o/model.ckpt-best.data-00000-of-00001",
+    ]
+    assert pre.splitlines()[-1] == "masked_lm_accuracy = 0.2"
+
+
 class _Model(tf.Module):
     pass
 
