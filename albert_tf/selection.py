@@ -67,6 +67,10 @@ class EvalFormat:
     float32: bool = True
     final_block: bool = False
 
+    def written(self, metrics: dict) -> dict:
+        """The metrics the original wrote (`keys`)."""
+        return {k: v for k, v in metrics.items() if self.keys is None or k in self.keys}
+
     def text(self, value) -> str:
         """A value as the original wrote it."""
         if isinstance(value, float) and self.float32:
@@ -129,7 +133,7 @@ def eval_block(
     metrics, step, fmt: EvalFormat, key, best_before, best_after, saved_from=None
 ) -> str:
     """One checkpoint's lines of eval_results.txt in the original's layout."""
-    values = {k: v for k, v in metrics.items() if fmt.keys is None or k in fmt.keys}
+    values = fmt.written(metrics)
     values["global_step"] = int(step)
     lines = [f"{k} = {fmt.text(values[k])}" for k in sorted(values)]
     saved = []
@@ -153,7 +157,7 @@ def eval_block(
 def final_block(metrics, step, fmt: EvalFormat) -> str:
     """The lines run_squad_*.py wrote after its last checkpoint: the best checkpoint's
     metrics (sorted, without global_step) and the step it came from."""
-    values = {k: v for k, v in metrics.items() if fmt.keys is None or k in fmt.keys}
+    values = fmt.written(metrics)
     lines = [f"{k} = {fmt.text(values[k])}" for k in sorted(values)]
     # The original ended the file there without a newline; ours may be appended to.
     return "\n".join(lines + [f"best perf happened at step: {int(step)}"]) + "\n"
