@@ -36,6 +36,12 @@ What is fused, and what is not (measured on the bench machine):
     post-ops of oneDNN's AMX matmul, followed by oneDNN's softmax
     (`product_attention_softmax`).
 
+  * bfloat16 inference, where this machine has a C++ compiler: the FFN's bias + GELU
+    and each dense sublayer's bias + residual + layer norm (with the bfloat16 copy
+    the next product reads, see `cast`) are C++ kernels instead
+    (albert_tf.native_kernels; speed path `native_cpu_kernels`). The training
+    forward pass takes the GELU kernel too; its layer norms keep the loops above.
+
 Results equal the plain ops to float32 rounding (XLA's tanh differs in the
 last bits). Whether these kernels are used is the speed-path decision
 (`SpeedPaths.fused_elementwise`, albert_tf.speed_paths: yes on CPU-only machines,
@@ -57,7 +63,7 @@ from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.framework import op_def_registry, ops
 from tensorflow.python.ops import control_flow_util
 
-from albert_tf import speed_paths
+from albert_tf import native_kernels, speed_paths
 
 GELU_C = math.sqrt(2.0 / math.pi)
 GELU_A = 0.044715
@@ -152,8 +158,59 @@ def _bias_gelu_tanh_backward(dz, y, bias):  # public: bias_gelu_tanh_backward
 gelu_tanh = _xla_or_plain(_gelu_tanh)
 gelu_tanh_backward = _xla_or_plain(_gelu_tanh_backward)
 bias_add = _xla_or_plain(_bias_add)
-bias_gelu_tanh = _xla_or_plain(_bias_gelu_tanh)
+_bias_gelu_tanh_loop = _xla_or_plain(_bias_gelu_tanh)
 bias_gelu_tanh_backward = _xla_or_plain(_bias_gelu_tanh_backward)
+
+
+def bias_gelu_tanh(y, bias):
+    """GELU (tanh form) of y [..., N] + bias [N]: for bfloat16 y and bias the native
+    kernel where `_native_usable` (albert_tf.native_kernels: computed in float32 as
+    the equal x sigmoid(2u), rounded once; 1.3-1.5x faster than the loop), else one
+    XLA loop (float32 inside for bfloat16)."""
+    if _is_bfloat16_row_vector(bias, y) and _native_usable():
+        return native_kernels.bias_gelu(y, bias)
+    return _bias_gelu_tanh_loop(y, bias)
+
+
+def _is_bfloat16_row_vector(v, x):
+    """Whether v is a bfloat16 vector [H] of x's last dimension H, x bfloat16 (static
+    shapes), as the native kernels need (they do not broadcast)."""
+    return (
+        x.dtype == tf.bfloat16
+        and v.dtype == tf.bfloat16
+        and v.shape.rank == 1
+        and x.shape.rank is not None
+        and x.shape.rank >= 1
+        and v.shape[0] is not None
+        and v.shape[0] == x.shape[-1]
+    )
+
+
+def _leading_sum(t):
+    """t [..., N] summed over all leading axes in float32 -> [N]."""
+    return tf.reduce_sum(tf.reshape(tf.cast(t, tf.float32), [-1, tf.shape(t)[-1]]), axis=0)
+
+
+@ops.RegisterGradient("AlbertBiasGelu")
+def _native_bias_gelu_gradient(op, dz):
+    """Gradients of albert_tf.native_kernels.bias_gelu (inference graphs differentiated
+    by a user): the training graphs' loop."""
+    y, bias = op.inputs
+    dy = bias_gelu_tanh_backward(dz, y, bias)
+    return dy, tf.cast(_leading_sum(dy), bias.dtype)
+
+
+@ops.RegisterGradient("AlbertResidualLayerNorm")
+def _native_residual_layer_norm_gradient(op, dy, dy_bfloat16):
+    """Gradients of albert_tf.native_kernels.residual_layer_norm w.r.t. x, bias,
+    residual, gamma and beta: the closed form of `layer_norm_backward`, the moments
+    recomputed from the inputs (both outputs are the same values)."""
+    x, bias, residual, gamma, beta = op.inputs
+    if dy_bfloat16 is not None:
+        dy = dy + tf.cast(dy_bfloat16, tf.float32)
+    _, xhat, rstd = layer_norm_forward(x, residual, gamma, beta, op.get_attr("epsilon"), bias)
+    dx, dgamma, dbeta = layer_norm_backward(dy, xhat, rstd, gamma)
+    return tf.cast(dx, x.dtype), tf.cast(_leading_sum(dx), bias.dtype), dx, dgamma, dbeta
 
 
 def _attention_softmax(scores, adder, scale):  # public: attention_softmax
@@ -252,6 +309,20 @@ def _onednn_layer_norm_usable(s):
     return s.dtype == tf.float32 and s.shape.rank in (2, 3) and _onednn_graph()
 
 
+def _native_usable():
+    """Whether the graph being traced may run albert_tf.native_kernels: the speed-path
+    decision (and `enabled()`), outside XLA contexts (the kernels have no XLA
+    lowering) and `tf.saved_model.save` (a SavedModel must load without them), on a
+    machine where the kernels could be built."""
+    return (
+        enabled()
+        and speed_paths.choose().native_cpu_kernels
+        and not _saving()
+        and not control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph())
+        and native_kernels.library() is not None
+    )
+
+
 def _saving():
     try:  # TensorFlow internals: if they move, assume no save is under way
         from tensorflow.python.saved_model import save_context
@@ -290,12 +361,56 @@ def _onednn_layer_norm(s, gamma, beta, epsilon):
 def layer_norm(x, residual, gamma, beta, epsilon, bias=None):
     """LN(x + bias + residual) over the last axis, [..., H] -> float32 [..., H]
     (inference form). `residual` (float32) and `bias` [H] may be None; x may be
-    bfloat16. One oneDNN kernel where `_onednn_layer_norm_usable` (5x faster than
-    the op chain on the bench machine; same two-pass mean and variance)."""
+    bfloat16. For a bfloat16 x with its bias and a float32 residual, the native
+    kernel where `_native_usable` (one pass instead of the sum's loop, oneDNN's layer
+    norm and the next product's cast, albert_tf.native_kernels); otherwise one oneDNN
+    kernel where `_onednn_layer_norm_usable` (5x faster than the op chain on the bench
+    machine); both take the same two-pass mean and variance."""
+    x = tf.convert_to_tensor(x)
+    if (
+        bias is not None
+        and _is_bfloat16_row_vector(bias, x)
+        and residual is not None
+        and residual.dtype == tf.float32
+        and _native_usable()
+    ):
+        out, out_bfloat16 = native_kernels.residual_layer_norm(
+            x, bias, residual, gamma, beta, epsilon
+        )
+        return _with_bfloat16_copy(out, out_bfloat16)
     s = _sum_input(x, residual, bias)
     if _onednn_layer_norm_usable(s):
         return _onednn_layer_norm(s, gamma, beta, epsilon)
     return layer_norm_forward(s, None, gamma, beta, epsilon)[0]
+
+
+# The attribute of a float32 graph tensor holding its bfloat16 copy (see `cast`).
+_BFLOAT16_COPY = "_albert_tf_bfloat16_copy"
+
+
+def _with_bfloat16_copy(x, copy):
+    """x, carrying `copy` (x rounded to bfloat16) for `cast` and `reshape`; eager
+    tensors take no attributes and carry nothing."""
+    if not tf.executing_eagerly():
+        setattr(x, _BFLOAT16_COPY, copy)
+    return x
+
+
+def cast(x, dtype):
+    """tf.cast(x, dtype); for bfloat16, the copy the native layer norm that computed x
+    wrote beside it where it did (the same values, tf.cast's rounding): one pass less
+    before each product that reads a layer norm's output."""
+    copy = getattr(x, _BFLOAT16_COPY, None)
+    if copy is not None and tf.as_dtype(dtype) == tf.bfloat16:
+        return copy
+    return tf.cast(x, dtype)
+
+
+def reshape(x, shape):
+    """tf.reshape(x, shape), with x's bfloat16 copy (see `cast`) reshaped alike."""
+    copy = getattr(x, _BFLOAT16_COPY, None)
+    y = tf.reshape(x, shape)
+    return y if copy is None else _with_bfloat16_copy(y, tf.reshape(copy, shape))
 
 
 def layer_norm_forward(x, residual, gamma, beta, epsilon, bias=None):

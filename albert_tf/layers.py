@@ -248,6 +248,9 @@ class LayerNorm(keras.layers.Layer):
 
     def __init__(self, epsilon=LAYER_NORM_EPSILON, **kwargs):
         kwargs["dtype"] = "float32"
+        # Inputs keep their dtype: a bfloat16 x is widened inside the kernels that
+        # sum it with the residual, not by a cast pass of its own before them.
+        kwargs["autocast"] = False
         super().__init__(**kwargs)
         self.epsilon = epsilon
 
@@ -544,12 +547,12 @@ class AlbertTransformerBlock(keras.layers.Layer):
             )
         h1 = self._attention_sublayer(x, x_rows, attention_adder, w, training)
         out = self._ffn_sublayer(h1, w, training)
-        return tf.reshape(out, [batch, length, self.hidden_size])
+        return fused_elementwise.reshape(out, [batch, length, self.hidden_size])
 
     def _attention_sublayer(self, x, x_rows, attention_adder, w, training):
         """Self-attention of the rows x_rows [B, P, H] over all of x [B, S, H],
         dropout, plus x_rows, layer norm -> h1 [B*P, H] float32."""
-        x_flat = tf.reshape(x, [-1, self.hidden_size])
+        x_flat = fused_elementwise.reshape(x, [-1, self.hidden_size])
         rows_flat = x_flat if x_rows is x else tf.reshape(x_rows, [-1, self.hidden_size])
         q, k, v = self._query_key_value(x, x_flat, rows_flat, w, training)
         scores = tf.matmul(q, k, transpose_b=True)  # [B, N, P, S]
@@ -581,7 +584,7 @@ class AlbertTransformerBlock(keras.layers.Layer):
         def heads(t):  # [B*length, H] -> [B, N, length, D]
             return tf.transpose(tf.reshape(t, [batch, -1, n, d]), [0, 2, 1, 3])
 
-        x_in = tf.cast(x_flat, dtype)
+        x_in = fused_elementwise.cast(x_flat, dtype)
         if w.fused_qkv:  # full-length passes: the encoder fuses only there
             # The product in head layout [3, B, N, S, D]; slices of its leading
             # axis are views, so no split pass is needed.
@@ -601,7 +604,8 @@ class AlbertTransformerBlock(keras.layers.Layer):
     def _ffn_sublayer(self, h1, w, training):
         """Feed-forward of h1 [B*P, H] (dense to F with `hidden_act`, dense back
         to H), dropout, plus h1, layer norm -> [B*P, H] float32."""
-        inter = w.linear(tf.cast(h1, self.compute_dtype), "intermediate", training, self.hidden_act)
+        h1_in = fused_elementwise.cast(h1, self.compute_dtype)
+        inter = w.linear(h1_in, "intermediate", training, self.hidden_act)
         return self._output_sublayer(inter, "ffn_output", h1, self.ffn_layer_norm, w, training)
 
     def _output_sublayer(self, a, name, residual, layer_norm, w, training):

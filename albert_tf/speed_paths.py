@@ -46,6 +46,10 @@ class SpeedPaths:
       system_allocator_for_large_models: `--host_allocator=auto` takes malloc
         instead of TensorFlow's CPU pool for models of 100M parameters or more
         (albert_tf.host_memory). False: "auto" keeps TensorFlow's allocator.
+      native_cpu_kernels: with `fused_elementwise`, bfloat16 graphs run the FFN's
+        bias + GELU and the layer norms after a dense sublayer as C++ kernels built
+        on this machine (albert_tf.native_kernels), where it has a C++ compiler.
+        False: the XLA loops and oneDNN's layer norm.
     """
 
     fused_elementwise: bool
@@ -53,6 +57,7 @@ class SpeedPaths:
     fused_inference_qkv: bool
     last_layer_row_selection: bool
     system_allocator_for_large_models: bool
+    native_cpu_kernels: bool
 
 
 CPU_ONLY = SpeedPaths(
@@ -61,6 +66,7 @@ CPU_ONLY = SpeedPaths(
     fused_inference_qkv=True,
     last_layer_row_selection=True,
     system_allocator_for_large_models=True,
+    native_cpu_kernels=True,
 )
 WITH_ACCELERATOR = SpeedPaths(
     fused_elementwise=False,
@@ -68,6 +74,7 @@ WITH_ACCELERATOR = SpeedPaths(
     fused_inference_qkv=False,
     last_layer_row_selection=False,
     system_allocator_for_large_models=False,
+    native_cpu_kernels=False,
 )
 
 _forced: SpeedPaths | None = None

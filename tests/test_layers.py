@@ -1,5 +1,6 @@
 """Layers: GELU, layer norm and their hand-written training gradients."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -7,7 +8,7 @@ import pytest
 import tensorflow as tf
 from test_modeling import make_inputs, tiny
 
-from albert_tf import layers
+from albert_tf import layers, speed_paths
 from albert_tf.modeling import AlbertPretrainer
 
 import albert_numpy
@@ -222,7 +223,8 @@ def test_bfloat16_attention_probs_and_their_gradient(training):
 
 def test_bias_stays_fused_with_the_product_in_float32_only():
     # float32: tf.nn.bias_add, which Grappler fuses into oneDNN's _FusedMatMul.
-    # bfloat16: a plain MatMul (oneDNN's AMX kernel) and one XLA loop.
+    # bfloat16: a plain MatMul (oneDNN's AMX kernel) and one XLA loop, or the native
+    # kernel where it is built.
     def op_types(dtype):
         kernel = tf.ones([8, 4], dtype)
         fn = tf.function(lambda x: layers.dense(x, kernel, tf.ones([4], dtype), "gelu"))
@@ -231,6 +233,9 @@ def test_bias_stays_fused_with_the_product_in_float32_only():
 
     assert {"MatMul", "BiasAdd"} <= op_types(tf.float32)
     bf16 = op_types(tf.bfloat16)
+    assert "MatMul" in bf16 and "BiasAdd" not in bf16 and "AlbertBiasGelu" in bf16
+    with speed_paths.forced(dataclasses.replace(speed_paths.CPU_ONLY, native_cpu_kernels=False)):
+        bf16 = op_types(tf.bfloat16)
     assert "MatMul" in bf16 and "BiasAdd" not in bf16 and "PartitionedCall" in bf16
 
 

@@ -1,0 +1,102 @@
+// The loops of albert_tf's bfloat16 CPU kernels, free of TensorFlow headers so that
+// this file alone is compiled for the build machine's vector units (-march=native):
+// TensorFlow's Eigen headers do not compile with every -march (AVX512-FP16 on GCC 12).
+// Each function handles a block of rows; ops.cc splits the rows over TensorFlow's threads.
+//
+// bfloat16 values are the upper 16 bits of a float32; rounding to bfloat16 is to
+// nearest, ties to even, NaN kept NaN: what tf.cast does.
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace {
+
+inline float from_bfloat16(uint16_t v) {
+  const uint32_t bits = uint32_t(v) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+inline uint16_t to_bfloat16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  const uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+  const bool nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
+  return nan ? uint16_t((bits >> 16) | 0x40u) : uint16_t(rounded);
+}
+
+// exp(x) to about 1e-8 relative, +inf above 88.7 (beyond float32) and exp(-87) below
+// -87: x = k ln2 + r with |r| <= ln2 / 2 (ln2 in two parts so that k ln2 is exact),
+// exp(r) by its Taylor polynomial to r^7 (remainder below 6e-9), and 2^k built in the
+// exponent bits. A loop the compiler vectorises, unlike a call to expf.
+inline float exp_approx(float input) {
+  const float x = input < -87.0f ? -87.0f : (input > 88.0f ? 88.0f : input);
+  const float k = std::nearbyint(x * 1.44269504088896341f);
+  const float r = (x - k * 0.693145751953125f) - k * 1.42860682028622680e-6f;
+  const float p =
+      1.0f +
+      r * (1.0f +
+           r * (1.0f / 2 +
+                r * (1.0f / 6 +
+                     r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040)))))));
+  const int32_t exponent_bits = (int32_t(k) + 127) << 23;
+  float two_to_k;
+  std::memcpy(&two_to_k, &exponent_bits, sizeof two_to_k);
+  return input > 88.7f ? HUGE_VALF : p * two_to_k;
+}
+
+}  // namespace
+
+// z = gelu(y + bias) row by row, y and z [rows, cols] bfloat16, bias [cols] bfloat16;
+// computed in float32 and rounded once. GELU in ALBERT's tanh form,
+// 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3), evaluated as the equal
+// x / (1 + exp(-2u)), which avoids the cancellation of 1 + tanh(u) for negative x.
+extern "C" void albert_bias_gelu_rows(const uint16_t* y, const uint16_t* bias, uint16_t* z,
+                                      int64_t rows, int64_t cols) {
+  const float minus_two_c = -2.0f * 0.797884560802865355f;  // -2 sqrt(2/pi)
+  const float a = 0.044715f;
+  for (int64_t row = 0; row < rows; ++row) {
+    const uint16_t* in = y + row * cols;
+    uint16_t* out = z + row * cols;
+    for (int64_t j = 0; j < cols; ++j) {
+      const float x = from_bfloat16(in[j]) + from_bfloat16(bias[j]);
+      out[j] = to_bfloat16(x / (1.0f + exp_approx(minus_two_c * x * (1.0f + a * x * x))));
+    }
+  }
+}
+
+// out = LN(x + bias + residual) over each row, in float32, and out16 = out rounded to
+// bfloat16: x [rows, cols] bfloat16, bias [cols] bfloat16, residual, out [rows, cols]
+// float32, gamma and beta [cols] float32. Mean and variance in two passes over the row
+// (as oneDNN's and TensorFlow's layer norms), the variance of the centred values.
+extern "C" void albert_residual_layer_norm_rows(const uint16_t* x, const uint16_t* bias,
+                                                const float* residual, const float* gamma,
+                                                const float* beta, float epsilon, float* out,
+                                                uint16_t* out16, int64_t rows, int64_t cols) {
+  for (int64_t row = 0; row < rows; ++row) {
+    const uint16_t* x_row = x + row * cols;
+    const float* residual_row = residual + row * cols;
+    float* out_row = out + row * cols;
+    uint16_t* out16_row = out16 + row * cols;
+    float sum = 0.0f;
+    for (int64_t j = 0; j < cols; ++j) {
+      const float s = from_bfloat16(x_row[j]) + from_bfloat16(bias[j]) + residual_row[j];
+      out_row[j] = s;
+      sum += s;
+    }
+    const float mean = sum / float(cols);
+    float squares = 0.0f;
+    for (int64_t j = 0; j < cols; ++j) {
+      const float d = out_row[j] - mean;
+      squares += d * d;
+    }
+    const float rstd = 1.0f / std::sqrt(squares / float(cols) + epsilon);
+    for (int64_t j = 0; j < cols; ++j) {
+      const float v = (out_row[j] - mean) * rstd * gamma[j] + beta[j];
+      out_row[j] = v;
+      out16_row[j] = to_bfloat16(v);
+    }
+  }
+}

@@ -1,0 +1,159 @@
+// TensorFlow ops over the loops in loops.cc (CPU only). Built by albert_tf.native_kernels.
+
+#include <cstdint>
+
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/util/work_sharder.h"
+
+extern "C" void albert_bias_gelu_rows(const uint16_t* y, const uint16_t* bias, uint16_t* z,
+                                      int64_t rows, int64_t cols);
+extern "C" void albert_residual_layer_norm_rows(const uint16_t* x, const uint16_t* bias,
+                                                const float* residual, const float* gamma,
+                                                const float* beta, float epsilon, float* out,
+                                                uint16_t* out16, int64_t rows, int64_t cols);
+
+namespace albert_tf {
+namespace {
+
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShapeUtils;
+using ::tensorflow::errors::InvalidArgument;
+namespace shape_inference = ::tensorflow::shape_inference;
+
+template <typename T>
+const T* data(const Tensor& t) {
+  return reinterpret_cast<const T*>(t.tensor_data().data());
+}
+
+template <typename T>
+T* mutable_data(Tensor* t) {
+  return reinterpret_cast<T*>(const_cast<char*>(t->tensor_data().data()));
+}
+
+// Splits `rows` rows, each costing about `cost_per_row`, over the intra-op threads.
+template <typename Fn>
+void for_row_blocks(OpKernelContext* ctx, int64_t rows, int64_t cost_per_row, Fn fn) {
+  auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+  ::tensorflow::Shard(workers->NumThreads(), workers, rows, cost_per_row, fn);
+}
+
+// True (else sets the error): t is a vector of `size` values, named `what`.
+bool is_vector_of(OpKernelContext* ctx, const Tensor& t, int64_t size, const char* what) {
+  if (TensorShapeUtils::IsVector(t.shape()) && t.NumElements() == size) return true;
+  ctx->CtxFailure(InvalidArgument(what, " must be a vector of the input's last dimension (",
+                                  size, "), got shape ", t.shape().DebugString()));
+  return false;
+}
+
+bool has_rows(OpKernelContext* ctx, const Tensor& t) {
+  if (t.dims() >= 1) return true;
+  ctx->CtxFailure(InvalidArgument("input must have at least one dimension, got a scalar"));
+  return false;
+}
+
+::tensorflow::Status same_shape_as_input(shape_inference::InferenceContext* c) {
+  c->set_output(0, c->input(0));
+  return ::tensorflow::OkStatus();
+}
+
+::tensorflow::Status two_of_input_shape(shape_inference::InferenceContext* c) {
+  c->set_output(0, c->input(0));
+  c->set_output(1, c->input(0));
+  return ::tensorflow::OkStatus();
+}
+
+REGISTER_OP("AlbertBiasGelu")
+    .Input("y: bfloat16")
+    .Input("bias: bfloat16")
+    .Output("z: bfloat16")
+    .SetShapeFn(same_shape_as_input)
+    .Doc("z = gelu(y + bias), GELU in its tanh form, computed in float32; y [..., F].");
+
+class BiasGeluOp : public OpKernel {
+ public:
+  explicit BiasGeluOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& y = ctx->input(0);
+    const Tensor& bias = ctx->input(1);
+    if (!has_rows(ctx, y)) return;
+    const int64_t cols = y.dim_size(y.dims() - 1);
+    if (!is_vector_of(ctx, bias, cols, "bias")) return;
+    Tensor* z = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, y.shape(), &z));
+    if (cols == 0) return;
+    const uint16_t* in = data<uint16_t>(y);
+    const uint16_t* b = data<uint16_t>(bias);
+    uint16_t* out = mutable_data<uint16_t>(z);
+    for_row_blocks(ctx, y.NumElements() / cols, 30 * cols, [&](int64_t begin, int64_t end) {
+      albert_bias_gelu_rows(in + begin * cols, b, out + begin * cols, end - begin, cols);
+    });
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("AlbertBiasGelu").Device(::tensorflow::DEVICE_CPU), BiasGeluOp);
+
+REGISTER_OP("AlbertResidualLayerNorm")
+    .Input("x: bfloat16")
+    .Input("bias: bfloat16")
+    .Input("residual: float")
+    .Input("gamma: float")
+    .Input("beta: float")
+    .Attr("epsilon: float")
+    .Output("y: float")
+    .Output("y_bfloat16: bfloat16")
+    .SetShapeFn(two_of_input_shape)
+    .Doc("y = LN(x + bias + residual) over the last axis in float32, and y in bfloat16.");
+
+class ResidualLayerNormOp : public OpKernel {
+ public:
+  explicit ResidualLayerNormOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("epsilon", &epsilon_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    const Tensor& residual = ctx->input(2);
+    if (!has_rows(ctx, x)) return;
+    OP_REQUIRES(ctx, residual.shape() == x.shape(),
+                InvalidArgument("residual must have the shape of x ", x.shape().DebugString(),
+                                ", got ", residual.shape().DebugString()));
+    const int64_t cols = x.dim_size(x.dims() - 1);
+    if (!is_vector_of(ctx, ctx->input(1), cols, "bias") ||
+        !is_vector_of(ctx, ctx->input(3), cols, "gamma") ||
+        !is_vector_of(ctx, ctx->input(4), cols, "beta"))
+      return;
+    Tensor* y = nullptr;
+    Tensor* y16 = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &y));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, x.shape(), &y16));
+    if (cols == 0) return;
+    const uint16_t* in = data<uint16_t>(x);
+    const uint16_t* bias = data<uint16_t>(ctx->input(1));
+    const float* res = data<float>(residual);
+    const float* gamma = data<float>(ctx->input(3));
+    const float* beta = data<float>(ctx->input(4));
+    float* out = mutable_data<float>(y);
+    uint16_t* out16 = mutable_data<uint16_t>(y16);
+    const float epsilon = epsilon_;
+    for_row_blocks(ctx, x.NumElements() / cols, 20 * cols, [&](int64_t begin, int64_t end) {
+      albert_residual_layer_norm_rows(in + begin * cols, bias, res + begin * cols, gamma, beta,
+                                      epsilon, out + begin * cols, out16 + begin * cols,
+                                      end - begin, cols);
+    });
+  }
+
+ private:
+  float epsilon_;
+};
+
+REGISTER_KERNEL_BUILDER(Name("AlbertResidualLayerNorm").Device(::tensorflow::DEVICE_CPU),
+                        ResidualLayerNormOp);
+
+}  // namespace
+}  // namespace albert_tf

@@ -1,0 +1,192 @@
+"""C++ CPU kernels for the bfloat16 encoder's elementwise work, built on this machine.
+
+Two passes of the bfloat16 inference graph are cheaper as hand-written loops than as
+anything TensorFlow 2.21 offers on CPU (bench/results/native_kernels_amx.md):
+
+  * `bias_gelu`: the FFN's bias and GELU after its plain bfloat16 product. XLA's CPU
+    loop computes the tanh with 8-lane vectors; this loop uses the machine's widest
+    and an exp-based form (see albert_tf/native/loops.cc).
+  * `residual_layer_norm`: LN(x + bias + residual) and its bfloat16 copy for the next
+    product, in one pass over the rows, where the graph otherwise runs an XLA loop for
+    the sum, oneDNN's layer norm and a cast.
+
+The sources (albert_tf/native/) are compiled with the C++ compiler found here ($CXX,
+else c++ or g++) and TensorFlow's own headers, for this CPU (-march=native), once per
+machine, source and TensorFlow version: the first bfloat16 trace on a new machine
+takes about 15 s longer. The library is kept in $ALBERT_TF_KERNEL_CACHE, else
+$XDG_CACHE_HOME/albert_tf/kernels, else ~/.cache/albert_tf/kernels, under a name that
+hashes all of these, written to a temporary name and renamed (concurrent builds are
+safe). Where no compiler is found or the build fails, one warning says why and
+`library()` is None: the callers (albert_tf.fused_elementwise) keep their XLA loops.
+
+Whether the kernels are used at all is the speed-path decision
+(`SpeedPaths.native_cpu_kernels`, albert_tf.speed_paths).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+
+from absl import logging
+
+SOURCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native")
+# loops.cc alone gets -march=native: TensorFlow's headers (ops.cc) do not compile with
+# every -march (Eigen's AVX512-FP16 code fails on GCC 12).
+LOOP_FLAGS = (
+    "-O3",
+    "-march=native",
+    "-mprefer-vector-width=512",
+    "-ffast-math",  # reassociated row sums (vectorised); NaN and inf still handled
+    "-fno-finite-math-only",
+    "-fPIC",
+)
+OP_FLAGS = ("-O2", "-fPIC", "-w")  # -w: TensorFlow's headers warn about themselves
+BUILD_TIMEOUT_S = 600
+
+
+class BuildError(Exception):
+    """The kernels could not be built here: one line saying why."""
+
+
+def cache_dir() -> str:
+    """Where built libraries are kept (see the module docstring)."""
+    if os.environ.get("ALBERT_TF_KERNEL_CACHE"):
+        return os.environ["ALBERT_TF_KERNEL_CACHE"]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "albert_tf", "kernels")
+
+
+def compiler() -> str | None:
+    """The C++ compiler's path: $CXX if set (even if it does not exist), else c++ or g++."""
+    if os.environ.get("CXX"):
+        return shutil.which(os.environ["CXX"])
+    return shutil.which("c++") or shutil.which("g++")
+
+
+def _cpu_features() -> str:
+    """What -march=native depends on: the CPU's flags line, where Linux shows it."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    return line
+    except OSError:
+        pass
+    return platform.machine() + platform.processor()
+
+
+def _tensorflow_flags():
+    import tensorflow as tf
+
+    return list(tf.sysconfig.get_compile_flags()), list(tf.sysconfig.get_link_flags())
+
+
+def _sources():
+    return [os.path.join(SOURCE_DIR, name) for name in ("loops.cc", "ops.cc")]
+
+
+def library_path(cxx: str) -> str:
+    """The cached library's path for compiler `cxx` on this machine."""
+    import tensorflow as tf
+
+    key = hashlib.sha256()
+    for path in _sources():
+        with open(path, "rb") as f:
+            key.update(f.read())
+    compile_flags, link_flags = _tensorflow_flags()
+    version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
+    for part in (
+        tf.__version__,
+        cxx,
+        version,
+        _cpu_features(),
+        LOOP_FLAGS,
+        OP_FLAGS,
+        compile_flags,
+        link_flags,
+    ):
+        key.update(repr(part).encode())
+    return os.path.join(cache_dir(), f"albert_tf_kernels_{key.hexdigest()[:20]}.so")
+
+
+def _run(command, what):
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise BuildError(f"{what}: {e}") from None
+    if done.returncode:
+        errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
+        detail = (errors or done.stderr.splitlines() or ["no output"])[0]
+        raise BuildError(f"{what} failed (exit {done.returncode}): {detail.strip()}")
+
+
+def build(cxx: str, target: str) -> None:
+    """Compiles the sources with `cxx` into the shared library `target` (atomically)."""
+    compile_flags, link_flags = _tensorflow_flags()
+    loops, ops = _sources()
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=os.path.dirname(target)) as work:
+        loops_o, ops_o = os.path.join(work, "loops.o"), os.path.join(work, "ops.o")
+        library = os.path.join(work, "kernels.so")
+        _run([cxx, *LOOP_FLAGS, "-c", loops, "-o", loops_o], f"compiling {loops}")
+        _run([cxx, *OP_FLAGS, *compile_flags, "-c", ops, "-o", ops_o], f"compiling {ops}")
+        _run([cxx, "-shared", loops_o, ops_o, "-o", library, *link_flags], "linking")
+        os.replace(library, target)
+
+
+def built_library() -> str:
+    """The path of this machine's library, built first if the cache has none; raises
+    BuildError where it cannot be built."""
+    cxx = compiler()
+    if cxx is None:
+        raise BuildError("no C++ compiler found ($CXX, c++, g++)")
+    target = library_path(cxx)
+    if not os.path.exists(target):
+        logging.info("Building albert_tf's bfloat16 CPU kernels (once) into %s", target)
+        build(cxx, target)
+    return target
+
+
+# The library this process loaded: a second one (another cache, another source) would
+# register the same kernels again, which TensorFlow refuses when they run.
+_loaded = {}
+
+
+@functools.cache
+def library():
+    """The loaded op library (a module with `albert_bias_gelu` and
+    `albert_residual_layer_norm`), building it first if this machine has none; None,
+    after one warning, where it cannot be built or loaded."""
+    import tensorflow as tf
+
+    if _loaded:
+        return _loaded["module"]
+    try:
+        _loaded["module"] = tf.load_op_library(built_library())
+        return _loaded["module"]
+    except (BuildError, OSError, tf.errors.OpError) as e:
+        logging.warning(
+            "albert_tf's C++ CPU kernels are not available (%s); bfloat16 GELU and layer "
+            "norms run as XLA loops instead",
+            str(e).splitlines()[0] if str(e) else type(e).__name__,
+        )
+        return None
+
+
+def bias_gelu(y, bias):
+    """gelu(y + bias) in GELU's tanh form, y [..., F] and bias [F] bfloat16 -> bfloat16
+    [..., F], computed in float32 and rounded once. `library()` must not be None."""
+    return library().albert_bias_gelu(y, bias)
+
+
+def residual_layer_norm(x, bias, residual, gamma, beta, epsilon):
+    """LN(x + bias + residual) over the last axis: x [..., H] and bias [H] bfloat16,
+    residual [..., H], gamma and beta [H] float32 -> (float32 [..., H], the same
+    rounded to bfloat16). `library()` must not be None."""
+    return library().albert_residual_layer_norm(x, bias, residual, gamma, beta, epsilon=epsilon)

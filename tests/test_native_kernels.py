@@ -1,0 +1,226 @@
+"""native_kernels: the C++ bfloat16 kernels against float64 references, their build,
+cache and fallback, their gradients, and where the model uses them."""
+
+import dataclasses
+import logging
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from test_modeling import CONFIGS, built_encoder
+
+from albert_tf import fused_elementwise as fe
+from albert_tf import native_kernels, speed_paths
+
+import albert_numpy
+
+NO_NATIVE_KERNELS = dataclasses.replace(speed_paths.CPU_ONLY, native_cpu_kernels=False)
+BF16 = tf.bfloat16.as_numpy_dtype
+
+
+@pytest.fixture
+def fresh_cache(monkeypatch, tmp_path):
+    """An empty kernel cache for the test (nothing built there is loaded: one process
+    loads one library)."""
+    monkeypatch.setenv("ALBERT_TF_KERNEL_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def undecided_library(monkeypatch):
+    """library() decided again within the test, as if nothing were loaded yet; the
+    process's loaded library is back after it."""
+    monkeypatch.setattr(native_kernels, "_loaded", {})
+    native_kernels.library.cache_clear()
+    yield
+    native_kernels.library.cache_clear()
+
+
+def _bf16(x):
+    return tf.constant(np.asarray(x, np.float32).astype(BF16))
+
+
+def _as64(t):
+    return tf.cast(t, tf.float64).numpy()
+
+
+def test_builds_here():
+    # The CI machine has a C++ compiler: the kernels must build and load there.
+    assert native_kernels.compiler() is not None
+    assert native_kernels.library() is not None
+    assert os.path.exists(native_kernels.library_path(native_kernels.compiler()))
+
+
+def test_bias_gelu_is_the_exact_gelu_rounded_once():
+    rng = np.random.default_rng(0)
+    y = rng.normal(scale=3.0, size=(33, 200)).astype(np.float32)
+    y[0, :6] = [0.0, -0.0, 30.0, -30.0, 1e-30, -1e-30]
+    bias = rng.normal(scale=0.5, size=200).astype(np.float32)
+    bias[:6] = 0.0
+    y16, b16 = _bf16(y), _bf16(bias)
+    got = _as64(native_kernels.bias_gelu(y16, b16))
+    x = _as64(y16) + _as64(b16)
+    # The tanh form as x sigmoid(2u): in float64 too, 1 + tanh(u) cancels for x < -6.
+    with np.errstate(over="ignore"):  # exp overflows to inf for x < -10: gelu -0.0
+        exact = x / (1.0 + np.exp(-2.0 * np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
+    np.testing.assert_allclose(exact[1:], albert_numpy.gelu_tanh(x)[1:], rtol=1e-12, atol=1e-14)
+    rounded = _as64(tf.cast(tf.constant(exact, tf.float32), tf.bfloat16))
+    # One rounding of the exact value: equal to it but for float32 noise at rounding
+    # ties (the XLA loop's tanh misses 2% of the elements by one ulp).
+    assert np.mean(got != rounded) < 0.002
+    np.testing.assert_allclose(got, exact, rtol=2**-8 + 1e-6, atol=1e-37)
+    assert got[0, 2] == 30.0 and got[0, 0] == 0.0 and -1e-30 < got[0, 3] <= 0.0
+
+
+def test_bias_gelu_keeps_nan_and_infinity():
+    y = _bf16([[np.nan, np.inf, 1.0]])
+    got = _as64(native_kernels.bias_gelu(y, _bf16([0.0, 0.0, np.nan])))
+    assert np.isnan(got[0, 0]) and got[0, 1] == np.inf and np.isnan(got[0, 2])
+
+
+def test_residual_layer_norm_against_float64():
+    rng = np.random.default_rng(1)
+    x16 = _bf16(rng.normal(size=(2, 9, 48)))
+    b16 = _bf16(rng.normal(size=48))
+    residual = rng.normal(size=(2, 9, 48)).astype(np.float32)
+    gamma, beta = rng.normal(size=48).astype(np.float32), rng.normal(size=48).astype(np.float32)
+    out, out16 = native_kernels.residual_layer_norm(x16, b16, residual, gamma, beta, 1e-12)
+    want = albert_numpy.layer_norm(_as64(x16) + _as64(b16) + residual, beta, gamma, eps=1e-12)
+    assert out.dtype == tf.float32 and out16.dtype == tf.bfloat16 and out.shape == (2, 9, 48)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
+    # The bfloat16 output is the float32 one rounded as tf.cast rounds.
+    np.testing.assert_array_equal(_as64(out16), _as64(tf.cast(out, tf.bfloat16)))
+    with speed_paths.forced(NO_NATIVE_KERNELS):
+        loop = fe.layer_norm(x16, tf.constant(residual), gamma, beta, 1e-12, bias=b16)
+    np.testing.assert_allclose(out.numpy(), loop.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_shapes_are_checked():
+    x = _bf16(np.ones((4, 8)))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"bias must be a vector.*\(8\)"):
+        native_kernels.bias_gelu(x, _bf16(np.ones(7)))
+    ones = np.ones(8, np.float32)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="residual must have the shape"):
+        native_kernels.residual_layer_norm(
+            x, _bf16(ones), np.ones((4, 7), np.float32), ones, ones, 1e-12
+        )
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"gamma must be a vector"):
+        native_kernels.residual_layer_norm(
+            x, _bf16(ones), np.ones((4, 8), np.float32), ones[:3], ones, 1e-12
+        )
+    # Zero rows: empty outputs, no error.
+    assert native_kernels.bias_gelu(_bf16(np.ones((0, 8))), _bf16(ones)).shape == (0, 8)
+
+
+def test_gradients_equal_the_loops():
+    rng = np.random.default_rng(2)
+    y, bias = _bf16(rng.normal(size=(16, 24))), _bf16(rng.normal(size=24))
+    x, residual = (
+        _bf16(rng.normal(size=(16, 24))),
+        tf.constant(rng.normal(size=(16, 24)), tf.float32),
+    )
+    gamma, beta = (
+        tf.constant(rng.normal(size=24), tf.float32),
+        tf.constant(rng.normal(size=24), tf.float32),
+    )
+    weights = tf.constant(rng.normal(size=(16, 24)), tf.float32)
+
+    def grads(layer_norm):
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch([y, bias, x, residual, gamma, beta])
+            gelu = tf.reduce_sum(tf.cast(fe.bias_gelu_tanh(y, bias), tf.float32) * weights)
+            ln = tf.reduce_sum(layer_norm(x, residual, gamma, beta, 1e-12, bias=bias) * weights)
+        return tape.gradient(gelu, [y, bias]) + tape.gradient(ln, [x, bias, residual, gamma, beta])
+
+    native = tf.function(grads)(fe.layer_norm)
+    with speed_paths.forced(NO_NATIVE_KERNELS):  # oneDNN's layer norm has no gradient
+        loops = tf.function(grads)(lambda *a, **k: fe.layer_norm_forward(*a, **k)[0])
+    for got, want in zip(native, loops):
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(_as64(got), _as64(want), rtol=2**-7, atol=1e-2)
+
+
+def _op_types(model, inputs, training=False):
+    fn = tf.function(lambda x: model(x, training=training)["sequence_output"])
+    return [op.type for op in fn.get_concrete_function(inputs).graph.get_operations()]
+
+
+def test_bfloat16_inference_graph_uses_them_float32_and_accelerators_not():
+    cfg = CONFIGS["shared_gelu"]
+    model, inputs = built_encoder(cfg, "mixed_bfloat16")
+    ops = _op_types(model, inputs)
+    assert ops.count("AlbertBiasGelu") == cfg.num_hidden_layers
+    assert ops.count("AlbertResidualLayerNorm") == 2 * cfg.num_hidden_layers
+    # Training keeps its layer-norm loops (their gradient needs the moments).
+    assert "AlbertResidualLayerNorm" not in _op_types(model, inputs, training=True)
+    with speed_paths.forced(speed_paths.WITH_ACCELERATOR):
+        assert not {"AlbertBiasGelu", "AlbertResidualLayerNorm"} & set(_op_types(model, inputs))
+    with fe.disabled():
+        assert not {"AlbertBiasGelu", "AlbertResidualLayerNorm"} & set(_op_types(model, inputs))
+    with speed_paths.forced(NO_NATIVE_KERNELS):
+        loops = tf.function(lambda x: model(x)["sequence_output"])(inputs)
+    native = tf.function(lambda x: model(x)["sequence_output"])(inputs)
+    np.testing.assert_allclose(native.numpy(), loops.numpy(), rtol=0.05, atol=0.05)
+    model32, inputs32 = built_encoder(cfg, "float32")
+    assert not {"AlbertBiasGelu", "AlbertResidualLayerNorm"} & set(_op_types(model32, inputs32))
+
+
+def test_saved_model_has_none(tmp_path):
+    # A SavedModel must load where the kernels were never built.
+    bias = tf.Variable(tf.zeros([8], tf.bfloat16))
+    module = tf.Module()
+    module.bias = bias
+    module.serve = tf.function(
+        lambda y: fe.bias_gelu_tanh(y, bias),
+        input_signature=[tf.TensorSpec([None, 8], tf.bfloat16)],
+    )
+    assert "AlbertBiasGelu" in {
+        op.type for op in module.serve.get_concrete_function().graph.get_operations()
+    }
+    module.serve = tf.function(
+        lambda y: fe.bias_gelu_tanh(y, bias),
+        input_signature=[tf.TensorSpec([None, 8], tf.bfloat16)],
+    )
+    tf.saved_model.save(module, str(tmp_path))
+    assert b"AlbertBiasGelu" not in (tmp_path / "saved_model.pb").read_bytes()
+    assert tf.saved_model.load(str(tmp_path)).serve(_bf16(np.ones((2, 8)))).shape == (2, 8)
+
+
+def test_built_once_then_taken_from_the_cache(fresh_cache, monkeypatch):
+    path = native_kernels.built_library()
+    assert os.listdir(fresh_cache) == [os.path.basename(path)]
+    assert os.path.basename(path).startswith("albert_tf_kernels_") and path.endswith(".so")
+
+    def no_build(*args):
+        raise AssertionError("rebuilt although the cache has the library")
+
+    monkeypatch.setattr(native_kernels, "build", no_build)
+    assert native_kernels.built_library() == path
+    assert os.listdir(fresh_cache) == [os.path.basename(path)]
+
+
+def test_no_compiler_falls_back_to_the_loops_with_one_warning(
+    fresh_cache, undecided_library, monkeypatch, caplog
+):
+    monkeypatch.setenv("CXX", "no-such-compiler")
+    with caplog.at_level(logging.WARNING):
+        assert native_kernels.library() is None
+        assert native_kernels.library() is None
+    warnings = [r.getMessage() for r in caplog.records if "C++ CPU kernels" in r.getMessage()]
+    assert len(warnings) == 1 and "no C++ compiler found" in warnings[0]
+    fn = tf.function(lambda y: fe.bias_gelu_tanh(y, tf.zeros([8], tf.bfloat16)))
+    graph = fn.get_concrete_function(tf.TensorSpec([4, 8], tf.bfloat16)).graph
+    assert "AlbertBiasGelu" not in {op.type for op in graph.get_operations()}
+    assert not fresh_cache.exists()
+
+
+def test_failed_build_names_its_step_and_leaves_nothing(
+    fresh_cache, undecided_library, monkeypatch, caplog
+):
+    monkeypatch.setenv("CXX", "false")  # exits 1 for every command
+    with caplog.at_level(logging.WARNING):
+        assert native_kernels.library() is None
+    message = " ".join(r.getMessage() for r in caplog.records)
+    assert "compiling" in message and "loops.cc failed (exit 1)" in message
+    assert os.listdir(fresh_cache) == []  # no half-built library, no temporary folder
