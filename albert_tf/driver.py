@@ -399,6 +399,7 @@ def train(task: Task, current: Run, selector) -> int:
         current.is_chief,
         save_hook=lambda step: save_original_format(current, optimizer, step, task),
         loss_normalizers=task.loss_normalizers(),
+        resume_hook=lambda step: complete_original_format(current, optimizer, step, task),
     )
     if not training.object_checkpoints(opts.output_dir):
         resume_from_original_format(current, optimizer)
@@ -435,6 +436,14 @@ def save_original_format(current: Run, optimizer, step, task: Task) -> None:
         os.path.basename(prefix),
         all_model_checkpoint_paths=[os.path.basename(p) for _, p in kept],
     )
+
+
+def complete_original_format(current: Run, optimizer, step, task: Task) -> None:
+    """Writes model.ckpt-<step> for the restored ckpt-<step> if the run that saved it was
+    killed before it wrote that copy (`save_original_format`, chief only)."""
+    prefix = os.path.join(current.options.output_dir, f"model.ckpt-{step}")
+    if not tf.io.gfile.exists(prefix + ".index"):
+        save_original_format(current, optimizer, step, task)
 
 
 def resume_from_original_format(current: Run, optimizer) -> None:
@@ -475,7 +484,9 @@ def finish_selection(selector, current: Run, task: Task) -> None:
             task.describe_weights(current)
         selector.evaluate_current(0)  # the --init_checkpoint weights
     selector.write_final_block()
-    current.summary["best"] = selector.best
+    current.summary["best"] = selector.best and {
+        k: v for k, v in selector.best.items() if k != "previous"
+    }
     if selector.results:
         last = max(selector.results)
         current.summary["eval_step"], current.summary["eval"] = last, selector.results[last]

@@ -234,8 +234,13 @@ class CheckpointSelector:
         self.is_chief = is_chief
         self.fmt = fmt
         self.evaluated = 0  # checkpoints this run evaluated
-        self.best = read_best(output_dir)
         self.results = read_eval_results(output_dir)  # step -> metrics
+        self.best = read_best(output_dir)
+        if self.best is not None and self.best["global_step"] not in self.results:
+            # A run stopped after recording this best but before logging its step in
+            # eval_results.txt (the last write of an evaluation): the step is evaluated
+            # again, against the best before it.
+            self.best = self.best.get("previous")
 
     def evaluate_current(self, step) -> dict:
         """Evaluates the model's current weights as global step `step`."""
@@ -258,12 +263,14 @@ class CheckpointSelector:
                 global_step=step,
                 update_checkpoint_state=False,
             )  # the `checkpoint` file names model.ckpt-<step>
+            previous = self.best and {k: v for k, v in self.best.items() if k != "previous"}
             self.best = {
                 "global_step": int(step),
                 "key": self.key,
                 "value": float(value),
                 "checkpoint": BEST_PREFIX,
                 "metrics": result,
+                "previous": previous,  # the best again if this step's log is lost
             }
             fileio.atomic_write_text(
                 os.path.join(self.output_dir, BEST_FILE),
@@ -273,13 +280,15 @@ class CheckpointSelector:
         saved_from = (
             os.path.join(self.output_dir, f"model.ckpt-{step}") if improved and step else None
         )
-        path = os.path.join(self.output_dir, EVAL_RESULTS)
-        block = eval_block(result, step, self.fmt, self.key, before, self.best["value"], saved_from)
-        fileio.atomic_write_text(path, fileio.read_text(path) + block)
         fileio.atomic_write_text(
             os.path.join(self.output_dir, BEST_TRIAL_FILE),
             f"{int(step)}:{self.best['global_step']}:{self.fmt.text(self.best['value'])}",
         )
+        # Last: the step's block marks it evaluated (a run stopped before it evaluates
+        # the step again and rewrites the files above the same way).
+        path = os.path.join(self.output_dir, EVAL_RESULTS)
+        block = eval_block(result, step, self.fmt, self.key, before, self.best["value"], saved_from)
+        fileio.atomic_write_text(path, fileio.read_text(path) + block)
         self.evaluated += 1
         write_eval_summaries(self.output_dir, result, step)
         return result

@@ -3,8 +3,9 @@
 Inner loop: one `tf.function` runs `iterations_per_loop` optimizer steps with
 `strategy.run`, each step optionally accumulating gradients over several
 micro-batches. Outer loop (plain Python): object-based checkpoints `ckpt-<step>`
-(model, optimizer with its step count, and the input iterator, so a restarted run
-continues exactly where the killed one stopped), logs with steps/s and ETA,
+(model, optimizer with its step count, the input iterator and the state of the
+model's random streams (dropout), so a restarted run continues exactly where the
+killed one stopped), logs with steps/s and ETA,
 TensorBoard summaries.
 
 Nothing non-finite is saved: before a checkpoint is written, the weights and the
@@ -124,6 +125,13 @@ def stop_on_signals():
             signal.signal(s, h)
 
 
+def random_stream_states(model) -> list:
+    """The state variables of the model's random streams: Keras 3's SeedGenerators,
+    which draw the dropout masks. Keras leaves them out of object checkpoints, so
+    without them a resumed run would draw its first steps' masks again."""
+    return [v.value for v in model.non_trainable_variables if v.name == "seed_generator_state"]
+
+
 @dataclasses.dataclass
 class LoopConfig:
     """Settings of `Trainer.train` (names follow the original's flags)."""
@@ -175,6 +183,9 @@ class Trainer:
       save_hook: `save_hook(step)`, called on every worker after each checkpoint
         is written (also when stopping on a signal): other formats of the same
         weights, for instance.
+      resume_hook: `resume_hook(step)`, called on every worker after a resume
+        restored ckpt-<step>, before training goes on: to finish what a run killed
+        between that checkpoint and its save hook left undone.
       loss_normalizers: `loss_normalizers(features) -> tuple of float32 []`, what each
         loss term of one replica's batch is divided by, from the input alone; their
         totals over the step's replicas and micro-batches are passed to `loss_fn`.
@@ -193,6 +204,7 @@ class Trainer:
         is_chief=True,
         save_hook=None,
         loss_normalizers=None,
+        resume_hook=None,
     ):
         self.strategy = strategy
         self.model = model
@@ -203,6 +215,7 @@ class Trainer:
         self.config = config
         self.is_chief = is_chief
         self.save_hook = save_hook
+        self.resume_hook = resume_hook
         self.loss_normalizers = loss_normalizers
         if hasattr(optimizer, "gradients_are_reduced"):
             optimizer.gradients_are_reduced = True
@@ -358,6 +371,9 @@ class Trainer:
         dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
         iterator = iter(dataset)
         state = {"model": self.model, "optimizer": self.optimizer}
+        streams = random_stream_states(self.model)
+        if streams:  # none without dropout: checkpoints keep their former layout
+            state["random_streams"] = streams
         if isinstance(iterator, tf.__internal__.tracking.Trackable):
             state["iterator"] = iterator
         else:  # e.g. multi-worker iterators: a resumed run restarts its input
@@ -378,8 +394,9 @@ class Trainer:
         if self.is_chief:
             remove_orphaned_save_folders(self.output_dir)
         if saved:
-            checkpoint.restore(saved[-1][1]).assert_existing_objects_matched()
-            _logger.info("resumed from %s", saved[-1][1])
+            self._restore(checkpoint, state, saved[-1][1])
+            if self.resume_hook is not None:
+                self.resume_hook(saved[-1][0])
         # A fixed batch (its own iterator: the training order is untouched) on which the
         # updated weights must give finite outputs (hence a finite loss) before they are
         # saved; inference mode, so no dropout draw changes the training's random stream.
@@ -387,6 +404,7 @@ class Trainer:
         step = int(self.optimizer.iterations.numpy())
         start_step, start_time = step, time.time()
         metrics = {}
+        prefix = None  # the last checkpoint this run wrote
         with stop_on_signals() as received:
             while step < cfg.num_train_steps:
                 next_save = (step // cfg.save_checkpoints_steps + 1) * cfg.save_checkpoints_steps
@@ -410,9 +428,27 @@ class Trainer:
                         raise TrainingInterrupted(received[0], step, prefix)
                     if after_save is not None:
                         after_save(step)
+            if received and prefix is not None:  # during the last after_save: stop too
+                raise TrainingInterrupted(received[0], step, prefix)
         if self._writer is not None:
             self._writer.flush()
         return metrics
+
+    def _restore(self, checkpoint, state, prefix) -> None:
+        """Restores `checkpoint` (made of `state`) from prefix; a checkpoint written
+        before the random streams were saved restores without them, with a warning."""
+        saved = {name.split("/")[0] for name, _ in tf.train.list_variables(prefix)}
+        if "random_streams" in state and "random_streams" not in saved:
+            _logger.warning(
+                "%s holds no dropout random state (written by an older albert_tf): the "
+                "resumed run draws other dropout masks than an uninterrupted one",
+                prefix,
+            )
+            without = {k: v for k, v in state.items() if k != "random_streams"}
+            tf.train.Checkpoint(**without).restore(prefix).expect_partial()
+        else:
+            checkpoint.restore(prefix).assert_existing_objects_matched()
+        _logger.info("resumed from %s", prefix)
 
     def _save(self, checkpoint, directory, step, probe) -> str:
         """Writes ckpt-<step> once the weights passed the finiteness checks, keeps the

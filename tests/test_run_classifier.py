@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from albert_tf import checkpoints, selection
 from albert_tf.classifier import AlbertClassifier, ClassifierOptions, ClassifierTask, run
@@ -105,6 +106,47 @@ def test_predict_only_from_finetuned_checkpoint(setup, trained, tmp_path):
     # Predict-only inside the training folder uses its model.ckpt-best.
     summary = run(_opts(setup, out, do_predict=True))
     assert summary["predict_weights"].endswith("model.ckpt-best")
+
+
+class _Killed(BaseException):
+    pass
+
+
+def _folder_texts(out):
+    """{file name: text with the folder's path taken out} of the result files."""
+    names = ("eval_results.txt", "best_trial.txt", "checkpoint", "test_results.tsv", "MRPC.tsv")
+    return {n: (out / n).read_text().replace(str(out), "OUT") for n in names if (out / n).exists()}
+
+
+def test_a_killed_run_resumes_to_the_same_files(setup, tmp_path, monkeypatch):
+    """Killed after ckpt-2 but before model.ckpt-2 was written (and before ckpt-2's dev
+    evaluation): the same command ends with the files and weights of an uninterrupted
+    run, bit for bit. The classifier's dropout (0.1) must continue its random stream."""
+    kw = dict(do_train=True, do_eval=True, do_predict=True)
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    run(_opts(setup, straight, **kw))
+
+    def kill(*args):
+        raise _Killed
+
+    with monkeypatch.context() as patch:
+        patch.setattr("albert_tf.driver.save_original_format", kill)
+        with pytest.raises(_Killed):
+            run(_opts(setup, killed, **kw))
+    assert (killed / "ckpt-2.index").exists() and not (killed / "model.ckpt-2.index").exists()
+    run(_opts(setup, killed, **kw))
+    assert _folder_texts(killed) == _folder_texts(straight)
+    for prefix in ("model.ckpt-2", "model.ckpt-4", "model.ckpt-best", "ckpt-4"):
+        want, got = (tf.train.load_checkpoint(str(out / prefix)) for out in (straight, killed))
+        dtypes = want.get_variable_to_dtype_map()
+        assert got.get_variable_to_dtype_map() == dtypes, prefix
+        for name, dtype in dtypes.items():
+            # Not the input iterator's state, nor the object graph (its variable names
+            # carry per-process suffixes).
+            if dtype != tf.variant and name != "_CHECKPOINTABLE_OBJECT_GRAPH":
+                np.testing.assert_array_equal(
+                    got.get_tensor(name), want.get_tensor(name), err_msg=f"{prefix}: {name}"
+                )
 
 
 def test_eval_only_resumes_without_reevaluating(setup, trained):

@@ -1,6 +1,8 @@
 """The output folder's bookkeeping: checkpoint listing in both formats, eval_results.txt in
 the original scripts' layouts, best_trial.txt, best_checkpoint."""
 
+import json
+
 import pytest
 import tensorflow as tf
 
@@ -186,6 +188,45 @@ def test_selector_keeps_the_best_and_skips_evaluated_steps(tmp_path, monkeypatch
     # ckpt-2 was evaluated already: evaluate_pending neither restores nor evaluates it.
     (tmp_path / "ckpt-2.index").write_text("")
     assert again.evaluate_pending() == 0
+
+
+@pytest.mark.parametrize("fmt", [selection.GLUE_FORMAT, selection.SQUAD_FORMAT])
+def test_a_stop_before_the_step_is_logged_repeats_its_evaluation_alike(tmp_path, monkeypatch, fmt):
+    """Killed after best_checkpoint (and model.ckpt-best) were written for step 3 but
+    before eval_results.txt logged it: the rerun evaluates step 3 against the best
+    before it and writes what an uninterrupted run wrote, byte for byte."""
+    monkeypatch.setattr(selection.checkpoints, "save_original_checkpoint", lambda *a, **k: None)
+
+    def run(folder, steps, values):
+        it = iter(values)
+        selector = selection.CheckpointSelector(
+            "acc", str(folder), _Model(), lambda: {"acc": next(it)}, "classifier", fmt=fmt
+        )
+        for step in steps:
+            selector.evaluate_current(step)
+        return selector
+
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    straight.mkdir(), killed.mkdir()
+    # 1/3 is not exact in float32 text: a best re-read from the log would differ.
+    run(straight, (1, 2, 3), [1 / 3, 0.25, 0.5])
+    real_write = selection.fileio.atomic_write_text
+
+    def stop_at_the_log(path, text):
+        if path.endswith("eval_results.txt") and "global_step = 3" in text:
+            raise KeyboardInterrupt  # the kill
+        real_write(path, text)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(selection.fileio, "atomic_write_text", stop_at_the_log)
+        with pytest.raises(KeyboardInterrupt):
+            run(killed, (1, 2, 3), [1 / 3, 0.25, 0.5])
+    assert json.loads((killed / "best_checkpoint").read_text())["global_step"] == 3
+    rerun = run(killed, (3,), [0.5])
+    assert rerun.best["global_step"] == 3 and rerun.best["previous"]["value"] == 1 / 3
+    for name in ("eval_results.txt", "best_trial.txt", "best_checkpoint"):
+        text = (killed / name).read_text().replace(str(killed), str(straight))
+        assert text == (straight / name).read_text(), name
 
 
 def test_a_checkpoint_without_the_head_is_refused(tmp_path, monkeypatch):

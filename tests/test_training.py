@@ -107,13 +107,15 @@ def test_gradient_accumulation_equals_one_big_batch(tmp_path, normalization):
         assert abs(big_metrics["loss"] - acc_metrics["loss"]) > 1e-3
 
 
-def test_resume_gives_identical_weights(tmp_path):
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+def test_resume_gives_identical_weights(tmp_path, dropout):
+    """With dropout, the resumed run must continue the random stream of its masks."""
     strategy = tf.distribute.get_strategy()
-    straight, opt = build(strategy)
+    straight, opt = build(strategy, dropout=dropout)
     make_trainer(straight, opt, tmp_path / "straight", steps=8, batch=8, save_every=4).train(
         dataset_fn(8)
     )
-    first, opt1 = build(strategy)
+    first, opt1 = build(strategy, dropout=dropout)
     make_trainer(first, opt1, tmp_path / "resumed", steps=4, batch=8, save_every=4).train(
         dataset_fn(8)
     )
@@ -123,13 +125,36 @@ def test_resume_gives_identical_weights(tmp_path):
         (folder / orphan).mkdir()
         (folder / orphan / "part-00000-of-00001.index").write_bytes(b"half")
     (folder / "notes_temp").mkdir()  # not a checkpoint's: kept
-    # A fresh process would start here: new model, new optimizer, same folder.
-    second, opt2 = build(strategy, seed=99)
+    # A fresh process would start here: new model (other dropout seeds too), new
+    # optimizer, same folder.
+    second, opt2 = build(strategy, seed=99, dropout=dropout)
     make_trainer(second, opt2, folder, steps=8, batch=8, save_every=4).train(dataset_fn(8))
     assert int(opt2.iterations.numpy()) == 8
     assert sorted(p.name for p in folder.glob("*_temp")) == ["notes_temp"]
     for a, b in zip(weights(straight), weights(second)):
         np.testing.assert_array_equal(a, b)
+    if dropout:  # the dropout did change the training: the test can tell
+        plain, opt3 = build(strategy)
+        make_trainer(plain, opt3, tmp_path / "plain", steps=8, batch=8, save_every=4).train(
+            dataset_fn(8)
+        )
+        assert not np.array_equal(weights(plain)[0], weights(straight)[0])
+
+
+def test_checkpoint_without_random_streams_still_resumes(tmp_path, monkeypatch, caplog):
+    """A ckpt written before the dropout state was saved resumes (other masks), warning."""
+    strategy = tf.distribute.get_strategy()
+    first, opt1 = build(strategy, dropout=0.1)
+    with monkeypatch.context() as patch:
+        patch.setattr(training, "random_stream_states", lambda model: [])
+        make_trainer(first, opt1, tmp_path, steps=4, batch=8, save_every=4).train(dataset_fn(8))
+    assert not [n for n, _ in tf.train.list_variables(str(tmp_path / "ckpt-4")) if "random" in n]
+    second, opt2 = build(strategy, seed=99, dropout=0.1)
+    with caplog.at_level("WARNING"):
+        make_trainer(second, opt2, tmp_path, steps=8, batch=8, save_every=4).train(dataset_fn(8))
+    assert int(opt2.iterations.numpy()) == 8
+    assert "holds no dropout random state" in caplog.text
+    assert [n for n, _ in tf.train.list_variables(str(tmp_path / "ckpt-8")) if "random" in n]
 
 
 def _poisoned(after_calls):

@@ -13,8 +13,10 @@ from albert_tf.optimization import create_optimizer
 SEQ, PREDS, NUM_EXAMPLES = 16, 3, 64
 
 
-def tiny_config():
+def tiny_config(dropout=0.0):
     return AlbertConfig(
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
         vocab_size=40,
         embedding_size=8,
         hidden_size=16,
@@ -66,12 +68,12 @@ def dataset_fn(global_batch, shard_records=True, seed=0, n=NUM_EXAMPLES):
     return fn
 
 
-def build(strategy, optimizer="adamw", lr=1e-3, steps=100, warmup=0, seed=1):
+def build(strategy, optimizer="adamw", lr=1e-3, steps=100, warmup=0, seed=1, dropout=0.0):
     import keras
 
     keras.utils.set_random_seed(seed)
     with strategy.scope():
-        model = AlbertPretrainer(tiny_config())
+        model = AlbertPretrainer(tiny_config(dropout))
         model.build()
         opt = create_optimizer(lr, steps, warmup, optimizer)
     return model, opt
