@@ -181,11 +181,11 @@ class Trainer:
       config: LoopConfig.
       is_chief: whether this worker writes files.
       save_hook: `save_hook(step)`, called on every worker after each checkpoint
-        is written (also when stopping on a signal): other formats of the same
-        weights, for instance.
+        is written on the schedule (also when a signal stops the run at such a
+        step): other formats of the same weights, for instance.
       resume_hook: `resume_hook(step)`, called on every worker after a resume
-        restored ckpt-<step>, before training goes on: to finish what a run killed
-        between that checkpoint and its save hook left undone.
+        restored ckpt-<step> of a step on the schedule, before training goes on: to
+        finish what a run killed between that checkpoint and its save hook left undone.
       loss_normalizers: `loss_normalizers(features) -> tuple of float32 []`, what each
         loss term of one replica's batch is divided by, from the input alone; their
         totals over the step's replicas and micro-batches are passed to `loss_fn`.
@@ -395,7 +395,7 @@ class Trainer:
             remove_orphaned_save_folders(self.output_dir)
         if saved:
             self._restore(checkpoint, state, saved[-1][1])
-            if self.resume_hook is not None:
+            if self.resume_hook is not None and self._on_schedule(saved[-1][0]):
                 self.resume_hook(saved[-1][0])
         # A fixed batch (its own iterator: the training order is untouched) on which the
         # updated weights must give finite outputs (hence a finite loss) before they are
@@ -421,9 +421,9 @@ class Trainer:
                     )
                 step += n
                 self._report(step, n, elapsed, metrics, start_step, start_time)
-                regular = step % cfg.save_checkpoints_steps == 0 or step == cfg.num_train_steps
+                regular = self._on_schedule(step)
                 if regular or received:
-                    prefix = self._save(checkpoint, directory, step, probe)
+                    prefix = self._save(checkpoint, directory, step, probe, regular)
                     if received:
                         raise TrainingInterrupted(received[0], step, prefix)
                     if after_save is not None:
@@ -450,9 +450,19 @@ class Trainer:
             checkpoint.restore(prefix).assert_existing_objects_matched()
         _logger.info("resumed from %s", prefix)
 
-    def _save(self, checkpoint, directory, step, probe) -> str:
+    def _on_schedule(self, step) -> bool:
+        """Whether an uninterrupted run saves at `step`."""
+        cfg = self.config
+        return step % cfg.save_checkpoints_steps == 0 or step == cfg.num_train_steps
+
+    def _save(self, checkpoint, directory, step, probe, regular=True) -> str:
         """Writes ckpt-<step> once the weights passed the finiteness checks, keeps the
-        newest keep_checkpoint_max, runs the save hook. Returns the prefix."""
+        newest keep_checkpoint_max, runs the save hook. Returns the prefix.
+
+        A checkpoint off the schedule (`regular` False: written because a signal
+        stopped the run between saves) is only a point to resume from: no save hook,
+        and the next regular save removes it, so that the resumed run ends with the
+        folder of an uninterrupted one."""
         if float(self._probe(probe)) > 0 or not self._weights_are_finite():
             self._stop_non_finite(
                 f"the weights after step {step} are non-finite or give "
@@ -460,11 +470,15 @@ class Trainer:
                 directory,
             )
         prefix = checkpoint.write(os.path.join(directory, f"{CHECKPOINT_PREFIX}-{step}"))
+        if regular:
+            for earlier, old in object_checkpoints(directory):
+                if earlier < step and not self._on_schedule(earlier):
+                    remove_checkpoint(old)
         keep = self.config.keep_checkpoint_max
         if keep:
             for _, old in object_checkpoints(directory)[:-keep]:
                 remove_checkpoint(old)
-        if self.save_hook is not None:
+        if self.save_hook is not None and regular:
             self.save_hook(step)
         return prefix
 

@@ -225,7 +225,9 @@ def test_sigterm_writes_a_checkpoint_and_the_rerun_continues_bit_for_bit(tiny_da
         line,
     ), line
     step = int(re.search(r"step (\d+)", line).group(1))
-    assert step < 20 and (stopped / f"model.ckpt-{step}.index").exists()
+    assert step < 20 and (stopped / f"ckpt-{step}.index").exists()
+    # Between saves (every 10): a resume point only, no original-format copy.
+    assert (stopped / f"model.ckpt-{step}.index").exists() == (step % 10 == 0)
     resumed = run(
         command(tiny_data, stopped, "--num_train_steps=20", "--save_checkpoints_steps=10")
     )
@@ -234,6 +236,13 @@ def test_sigterm_writes_a_checkpoint_and_the_rerun_continues_bit_for_bit(tiny_da
     got = read_checkpoint_values(str(stopped / "model.ckpt-20"))
     for name in want:
         np.testing.assert_array_equal(want[name], got[name], err_msg=name)
+    # The folder of an uninterrupted run with these flags: saves at 10 and 20 only.
+    assert sorted(p.name for p in stopped.glob("*ckpt-*.index")) == [
+        "ckpt-10.index",
+        "ckpt-20.index",
+        "model.ckpt-10.index",
+        "model.ckpt-20.index",
+    ]
 
 
 def _log_has(folder):

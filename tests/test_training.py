@@ -233,23 +233,24 @@ def test_signal_stops_after_a_checkpoint_and_resume_is_identical(tmp_path):
         return pretraining.pretraining_loss_fn(model, features, training, normalizers)
 
     first, opt1 = build(strategy)
-    with pytest.raises(training.TrainingInterrupted, match="SIGINT at step 8") as stop:
-        make_trainer(
-            first,
-            opt1,
-            tmp_path / "run",
-            steps=12,
-            batch=8,
-            save_every=12,
-            loss_fn=interrupting_loss,
-        ).train(dataset_fn(8))
-    assert stop.value.signum == signal.SIGINT and stop.value.checkpoint.endswith("ckpt-8")
-    second, opt2 = build(strategy, seed=99)
-    make_trainer(second, opt2, tmp_path / "run", steps=12, batch=8, save_every=12).train(
-        dataset_fn(8)
+    hooked = []
+    trainer = make_trainer(
+        first, opt1, tmp_path / "run", steps=12, batch=8, save_every=12, loss_fn=interrupting_loss
     )
+    trainer.save_hook = hooked.append
+    with pytest.raises(training.TrainingInterrupted, match="SIGINT at step 8") as stop:
+        trainer.train(dataset_fn(8))
+    assert stop.value.signum == signal.SIGINT and stop.value.checkpoint.endswith("ckpt-8")
+    assert hooked == []  # step 8 is off the schedule: a resume point only
+    second, opt2 = build(strategy, seed=99)
+    trainer = make_trainer(second, opt2, tmp_path / "run", steps=12, batch=8, save_every=12)
+    trainer.save_hook = hooked.append
+    trainer.train(dataset_fn(8))
     for a, b in zip(weights(straight), weights(second)):
         np.testing.assert_array_equal(a, b)
+    # The folder of an uninterrupted run: ckpt-8 went with the next save.
+    assert hooked == [12]
+    assert [s for s, _ in training.object_checkpoints(str(tmp_path / "run"))] == [12]
 
 
 def test_loop_config_validation():
