@@ -159,7 +159,7 @@ gelu_tanh = _xla_or_plain(_gelu_tanh)
 gelu_tanh_backward = _xla_or_plain(_gelu_tanh_backward)
 bias_add = _xla_or_plain(_bias_add)
 _bias_gelu_tanh_loop = _xla_or_plain(_bias_gelu_tanh)
-bias_gelu_tanh_backward = _xla_or_plain(_bias_gelu_tanh_backward)
+_bias_gelu_tanh_backward_loop = _xla_or_plain(_bias_gelu_tanh_backward)
 
 
 def bias_gelu_tanh(y, bias):
@@ -170,6 +170,15 @@ def bias_gelu_tanh(y, bias):
     if _is_bfloat16_row_vector(bias, y) and _native_usable():
         return native_kernels.bias_gelu(y, bias)
     return _bias_gelu_tanh_loop(y, bias)
+
+
+def bias_gelu_tanh_backward(dz, y, bias):
+    """dz times GELU' at y + bias (dz, y [..., N], bias [N]): the gradient of
+    `bias_gelu_tanh` w.r.t. y. The native kernel for bfloat16 where `_native_usable`,
+    else one XLA loop."""
+    if dz.dtype == tf.bfloat16 and _is_bfloat16_row_vector(bias, y) and _native_usable():
+        return native_kernels.bias_gelu_backward(dz, y, bias)
+    return _bias_gelu_tanh_backward_loop(dz, y, bias)
 
 
 def _is_bfloat16_row_vector(v, x):
@@ -367,13 +376,7 @@ def layer_norm(x, residual, gamma, beta, epsilon, bias=None):
     kernel where `_onednn_layer_norm_usable` (5x faster than the op chain on the bench
     machine); both take the same two-pass mean and variance."""
     x = tf.convert_to_tensor(x)
-    if (
-        bias is not None
-        and _is_bfloat16_row_vector(bias, x)
-        and residual is not None
-        and residual.dtype == tf.float32
-        and _native_usable()
-    ):
+    if _native_layer_norm_usable(x, residual, bias):
         out, out_bfloat16 = native_kernels.residual_layer_norm(
             x, bias, residual, gamma, beta, epsilon
         )
@@ -382,6 +385,18 @@ def layer_norm(x, residual, gamma, beta, epsilon, bias=None):
     if _onednn_layer_norm_usable(s):
         return _onednn_layer_norm(s, gamma, beta, epsilon)
     return layer_norm_forward(s, None, gamma, beta, epsilon)[0]
+
+
+def _native_layer_norm_usable(x, residual, bias):
+    """Whether the native layer norms take x (bfloat16, with its bias and a float32
+    residual) in the graph being traced."""
+    return (
+        bias is not None
+        and _is_bfloat16_row_vector(bias, x)
+        and residual is not None
+        and residual.dtype == tf.float32
+        and _native_usable()
+    )
 
 
 # The attribute of a float32 graph tensor holding its bfloat16 copy (see `cast`).
@@ -415,7 +430,12 @@ def reshape(x, shape):
 
 def layer_norm_forward(x, residual, gamma, beta, epsilon, bias=None):
     """LN(x + bias + residual) -> (output, xhat, rstd): xhat [..., H] the normalised
-    input and rstd [..., 1] the reciprocal standard deviation, for the gradient."""
+    input and rstd [..., 1] the reciprocal standard deviation, for the gradient. For a
+    bfloat16 x with its bias and a float32 residual, one native kernel where
+    `_native_usable`."""
+    x = tf.convert_to_tensor(x)
+    if _native_layer_norm_usable(x, residual, bias):
+        return native_kernels.residual_layer_norm_moments(x, bias, residual, gamma, beta, epsilon)
     s = _sum_input(x, residual, bias)
     mean = tf.reduce_mean(s, axis=-1, keepdims=True)
     centered = s - mean

@@ -1,14 +1,16 @@
 """C++ CPU kernels for the bfloat16 encoder's elementwise work, built on this machine.
 
-Two passes of the bfloat16 inference graph are cheaper as hand-written loops than as
-anything TensorFlow 2.21 offers on CPU (bench/results/native_kernels_amx.md):
+Some passes of the bfloat16 encoder are cheaper as hand-written loops than as anything
+TensorFlow 2.21 offers on CPU (docs/benchmarks.md):
 
-  * `bias_gelu`: the FFN's bias and GELU after its plain bfloat16 product. XLA's CPU
-    loop computes the tanh with 8-lane vectors; this loop uses the machine's widest
-    and an exp-based form (see albert_tf/native/loops.cc).
+  * `bias_gelu` and `bias_gelu_backward`: the FFN's bias and GELU after its plain
+    bfloat16 product, and its gradient. XLA's CPU loops compute the tanh with 8-lane
+    vectors; these use the machine's widest and an exp-based form (albert_tf/native/
+    loops.cc).
   * `residual_layer_norm`: LN(x + bias + residual) and its bfloat16 copy for the next
-    product, in one pass over the rows, where the graph otherwise runs an XLA loop for
-    the sum, oneDNN's layer norm and a cast.
+    product, in one pass over the rows, where an inference graph otherwise runs an XLA
+    loop for the sum, oneDNN's layer norm and a cast; `residual_layer_norm_moments`,
+    its training form, also writes what the gradient needs.
 
 The sources (albert_tf/native/) are compiled with the C++ compiler found here ($CXX,
 else c++ or g++) and TensorFlow's own headers, for this CPU (-march=native), once per
@@ -183,6 +185,22 @@ def bias_gelu(y, bias):
     """gelu(y + bias) in GELU's tanh form, y [..., F] and bias [F] bfloat16 -> bfloat16
     [..., F], computed in float32 and rounded once. `library()` must not be None."""
     return library().albert_bias_gelu(y, bias)
+
+
+def bias_gelu_backward(dz, y, bias):
+    """dz * gelu'(y + bias): the gradient of `bias_gelu` w.r.t. y, all bfloat16 ([..., F],
+    bias [F]), computed in float32 and rounded once."""
+    return library().albert_bias_gelu_backward(dz, y, bias)
+
+
+def residual_layer_norm_moments(x, bias, residual, gamma, beta, epsilon):
+    """`residual_layer_norm`'s float32 output with what its gradient needs:
+    (out [..., H], xhat [..., H] the normalised sum, rstd [..., 1] the reciprocal
+    standard deviation of each row), all float32."""
+    out, xhat, rstd = library().albert_residual_layer_norm_moments(
+        x, bias, residual, gamma, beta, epsilon=epsilon
+    )
+    return out, xhat, rstd[..., None]
 
 
 def residual_layer_norm(x, bias, residual, gamma, beta, epsilon):

@@ -96,6 +96,38 @@ def test_residual_layer_norm_against_float64():
     np.testing.assert_allclose(out.numpy(), loop.numpy(), rtol=1e-5, atol=1e-5)
 
 
+def test_bias_gelu_backward_is_the_exact_derivative_rounded_once():
+    rng = np.random.default_rng(4)
+    y16, b16 = _bf16(rng.normal(scale=3.0, size=(17, 96))), _bf16(rng.normal(size=96))
+    dz16 = _bf16(rng.normal(size=(17, 96)))
+    got = _as64(native_kernels.bias_gelu_backward(dz16, y16, b16))
+    x = _as64(y16) + _as64(b16)
+    c, a = np.sqrt(2.0 / np.pi), 0.044715
+    t = np.tanh(c * (x + a * x**3))
+    slope = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * a * x * x)
+    exact = _as64(dz16) * slope
+    np.testing.assert_allclose(got, exact, rtol=2**-8 + 1e-5, atol=1e-6)
+
+
+def test_residual_layer_norm_moments_for_the_gradient():
+    rng = np.random.default_rng(5)
+    x16, b16 = _bf16(rng.normal(size=(3, 5, 40))), _bf16(rng.normal(size=40))
+    residual = rng.normal(size=(3, 5, 40)).astype(np.float32)
+    gamma, beta = rng.normal(size=40).astype(np.float32), rng.normal(size=40).astype(np.float32)
+    out, xhat, rstd = native_kernels.residual_layer_norm_moments(
+        x16, b16, residual, gamma, beta, 1e-12
+    )
+    s = _as64(x16) + _as64(b16) + residual
+    centred = s - s.mean(-1, keepdims=True)
+    want_rstd = 1 / np.sqrt((centred**2).mean(-1, keepdims=True) + 1e-12)
+    assert out.shape == xhat.shape == (3, 5, 40) and rstd.shape == (3, 5, 1)
+    np.testing.assert_allclose(rstd.numpy(), want_rstd, rtol=1e-5)
+    np.testing.assert_allclose(xhat.numpy(), centred * want_rstd, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        out.numpy(), albert_numpy.layer_norm(s, beta, gamma, eps=1e-12), rtol=1e-5, atol=1e-5
+    )
+
+
 def test_shapes_are_checked():
     x = _bf16(np.ones((4, 8)))
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"bias must be a vector.*\(8\)"):
@@ -146,14 +178,28 @@ def _op_types(model, inputs, training=False):
     return [op.type for op in fn.get_concrete_function(inputs).graph.get_operations()]
 
 
-def test_bfloat16_inference_graph_uses_them_float32_and_accelerators_not():
+def _training_op_types(model, inputs):
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(model(x, training=True)["sequence_output"])
+        return tape.gradient(loss, model.trainable_variables)
+
+    return [op.type for op in step.get_concrete_function(inputs).graph.get_operations()]
+
+
+def test_bfloat16_graphs_use_them_float32_and_accelerators_not():
     cfg = CONFIGS["shared_gelu"]
     model, inputs = built_encoder(cfg, "mixed_bfloat16")
     ops = _op_types(model, inputs)
     assert ops.count("AlbertBiasGelu") == cfg.num_hidden_layers
     assert ops.count("AlbertResidualLayerNorm") == 2 * cfg.num_hidden_layers
-    # Training keeps its layer-norm loops (their gradient needs the moments).
-    assert "AlbertResidualLayerNorm" not in _op_types(model, inputs, training=True)
+    # Training: the layer norms' form that keeps the moments, the GELU and its gradient.
+    train_ops = _training_op_types(model, inputs)
+    assert "AlbertResidualLayerNorm" not in train_ops
+    assert train_ops.count("AlbertResidualLayerNormMoments") == 2 * cfg.num_hidden_layers
+    assert train_ops.count("AlbertBiasGelu") == cfg.num_hidden_layers
+    assert train_ops.count("AlbertBiasGeluBackward") == cfg.num_hidden_layers
     with speed_paths.forced(speed_paths.WITH_ACCELERATOR):
         assert not {"AlbertBiasGelu", "AlbertResidualLayerNorm"} & set(_op_types(model, inputs))
     with fe.disabled():

@@ -67,6 +67,28 @@ extern "C" void albert_bias_gelu_rows(const uint16_t* y, const uint16_t* bias, u
   }
 }
 
+// dy = dz * gelu'(y + bias), the gradient of albert_bias_gelu_rows w.r.t. y: dz, y, dy
+// [rows, cols] bfloat16, bias [cols]. With s = sigmoid(2u) = (1 + tanh(u)) / 2,
+// gelu' = s + x s (1 - s) 2 sqrt(2/pi) (1 + 3 * 0.044715 x^2), the tanh form's derivative.
+extern "C" void albert_bias_gelu_backward_rows(const uint16_t* dz, const uint16_t* y,
+                                               const uint16_t* bias, uint16_t* dy, int64_t rows,
+                                               int64_t cols) {
+  const float two_c = 2.0f * 0.797884560802865355f;
+  const float a = 0.044715f;
+  for (int64_t row = 0; row < rows; ++row) {
+    const uint16_t* dz_row = dz + row * cols;
+    const uint16_t* y_row = y + row * cols;
+    uint16_t* dy_row = dy + row * cols;
+    for (int64_t j = 0; j < cols; ++j) {
+      const float x = from_bfloat16(y_row[j]) + from_bfloat16(bias[j]);
+      const float x2 = x * x;
+      const float s = 1.0f / (1.0f + exp_approx(-two_c * x * (1.0f + a * x2)));
+      const float slope = s + x * s * (1.0f - s) * two_c * (1.0f + 3.0f * a * x2);
+      dy_row[j] = to_bfloat16(from_bfloat16(dz_row[j]) * slope);
+    }
+  }
+}
+
 // out = LN(x + bias + residual) over each row, in float32, and out16 = out rounded to
 // bfloat16: x [rows, cols] bfloat16, bias [cols] bfloat16, residual, out [rows, cols]
 // float32, gamma and beta [cols] float32. Mean and variance in two passes over the row
@@ -97,6 +119,39 @@ extern "C" void albert_residual_layer_norm_rows(const uint16_t* x, const uint16_
       const float v = (out_row[j] - mean) * rstd * gamma[j] + beta[j];
       out_row[j] = v;
       out16_row[j] = to_bfloat16(v);
+    }
+  }
+}
+
+// The training form of albert_residual_layer_norm_rows: out as there (float32), and
+// what the gradient needs, xhat = (s - mean) * rstd [rows, cols] and rstd [rows].
+extern "C" void albert_residual_layer_norm_moments_rows(
+    const uint16_t* x, const uint16_t* bias, const float* residual, const float* gamma,
+    const float* beta, float epsilon, float* out, float* xhat, float* rstd, int64_t rows,
+    int64_t cols) {
+  for (int64_t row = 0; row < rows; ++row) {
+    const uint16_t* x_row = x + row * cols;
+    const float* residual_row = residual + row * cols;
+    float* out_row = out + row * cols;
+    float* xhat_row = xhat + row * cols;
+    float sum = 0.0f;
+    for (int64_t j = 0; j < cols; ++j) {
+      const float s = from_bfloat16(x_row[j]) + from_bfloat16(bias[j]) + residual_row[j];
+      xhat_row[j] = s;
+      sum += s;
+    }
+    const float mean = sum / float(cols);
+    float squares = 0.0f;
+    for (int64_t j = 0; j < cols; ++j) {
+      const float d = xhat_row[j] - mean;
+      squares += d * d;
+    }
+    const float r = 1.0f / std::sqrt(squares / float(cols) + epsilon);
+    rstd[row] = r;
+    for (int64_t j = 0; j < cols; ++j) {
+      const float normalised = (xhat_row[j] - mean) * r;
+      xhat_row[j] = normalised;
+      out_row[j] = normalised * gamma[j] + beta[j];
     }
   }
 }

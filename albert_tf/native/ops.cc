@@ -9,6 +9,13 @@
 
 extern "C" void albert_bias_gelu_rows(const uint16_t* y, const uint16_t* bias, uint16_t* z,
                                       int64_t rows, int64_t cols);
+extern "C" void albert_bias_gelu_backward_rows(const uint16_t* dz, const uint16_t* y,
+                                               const uint16_t* bias, uint16_t* dy, int64_t rows,
+                                               int64_t cols);
+extern "C" void albert_residual_layer_norm_moments_rows(
+    const uint16_t* x, const uint16_t* bias, const float* residual, const float* gamma,
+    const float* beta, float epsilon, float* out, float* xhat, float* rstd, int64_t rows,
+    int64_t cols);
 extern "C" void albert_residual_layer_norm_rows(const uint16_t* x, const uint16_t* bias,
                                                 const float* residual, const float* gamma,
                                                 const float* beta, float epsilon, float* out,
@@ -98,6 +105,45 @@ class BiasGeluOp : public OpKernel {
 
 REGISTER_KERNEL_BUILDER(Name("AlbertBiasGelu").Device(::tensorflow::DEVICE_CPU), BiasGeluOp);
 
+REGISTER_OP("AlbertBiasGeluBackward")
+    .Input("dz: bfloat16")
+    .Input("y: bfloat16")
+    .Input("bias: bfloat16")
+    .Output("dy: bfloat16")
+    .SetShapeFn(same_shape_as_input)
+    .Doc("dy = dz * gelu'(y + bias), the gradient of AlbertBiasGelu w.r.t. y.");
+
+class BiasGeluBackwardOp : public OpKernel {
+ public:
+  explicit BiasGeluBackwardOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& dz = ctx->input(0);
+    const Tensor& y = ctx->input(1);
+    const Tensor& bias = ctx->input(2);
+    if (!has_rows(ctx, y)) return;
+    OP_REQUIRES(ctx, dz.shape() == y.shape(),
+                InvalidArgument("dz must have the shape of y ", y.shape().DebugString(),
+                                ", got ", dz.shape().DebugString()));
+    const int64_t cols = y.dim_size(y.dims() - 1);
+    if (!is_vector_of(ctx, bias, cols, "bias")) return;
+    Tensor* dy = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, y.shape(), &dy));
+    if (cols == 0) return;
+    const uint16_t* dz_data = data<uint16_t>(dz);
+    const uint16_t* y_data = data<uint16_t>(y);
+    const uint16_t* b = data<uint16_t>(bias);
+    uint16_t* out = mutable_data<uint16_t>(dy);
+    for_row_blocks(ctx, y.NumElements() / cols, 40 * cols, [&](int64_t begin, int64_t end) {
+      albert_bias_gelu_backward_rows(dz_data + begin * cols, y_data + begin * cols, b,
+                                     out + begin * cols, end - begin, cols);
+    });
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("AlbertBiasGeluBackward").Device(::tensorflow::DEVICE_CPU),
+                        BiasGeluBackwardOp);
+
 REGISTER_OP("AlbertResidualLayerNorm")
     .Input("x: bfloat16")
     .Input("bias: bfloat16")
@@ -154,6 +200,77 @@ class ResidualLayerNormOp : public OpKernel {
 
 REGISTER_KERNEL_BUILDER(Name("AlbertResidualLayerNorm").Device(::tensorflow::DEVICE_CPU),
                         ResidualLayerNormOp);
+
+REGISTER_OP("AlbertResidualLayerNormMoments")
+    .Input("x: bfloat16")
+    .Input("bias: bfloat16")
+    .Input("residual: float")
+    .Input("gamma: float")
+    .Input("beta: float")
+    .Attr("epsilon: float")
+    .Output("y: float")
+    .Output("xhat: float")
+    .Output("rstd: float")
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      c->set_output(0, c->input(0));
+      c->set_output(1, c->input(0));
+      shape_inference::ShapeHandle rows;
+      TF_RETURN_IF_ERROR(c->Subshape(c->input(0), 0, -1, &rows));
+      c->set_output(2, rows);
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("y = LN(x + bias + residual) as AlbertResidualLayerNorm, with xhat (the normalised "
+         "sum) and rstd (the reciprocal standard deviation of each row, x's shape but the last "
+         "axis) for the gradient.");
+
+class ResidualLayerNormMomentsOp : public OpKernel {
+ public:
+  explicit ResidualLayerNormMomentsOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("epsilon", &epsilon_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    const Tensor& residual = ctx->input(2);
+    if (!has_rows(ctx, x)) return;
+    OP_REQUIRES(ctx, residual.shape() == x.shape(),
+                InvalidArgument("residual must have the shape of x ", x.shape().DebugString(),
+                                ", got ", residual.shape().DebugString()));
+    const int64_t cols = x.dim_size(x.dims() - 1);
+    if (!is_vector_of(ctx, ctx->input(1), cols, "bias") ||
+        !is_vector_of(ctx, ctx->input(3), cols, "gamma") ||
+        !is_vector_of(ctx, ctx->input(4), cols, "beta"))
+      return;
+    ::tensorflow::TensorShape row_shape = x.shape();
+    row_shape.RemoveLastDims(1);
+    Tensor *y = nullptr, *xhat = nullptr, *rstd = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &y));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, x.shape(), &xhat));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, row_shape, &rstd));
+    if (cols == 0) return;
+    const uint16_t* in = data<uint16_t>(x);
+    const uint16_t* bias = data<uint16_t>(ctx->input(1));
+    const float* res = data<float>(residual);
+    const float* gamma = data<float>(ctx->input(3));
+    const float* beta = data<float>(ctx->input(4));
+    float* out = mutable_data<float>(y);
+    float* normalised = mutable_data<float>(xhat);
+    float* r = mutable_data<float>(rstd);
+    const float epsilon = epsilon_;
+    for_row_blocks(ctx, x.NumElements() / cols, 20 * cols, [&](int64_t begin, int64_t end) {
+      albert_residual_layer_norm_moments_rows(in + begin * cols, bias, res + begin * cols, gamma,
+                                              beta, epsilon, out + begin * cols,
+                                              normalised + begin * cols, r + begin, end - begin,
+                                              cols);
+    });
+  }
+
+ private:
+  float epsilon_;
+};
+
+REGISTER_KERNEL_BUILDER(Name("AlbertResidualLayerNormMoments").Device(::tensorflow::DEVICE_CPU),
+                        ResidualLayerNormMomentsOp);
 
 }  // namespace
 }  // namespace albert_tf
