@@ -36,11 +36,11 @@ What is fused, and what is not (measured on the bench machine):
     post-ops of oneDNN's AMX matmul, followed by oneDNN's softmax
     (`product_attention_softmax`).
 
-  * bfloat16 inference, where this machine has a C++ compiler: the FFN's bias + GELU
-    and each dense sublayer's bias + residual + layer norm (with the bfloat16 copy
-    the next product reads, see `cast`) are C++ kernels instead
-    (albert_tf.native_kernels; speed path `native_cpu_kernels`). The training
-    forward pass takes the GELU kernel too; its layer norms keep the loops above.
+  * bfloat16, where this machine has a C++ compiler: the FFN's bias + GELU (and its
+    gradient) and each dense sublayer's bias + residual + layer norm (in inference
+    with the bfloat16 copy the next product reads, see `cast`; in training with the
+    moments its gradient needs) are C++ kernels instead (albert_tf.native_kernels;
+    speed path `native_cpu_kernels`). The layer-norm gradient keeps its loop.
 
 Results equal the plain ops to float32 rounding (XLA's tanh differs in the
 last bits). Whether these kernels are used is the speed-path decision
