@@ -89,32 +89,40 @@ extern "C" void albert_bias_gelu_backward_rows(const uint16_t* dz, const uint16_
   }
 }
 
+// Writes s = x + bias + residual of one row (cols values) to `sums` and returns its mean
+// and reciprocal standard deviation in two passes (as oneDNN's and TensorFlow's layer
+// norms: the variance of the centred values).
+static inline void row_sum_and_moments(const uint16_t* x_row, const uint16_t* bias,
+                                const float* residual_row, float epsilon, int64_t cols,
+                                float* sums, float* mean, float* rstd) {
+  float sum = 0.0f;
+  for (int64_t j = 0; j < cols; ++j) {
+    const float s = from_bfloat16(x_row[j]) + from_bfloat16(bias[j]) + residual_row[j];
+    sums[j] = s;
+    sum += s;
+  }
+  *mean = sum / float(cols);
+  float squares = 0.0f;
+  for (int64_t j = 0; j < cols; ++j) {
+    const float d = sums[j] - *mean;
+    squares += d * d;
+  }
+  *rstd = 1.0f / std::sqrt(squares / float(cols) + epsilon);
+}
+
 // out = LN(x + bias + residual) over each row, in float32, and out16 = out rounded to
 // bfloat16: x [rows, cols] bfloat16, bias [cols] bfloat16, residual, out [rows, cols]
-// float32, gamma and beta [cols] float32. Mean and variance in two passes over the row
-// (as oneDNN's and TensorFlow's layer norms), the variance of the centred values.
+// float32, gamma and beta [cols] float32.
 extern "C" void albert_residual_layer_norm_rows(const uint16_t* x, const uint16_t* bias,
                                                 const float* residual, const float* gamma,
                                                 const float* beta, float epsilon, float* out,
                                                 uint16_t* out16, int64_t rows, int64_t cols) {
   for (int64_t row = 0; row < rows; ++row) {
-    const uint16_t* x_row = x + row * cols;
-    const float* residual_row = residual + row * cols;
     float* out_row = out + row * cols;
     uint16_t* out16_row = out16 + row * cols;
-    float sum = 0.0f;
-    for (int64_t j = 0; j < cols; ++j) {
-      const float s = from_bfloat16(x_row[j]) + from_bfloat16(bias[j]) + residual_row[j];
-      out_row[j] = s;
-      sum += s;
-    }
-    const float mean = sum / float(cols);
-    float squares = 0.0f;
-    for (int64_t j = 0; j < cols; ++j) {
-      const float d = out_row[j] - mean;
-      squares += d * d;
-    }
-    const float rstd = 1.0f / std::sqrt(squares / float(cols) + epsilon);
+    float mean, rstd;
+    row_sum_and_moments(x + row * cols, bias, residual + row * cols, epsilon, cols, out_row,
+                        &mean, &rstd);
     for (int64_t j = 0; j < cols; ++j) {
       const float v = (out_row[j] - mean) * rstd * gamma[j] + beta[j];
       out_row[j] = v;
@@ -130,26 +138,13 @@ extern "C" void albert_residual_layer_norm_moments_rows(
     const float* beta, float epsilon, float* out, float* xhat, float* rstd, int64_t rows,
     int64_t cols) {
   for (int64_t row = 0; row < rows; ++row) {
-    const uint16_t* x_row = x + row * cols;
-    const float* residual_row = residual + row * cols;
     float* out_row = out + row * cols;
     float* xhat_row = xhat + row * cols;
-    float sum = 0.0f;
+    float mean;
+    row_sum_and_moments(x + row * cols, bias, residual + row * cols, epsilon, cols, xhat_row,
+                        &mean, rstd + row);
     for (int64_t j = 0; j < cols; ++j) {
-      const float s = from_bfloat16(x_row[j]) + from_bfloat16(bias[j]) + residual_row[j];
-      xhat_row[j] = s;
-      sum += s;
-    }
-    const float mean = sum / float(cols);
-    float squares = 0.0f;
-    for (int64_t j = 0; j < cols; ++j) {
-      const float d = xhat_row[j] - mean;
-      squares += d * d;
-    }
-    const float r = 1.0f / std::sqrt(squares / float(cols) + epsilon);
-    rstd[row] = r;
-    for (int64_t j = 0; j < cols; ++j) {
-      const float normalised = (xhat_row[j] - mean) * r;
+      const float normalised = (xhat_row[j] - mean) * rstd[row];
       xhat_row[j] = normalised;
       out_row[j] = normalised * gamma[j] + beta[j];
     }

@@ -156,46 +156,70 @@ REGISTER_OP("AlbertResidualLayerNorm")
     .SetShapeFn(two_of_input_shape)
     .Doc("y = LN(x + bias + residual) over the last axis in float32, and y in bfloat16.");
 
-class ResidualLayerNormOp : public OpKernel {
+// The inputs both layer-norm ops share (x, bias, residual, gamma, beta; epsilon).
+struct LayerNormInputs {
+  const uint16_t* x;
+  const uint16_t* bias;
+  const float* residual;
+  const float* gamma;
+  const float* beta;
+  int64_t rows;
+  int64_t cols;
+};
+
+class ResidualLayerNormBase : public OpKernel {
  public:
-  explicit ResidualLayerNormOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+  explicit ResidualLayerNormBase(OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("epsilon", &epsilon_));
   }
 
-  void Compute(OpKernelContext* ctx) override {
+ protected:
+  // True (else sets the error): the inputs have matching shapes; fills `in`.
+  bool checked_inputs(OpKernelContext* ctx, LayerNormInputs* in) {
     const Tensor& x = ctx->input(0);
     const Tensor& residual = ctx->input(2);
-    if (!has_rows(ctx, x)) return;
-    OP_REQUIRES(ctx, residual.shape() == x.shape(),
-                InvalidArgument("residual must have the shape of x ", x.shape().DebugString(),
-                                ", got ", residual.shape().DebugString()));
+    if (!has_rows(ctx, x)) return false;
+    if (residual.shape() != x.shape()) {
+      ctx->CtxFailure(InvalidArgument("residual must have the shape of x ",
+                                      x.shape().DebugString(), ", got ",
+                                      residual.shape().DebugString()));
+      return false;
+    }
     const int64_t cols = x.dim_size(x.dims() - 1);
     if (!is_vector_of(ctx, ctx->input(1), cols, "bias") ||
         !is_vector_of(ctx, ctx->input(3), cols, "gamma") ||
         !is_vector_of(ctx, ctx->input(4), cols, "beta"))
-      return;
-    Tensor* y = nullptr;
-    Tensor* y16 = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &y));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, x.shape(), &y16));
-    if (cols == 0) return;
-    const uint16_t* in = data<uint16_t>(x);
-    const uint16_t* bias = data<uint16_t>(ctx->input(1));
-    const float* res = data<float>(residual);
-    const float* gamma = data<float>(ctx->input(3));
-    const float* beta = data<float>(ctx->input(4));
-    float* out = mutable_data<float>(y);
-    uint16_t* out16 = mutable_data<uint16_t>(y16);
-    const float epsilon = epsilon_;
-    for_row_blocks(ctx, x.NumElements() / cols, 20 * cols, [&](int64_t begin, int64_t end) {
-      albert_residual_layer_norm_rows(in + begin * cols, bias, res + begin * cols, gamma, beta,
-                                      epsilon, out + begin * cols, out16 + begin * cols,
-                                      end - begin, cols);
-    });
+      return false;
+    *in = {data<uint16_t>(x),       data<uint16_t>(ctx->input(1)), data<float>(residual),
+           data<float>(ctx->input(3)), data<float>(ctx->input(4)),
+           cols ? x.NumElements() / cols : 0, cols};
+    return true;
   }
 
- private:
   float epsilon_;
+};
+
+class ResidualLayerNormOp : public ResidualLayerNormBase {
+ public:
+  using ResidualLayerNormBase::ResidualLayerNormBase;
+
+  void Compute(OpKernelContext* ctx) override {
+    LayerNormInputs in;
+    if (!checked_inputs(ctx, &in)) return;
+    Tensor* y = nullptr;
+    Tensor* y16 = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ctx->input(0).shape(), &y));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, ctx->input(0).shape(), &y16));
+    if (in.cols == 0) return;
+    float* out = mutable_data<float>(y);
+    uint16_t* out16 = mutable_data<uint16_t>(y16);
+    const int64_t cols = in.cols;
+    for_row_blocks(ctx, in.rows, 20 * cols, [&](int64_t begin, int64_t end) {
+      albert_residual_layer_norm_rows(in.x + begin * cols, in.bias, in.residual + begin * cols,
+                                      in.gamma, in.beta, epsilon_, out + begin * cols,
+                                      out16 + begin * cols, end - begin, cols);
+    });
+  }
 };
 
 REGISTER_KERNEL_BUILDER(Name("AlbertResidualLayerNorm").Device(::tensorflow::DEVICE_CPU),
@@ -223,50 +247,31 @@ REGISTER_OP("AlbertResidualLayerNormMoments")
          "sum) and rstd (the reciprocal standard deviation of each row, x's shape but the last "
          "axis) for the gradient.");
 
-class ResidualLayerNormMomentsOp : public OpKernel {
+class ResidualLayerNormMomentsOp : public ResidualLayerNormBase {
  public:
-  explicit ResidualLayerNormMomentsOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("epsilon", &epsilon_));
-  }
+  using ResidualLayerNormBase::ResidualLayerNormBase;
 
   void Compute(OpKernelContext* ctx) override {
-    const Tensor& x = ctx->input(0);
-    const Tensor& residual = ctx->input(2);
-    if (!has_rows(ctx, x)) return;
-    OP_REQUIRES(ctx, residual.shape() == x.shape(),
-                InvalidArgument("residual must have the shape of x ", x.shape().DebugString(),
-                                ", got ", residual.shape().DebugString()));
-    const int64_t cols = x.dim_size(x.dims() - 1);
-    if (!is_vector_of(ctx, ctx->input(1), cols, "bias") ||
-        !is_vector_of(ctx, ctx->input(3), cols, "gamma") ||
-        !is_vector_of(ctx, ctx->input(4), cols, "beta"))
-      return;
-    ::tensorflow::TensorShape row_shape = x.shape();
+    LayerNormInputs in;
+    if (!checked_inputs(ctx, &in)) return;
+    const ::tensorflow::TensorShape& shape = ctx->input(0).shape();
+    ::tensorflow::TensorShape row_shape = shape;
     row_shape.RemoveLastDims(1);
     Tensor *y = nullptr, *xhat = nullptr, *rstd = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &y));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, x.shape(), &xhat));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, shape, &y));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, shape, &xhat));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, row_shape, &rstd));
-    if (cols == 0) return;
-    const uint16_t* in = data<uint16_t>(x);
-    const uint16_t* bias = data<uint16_t>(ctx->input(1));
-    const float* res = data<float>(residual);
-    const float* gamma = data<float>(ctx->input(3));
-    const float* beta = data<float>(ctx->input(4));
+    if (in.cols == 0) return;
     float* out = mutable_data<float>(y);
     float* normalised = mutable_data<float>(xhat);
     float* r = mutable_data<float>(rstd);
-    const float epsilon = epsilon_;
-    for_row_blocks(ctx, x.NumElements() / cols, 20 * cols, [&](int64_t begin, int64_t end) {
-      albert_residual_layer_norm_moments_rows(in + begin * cols, bias, res + begin * cols, gamma,
-                                              beta, epsilon, out + begin * cols,
-                                              normalised + begin * cols, r + begin, end - begin,
-                                              cols);
+    const int64_t cols = in.cols;
+    for_row_blocks(ctx, in.rows, 20 * cols, [&](int64_t begin, int64_t end) {
+      albert_residual_layer_norm_moments_rows(
+          in.x + begin * cols, in.bias, in.residual + begin * cols, in.gamma, in.beta, epsilon_,
+          out + begin * cols, normalised + begin * cols, r + begin, end - begin, cols);
     });
   }
-
- private:
-  float epsilon_;
 };
 
 REGISTER_KERNEL_BUILDER(Name("AlbertResidualLayerNormMoments").Device(::tensorflow::DEVICE_CPU),
