@@ -376,7 +376,7 @@ def layer_norm(x, residual, gamma, beta, epsilon, bias=None):
     kernel where `_onednn_layer_norm_usable` (5x faster than the op chain on the bench
     machine); both take the same two-pass mean and variance."""
     x = tf.convert_to_tensor(x)
-    if _native_layer_norm_usable(x, residual, bias):
+    if native_layer_norm_usable(x, residual, bias):
         out, out_bfloat16 = native_kernels.residual_layer_norm(
             x, bias, residual, gamma, beta, epsilon
         )
@@ -387,9 +387,9 @@ def layer_norm(x, residual, gamma, beta, epsilon, bias=None):
     return layer_norm_forward(s, None, gamma, beta, epsilon)[0]
 
 
-def _native_layer_norm_usable(x, residual, bias):
+def native_layer_norm_usable(x, residual, bias):
     """Whether the native layer norms take x (bfloat16, with its bias and a float32
-    residual) in the graph being traced."""
+    residual) in the graph being traced (then `layer_norm_backward(native=True)` too)."""
     return (
         bias is not None
         and _is_bfloat16_row_vector(bias, x)
@@ -434,7 +434,7 @@ def layer_norm_forward(x, residual, gamma, beta, epsilon, bias=None):
     bfloat16 x with its bias and a float32 residual, one native kernel where
     `_native_usable`."""
     x = tf.convert_to_tensor(x)
-    if _native_layer_norm_usable(x, residual, bias):
+    if native_layer_norm_usable(x, residual, bias):
         return native_kernels.residual_layer_norm_moments(x, bias, residual, gamma, beta, epsilon)
     s = _sum_input(x, residual, bias)
     mean = tf.reduce_mean(s, axis=-1, keepdims=True)
@@ -453,12 +453,17 @@ def _layer_norm_input_gradient(dy, xhat, rstd, gamma, mean_g, mean_gxhat):
 _fused_layer_norm_input_gradient = _xla_or_plain(_layer_norm_input_gradient)
 
 
-def layer_norm_backward(dy, xhat, rstd, gamma):
+def layer_norm_backward(dy, xhat, rstd, gamma, native=False):
     """Closed-form layer-norm gradient, dy and xhat [..., H], rstd [..., 1]:
       dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dy * gamma,
       dgamma = sum(dy * xhat), dbeta = sum(dy) over all leading axes.
     The row means are matrix-vector products (mean(g) = dy . gamma / H), which
-    read their input once on all cores; the rest is one fused loop."""
+    read their input once on all cores; the rest is one fused loop.
+    native: one pass of the native kernel instead, where `_native_usable` (for the
+    layer norms of `native_layer_norm_usable`), dx carrying its bfloat16 copy (`cast`)."""
+    if native and _native_usable():
+        dx, dx_bfloat16, dgamma, dbeta = native_kernels.layer_norm_backward(dy, xhat, rstd, gamma)
+        return _with_bfloat16_copy(dx, dx_bfloat16), dgamma, dbeta
     width = tf.shape(dy)[-1]
     rows_dy = tf.reshape(dy, [-1, width])  # any rank: [rows, H]
     rows_p = rows_dy * tf.reshape(xhat, [-1, width])

@@ -212,6 +212,7 @@ def _layer_norm_trainable(x, residual, gamma, beta, epsilon, bias=None):
     kept for it. The residual's gradient is dx itself, x's is dx in x's dtype, the
     bias's the sum of dx over all leading axes in the bias's dtype."""
     extras = [t for t in (residual, bias) if t is not None]
+    native = fused_elementwise.native_layer_norm_usable(tf.convert_to_tensor(x), residual, bias)
 
     @tf.custom_gradient
     def layer_norm(x, gamma, beta, *extras):
@@ -227,12 +228,14 @@ def _layer_norm_trainable(x, residual, gamma, beta, epsilon, bias=None):
         )
 
         def grad(dy):
-            dx, dgamma, dbeta = fused_elementwise.layer_norm_backward(dy, xhat, rstd, gamma)
+            dx, dgamma, dbeta = fused_elementwise.layer_norm_backward(
+                dy, xhat, rstd, gamma, native=native
+            )
             d_extras = [dx] if residual is not None else []
             if bias is not None:
                 d_bias = tf.reduce_sum(tf.reshape(dx, [-1, tf.shape(dx)[-1]]), axis=0)
                 d_extras.append(tf.cast(d_bias, bias.dtype))
-            return (tf.cast(dx, x.dtype), dgamma, dbeta, *d_extras)
+            return (fused_elementwise.cast(dx, x.dtype), dgamma, dbeta, *d_extras)
 
         return out, grad
 

@@ -10,7 +10,9 @@ TensorFlow 2.21 offers on CPU (docs/benchmarks.md):
   * `residual_layer_norm`: LN(x + bias + residual) and its bfloat16 copy for the next
     product, in one pass over the rows, where an inference graph otherwise runs an XLA
     loop for the sum, oneDNN's layer norm and a cast; `residual_layer_norm_moments`,
-    its training form, also writes what the gradient needs.
+    its training form, also writes what the gradient needs, and `layer_norm_backward`
+    computes that gradient in one pass (with the bfloat16 copy of dx the product before
+    it takes).
 
 The sources (albert_tf/native/) are compiled with the C++ compiler found here ($CXX,
 else c++ or g++) and TensorFlow's own headers, for this CPU (-march=native), once per
@@ -201,6 +203,13 @@ def residual_layer_norm_moments(x, bias, residual, gamma, beta, epsilon):
         x, bias, residual, gamma, beta, epsilon=epsilon
     )
     return out, xhat, rstd[..., None]
+
+
+def layer_norm_backward(dy, xhat, rstd, gamma):
+    """A layer norm's gradient: dy and xhat [..., H], rstd [..., 1], gamma [H], float32 ->
+    (dx [..., H], the same rounded to bfloat16, dgamma [H], dbeta [H]). The column sums
+    add fixed blocks of rows in a fixed order (the same on any thread count)."""
+    return tuple(library().albert_layer_norm_backward(dy, xhat, rstd, gamma))
 
 
 def residual_layer_norm(x, bias, residual, gamma, beta, epsilon):

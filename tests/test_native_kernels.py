@@ -128,6 +128,23 @@ def test_residual_layer_norm_moments_for_the_gradient():
     )
 
 
+def test_layer_norm_backward_equals_the_loop():
+    rng = np.random.default_rng(6)
+    dy, xhat = (tf.constant(rng.normal(size=(70, 48)), tf.float32) for _ in range(2))
+    rstd = tf.constant(rng.uniform(0.5, 2.0, size=(70, 1)), tf.float32)
+    gamma = tf.constant(rng.normal(size=48), tf.float32)
+    dx, dx16, dgamma, dbeta = native_kernels.layer_norm_backward(dy, xhat, rstd, gamma)
+    with speed_paths.forced(NO_NATIVE_KERNELS):
+        want_dx, want_dgamma, want_dbeta = fe.layer_norm_backward(dy, xhat, rstd, gamma)
+    np.testing.assert_allclose(dx.numpy(), want_dx.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(_as64(dx16), _as64(tf.cast(dx, tf.bfloat16)))
+    np.testing.assert_allclose(dgamma.numpy(), want_dgamma.numpy(), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(dbeta.numpy(), want_dbeta.numpy(), rtol=1e-5, atol=1e-4)
+    # The column sums do not depend on the number of threads: fixed blocks, fixed order.
+    again = native_kernels.layer_norm_backward(dy, xhat, rstd, gamma)
+    np.testing.assert_array_equal(again[2].numpy(), dgamma.numpy())
+
+
 def test_shapes_are_checked():
     x = _bf16(np.ones((4, 8)))
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"bias must be a vector.*\(8\)"):
@@ -200,6 +217,7 @@ def test_bfloat16_graphs_use_them_float32_and_accelerators_not():
     assert train_ops.count("AlbertResidualLayerNormMoments") == 2 * cfg.num_hidden_layers
     assert train_ops.count("AlbertBiasGelu") == cfg.num_hidden_layers
     assert train_ops.count("AlbertBiasGeluBackward") == cfg.num_hidden_layers
+    assert train_ops.count("AlbertLayerNormBackward") == 2 * cfg.num_hidden_layers
     with speed_paths.forced(speed_paths.WITH_ACCELERATOR):
         assert not {"AlbertBiasGelu", "AlbertResidualLayerNorm"} & set(_op_types(model, inputs))
     with fe.disabled():

@@ -150,3 +150,35 @@ extern "C" void albert_residual_layer_norm_moments_rows(
     }
   }
 }
+
+// The layer norm's gradient for a block of rows: dy, xhat [rows, cols] float32, rstd
+// [rows], gamma [cols] -> dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dy gamma,
+// in float32 and rounded to bfloat16 (dx16), and this block's column sums of dy xhat
+// (dgamma) and dy (dbeta), [cols] each, overwritten.
+extern "C" void albert_layer_norm_backward_rows(const float* dy, const float* xhat,
+                                                const float* rstd, const float* gamma,
+                                                float* dx, uint16_t* dx16, float* dgamma,
+                                                float* dbeta, int64_t rows, int64_t cols) {
+  for (int64_t j = 0; j < cols; ++j) dgamma[j] = dbeta[j] = 0.0f;
+  for (int64_t row = 0; row < rows; ++row) {
+    const float* dy_row = dy + row * cols;
+    const float* xhat_row = xhat + row * cols;
+    float* dx_row = dx + row * cols;
+    uint16_t* dx16_row = dx16 + row * cols;
+    float sum_g = 0.0f, sum_gx = 0.0f;
+    for (int64_t j = 0; j < cols; ++j) {
+      const float g = dy_row[j] * gamma[j];
+      sum_g += g;
+      sum_gx += g * xhat_row[j];
+      dgamma[j] += dy_row[j] * xhat_row[j];
+      dbeta[j] += dy_row[j];
+    }
+    const float mean_g = sum_g / float(cols), mean_gx = sum_gx / float(cols);
+    const float r = rstd[row];
+    for (int64_t j = 0; j < cols; ++j) {
+      const float v = r * (dy_row[j] * gamma[j] - mean_g - xhat_row[j] * mean_gx);
+      dx_row[j] = v;
+      dx16_row[j] = to_bfloat16(v);
+    }
+  }
+}

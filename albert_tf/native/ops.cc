@@ -1,5 +1,6 @@
 // TensorFlow ops over the loops in loops.cc (CPU only). Built by albert_tf.native_kernels.
 
+#include <algorithm>
 #include <cstdint>
 
 #include "tensorflow/core/framework/op.h"
@@ -16,6 +17,10 @@ extern "C" void albert_residual_layer_norm_moments_rows(
     const uint16_t* x, const uint16_t* bias, const float* residual, const float* gamma,
     const float* beta, float epsilon, float* out, float* xhat, float* rstd, int64_t rows,
     int64_t cols);
+extern "C" void albert_layer_norm_backward_rows(const float* dy, const float* xhat,
+                                                const float* rstd, const float* gamma,
+                                                float* dx, uint16_t* dx16, float* dgamma,
+                                                float* dbeta, int64_t rows, int64_t cols);
 extern "C" void albert_residual_layer_norm_rows(const uint16_t* x, const uint16_t* bias,
                                                 const float* residual, const float* gamma,
                                                 const float* beta, float epsilon, float* out,
@@ -276,6 +281,86 @@ class ResidualLayerNormMomentsOp : public ResidualLayerNormBase {
 
 REGISTER_KERNEL_BUILDER(Name("AlbertResidualLayerNormMoments").Device(::tensorflow::DEVICE_CPU),
                         ResidualLayerNormMomentsOp);
+
+REGISTER_OP("AlbertLayerNormBackward")
+    .Input("dy: float")
+    .Input("xhat: float")
+    .Input("rstd: float")
+    .Input("gamma: float")
+    .Output("dx: float")
+    .Output("dx_bfloat16: bfloat16")
+    .Output("dgamma: float")
+    .Output("dbeta: float")
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      c->set_output(0, c->input(0));
+      c->set_output(1, c->input(0));
+      c->set_output(2, c->input(3));
+      c->set_output(3, c->input(3));
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("The gradient of a layer norm from dy, xhat and rstd (x's shape but the last axis): "
+         "dx (also in bfloat16), and the sums of dy xhat and of dy over all rows.");
+
+class LayerNormBackwardOp : public OpKernel {
+ public:
+  explicit LayerNormBackwardOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& dy = ctx->input(0);
+    const Tensor& xhat = ctx->input(1);
+    const Tensor& rstd = ctx->input(2);
+    if (!has_rows(ctx, dy)) return;
+    OP_REQUIRES(ctx, xhat.shape() == dy.shape(),
+                InvalidArgument("xhat must have the shape of dy ", dy.shape().DebugString(),
+                                ", got ", xhat.shape().DebugString()));
+    const int64_t cols = dy.dim_size(dy.dims() - 1);
+    if (!is_vector_of(ctx, ctx->input(3), cols, "gamma")) return;
+    const int64_t rows = cols ? dy.NumElements() / cols : 0;
+    OP_REQUIRES(ctx, rstd.NumElements() == rows,
+                InvalidArgument("rstd must hold one value per row (", rows, "), got shape ",
+                                rstd.shape().DebugString()));
+    Tensor *dx = nullptr, *dx16 = nullptr, *dgamma = nullptr, *dbeta = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, dy.shape(), &dx));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, dy.shape(), &dx16));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, ctx->input(3).shape(), &dgamma));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, ctx->input(3).shape(), &dbeta));
+    float* dgamma_out = mutable_data<float>(dgamma);
+    float* dbeta_out = mutable_data<float>(dbeta);
+    for (int64_t j = 0; j < cols; ++j) dgamma_out[j] = dbeta_out[j] = 0.0f;
+    if (rows == 0) return;
+    // Fixed blocks of rows, each with its own column sums, added in block order at the
+    // end: the sums do not depend on how the threads split the work.
+    const int64_t blocks = std::min<int64_t>(rows, 64);
+    Tensor partial;
+    OP_REQUIRES_OK(ctx, ctx->allocate_temp(::tensorflow::DT_FLOAT,
+                                           ::tensorflow::TensorShape({2, blocks, cols}), &partial));
+    float* sums = mutable_data<float>(&partial);
+    const float* dy_data = data<float>(dy);
+    const float* xhat_data = data<float>(xhat);
+    const float* rstd_data = data<float>(rstd);
+    const float* gamma = data<float>(ctx->input(3));
+    float* dx_data = mutable_data<float>(dx);
+    uint16_t* dx16_data = mutable_data<uint16_t>(dx16);
+    for_row_blocks(ctx, blocks, (rows / blocks + 1) * cols * 12, [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) {
+        const int64_t first = rows * b / blocks, last = rows * (b + 1) / blocks;
+        albert_layer_norm_backward_rows(dy_data + first * cols, xhat_data + first * cols,
+                                        rstd_data + first, gamma, dx_data + first * cols,
+                                        dx16_data + first * cols, sums + b * cols,
+                                        sums + (blocks + b) * cols, last - first, cols);
+      }
+    });
+    for (int64_t b = 0; b < blocks; ++b) {
+      for (int64_t j = 0; j < cols; ++j) {
+        dgamma_out[j] += sums[b * cols + j];
+        dbeta_out[j] += sums[(blocks + b) * cols + j];
+      }
+    }
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("AlbertLayerNormBackward").Device(::tensorflow::DEVICE_CPU),
+                        LayerNormBackwardOp);
 
 }  // namespace
 }  // namespace albert_tf
