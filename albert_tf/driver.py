@@ -317,12 +317,13 @@ def _train_evaluate_predict(task: Task, current: Run) -> dict:
             current.is_chief,
             evaluation.fmt,
         )
+    skip = resume_points(opts) if opts.do_train else None
     if opts.do_train:
         if selector is not None:
-            selector.evaluate_pending()  # checkpoints of an interrupted run
+            selector.evaluate_pending(skip)  # checkpoints of an interrupted run
         current.summary["train_step"] = train(task, current, selector)
     if selector is not None:
-        finish_selection(selector, current, task)
+        finish_selection(selector, current, task, skip)
     if task.wants_final_weights():
         current.summary["predict_weights"] = final_weights(current, task.head)
         task.predict(current)
@@ -469,11 +470,26 @@ def resume_from_original_format(current: Run, optimizer) -> None:
     )
 
 
-def finish_selection(selector, current: Run, task: Task) -> None:
-    """Evaluates the checkpoints not evaluated yet; with none ever evaluated, the initial
-    weights as step 0 (with the task's files describing them). Puts the best into the
-    summary."""
-    selector.evaluate_pending()
+def resume_points(opts: RunOptions):
+    """For `CheckpointSelector.evaluate_pending` in a training run: whether (step, prefix)
+    is a signal's resume point (albert_tf.training): an object checkpoint without its
+    model.ckpt copy, off the --save_checkpoints_steps schedule. An uninterrupted run never
+    evaluates one (the final step, if off the schedule, gets its copy before the last
+    evaluation)."""
+    from albert_tf import training
+
+    def skip(step, prefix):
+        object_only = os.path.basename(prefix).startswith(training.CHECKPOINT_PREFIX + "-")
+        return object_only and step % opts.save_checkpoints_steps != 0
+
+    return skip
+
+
+def finish_selection(selector, current: Run, task: Task, skip=None) -> None:
+    """Evaluates the checkpoints not evaluated yet (but those `skip` names, see
+    `resume_points`); with none ever evaluated, the initial weights as step 0 (with the
+    task's files describing them). Puts the best into the summary."""
+    selector.evaluate_pending(skip)
     if not selector.results and selector.best is None:
         if not current.initialized:
             raise UserError(

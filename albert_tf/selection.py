@@ -302,12 +302,13 @@ class CheckpointSelector:
         block = final_block(self.best["metrics"], self.best["global_step"], self.fmt)
         fileio.atomic_write_text(path, fileio.read_text(path) + block)
 
-    def evaluate_pending(self) -> int:
+    def evaluate_pending(self, skip=None) -> int:
         """Evaluates every training checkpoint (either format) not yet in
-        eval_results.txt, in step order. Returns the number evaluated."""
+        eval_results.txt, in step order, but those for which `skip(step, prefix)` is
+        true. Returns the number evaluated."""
         count = 0
         for step, prefix in trained_checkpoints(self.output_dir):
-            if step in self.results:
+            if step in self.results or (skip is not None and skip(step, prefix)):
                 continue
             restore_checkpoint(self.model, prefix, self.head)
             self.evaluate_current(step)

@@ -1,5 +1,6 @@
 """End-to-end GLUE runs through albert_tf.classifier.run / run_classifier.py."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -147,6 +148,41 @@ def test_a_killed_run_resumes_to_the_same_files(setup, tmp_path, monkeypatch):
                 np.testing.assert_array_equal(
                     got.get_tensor(name), want.get_tensor(name), err_msg=f"{prefix}: {name}"
                 )
+
+
+def test_a_signal_between_saves_leaves_no_trace_after_the_rerun(setup, tmp_path, monkeypatch):
+    """SIGTERM lands after step 3 (saves every 2, one step per inner loop): ckpt-3 is a
+    resume point only; the rerun neither evaluates nor keeps it and ends with an
+    uninterrupted run's files."""
+    import signal
+
+    from albert_tf import training
+    from albert_tf.errors import TrainingInterrupted
+
+    kw = dict(do_train=True, do_eval=True, do_predict=True, iterations_per_loop=1)
+    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    run(_opts(setup, straight, **kw))
+    real_report = training.Trainer._report
+    received = []
+
+    @contextlib.contextmanager
+    def signals():
+        yield received
+
+    def report(self, step, *args):
+        real_report(self, step, *args)
+        if step == 3:
+            received.append(signal.SIGTERM)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(training, "stop_on_signals", signals)
+        patch.setattr(training.Trainer, "_report", report)
+        with pytest.raises(TrainingInterrupted, match="SIGTERM at step 3"):
+            run(_opts(setup, stopped, **kw))
+    assert (stopped / "ckpt-3.index").exists() and not (stopped / "model.ckpt-3.index").exists()
+    run(_opts(setup, stopped, **kw))
+    assert not list(stopped.glob("*ckpt-3.*"))
+    assert _folder_texts(stopped) == _folder_texts(straight)
 
 
 def test_eval_only_resumes_without_reevaluating(setup, trained):
