@@ -15,10 +15,11 @@ class _Selector:
         self.pending, self.results, self.best = list(pending), dict(results or {}), best
         self.current = []
 
-    def evaluate_pending(self):
-        for step in self.pending:
+    def evaluate_pending(self, skip=None):
+        pending = [s for s in self.pending if skip is None or not skip(s, f"ckpt-{s}")]
+        for step in pending:
             self.results[step] = {"acc": 0.5}
-        return len(self.pending)
+        return len(pending)
 
     def evaluate_current(self, step):
         self.current.append(step)
@@ -91,6 +92,13 @@ def test_task_defaults_do_nothing(tmp_path):
     assert task.batch_divisor() == 1
     with pytest.raises(NotImplementedError):
         task.resolve()
+
+
+def test_a_signals_resume_point_is_not_evaluated_by_a_training_run():
+    skip = driver.resume_points(driver.RunOptions(output_dir="o", save_checkpoints_steps=10))
+    assert skip(25, "o/ckpt-25")  # object checkpoint only, off the schedule
+    assert not skip(20, "o/ckpt-20")  # on the schedule (its copy may be missing)
+    assert not skip(25, "o/model.ckpt-25")  # an original-format checkpoint
 
 
 def test_best_checkpoint_line_is_what_the_scripts_print():
