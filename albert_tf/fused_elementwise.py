@@ -216,8 +216,10 @@ def _native_residual_layer_norm_gradient(op, dy, dy_bfloat16):
     residual, gamma and beta: the closed form of `layer_norm_backward`, the moments
     recomputed from the inputs (both outputs are the same values)."""
     x, bias, residual, gamma, beta = op.inputs
-    if dy_bfloat16 is not None:
-        dy = dy + tf.cast(dy_bfloat16, tf.float32)
+    dy = sum(  # either output may have no gradient (None)
+        (tf.cast(d, tf.float32) for d in (dy, dy_bfloat16) if d is not None),
+        tf.zeros_like(residual),
+    )
     _, xhat, rstd = layer_norm_forward(x, residual, gamma, beta, op.get_attr("epsilon"), bias)
     dx, dgamma, dbeta = layer_norm_backward(dy, xhat, rstd, gamma)
     return tf.cast(dx, x.dtype), tf.cast(_leading_sum(dx), bias.dtype), dx, dgamma, dbeta

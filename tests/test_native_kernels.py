@@ -190,6 +190,24 @@ def test_gradients_equal_the_loops():
         np.testing.assert_allclose(_as64(got), _as64(want), rtol=2**-7, atol=1e-2)
 
 
+def test_gradient_through_the_bfloat16_copy_alone():
+    rng = np.random.default_rng(7)
+    x, bias = _bf16(rng.normal(size=(6, 16))), _bf16(rng.normal(size=16))
+    residual = tf.constant(rng.normal(size=(6, 16)), tf.float32)
+    gamma, beta = tf.ones([16]), tf.zeros([16])
+
+    @tf.function
+    def grads(use):
+        with tf.GradientTape() as tape:
+            tape.watch(residual)
+            out = fe.layer_norm(x, residual, gamma, beta, 1e-12, bias=bias)
+            used = fe.cast(out, tf.bfloat16) if use == "copy" else out
+            loss = tf.reduce_sum(tf.cast(used, tf.float32) * tf.range(16, dtype=tf.float32))
+        return tape.gradient(loss, residual)
+
+    np.testing.assert_allclose(grads("copy").numpy(), grads("float32").numpy(), atol=1e-5)
+
+
 def _op_types(model, inputs, training=False):
     fn = tf.function(lambda x: model(x, training=training)["sequence_output"])
     return [op.type for op in fn.get_concrete_function(inputs).graph.get_operations()]
