@@ -196,7 +196,7 @@ def _is_bfloat16_row_vector(v, x):
     )
 
 
-def _leading_sum(t):
+def leading_sum(t):
     """t [..., N] summed over all leading axes in float32 -> [N]."""
     return tf.reduce_sum(tf.reshape(tf.cast(t, tf.float32), [-1, tf.shape(t)[-1]]), axis=0)
 
@@ -207,7 +207,7 @@ def _native_bias_gelu_gradient(op, dz):
     by a user): the training graphs' loop."""
     y, bias = op.inputs
     dy = bias_gelu_tanh_backward(dz, y, bias)
-    return dy, tf.cast(_leading_sum(dy), bias.dtype)
+    return dy, tf.cast(leading_sum(dy), bias.dtype)
 
 
 @ops.RegisterGradient("AlbertResidualLayerNorm")
@@ -216,13 +216,13 @@ def _native_residual_layer_norm_gradient(op, dy, dy_bfloat16):
     residual, gamma and beta: the closed form of `layer_norm_backward`, the moments
     recomputed from the inputs (both outputs are the same values)."""
     x, bias, residual, gamma, beta = op.inputs
-    dy = sum(  # either output may have no gradient (None)
-        (tf.cast(d, tf.float32) for d in (dy, dy_bfloat16) if d is not None),
-        tf.zeros_like(residual),
-    )
+    if dy is None:  # only the bfloat16 copy was used
+        dy = tf.cast(dy_bfloat16, tf.float32)
+    elif dy_bfloat16 is not None:
+        dy = dy + tf.cast(dy_bfloat16, tf.float32)
     _, xhat, rstd = layer_norm_forward(x, residual, gamma, beta, op.get_attr("epsilon"), bias)
     dx, dgamma, dbeta = layer_norm_backward(dy, xhat, rstd, gamma)
-    return tf.cast(dx, x.dtype), tf.cast(_leading_sum(dx), bias.dtype), dx, dgamma, dbeta
+    return tf.cast(dx, x.dtype), tf.cast(leading_sum(dx), bias.dtype), dx, dgamma, dbeta
 
 
 def _attention_softmax(scores, adder, scale):  # public: attention_softmax

@@ -233,8 +233,7 @@ def _layer_norm_trainable(x, residual, gamma, beta, epsilon, bias=None):
             )
             d_extras = [dx] if residual is not None else []
             if bias is not None:
-                d_bias = tf.reduce_sum(tf.reshape(dx, [-1, tf.shape(dx)[-1]]), axis=0)
-                d_extras.append(tf.cast(d_bias, bias.dtype))
+                d_extras.append(tf.cast(fused_elementwise.leading_sum(dx), bias.dtype))
             return (fused_elementwise.cast(dx, x.dtype), dgamma, dbeta, *d_extras)
 
         return out, grad

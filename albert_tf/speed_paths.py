@@ -47,9 +47,10 @@ class SpeedPaths:
         instead of TensorFlow's CPU pool for models of 100M parameters or more
         (albert_tf.host_memory). False: "auto" keeps TensorFlow's allocator.
       native_cpu_kernels: with `fused_elementwise`, bfloat16 graphs run the FFN's
-        bias + GELU and the layer norms after a dense sublayer as C++ kernels built
-        on this machine (albert_tf.native_kernels), where it has a C++ compiler.
-        False: the XLA loops and oneDNN's layer norm.
+        bias + GELU and its gradient, the layer norms after a dense sublayer and
+        their gradients as C++ kernels built on this machine
+        (albert_tf.native_kernels), where it has a C++ compiler. False: the XLA
+        loops and oneDNN's layer norm.
     """
 
     fused_elementwise: bool
