@@ -1,0 +1,124 @@
+"""How the machine's matrix-product rate moves over time: the denominator of MFU.
+
+    python bench/probe_timeline.py [--dtype bfloat16] [--seconds 60] [--window 0.5]
+        [--out bench/results/probe_timeline.md] [--plot bench/results/probe_timeline.png]
+
+Runs one tf.matmul 2048^3 product of --dtype back to back for --seconds and reports its
+rate (GFLOP/s) per --window seconds: the median of the products finished in each window,
+the distribution of the window rates, and how long the rate stays above or below the
+run's midpoint between its 10th and 90th percentiles (a "spell"). On a shared virtual
+machine the cores' matrix units are shared with whatever runs on their sibling threads,
+so the rate can switch between states within a second; an MFU measured against a probe
+of a few tens of milliseconds then depends on which state the probe caught
+(bench/bench_paired.py's sustained probes average over as long as the model's call).
+--plot (needs matplotlib) draws the windows' rates against time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import bench_model as bm  # noqa: E402  (matmul probe, machine description)
+
+
+def window_rates(call, flops, seconds, window):
+    """[(window start s, median GFLOP/s of the calls that ended in it)] over `seconds`."""
+    windows = {}
+    start = time.perf_counter()
+    while (now := time.perf_counter()) - start < seconds:
+        call()
+        end = time.perf_counter()
+        windows.setdefault(int((end - start) / window), []).append(flops / (end - now) / 1e9)
+    return [(i * window, statistics.median(rates)) for i, rates in sorted(windows.items())]
+
+
+def spells(rates, threshold):
+    """Lengths (in windows) of the runs of consecutive windows above and below
+    `threshold`: ({"above": [...], "below": [...]})."""
+    runs = {"above": [], "below": []}
+    for i, rate in enumerate(rates):
+        side = "above" if rate > threshold else "below"
+        if i and (rates[i - 1] > threshold) == (side == "above"):
+            runs[side][-1] += 1
+        else:
+            runs[side].append(1)
+    return runs
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--dtype", default="bfloat16", help="the product's dtype")
+    p.add_argument("--seconds", type=float, default=60.0, help="how long to run the probe")
+    p.add_argument("--window", type=float, default=0.5, help="seconds per reported window")
+    p.add_argument("--out", default=os.path.join(HERE, "results", "probe_timeline.md"))
+    p.add_argument("--plot", default="", help="PNG of the rates over time (needs matplotlib)")
+    args = p.parse_args(argv)
+    model, nproc, isa, load = bm._machine()
+    call, flops = bm.matmul_probe(args.dtype, 2048, 2048, 2048, reps=1)
+    for _ in range(3):
+        call()
+    timeline = window_rates(call, flops, args.seconds, args.window)
+    rates = [rate for _, rate in timeline]
+    deciles = statistics.quantiles(rates, n=10)
+    threshold = (deciles[0] + deciles[-1]) / 2
+    runs = spells(rates, threshold)
+    lines = [
+        "# The matmul probe's rate over time",
+        "",
+        f"Command: `python bench/probe_timeline.py {shlex.join(argv or sys.argv[1:])}`",
+        "",
+        f"Machine: {model}, nproc {nproc}, ISA flags {' '.join(isa)}, "
+        f"TF_ENABLE_ONEDNN_OPTS={bm.onednn_setting()}, load average at start {load}; "
+        f"{bm._versions()}.",
+        "",
+        f"tf.matmul 2048^3 in {args.dtype}, back to back for {args.seconds:g} s; GFLOP/s per "
+        f"{args.window:g} s window (median of the products that ended in it).",
+        "",
+        "| windows | min | 10th pct | median | 90th pct | max | max / min |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+        f"| {len(rates)} | {min(rates):.0f} | {deciles[0]:.0f} | {statistics.median(rates):.0f} "
+        f"| {deciles[-1]:.0f} | {max(rates):.0f} | {max(rates) / min(rates):.2f} |",
+        "",
+        f"Spells above / below {threshold:.0f} GFLOP/s (midway between the 10th and 90th "
+        "percentiles), in seconds:",
+        "",
+        "| side | spells | share of the time | median length | longest |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for side, lengths in runs.items():
+        if lengths:
+            lines.append(
+                f"| {side} | {len(lengths)} | {sum(lengths) / len(rates):.0%} "
+                f"| {statistics.median(lengths) * args.window:g} "
+                f"| {max(lengths) * args.window:g} |"
+            )
+    lines += ["", "Window rates in order:", "", " ".join(f"{r:.0f}" for r in rates)]
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    if args.plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(9, 3))
+        ax.step([t for t, _ in timeline], rates, where="post")
+        ax.axhline(threshold, color="grey", linestyle=":")
+        ax.set_xlabel("seconds")
+        ax.set_ylabel(f"{args.dtype} 2048^3 GFLOP/s")
+        fig.tight_layout()
+        fig.savefig(args.plot, dpi=100)
+
+
+if __name__ == "__main__":
+    main()
