@@ -383,7 +383,7 @@ def layer_norm(x, residual, gamma, beta, epsilon, bias=None):
         out, out_bfloat16 = native_kernels.residual_layer_norm(
             x, bias, residual, gamma, beta, epsilon
         )
-        return _with_bfloat16_copy(out, out_bfloat16)
+        return with_bfloat16_copy(out, out_bfloat16)
     s = _sum_input(x, residual, bias)
     if _onednn_layer_norm_usable(s):
         return _onednn_layer_norm(s, gamma, beta, epsilon)
@@ -406,7 +406,7 @@ def native_layer_norm_usable(x, residual, bias):
 _BFLOAT16_COPY = "_albert_tf_bfloat16_copy"
 
 
-def _with_bfloat16_copy(x, copy):
+def with_bfloat16_copy(x, copy):
     """x, carrying `copy` (x rounded to bfloat16) for `cast` and `reshape`; eager
     tensors take no attributes and carry nothing."""
     if not tf.executing_eagerly():
@@ -414,11 +414,16 @@ def _with_bfloat16_copy(x, copy):
     return x
 
 
+def bfloat16_copy(x):
+    """The bfloat16 copy x carries (`with_bfloat16_copy`), or None."""
+    return getattr(x, _BFLOAT16_COPY, None)
+
+
 def cast(x, dtype):
     """tf.cast(x, dtype); for bfloat16, the copy the native layer norm that computed x
     wrote beside it where it did (the same values, tf.cast's rounding): one pass less
     before each product that reads a layer norm's output."""
-    copy = getattr(x, _BFLOAT16_COPY, None)
+    copy = bfloat16_copy(x)
     if copy is not None and tf.as_dtype(dtype) == tf.bfloat16:
         return copy
     return tf.cast(x, dtype)
@@ -426,19 +431,22 @@ def cast(x, dtype):
 
 def reshape(x, shape):
     """tf.reshape(x, shape), with x's bfloat16 copy (see `cast`) reshaped alike."""
-    copy = getattr(x, _BFLOAT16_COPY, None)
+    copy = bfloat16_copy(x)
     y = tf.reshape(x, shape)
-    return y if copy is None else _with_bfloat16_copy(y, tf.reshape(copy, shape))
+    return y if copy is None else with_bfloat16_copy(y, tf.reshape(copy, shape))
 
 
 def layer_norm_forward(x, residual, gamma, beta, epsilon, bias=None):
     """LN(x + bias + residual) -> (output, xhat, rstd): xhat [..., H] the normalised
     input and rstd [..., 1] the reciprocal standard deviation, for the gradient. For a
     bfloat16 x with its bias and a float32 residual, one native kernel where
-    `_native_usable`."""
+    `_native_usable`, the output carrying its bfloat16 copy (`bfloat16_copy`)."""
     x = tf.convert_to_tensor(x)
     if native_layer_norm_usable(x, residual, bias):
-        return native_kernels.residual_layer_norm_moments(x, bias, residual, gamma, beta, epsilon)
+        out, out_bfloat16, xhat, rstd = native_kernels.residual_layer_norm_moments(
+            x, bias, residual, gamma, beta, epsilon
+        )
+        return with_bfloat16_copy(out, out_bfloat16), xhat, rstd
     s = _sum_input(x, residual, bias)
     mean = tf.reduce_mean(s, axis=-1, keepdims=True)
     centered = s - mean
@@ -456,17 +464,23 @@ def _layer_norm_input_gradient(dy, xhat, rstd, gamma, mean_g, mean_gxhat):
 _fused_layer_norm_input_gradient = _xla_or_plain(_layer_norm_input_gradient)
 
 
-def layer_norm_backward(dy, xhat, rstd, gamma, native=False):
+def layer_norm_backward(dy, xhat, rstd, gamma, native=False, dy_bfloat16=None):
     """Closed-form layer-norm gradient, dy and xhat [..., H], rstd [..., 1]:
       dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dy * gamma,
       dgamma = sum(dy * xhat), dbeta = sum(dy) over all leading axes.
     The row means are matrix-vector products (mean(g) = dy . gamma / H), which
     read their input once on all cores; the rest is one fused loop.
     native: one pass of the native kernel instead, where `_native_usable` (for the
-    layer norms of `native_layer_norm_usable`), dx carrying its bfloat16 copy (`cast`)."""
+    layer norms of `native_layer_norm_usable`), dx carrying its bfloat16 copy (`cast`).
+    dy_bfloat16: None, or the gradient of the output's bfloat16 copy, added to dy (by
+    the native kernel in its pass)."""
     if native and _native_usable():
-        dx, dx_bfloat16, dgamma, dbeta = native_kernels.layer_norm_backward(dy, xhat, rstd, gamma)
-        return _with_bfloat16_copy(dx, dx_bfloat16), dgamma, dbeta
+        dx, dx_bfloat16, dgamma, dbeta = native_kernels.layer_norm_backward(
+            dy, xhat, rstd, gamma, dy_bfloat16
+        )
+        return with_bfloat16_copy(dx, dx_bfloat16), dgamma, dbeta
+    if dy_bfloat16 is not None:
+        dy = dy + tf.cast(dy_bfloat16, dy.dtype)
     width = tf.shape(dy)[-1]
     rows_dy = tf.reshape(dy, [-1, width])  # any rank: [rows, H]
     rows_p = rows_dy * tf.reshape(xhat, [-1, width])

@@ -210,7 +210,9 @@ def _layer_norm_trainable(x, residual, gamma, beta, epsilon, bias=None):
     gradient of `fused_elementwise.layer_norm_backward` (autodiff through the moments
     emits ~25 elementwise ops and reductions per layer norm); only xhat and rstd are
     kept for it. The residual's gradient is dx itself, x's is dx in x's dtype, the
-    bias's the sum of dx over all leading axes in the bias's dtype."""
+    bias's the sum of dx over all leading axes in the bias's dtype. Where the native
+    kernels take it, the output carries its bfloat16 copy for the next product
+    (`fused_elementwise.cast`), and that copy's gradient joins dy in the gradient's pass."""
     extras = [t for t in (residual, bias) if t is not None]
     native = fused_elementwise.native_layer_norm_usable(tf.convert_to_tensor(x), residual, bias)
 
@@ -226,19 +228,24 @@ def _layer_norm_trainable(x, residual, gamma, beta, epsilon, bias=None):
             epsilon,
             bias if bias is None else extras[-1],
         )
+        # The copy is an output of its own: an attribute does not cross custom_gradient.
+        copy = fused_elementwise.bfloat16_copy(out)
 
-        def grad(dy):
+        def grad(dy, dy_bfloat16=None):
             dx, dgamma, dbeta = fused_elementwise.layer_norm_backward(
-                dy, xhat, rstd, gamma, native=native
+                dy, xhat, rstd, gamma, native=native, dy_bfloat16=dy_bfloat16
             )
             d_extras = [dx] if residual is not None else []
             if bias is not None:
                 d_extras.append(tf.cast(fused_elementwise.leading_sum(dx), bias.dtype))
             return (fused_elementwise.cast(dx, x.dtype), dgamma, dbeta, *d_extras)
 
-        return out, grad
+        return (out, grad) if copy is None else ((out, copy), grad)
 
-    return layer_norm(x, gamma, beta, *extras)
+    outputs = layer_norm(x, gamma, beta, *extras)
+    if isinstance(outputs, tf.Tensor):
+        return outputs
+    return fused_elementwise.with_bfloat16_copy(*outputs)
 
 
 class LayerNorm(keras.layers.Layer):

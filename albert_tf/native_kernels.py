@@ -196,20 +196,22 @@ def bias_gelu_backward(dz, y, bias):
 
 
 def residual_layer_norm_moments(x, bias, residual, gamma, beta, epsilon):
-    """`residual_layer_norm`'s float32 output with what its gradient needs:
-    (out [..., H], xhat [..., H] the normalised sum, rstd [..., 1] the reciprocal
-    standard deviation of each row), all float32."""
-    out, xhat, rstd = library().albert_residual_layer_norm_moments(
+    """`residual_layer_norm`'s outputs with what its gradient needs: (out [..., H]
+    float32, out rounded to bfloat16, xhat [..., H] the normalised sum, rstd [..., 1]
+    the reciprocal standard deviation of each row), float32 but the copy."""
+    out, out_bfloat16, xhat, rstd = library().albert_residual_layer_norm_moments(
         x, bias, residual, gamma, beta, epsilon=epsilon
     )
-    return out, xhat, rstd[..., None]
+    return out, out_bfloat16, xhat, rstd[..., None]
 
 
-def layer_norm_backward(dy, xhat, rstd, gamma):
-    """A layer norm's gradient: dy and xhat [..., H], rstd [..., 1], gamma [H], float32 ->
-    (dx [..., H], the same rounded to bfloat16, dgamma [H], dbeta [H]). The column sums
-    add fixed blocks of rows in a fixed order (the same on any thread count)."""
-    return tuple(library().albert_layer_norm_backward(dy, xhat, rstd, gamma))
+def layer_norm_backward(dy, xhat, rstd, gamma, dy_bfloat16=None):
+    """A layer norm's gradient: dy and xhat [..., H], rstd [..., 1], gamma [H], float32,
+    and `dy_bfloat16` [..., H] (the gradient of the output's bfloat16 copy, added to dy)
+    or None -> (dx [..., H], the same rounded to bfloat16, dgamma [H], dbeta [H]). The
+    column sums add fixed blocks of rows in a fixed order (the same on any thread count)."""
+    copies = [] if dy_bfloat16 is None else [dy_bfloat16]
+    return tuple(library().albert_layer_norm_backward(dy, copies, xhat, rstd, gamma))
 
 
 def residual_layer_norm(x, bias, residual, gamma, beta, epsilon):

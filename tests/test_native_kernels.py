@@ -114,13 +114,15 @@ def test_residual_layer_norm_moments_for_the_gradient():
     x16, b16 = _bf16(rng.normal(size=(3, 5, 40))), _bf16(rng.normal(size=40))
     residual = rng.normal(size=(3, 5, 40)).astype(np.float32)
     gamma, beta = rng.normal(size=40).astype(np.float32), rng.normal(size=40).astype(np.float32)
-    out, xhat, rstd = native_kernels.residual_layer_norm_moments(
+    out, out16, xhat, rstd = native_kernels.residual_layer_norm_moments(
         x16, b16, residual, gamma, beta, 1e-12
     )
     s = _as64(x16) + _as64(b16) + residual
     centred = s - s.mean(-1, keepdims=True)
     want_rstd = 1 / np.sqrt((centred**2).mean(-1, keepdims=True) + 1e-12)
-    assert out.shape == xhat.shape == (3, 5, 40) and rstd.shape == (3, 5, 1)
+    assert out.shape == out16.shape == xhat.shape == (3, 5, 40) and rstd.shape == (3, 5, 1)
+    assert out16.dtype == tf.bfloat16
+    np.testing.assert_array_equal(_as64(out16), _as64(tf.cast(out, tf.bfloat16)))
     np.testing.assert_allclose(rstd.numpy(), want_rstd, rtol=1e-5)
     np.testing.assert_allclose(xhat.numpy(), centred * want_rstd, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(
@@ -143,6 +145,24 @@ def test_layer_norm_backward_equals_the_loop():
     # The column sums do not depend on the number of threads: fixed blocks, fixed order.
     again = native_kernels.layer_norm_backward(dy, xhat, rstd, gamma)
     np.testing.assert_array_equal(again[2].numpy(), dgamma.numpy())
+
+
+def test_layer_norm_backward_adds_the_gradient_of_the_bfloat16_copy():
+    rng = np.random.default_rng(8)
+    dy, xhat = (tf.constant(rng.normal(size=(70, 48)), tf.float32) for _ in range(2))
+    dy16 = _bf16(rng.normal(size=(70, 48)))
+    rstd = tf.constant(rng.uniform(0.5, 2.0, size=(70, 1)), tf.float32)
+    gamma = tf.constant(rng.normal(size=48), tf.float32)
+    got = native_kernels.layer_norm_backward(dy, xhat, rstd, gamma, dy16)
+    # As if the graph had added them before the kernel (up to float32 rounding: the
+    # compiler may contract the sum into the products that follow).
+    want = native_kernels.layer_norm_backward(dy + tf.cast(dy16, tf.float32), xhat, rstd, gamma)
+    for g, w in zip(got[::2], want[::2]):
+        np.testing.assert_allclose(_as64(g), _as64(w), rtol=1e-5, atol=1e-5)
+    plain = native_kernels.layer_norm_backward(dy, xhat, rstd, gamma)
+    assert np.abs(_as64(got[0]) - _as64(plain[0])).max() > 0.1  # the copy's gradient counts
+    with pytest.raises(tf.errors.InvalidArgumentError, match="dy_bfloat16 must have the shape"):
+        native_kernels.layer_norm_backward(dy, xhat, rstd, gamma, dy16[:3])
 
 
 def test_shapes_are_checked():
@@ -236,6 +256,14 @@ def test_bfloat16_graphs_use_them_float32_and_accelerators_not():
     assert train_ops.count("AlbertBiasGelu") == cfg.num_hidden_layers
     assert train_ops.count("AlbertBiasGeluBackward") == cfg.num_hidden_layers
     assert train_ops.count("AlbertLayerNormBackward") == 2 * cfg.num_hidden_layers
+    # The products read the layer norms' bfloat16 copies: no cast of a layer-norm output
+    # (nor of its gradient), and no sum of the two gradients outside the kernel (each
+    # layer norm's but the last's, whose copy nothing reads).
+    with speed_paths.forced(NO_NATIVE_KERNELS):
+        loop_train_ops = _training_op_types(model, inputs)
+    layer_norms = 2 * cfg.num_hidden_layers
+    assert train_ops.count("Cast") <= loop_train_ops.count("Cast") - 2 * (layer_norms - 1)
+    assert train_ops.count("AddN") <= loop_train_ops.count("AddN") - (layer_norms - 1)
     with speed_paths.forced(speed_paths.WITH_ACCELERATOR):
         assert not {"AlbertBiasGelu", "AlbertResidualLayerNorm"} & set(_op_types(model, inputs))
     with fe.disabled():

@@ -131,22 +131,25 @@ extern "C" void albert_residual_layer_norm_rows(const uint16_t* x, const uint16_
   }
 }
 
-// The training form of albert_residual_layer_norm_rows: out as there (float32), and
+// The training form of albert_residual_layer_norm_rows: out and out16 as there, and
 // what the gradient needs, xhat = (s - mean) * rstd [rows, cols] and rstd [rows].
 extern "C" void albert_residual_layer_norm_moments_rows(
     const uint16_t* x, const uint16_t* bias, const float* residual, const float* gamma,
-    const float* beta, float epsilon, float* out, float* xhat, float* rstd, int64_t rows,
-    int64_t cols) {
+    const float* beta, float epsilon, float* out, uint16_t* out16, float* xhat, float* rstd,
+    int64_t rows, int64_t cols) {
   for (int64_t row = 0; row < rows; ++row) {
     float* out_row = out + row * cols;
+    uint16_t* out16_row = out16 + row * cols;
     float* xhat_row = xhat + row * cols;
     float mean;
     row_sum_and_moments(x + row * cols, bias, residual + row * cols, epsilon, cols, xhat_row,
                         &mean, rstd + row);
     for (int64_t j = 0; j < cols; ++j) {
       const float normalised = (xhat_row[j] - mean) * rstd[row];
+      const float v = normalised * gamma[j] + beta[j];
       xhat_row[j] = normalised;
-      out_row[j] = normalised * gamma[j] + beta[j];
+      out_row[j] = v;
+      out16_row[j] = to_bfloat16(v);
     }
   }
 }
@@ -154,29 +157,34 @@ extern "C" void albert_residual_layer_norm_moments_rows(
 // The layer norm's gradient for a block of rows: dy, xhat [rows, cols] float32, rstd
 // [rows], gamma [cols] -> dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dy gamma,
 // in float32 and rounded to bfloat16 (dx16), and this block's column sums of dy xhat
-// (dgamma) and dy (dbeta), [cols] each, overwritten.
-extern "C" void albert_layer_norm_backward_rows(const float* dy, const float* xhat,
-                                                const float* rstd, const float* gamma,
-                                                float* dx, uint16_t* dx16, float* dgamma,
-                                                float* dbeta, int64_t rows, int64_t cols) {
+// (dgamma) and dy (dbeta), [cols] each, overwritten. Where dy16 (bfloat16 [rows, cols],
+// the gradient of the output's bfloat16 copy) is not null, dy stands for dy + dy16.
+extern "C" void albert_layer_norm_backward_rows(const float* dy, const uint16_t* dy16,
+                                                const float* xhat, const float* rstd,
+                                                const float* gamma, float* dx, uint16_t* dx16,
+                                                float* dgamma, float* dbeta, int64_t rows,
+                                                int64_t cols) {
   for (int64_t j = 0; j < cols; ++j) dgamma[j] = dbeta[j] = 0.0f;
   for (int64_t row = 0; row < rows; ++row) {
     const float* dy_row = dy + row * cols;
+    const uint16_t* dy16_row = dy16 == nullptr ? nullptr : dy16 + row * cols;
     const float* xhat_row = xhat + row * cols;
     float* dx_row = dx + row * cols;
     uint16_t* dx16_row = dx16 + row * cols;
     float sum_g = 0.0f, sum_gx = 0.0f;
     for (int64_t j = 0; j < cols; ++j) {
-      const float g = dy_row[j] * gamma[j];
+      const float d = dy16_row == nullptr ? dy_row[j] : dy_row[j] + from_bfloat16(dy16_row[j]);
+      const float g = d * gamma[j];
       sum_g += g;
       sum_gx += g * xhat_row[j];
-      dgamma[j] += dy_row[j] * xhat_row[j];
-      dbeta[j] += dy_row[j];
+      dgamma[j] += d * xhat_row[j];
+      dbeta[j] += d;
     }
     const float mean_g = sum_g / float(cols), mean_gx = sum_gx / float(cols);
     const float r = rstd[row];
     for (int64_t j = 0; j < cols; ++j) {
-      const float v = r * (dy_row[j] * gamma[j] - mean_g - xhat_row[j] * mean_gx);
+      const float d = dy16_row == nullptr ? dy_row[j] : dy_row[j] + from_bfloat16(dy16_row[j]);
+      const float v = r * (d * gamma[j] - mean_g - xhat_row[j] * mean_gx);
       dx_row[j] = v;
       dx16_row[j] = to_bfloat16(v);
     }

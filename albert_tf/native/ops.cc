@@ -15,12 +15,13 @@ extern "C" void albert_bias_gelu_backward_rows(const uint16_t* dz, const uint16_
                                                int64_t cols);
 extern "C" void albert_residual_layer_norm_moments_rows(
     const uint16_t* x, const uint16_t* bias, const float* residual, const float* gamma,
-    const float* beta, float epsilon, float* out, float* xhat, float* rstd, int64_t rows,
-    int64_t cols);
-extern "C" void albert_layer_norm_backward_rows(const float* dy, const float* xhat,
-                                                const float* rstd, const float* gamma,
-                                                float* dx, uint16_t* dx16, float* dgamma,
-                                                float* dbeta, int64_t rows, int64_t cols);
+    const float* beta, float epsilon, float* out, uint16_t* out16, float* xhat, float* rstd,
+    int64_t rows, int64_t cols);
+extern "C" void albert_layer_norm_backward_rows(const float* dy, const uint16_t* dy16,
+                                                const float* xhat, const float* rstd,
+                                                const float* gamma, float* dx, uint16_t* dx16,
+                                                float* dgamma, float* dbeta, int64_t rows,
+                                                int64_t cols);
 extern "C" void albert_residual_layer_norm_rows(const uint16_t* x, const uint16_t* bias,
                                                 const float* residual, const float* gamma,
                                                 const float* beta, float epsilon, float* out,
@@ -238,19 +239,21 @@ REGISTER_OP("AlbertResidualLayerNormMoments")
     .Input("beta: float")
     .Attr("epsilon: float")
     .Output("y: float")
+    .Output("y_bfloat16: bfloat16")
     .Output("xhat: float")
     .Output("rstd: float")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       c->set_output(0, c->input(0));
       c->set_output(1, c->input(0));
+      c->set_output(2, c->input(0));
       shape_inference::ShapeHandle rows;
       TF_RETURN_IF_ERROR(c->Subshape(c->input(0), 0, -1, &rows));
-      c->set_output(2, rows);
+      c->set_output(3, rows);
       return ::tensorflow::OkStatus();
     })
-    .Doc("y = LN(x + bias + residual) as AlbertResidualLayerNorm, with xhat (the normalised "
-         "sum) and rstd (the reciprocal standard deviation of each row, x's shape but the last "
-         "axis) for the gradient.");
+    .Doc("y = LN(x + bias + residual) as AlbertResidualLayerNorm (also in bfloat16), with "
+         "xhat (the normalised sum) and rstd (the reciprocal standard deviation of each row, "
+         "x's shape but the last axis) for the gradient.");
 
 class ResidualLayerNormMomentsOp : public ResidualLayerNormBase {
  public:
@@ -262,19 +265,22 @@ class ResidualLayerNormMomentsOp : public ResidualLayerNormBase {
     const ::tensorflow::TensorShape& shape = ctx->input(0).shape();
     ::tensorflow::TensorShape row_shape = shape;
     row_shape.RemoveLastDims(1);
-    Tensor *y = nullptr, *xhat = nullptr, *rstd = nullptr;
+    Tensor *y = nullptr, *y16 = nullptr, *xhat = nullptr, *rstd = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, shape, &y));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, shape, &xhat));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, row_shape, &rstd));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, shape, &y16));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, shape, &xhat));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, row_shape, &rstd));
     if (in.cols == 0) return;
     float* out = mutable_data<float>(y);
+    uint16_t* out16 = mutable_data<uint16_t>(y16);
     float* normalised = mutable_data<float>(xhat);
     float* r = mutable_data<float>(rstd);
     const int64_t cols = in.cols;
-    for_row_blocks(ctx, in.rows, 20 * cols, [&](int64_t begin, int64_t end) {
+    for_row_blocks(ctx, in.rows, 22 * cols, [&](int64_t begin, int64_t end) {
       albert_residual_layer_norm_moments_rows(
           in.x + begin * cols, in.bias, in.residual + begin * cols, in.gamma, in.beta, epsilon_,
-          out + begin * cols, normalised + begin * cols, r + begin, end - begin, cols);
+          out + begin * cols, out16 + begin * cols, normalised + begin * cols, r + begin,
+          end - begin, cols);
     });
   }
 };
@@ -284,6 +290,7 @@ REGISTER_KERNEL_BUILDER(Name("AlbertResidualLayerNormMoments").Device(::tensorfl
 
 REGISTER_OP("AlbertLayerNormBackward")
     .Input("dy: float")
+    .Input("dy_bfloat16: copies * bfloat16")
     .Input("xhat: float")
     .Input("rstd: float")
     .Input("gamma: float")
@@ -291,30 +298,42 @@ REGISTER_OP("AlbertLayerNormBackward")
     .Output("dx_bfloat16: bfloat16")
     .Output("dgamma: float")
     .Output("dbeta: float")
+    .Attr("copies: int >= 0 = 0")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
+      const int gamma = c->num_inputs() - 1;
       c->set_output(0, c->input(0));
       c->set_output(1, c->input(0));
-      c->set_output(2, c->input(3));
-      c->set_output(3, c->input(3));
+      c->set_output(2, c->input(gamma));
+      c->set_output(3, c->input(gamma));
       return ::tensorflow::OkStatus();
     })
     .Doc("The gradient of a layer norm from dy, xhat and rstd (x's shape but the last axis): "
-         "dx (also in bfloat16), and the sums of dy xhat and of dy over all rows.");
+         "dx (also in bfloat16), and the sums of dy xhat and of dy over all rows. dy_bfloat16 "
+         "(none or one, dy's shape): the gradient of the output's bfloat16 copy, added to dy.");
 
 class LayerNormBackwardOp : public OpKernel {
  public:
   explicit LayerNormBackwardOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
 
   void Compute(OpKernelContext* ctx) override {
+    // Inputs: dy, then dy_bfloat16 (none or one), xhat, rstd, gamma.
+    const int copies = ctx->num_inputs() - 4;
     const Tensor& dy = ctx->input(0);
-    const Tensor& xhat = ctx->input(1);
-    const Tensor& rstd = ctx->input(2);
+    const Tensor& xhat = ctx->input(1 + copies);
+    const Tensor& rstd = ctx->input(2 + copies);
+    const Tensor& gamma_in = ctx->input(3 + copies);
     if (!has_rows(ctx, dy)) return;
+    OP_REQUIRES(ctx, copies <= 1,
+                InvalidArgument("dy_bfloat16 must hold at most one tensor, got ", copies));
     OP_REQUIRES(ctx, xhat.shape() == dy.shape(),
                 InvalidArgument("xhat must have the shape of dy ", dy.shape().DebugString(),
                                 ", got ", xhat.shape().DebugString()));
+    OP_REQUIRES(ctx, copies == 0 || ctx->input(1).shape() == dy.shape(),
+                InvalidArgument("dy_bfloat16 must have the shape of dy ",
+                                dy.shape().DebugString(), ", got ",
+                                ctx->input(1).shape().DebugString()));
     const int64_t cols = dy.dim_size(dy.dims() - 1);
-    if (!is_vector_of(ctx, ctx->input(3), cols, "gamma")) return;
+    if (!is_vector_of(ctx, gamma_in, cols, "gamma")) return;
     const int64_t rows = cols ? dy.NumElements() / cols : 0;
     OP_REQUIRES(ctx, rstd.NumElements() == rows,
                 InvalidArgument("rstd must hold one value per row (", rows, "), got shape ",
@@ -322,8 +341,8 @@ class LayerNormBackwardOp : public OpKernel {
     Tensor *dx = nullptr, *dx16 = nullptr, *dgamma = nullptr, *dbeta = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, dy.shape(), &dx));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, dy.shape(), &dx16));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, ctx->input(3).shape(), &dgamma));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, ctx->input(3).shape(), &dbeta));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, gamma_in.shape(), &dgamma));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, gamma_in.shape(), &dbeta));
     float* dgamma_out = mutable_data<float>(dgamma);
     float* dbeta_out = mutable_data<float>(dbeta);
     for (int64_t j = 0; j < cols; ++j) dgamma_out[j] = dbeta_out[j] = 0.0f;
@@ -336,18 +355,20 @@ class LayerNormBackwardOp : public OpKernel {
                                            ::tensorflow::TensorShape({2, blocks, cols}), &partial));
     float* sums = mutable_data<float>(&partial);
     const float* dy_data = data<float>(dy);
+    const uint16_t* dy16_data = copies ? data<uint16_t>(ctx->input(1)) : nullptr;
     const float* xhat_data = data<float>(xhat);
     const float* rstd_data = data<float>(rstd);
-    const float* gamma = data<float>(ctx->input(3));
+    const float* gamma = data<float>(gamma_in);
     float* dx_data = mutable_data<float>(dx);
     uint16_t* dx16_data = mutable_data<uint16_t>(dx16);
     for_row_blocks(ctx, blocks, (rows / blocks + 1) * cols * 12, [&](int64_t begin, int64_t end) {
       for (int64_t b = begin; b < end; ++b) {
         const int64_t first = rows * b / blocks, last = rows * (b + 1) / blocks;
-        albert_layer_norm_backward_rows(dy_data + first * cols, xhat_data + first * cols,
-                                        rstd_data + first, gamma, dx_data + first * cols,
-                                        dx16_data + first * cols, sums + b * cols,
-                                        sums + (blocks + b) * cols, last - first, cols);
+        albert_layer_norm_backward_rows(
+            dy_data + first * cols, dy16_data ? dy16_data + first * cols : nullptr,
+            xhat_data + first * cols, rstd_data + first, gamma, dx_data + first * cols,
+            dx16_data + first * cols, sums + b * cols, sums + (blocks + b) * cols, last - first,
+            cols);
       }
     });
     for (int64_t b = 0; b < blocks; ++b) {
