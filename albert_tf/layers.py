@@ -606,9 +606,17 @@ class AlbertTransformerBlock(keras.layers.Layer):
                 qkv = w.linear(x_in, "qkv", training)
                 qkv = tf.transpose(tf.reshape(qkv, [batch, seq, 3, n, d]), [2, 0, 3, 1, 4])
             return qkv[0], qkv[1], qkv[2]
-        k, v = heads(w.linear(x_in, "key", training)), heads(w.linear(x_in, "value", training))
+
+        def biased_heads(a, name):  # a [B*length, H] -> (a . kernel + bias) as heads
+            y, bias = w.product(a, name), w.biases[name]
+            joined = fused_elementwise.bias_add_heads(tf.reshape(y, [batch, -1, n * d]), bias, n)
+            if joined is not None:
+                return joined
+            return heads(bias_and_activation(y, bias, training=training))
+
+        k, v = biased_heads(x_in, "key"), biased_heads(x_in, "value")
         q_in = x_in if rows_flat is x_flat else tf.cast(rows_flat, dtype)
-        return heads(w.linear(q_in, "query", training)), k, v
+        return biased_heads(q_in, "query"), k, v
 
     def _ffn_sublayer(self, h1, w, training):
         """Feed-forward of h1 [B*P, H] (dense to F with `hidden_act`, dense back

@@ -12,7 +12,10 @@ TensorFlow 2.21 offers on CPU (docs/benchmarks.md):
     loop for the sum, oneDNN's layer norm and a cast; `residual_layer_norm_moments`,
     its training form, also writes what the gradient needs, and `layer_norm_backward`
     computes that gradient in one pass (with the bfloat16 copy of dx the product before
-    it takes).
+    it takes, and adding the gradient of the output's bfloat16 copy).
+  * `bias_add_heads` and `heads_backward`: the query, key and value biases added and
+    the product split into attention heads in one pass (an XLA loop and a transpose
+    otherwise), and back, with the bias's gradient from the same pass.
 
 The sources (albert_tf/native/) are compiled with the C++ compiler found here ($CXX,
 else c++ or g++) and TensorFlow's own headers, for this CPU (-march=native), once per
@@ -219,3 +222,16 @@ def residual_layer_norm(x, bias, residual, gamma, beta, epsilon):
     residual [..., H], gamma and beta [H] float32 -> (float32 [..., H], the same
     rounded to bfloat16). `library()` must not be None."""
     return library().albert_residual_layer_norm(x, bias, residual, gamma, beta, epsilon=epsilon)
+
+
+def bias_add_heads(y, bias, num_heads):
+    """y [B, S, H] + bias [H], bfloat16, split into attention heads -> [B, num_heads, S,
+    H / num_heads] (each sum in float32, rounded once). Its gradient: `heads_backward`."""
+    return library().albert_bias_add_heads(y, bias, num_heads=num_heads)
+
+
+def heads_backward(dheads):
+    """The gradient of `bias_add_heads`: dheads [B, N, S, D] bfloat16 -> (dy [B, S, N * D],
+    dbias [N * D], the sum over B and S in float32 over fixed blocks of rows in a fixed
+    order, rounded once)."""
+    return tuple(library().albert_heads_backward(dheads))

@@ -48,9 +48,10 @@ class SpeedPaths:
         (albert_tf.host_memory). False: "auto" keeps TensorFlow's allocator.
       native_cpu_kernels: with `fused_elementwise`, bfloat16 graphs run the FFN's
         bias + GELU and its gradient, the layer norms after a dense sublayer and
-        their gradients as C++ kernels built on this machine
+        their gradients, and the query/key/value biases with the split into heads
+        and its gradient as C++ kernels built on this machine
         (albert_tf.native_kernels), where it has a C++ compiler. False: the XLA
-        loops and oneDNN's layer norm.
+        loops, transposes and oneDNN's layer norm.
     """
 
     fused_elementwise: bool

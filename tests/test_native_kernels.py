@@ -165,6 +165,52 @@ def test_layer_norm_backward_adds_the_gradient_of_the_bfloat16_copy():
         native_kernels.layer_norm_backward(dy, xhat, rstd, gamma, dy16[:3])
 
 
+def _heads_by_transpose(y, bias, num_heads):
+    """The loops' way: the sum rounded once, reshaped and transposed to heads."""
+    b, s_, h = y.shape
+    total = tf.cast(tf.cast(y, tf.float32) + tf.cast(bias, tf.float32), tf.bfloat16)
+    return tf.transpose(tf.reshape(total, [b, s_, num_heads, h // num_heads]), [0, 2, 1, 3])
+
+
+def test_bias_add_heads_is_the_rounded_sum_transposed():
+    rng = np.random.default_rng(9)
+    y, bias = _bf16(rng.normal(size=(3, 7, 24))), _bf16(rng.normal(size=24))
+    got = native_kernels.bias_add_heads(y, bias, 4)
+    assert got.shape == (3, 4, 7, 6) and got.dtype == tf.bfloat16
+    np.testing.assert_array_equal(_as64(got), _as64(_heads_by_transpose(y, bias, 4)))
+
+
+def test_heads_backward_transposes_back_and_sums_the_bias_gradient():
+    rng = np.random.default_rng(10)
+    dheads = _bf16(rng.normal(size=(5, 4, 30, 6)))  # 150 rows: uneven blocks of rows
+    dy, dbias = native_kernels.heads_backward(dheads)
+    assert dy.shape == (5, 30, 24) and dbias.shape == (24,) and dbias.dtype == tf.bfloat16
+    want_dy = tf.reshape(tf.transpose(dheads, [0, 2, 1, 3]), [5, 30, 24])
+    np.testing.assert_array_equal(_as64(dy), _as64(want_dy))
+    want = _as64(want_dy).sum(axis=(0, 1))
+    np.testing.assert_allclose(_as64(dbias), want, rtol=2**-8, atol=1e-6)
+    again = native_kernels.heads_backward(dheads)[1]
+    np.testing.assert_array_equal(_as64(again), _as64(dbias))
+
+
+def test_bias_add_heads_gradient_equals_the_transpose():
+    rng = np.random.default_rng(11)
+    y, bias = _bf16(rng.normal(size=(2, 9, 16))), _bf16(rng.normal(size=16))
+    weights = tf.constant(rng.normal(size=(2, 4, 9, 4)), tf.float32)
+
+    @tf.function
+    def grads(heads_of):
+        with tf.GradientTape() as tape:
+            tape.watch([y, bias])
+            loss = tf.reduce_sum(tf.cast(heads_of(y, bias, 4), tf.float32) * weights)
+        return tape.gradient(loss, [y, bias])
+
+    got = grads(fe.bias_add_heads)
+    want = grads(lambda y, b, n: tf.transpose(tf.reshape(y + b, [2, 9, n, 4]), [0, 2, 1, 3]))
+    np.testing.assert_array_equal(_as64(got[0]), _as64(want[0]))
+    np.testing.assert_allclose(_as64(got[1]), _as64(want[1]), rtol=2**-7, atol=1e-2)
+
+
 def test_shapes_are_checked():
     x = _bf16(np.ones((4, 8)))
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"bias must be a vector.*\(8\)"):
@@ -178,7 +224,13 @@ def test_shapes_are_checked():
         native_kernels.residual_layer_norm(
             x, _bf16(ones), np.ones((4, 8), np.float32), ones[:3], ones, 1e-12
         )
+    with pytest.raises(tf.errors.InvalidArgumentError, match="not divisible by num_heads 5"):
+        native_kernels.bias_add_heads(_bf16(np.ones((2, 3, 8))), _bf16(ones), 5)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"bias must be a vector.*\(8\)"):
+        native_kernels.bias_add_heads(_bf16(np.ones((2, 3, 8))), _bf16(ones[:4]), 2)
     # Zero rows: empty outputs, no error.
+    dy, dbias = native_kernels.heads_backward(_bf16(np.ones((0, 2, 3, 4))))
+    assert dy.shape == (0, 3, 8) and _as64(dbias).tolist() == [0.0] * 8
     assert native_kernels.bias_gelu(_bf16(np.ones((0, 8))), _bf16(ones)).shape == (0, 8)
 
 
@@ -262,6 +314,12 @@ def test_bfloat16_graphs_use_them_float32_and_accelerators_not():
     with speed_paths.forced(NO_NATIVE_KERNELS):
         loop_train_ops = _training_op_types(model, inputs)
     layer_norms = 2 * cfg.num_hidden_layers
+    # Query, key and value: bias and heads in one pass, back in one with the bias's sum.
+    assert train_ops.count("AlbertBiasAddHeads") == 3 * cfg.num_hidden_layers
+    assert train_ops.count("AlbertHeadsBackward") == 3 * cfg.num_hidden_layers
+    assert train_ops.count("Transpose") == loop_train_ops.count("Transpose") - 6 * (
+        cfg.num_hidden_layers
+    )
     assert train_ops.count("Cast") <= loop_train_ops.count("Cast") - 2 * (layer_norms - 1)
     assert train_ops.count("AddN") <= loop_train_ops.count("AddN") - (layer_norms - 1)
     with speed_paths.forced(speed_paths.WITH_ACCELERATOR):

@@ -190,3 +190,48 @@ extern "C" void albert_layer_norm_backward_rows(const float* dy, const uint16_t*
     }
   }
 }
+
+// Attention heads from a product: for the rows [first, last) of y [batch * seq, heads *
+// head_size] (row r is position r % seq of sequence r / seq), out[b, n, s, d] = y[r, n *
+// head_size + d] + bias[n * head_size + d], bfloat16, added in float32 and rounded once;
+// out is [batch, heads, seq, head_size].
+extern "C" void albert_bias_add_heads_rows(const uint16_t* y, const uint16_t* bias,
+                                           uint16_t* out, int64_t first, int64_t last,
+                                           int64_t seq, int64_t heads, int64_t head_size) {
+  const int64_t width = heads * head_size;
+  for (int64_t r = first; r < last; ++r) {
+    const uint16_t* in = y + r * width;
+    const int64_t b = r / seq, s = r % seq;
+    for (int64_t n = 0; n < heads; ++n) {
+      uint16_t* to = out + ((b * heads + n) * seq + s) * head_size;
+      const uint16_t* from = in + n * head_size;
+      const uint16_t* bias_n = bias + n * head_size;
+      for (int64_t d = 0; d < head_size; ++d) {
+        to[d] = to_bfloat16(from_bfloat16(from[d]) + from_bfloat16(bias_n[d]));
+      }
+    }
+  }
+}
+
+// The gradient of albert_bias_add_heads_rows for the same rows: dy[r, n * head_size + d] =
+// dout[b, n, s, d], and this block's column sums of dy in float32 (dbias [heads *
+// head_size], overwritten).
+extern "C" void albert_heads_backward_rows(const uint16_t* dout, uint16_t* dy, float* dbias,
+                                           int64_t first, int64_t last, int64_t seq,
+                                           int64_t heads, int64_t head_size) {
+  const int64_t width = heads * head_size;
+  for (int64_t j = 0; j < width; ++j) dbias[j] = 0.0f;
+  for (int64_t r = first; r < last; ++r) {
+    uint16_t* to = dy + r * width;
+    const int64_t b = r / seq, s = r % seq;
+    for (int64_t n = 0; n < heads; ++n) {
+      const uint16_t* from = dout + ((b * heads + n) * seq + s) * head_size;
+      float* sums = dbias + n * head_size;
+      uint16_t* to_n = to + n * head_size;
+      for (int64_t d = 0; d < head_size; ++d) {
+        to_n[d] = from[d];
+        sums[d] += from_bfloat16(from[d]);
+      }
+    }
+  }
+}

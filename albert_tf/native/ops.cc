@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -22,6 +23,12 @@ extern "C" void albert_layer_norm_backward_rows(const float* dy, const uint16_t*
                                                 const float* gamma, float* dx, uint16_t* dx16,
                                                 float* dgamma, float* dbeta, int64_t rows,
                                                 int64_t cols);
+extern "C" void albert_bias_add_heads_rows(const uint16_t* y, const uint16_t* bias,
+                                           uint16_t* out, int64_t first, int64_t last,
+                                           int64_t seq, int64_t heads, int64_t head_size);
+extern "C" void albert_heads_backward_rows(const uint16_t* dout, uint16_t* dy, float* dbias,
+                                           int64_t first, int64_t last, int64_t seq,
+                                           int64_t heads, int64_t head_size);
 extern "C" void albert_residual_layer_norm_rows(const uint16_t* x, const uint16_t* bias,
                                                 const float* residual, const float* gamma,
                                                 const float* beta, float epsilon, float* out,
@@ -46,6 +53,14 @@ const T* data(const Tensor& t) {
 template <typename T>
 T* mutable_data(Tensor* t) {
   return reinterpret_cast<T*>(const_cast<char*>(t->tensor_data().data()));
+}
+
+// float32 -> bfloat16, to nearest, ties to even (NaN kept NaN), as tf.cast.
+uint16_t round_to_bfloat16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return uint16_t((bits >> 16) | 0x40u);
+  return uint16_t((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
 }
 
 // Splits `rows` rows, each costing about `cost_per_row`, over the intra-op threads.
@@ -382,6 +397,126 @@ class LayerNormBackwardOp : public OpKernel {
 
 REGISTER_KERNEL_BUILDER(Name("AlbertLayerNormBackward").Device(::tensorflow::DEVICE_CPU),
                         LayerNormBackwardOp);
+
+REGISTER_OP("AlbertBiasAddHeads")
+    .Input("y: bfloat16")
+    .Input("bias: bfloat16")
+    .Attr("num_heads: int >= 1")
+    .Output("heads: bfloat16")
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      shape_inference::ShapeHandle y;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 3, &y));
+      int num_heads;
+      TF_RETURN_IF_ERROR(c->GetAttr("num_heads", &num_heads));
+      shape_inference::DimensionHandle head_size;
+      TF_RETURN_IF_ERROR(c->Divide(c->Dim(y, 2), num_heads, true, &head_size));
+      c->set_output(0, c->MakeShape({c->Dim(y, 0), c->MakeDim(num_heads), c->Dim(y, 1),
+                                     head_size}));
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("heads[b, n, s, d] = y[b, s, n * D + d] + bias[n * D + d]: y [B, S, H] plus its "
+         "bias [H], split into num_heads heads of D = H / num_heads, [B, num_heads, S, D].");
+
+class BiasAddHeadsOp : public OpKernel {
+ public:
+  explicit BiasAddHeadsOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("num_heads", &num_heads_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& y = ctx->input(0);
+    OP_REQUIRES(ctx, y.dims() == 3,
+                InvalidArgument("y must be [batch, seq, width], got shape ",
+                                y.shape().DebugString()));
+    const int64_t batch = y.dim_size(0), seq = y.dim_size(1), width = y.dim_size(2);
+    OP_REQUIRES(ctx, width % num_heads_ == 0,
+                InvalidArgument("y's width ", width, " is not divisible by num_heads ",
+                                num_heads_));
+    if (!is_vector_of(ctx, ctx->input(1), width, "bias")) return;
+    const int64_t head_size = width / num_heads_;
+    Tensor* heads = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(
+                            0, ::tensorflow::TensorShape({batch, num_heads_, seq, head_size}),
+                            &heads));
+    if (heads->NumElements() == 0) return;
+    const uint16_t* in = data<uint16_t>(y);
+    const uint16_t* bias = data<uint16_t>(ctx->input(1));
+    uint16_t* out = mutable_data<uint16_t>(heads);
+    for_row_blocks(ctx, batch * seq, 3 * width, [&](int64_t begin, int64_t end) {
+      albert_bias_add_heads_rows(in, bias, out, begin, end, seq, num_heads_, head_size);
+    });
+  }
+
+ private:
+  int64_t num_heads_;
+};
+
+REGISTER_KERNEL_BUILDER(Name("AlbertBiasAddHeads").Device(::tensorflow::DEVICE_CPU),
+                        BiasAddHeadsOp);
+
+REGISTER_OP("AlbertHeadsBackward")
+    .Input("dheads: bfloat16")
+    .Output("dy: bfloat16")
+    .Output("dbias: bfloat16")
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      shape_inference::ShapeHandle dheads;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &dheads));
+      shape_inference::DimensionHandle width;
+      TF_RETURN_IF_ERROR(c->Multiply(c->Dim(dheads, 1), c->Dim(dheads, 3), &width));
+      c->set_output(0, c->MakeShape({c->Dim(dheads, 0), c->Dim(dheads, 2), width}));
+      c->set_output(1, c->Vector(width));
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("The gradient of AlbertBiasAddHeads: dheads [B, N, S, D] back in y's layout "
+         "[B, S, N * D], and its sum over B and S (the bias's gradient, summed in float32 "
+         "and rounded once).");
+
+class HeadsBackwardOp : public OpKernel {
+ public:
+  explicit HeadsBackwardOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& dheads = ctx->input(0);
+    OP_REQUIRES(ctx, dheads.dims() == 4,
+                InvalidArgument("dheads must be [batch, heads, seq, head_size], got shape ",
+                                dheads.shape().DebugString()));
+    const int64_t batch = dheads.dim_size(0), heads = dheads.dim_size(1);
+    const int64_t seq = dheads.dim_size(2), head_size = dheads.dim_size(3);
+    const int64_t width = heads * head_size, rows = batch * seq;
+    Tensor *dy = nullptr, *dbias = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({batch, seq, width}),
+                                             &dy));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, ::tensorflow::TensorShape({width}), &dbias));
+    uint16_t* dbias_out = mutable_data<uint16_t>(dbias);
+    if (rows == 0 || width == 0) {
+      std::fill(dbias_out, dbias_out + width, uint16_t(0));
+      return;
+    }
+    // Fixed blocks of rows, each with its own column sums, added in block order at the
+    // end: the sums do not depend on how the threads split the work.
+    const int64_t blocks = std::min<int64_t>(rows, 64);
+    Tensor partial;
+    OP_REQUIRES_OK(ctx, ctx->allocate_temp(::tensorflow::DT_FLOAT,
+                                           ::tensorflow::TensorShape({blocks, width}), &partial));
+    float* sums = mutable_data<float>(&partial);
+    const uint16_t* in = data<uint16_t>(dheads);
+    uint16_t* out = mutable_data<uint16_t>(dy);
+    for_row_blocks(ctx, blocks, (rows / blocks + 1) * width * 3, [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) {
+        albert_heads_backward_rows(in, out, sums + b * width, rows * b / blocks,
+                                   rows * (b + 1) / blocks, seq, heads, head_size);
+      }
+    });
+    for (int64_t j = 0; j < width; ++j) {
+      float total = 0.0f;
+      for (int64_t b = 0; b < blocks; ++b) total += sums[b * width + j];
+      dbias_out[j] = round_to_bfloat16(total);
+    }
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("AlbertHeadsBackward").Device(::tensorflow::DEVICE_CPU),
+                        HeadsBackwardOp);
 
 }  // namespace
 }  // namespace albert_tf
