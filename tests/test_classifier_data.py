@@ -8,6 +8,7 @@ import pytest
 
 from albert_tf.data import classifier_data as cd
 
+from record_fixtures import assert_records_sorted_by_feature_name
 from tokenizer_fixtures import IDS_A, IDS_B, INTENDED_IDS_A, INTENDED_IDS_B, TEXT_A, TEXT_B
 
 # ----------------------------------------------------------------------------------------------
@@ -465,6 +466,7 @@ def test_tfrecord_round_trip_and_eval_padding(tmp_path):
     )
     assert n == 5 and os.path.isfile(path)
     assert [p for p in os.listdir(tmp_path / "out") if p.endswith(".tmp")] == []
+    assert_records_sorted_by_feature_name(path)
     batches = list(cd.classifier_dataset(path, 6, 2, is_training=False).as_numpy_iterator())
     assert len(batches) == 3
     for b in batches:

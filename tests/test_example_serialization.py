@@ -2,6 +2,8 @@
 tf.io.TFRecordWriter would write."""
 
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -57,3 +59,22 @@ def test_tfrecord_framing_equals_tf_writer(tmp_path):
                     w.write(rec)
             with open(path, "rb") as f:
                 assert f.read() == framed.tobytes()
+
+
+def test_example_bytes_are_the_same_in_another_process():
+    # A protobuf map's entries come out in an order that changes between processes.
+    code = (
+        "from tensorflow.core.example import example_pb2\n"
+        "from albert_tf.data.example_serialization import example_bytes\n"
+        "ex = example_pb2.Example()\n"
+        "for i, name in enumerate(['input_ids', 'input_mask', 'segment_ids', 'label_ids',"
+        " 'is_real_example', 'p_mask']):\n"
+        "    ex.features.feature[name].int64_list.value.extend([i, 2 * i])\n"
+        "print(example_bytes(ex).hex())\n"
+    )
+    runs = [
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        for _ in range(2)
+    ]
+    first, second = (bytes.fromhex(r.stdout.strip()) for r in runs)
+    assert first == second and len(first) > 60

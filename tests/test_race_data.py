@@ -12,6 +12,7 @@ from albert_tf.data import race_data
 from albert_tf.data.race_data import RaceDataError, RaceExample, read_race_examples
 
 from classifier_fixtures import DEMO_SPM
+from record_fixtures import assert_records_sorted_by_feature_name
 from tokenizer_fixtures import IDS_A, TEXT_A
 
 DEMO = os.path.join(os.path.dirname(DEMO_SPM))
@@ -126,6 +127,9 @@ def test_default_features_equal_the_originals_python3_ids(tmp_path, tokenizer):
     rows = [[2, *article, 3, *stem, *c, 3] for c in choices]
     assert feature["input_ids"] == [i for r in rows for i in r + [0] * (48 - len(r))]
     assert feature["label_ids"] == 2
+    out = str(tmp_path / "dev.tf_record")
+    assert race_data.write_features([example], tokenizer, 48, 16, out) == 1
+    assert_records_sorted_by_feature_name(out)
 
 
 def test_all_txt_is_read_alone_else_the_numbered_files(tmp_path):

@@ -20,6 +20,7 @@ from albert_tf.data.squad_data import (
     read_squad_examples,
 )
 
+from record_fixtures import assert_records_sorted_by_feature_name
 from tokenizer_fixtures import IDS_A, IDS_B, TEXT_A, TEXT_B
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -261,6 +262,7 @@ def test_tfrecord_round_trip(tokenizer, tmp_path, is_training):
         convert_examples_to_features(examples, tokenizer, 48, 16, 12, is_training), out, is_training
     )
     assert os.listdir(tmp_path) == ["features.tf_record"]  # no temporary left behind
+    assert_records_sorted_by_feature_name(out)
     batches = list(squad_data.squad_dataset(out, 48, 5, is_training=False, labelled=is_training))
     assert all(len(b["unique_ids"]) == 5 for b in batches)  # the last one padded
     got = {k: np.concatenate([b[k].numpy() for b in batches]) for k in batches[0]}

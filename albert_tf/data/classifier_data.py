@@ -28,6 +28,7 @@ import logging
 import os
 from typing import Any, Iterable, Sequence
 
+from albert_tf.data.example_serialization import example_bytes
 from albert_tf.fileio import atomic_path, atomic_write_text
 
 _logger = logging.getLogger(__name__)
@@ -715,7 +716,7 @@ def file_based_convert_examples_to_features(
             feature = convert_single_example(
                 example, label_map, max_seq_length, tokenizer, is_regression
             )
-            writer.write(_to_tf_example(feature, is_regression).SerializeToString())
+            writer.write(example_bytes(_to_tf_example(feature, is_regression)))
             count += 1
             if count % 10000 == 0:
                 _logger.info("%s: wrote %d examples", output_file, count)

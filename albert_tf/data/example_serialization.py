@@ -417,3 +417,14 @@ def serialize_example(
     """tf.train.Example bytes of one padded instance; see `serialize_batch`."""
     batch = InstanceBatch.from_instances([inst])
     return serialize_batch(batch, max_seq_length, max_predictions_per_seq, with_masks)[0].tobytes()
+
+
+def example_bytes(example) -> bytes:
+    """The bytes of a tf.train.Example proto, the same in every process.
+
+    Its features are a protobuf map, and the upb protobuf runtime writes map entries in
+    an order that changes from process to process: the same features gave different
+    file bytes on every run (the records parse to equal examples). Deterministic
+    serialization writes the entries sorted by feature name.
+    """
+    return example.SerializeToString(deterministic=True)

@@ -22,6 +22,7 @@ import os
 from typing import Iterable
 
 from albert_tf import fileio, tokenization
+from albert_tf.data.example_serialization import example_bytes
 from albert_tf.errors import UserError
 
 _logger = logging.getLogger(__name__)
@@ -223,15 +224,12 @@ def write_features(
     with fileio.atomic_path(output_file) as tmp, tf.io.TFRecordWriter(tmp) as writer:
         for example in examples:
             feature = convert_example(example, tokenizer, max_seq_length, max_qa_length)
+            fields = {
+                name: ints(value if isinstance(value, list) else [value])
+                for name, value in feature.items()
+            }
             writer.write(
-                tf.train.Example(
-                    features=tf.train.Features(
-                        feature={
-                            name: ints(value if isinstance(value, list) else [value])
-                            for name, value in feature.items()
-                        }
-                    )
-                ).SerializeToString()
+                example_bytes(tf.train.Example(features=tf.train.Features(feature=fields)))
             )
             count += 1
     _logger.info("wrote %d examples to %s", count, output_file)

@@ -23,6 +23,7 @@ import logging
 from typing import Iterable, Iterator, Sequence
 
 from albert_tf import fileio, tokenization
+from albert_tf.data.example_serialization import example_bytes
 from albert_tf.errors import UserError
 
 _logger = logging.getLogger(__name__)
@@ -563,7 +564,7 @@ def write_features(
     written = []
     with fileio.atomic_path(output_file) as tmp, tf.io.TFRecordWriter(tmp) as writer:
         for feature in features:
-            writer.write(_to_tf_example(feature, is_training).SerializeToString())
+            writer.write(example_bytes(_to_tf_example(feature, is_training)))
             written.append(feature)
     _logger.info("wrote %d features to %s", len(written), output_file)
     return written
