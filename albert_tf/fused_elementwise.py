@@ -174,12 +174,14 @@ def bias_gelu_tanh(y, bias):
 
 
 def bias_gelu_tanh_backward(dz, y, bias):
-    """dz times GELU' at y + bias (dz, y [..., N], bias [N]): the gradient of
-    `bias_gelu_tanh` w.r.t. y. The native kernel for bfloat16 where `_native_usable`,
-    else one XLA loop."""
+    """(dy, dbias): dy = dz times GELU' at y + bias (dz, y [..., N], bias [N]), the
+    gradient of `bias_gelu_tanh` w.r.t. y, and the bias's gradient where it came with
+    it, else None (the caller sums dy). The native kernel for bfloat16 where
+    `_native_usable` (it sums dy over the rows in the same pass, in float32), else one
+    XLA loop."""
     if dz.dtype == tf.bfloat16 and _is_bfloat16_row_vector(bias, y) and _native_usable():
         return native_kernels.bias_gelu_backward(dz, y, bias)
-    return _bias_gelu_tanh_backward_loop(dz, y, bias)
+    return _bias_gelu_tanh_backward_loop(dz, y, bias), None
 
 
 def _is_bfloat16_row_vector(v, x):
@@ -222,8 +224,8 @@ def _native_bias_gelu_gradient(op, dz):
     """Gradients of albert_tf.native_kernels.bias_gelu (inference graphs differentiated
     by a user): the training graphs' loop."""
     y, bias = op.inputs
-    dy = bias_gelu_tanh_backward(dz, y, bias)
-    return dy, tf.cast(leading_sum(dy), bias.dtype)
+    dy, dbias = bias_gelu_tanh_backward(dz, y, bias)
+    return dy, tf.cast(leading_sum(dy), bias.dtype) if dbias is None else dbias
 
 
 @ops.RegisterGradient("AlbertResidualLayerNorm")

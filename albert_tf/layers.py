@@ -177,8 +177,8 @@ def _bias_gelu_tanh_trainable(y, bias):
     bias's sum); only y and the bias are kept for it."""
 
     def grad(dz):
-        dy = fused_elementwise.bias_gelu_tanh_backward(dz, y, bias)
-        return dy, bias_gradient(dy)
+        dy, dbias = fused_elementwise.bias_gelu_tanh_backward(dz, y, bias)
+        return dy, bias_gradient(dy) if dbias is None else dbias
 
     return fused_elementwise.bias_gelu_tanh(tf.stop_gradient(y), tf.stop_gradient(bias)), grad
 

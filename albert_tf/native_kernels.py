@@ -4,9 +4,9 @@ Some passes of the bfloat16 encoder are cheaper as hand-written loops than as an
 TensorFlow 2.21 offers on CPU (docs/benchmarks.md):
 
   * `bias_gelu` and `bias_gelu_backward`: the FFN's bias and GELU after its plain
-    bfloat16 product, and its gradient. XLA's CPU loops compute the tanh with 8-lane
-    vectors; these use the machine's widest and an exp-based form (albert_tf/native/
-    loops.cc).
+    bfloat16 product, and its gradient (with the bias's). XLA's CPU loops compute the
+    tanh with 8-lane vectors; these use the machine's widest and an exp-based form
+    (albert_tf/native/loops.cc).
   * `residual_layer_norm`: LN(x + bias + residual) and its bfloat16 copy for the next
     product, in one pass over the rows, where an inference graph otherwise runs an XLA
     loop for the sum, oneDNN's layer norm and a cast; `residual_layer_norm_moments`,
@@ -193,9 +193,11 @@ def bias_gelu(y, bias):
 
 
 def bias_gelu_backward(dz, y, bias):
-    """dz * gelu'(y + bias): the gradient of `bias_gelu` w.r.t. y, all bfloat16 ([..., F],
-    bias [F]), computed in float32 and rounded once."""
-    return library().albert_bias_gelu_backward(dz, y, bias)
+    """(dy, dbias): dy = dz * gelu'(y + bias), the gradient of `bias_gelu` w.r.t. y, all
+    bfloat16 ([..., F], bias [F]), computed in float32 and rounded once; dbias [F] the
+    sum of dy over all rows, the bias's gradient (float32 sums over fixed blocks of rows
+    in a fixed order, rounded once)."""
+    return tuple(library().albert_bias_gelu_backward(dz, y, bias))
 
 
 def residual_layer_norm_moments(x, bias, residual, gamma, beta, epsilon):

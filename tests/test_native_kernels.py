@@ -100,7 +100,11 @@ def test_bias_gelu_backward_is_the_exact_derivative_rounded_once():
     rng = np.random.default_rng(4)
     y16, b16 = _bf16(rng.normal(scale=3.0, size=(17, 96))), _bf16(rng.normal(size=96))
     dz16 = _bf16(rng.normal(size=(17, 96)))
-    got = _as64(native_kernels.bias_gelu_backward(dz16, y16, b16))
+    dy, dbias = native_kernels.bias_gelu_backward(dz16, y16, b16)
+    assert dbias.shape == (96,) and dbias.dtype == tf.bfloat16
+    # The bias's gradient: the rounded dy summed over the rows, rounded once.
+    np.testing.assert_allclose(_as64(dbias), _as64(dy).sum(0), rtol=2**-8, atol=1e-6)
+    got = _as64(dy)
     x = _as64(y16) + _as64(b16)
     c, a = np.sqrt(2.0 / np.pi), 0.044715
     t = np.tanh(c * (x + a * x**3))

@@ -70,11 +70,13 @@ extern "C" void albert_bias_gelu_rows(const uint16_t* y, const uint16_t* bias, u
 // dy = dz * gelu'(y + bias), the gradient of albert_bias_gelu_rows w.r.t. y: dz, y, dy
 // [rows, cols] bfloat16, bias [cols]. With s = sigmoid(2u) = (1 + tanh(u)) / 2,
 // gelu' = s + x s (1 - s) 2 sqrt(2/pi) (1 + 3 * 0.044715 x^2), the tanh form's derivative.
+// dbias [cols] (overwritten): these rows' column sums of dy (the rounded values), float32.
 extern "C" void albert_bias_gelu_backward_rows(const uint16_t* dz, const uint16_t* y,
-                                               const uint16_t* bias, uint16_t* dy, int64_t rows,
-                                               int64_t cols) {
+                                               const uint16_t* bias, uint16_t* dy, float* dbias,
+                                               int64_t rows, int64_t cols) {
   const float two_c = 2.0f * 0.797884560802865355f;
   const float a = 0.044715f;
+  for (int64_t j = 0; j < cols; ++j) dbias[j] = 0.0f;
   for (int64_t row = 0; row < rows; ++row) {
     const uint16_t* dz_row = dz + row * cols;
     const uint16_t* y_row = y + row * cols;
@@ -85,6 +87,7 @@ extern "C" void albert_bias_gelu_backward_rows(const uint16_t* dz, const uint16_
       const float s = 1.0f / (1.0f + exp_approx(-two_c * x * (1.0f + a * x2)));
       const float slope = s + x * s * (1.0f - s) * two_c * (1.0f + 3.0f * a * x2);
       dy_row[j] = to_bfloat16(from_bfloat16(dz_row[j]) * slope);
+      dbias[j] += from_bfloat16(dy_row[j]);
     }
   }
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -12,8 +13,8 @@
 extern "C" void albert_bias_gelu_rows(const uint16_t* y, const uint16_t* bias, uint16_t* z,
                                       int64_t rows, int64_t cols);
 extern "C" void albert_bias_gelu_backward_rows(const uint16_t* dz, const uint16_t* y,
-                                               const uint16_t* bias, uint16_t* dy, int64_t rows,
-                                               int64_t cols);
+                                               const uint16_t* bias, uint16_t* dy, float* dbias,
+                                               int64_t rows, int64_t cols);
 extern "C" void albert_residual_layer_norm_moments_rows(
     const uint16_t* x, const uint16_t* bias, const float* residual, const float* gamma,
     const float* beta, float epsilon, float* out, uint16_t* out16, float* xhat, float* rstd,
@@ -68,6 +69,37 @@ template <typename Fn>
 void for_row_blocks(OpKernelContext* ctx, int64_t rows, int64_t cost_per_row, Fn fn) {
   auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
   ::tensorflow::Shard(workers->NumThreads(), workers, rows, cost_per_row, fn);
+}
+
+// Column sums over `rows` rows that do not depend on how the threads split the work: the
+// rows fall into fixed blocks (at most 64), `fn(first, last, sums)` handles the rows
+// [first, last) of one block and writes that block's `width` column sums to `sums`, and
+// the blocks' sums are added in block order into `totals` [width]. False (with the error
+// set) if the scratch memory could not be had.
+template <typename Fn>
+bool column_sums_over_row_blocks(OpKernelContext* ctx, int64_t rows, int64_t width,
+                                 int64_t cost_per_row, float* totals, Fn fn) {
+  std::fill(totals, totals + width, 0.0f);
+  if (rows == 0) return true;
+  const int64_t blocks = std::min<int64_t>(rows, 64);
+  Tensor partial;
+  const ::tensorflow::Status status = ctx->allocate_temp(
+      ::tensorflow::DT_FLOAT, ::tensorflow::TensorShape({blocks, width}), &partial);
+  if (!status.ok()) {
+    ctx->CtxFailure(status);
+    return false;
+  }
+  float* sums = mutable_data<float>(&partial);
+  for_row_blocks(ctx, blocks, (rows / blocks + 1) * cost_per_row, [&](int64_t begin,
+                                                                       int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      fn(rows * b / blocks, rows * (b + 1) / blocks, sums + b * width);
+    }
+  });
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int64_t j = 0; j < width; ++j) totals[j] += sums[b * width + j];
+  }
+  return true;
 }
 
 // True (else sets the error): t is a vector of `size` values, named `what`.
@@ -131,8 +163,14 @@ REGISTER_OP("AlbertBiasGeluBackward")
     .Input("y: bfloat16")
     .Input("bias: bfloat16")
     .Output("dy: bfloat16")
-    .SetShapeFn(same_shape_as_input)
-    .Doc("dy = dz * gelu'(y + bias), the gradient of AlbertBiasGelu w.r.t. y.");
+    .Output("dbias: bfloat16")
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      c->set_output(0, c->input(0));
+      c->set_output(1, c->input(2));
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("dy = dz * gelu'(y + bias), the gradient of AlbertBiasGelu w.r.t. y, and dbias, "
+         "its sum over all rows (the bias's gradient, summed in float32, rounded once).");
 
 class BiasGeluBackwardOp : public OpKernel {
  public:
@@ -148,17 +186,24 @@ class BiasGeluBackwardOp : public OpKernel {
                                 ", got ", dz.shape().DebugString()));
     const int64_t cols = y.dim_size(y.dims() - 1);
     if (!is_vector_of(ctx, bias, cols, "bias")) return;
-    Tensor* dy = nullptr;
+    Tensor *dy = nullptr, *dbias = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, y.shape(), &dy));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, bias.shape(), &dbias));
     if (cols == 0) return;
     const uint16_t* dz_data = data<uint16_t>(dz);
     const uint16_t* y_data = data<uint16_t>(y);
     const uint16_t* b = data<uint16_t>(bias);
     uint16_t* out = mutable_data<uint16_t>(dy);
-    for_row_blocks(ctx, y.NumElements() / cols, 40 * cols, [&](int64_t begin, int64_t end) {
-      albert_bias_gelu_backward_rows(dz_data + begin * cols, y_data + begin * cols, b,
-                                     out + begin * cols, end - begin, cols);
-    });
+    std::vector<float> totals(cols);
+    if (!column_sums_over_row_blocks(
+            ctx, y.NumElements() / cols, cols, 40 * cols, totals.data(),
+            [&](int64_t first, int64_t last, float* sums) {
+              albert_bias_gelu_backward_rows(dz_data + first * cols, y_data + first * cols, b,
+                                             out + first * cols, sums, last - first, cols);
+            }))
+      return;
+    uint16_t* dbias_out = mutable_data<uint16_t>(dbias);
+    for (int64_t j = 0; j < cols; ++j) dbias_out[j] = round_to_bfloat16(totals[j]);
   }
 };
 
@@ -358,17 +403,6 @@ class LayerNormBackwardOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, dy.shape(), &dx16));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, gamma_in.shape(), &dgamma));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(3, gamma_in.shape(), &dbeta));
-    float* dgamma_out = mutable_data<float>(dgamma);
-    float* dbeta_out = mutable_data<float>(dbeta);
-    for (int64_t j = 0; j < cols; ++j) dgamma_out[j] = dbeta_out[j] = 0.0f;
-    if (rows == 0) return;
-    // Fixed blocks of rows, each with its own column sums, added in block order at the
-    // end: the sums do not depend on how the threads split the work.
-    const int64_t blocks = std::min<int64_t>(rows, 64);
-    Tensor partial;
-    OP_REQUIRES_OK(ctx, ctx->allocate_temp(::tensorflow::DT_FLOAT,
-                                           ::tensorflow::TensorShape({2, blocks, cols}), &partial));
-    float* sums = mutable_data<float>(&partial);
     const float* dy_data = data<float>(dy);
     const uint16_t* dy16_data = copies ? data<uint16_t>(ctx->input(1)) : nullptr;
     const float* xhat_data = data<float>(xhat);
@@ -376,22 +410,19 @@ class LayerNormBackwardOp : public OpKernel {
     const float* gamma = data<float>(gamma_in);
     float* dx_data = mutable_data<float>(dx);
     uint16_t* dx16_data = mutable_data<uint16_t>(dx16);
-    for_row_blocks(ctx, blocks, (rows / blocks + 1) * cols * 12, [&](int64_t begin, int64_t end) {
-      for (int64_t b = begin; b < end; ++b) {
-        const int64_t first = rows * b / blocks, last = rows * (b + 1) / blocks;
-        albert_layer_norm_backward_rows(
-            dy_data + first * cols, dy16_data ? dy16_data + first * cols : nullptr,
-            xhat_data + first * cols, rstd_data + first, gamma, dx_data + first * cols,
-            dx16_data + first * cols, sums + b * cols, sums + (blocks + b) * cols, last - first,
-            cols);
-      }
-    });
-    for (int64_t b = 0; b < blocks; ++b) {
-      for (int64_t j = 0; j < cols; ++j) {
-        dgamma_out[j] += sums[b * cols + j];
-        dbeta_out[j] += sums[(blocks + b) * cols + j];
-      }
-    }
+    // Each block's sums: dgamma's cols values, then dbeta's.
+    std::vector<float> totals(2 * cols);
+    if (!column_sums_over_row_blocks(
+            ctx, rows, 2 * cols, 12 * cols, totals.data(),
+            [&](int64_t first, int64_t last, float* sums) {
+              albert_layer_norm_backward_rows(
+                  dy_data + first * cols, dy16_data ? dy16_data + first * cols : nullptr,
+                  xhat_data + first * cols, rstd_data + first, gamma, dx_data + first * cols,
+                  dx16_data + first * cols, sums, sums + cols, last - first, cols);
+            }))
+      return;
+    std::copy(totals.begin(), totals.begin() + cols, mutable_data<float>(dgamma));
+    std::copy(totals.begin() + cols, totals.end(), mutable_data<float>(dbeta));
   }
 };
 
@@ -487,31 +518,17 @@ class HeadsBackwardOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({batch, seq, width}),
                                              &dy));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, ::tensorflow::TensorShape({width}), &dbias));
-    uint16_t* dbias_out = mutable_data<uint16_t>(dbias);
-    if (rows == 0 || width == 0) {
-      std::fill(dbias_out, dbias_out + width, uint16_t(0));
-      return;
-    }
-    // Fixed blocks of rows, each with its own column sums, added in block order at the
-    // end: the sums do not depend on how the threads split the work.
-    const int64_t blocks = std::min<int64_t>(rows, 64);
-    Tensor partial;
-    OP_REQUIRES_OK(ctx, ctx->allocate_temp(::tensorflow::DT_FLOAT,
-                                           ::tensorflow::TensorShape({blocks, width}), &partial));
-    float* sums = mutable_data<float>(&partial);
     const uint16_t* in = data<uint16_t>(dheads);
     uint16_t* out = mutable_data<uint16_t>(dy);
-    for_row_blocks(ctx, blocks, (rows / blocks + 1) * width * 3, [&](int64_t begin, int64_t end) {
-      for (int64_t b = begin; b < end; ++b) {
-        albert_heads_backward_rows(in, out, sums + b * width, rows * b / blocks,
-                                   rows * (b + 1) / blocks, seq, heads, head_size);
-      }
-    });
-    for (int64_t j = 0; j < width; ++j) {
-      float total = 0.0f;
-      for (int64_t b = 0; b < blocks; ++b) total += sums[b * width + j];
-      dbias_out[j] = round_to_bfloat16(total);
-    }
+    std::vector<float> totals(width);
+    if (!column_sums_over_row_blocks(ctx, rows, width, 3 * width, totals.data(),
+                                     [&](int64_t first, int64_t last, float* sums) {
+                                       albert_heads_backward_rows(in, out, sums, first, last,
+                                                                  seq, heads, head_size);
+                                     }))
+      return;
+    uint16_t* dbias_out = mutable_data<uint16_t>(dbias);
+    for (int64_t j = 0; j < width; ++j) dbias_out[j] = round_to_bfloat16(totals[j]);
   }
 };
 
