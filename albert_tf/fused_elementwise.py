@@ -482,7 +482,7 @@ def _layer_norm_input_gradient(dy, xhat, rstd, gamma, mean_g, mean_gxhat):
 _fused_layer_norm_input_gradient = _xla_or_plain(_layer_norm_input_gradient)
 
 
-def layer_norm_backward(dy, xhat, rstd, gamma, native=False, dy_bfloat16=None):
+def layer_norm_backward(dy, xhat, rstd, gamma, native=False, dy_bfloat16=None, dx_sum=False):
     """Closed-form layer-norm gradient, dy and xhat [..., H], rstd [..., 1]:
       dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dy * gamma,
       dgamma = sum(dy * xhat), dbeta = sum(dy) over all leading axes.
@@ -491,12 +491,15 @@ def layer_norm_backward(dy, xhat, rstd, gamma, native=False, dy_bfloat16=None):
     native: one pass of the native kernel instead, where `_native_usable` (for the
     layer norms of `native_layer_norm_usable`), dx carrying its bfloat16 copy (`cast`).
     dy_bfloat16: None, or the gradient of the output's bfloat16 copy, added to dy (by
-    the native kernel in its pass)."""
+    the native kernel in its pass).
+    dx_sum: also return dx summed over all leading axes [H] (the gradient of a bias
+    added to the input; the native kernel sums it in its pass), as a fourth value."""
     if native and _native_usable():
-        dx, dx_bfloat16, dgamma, dbeta = native_kernels.layer_norm_backward(
+        dx, dx_bfloat16, dgamma, dbeta, dx_total = native_kernels.layer_norm_backward(
             dy, xhat, rstd, gamma, dy_bfloat16
         )
-        return with_bfloat16_copy(dx, dx_bfloat16), dgamma, dbeta
+        grads = (with_bfloat16_copy(dx, dx_bfloat16), dgamma, dbeta)
+        return grads + (dx_total,) if dx_sum else grads
     if dy_bfloat16 is not None:
         dy = dy + tf.cast(dy_bfloat16, dy.dtype)
     width = tf.shape(dy)[-1]
@@ -511,4 +514,5 @@ def layer_norm_backward(dy, xhat, rstd, gamma, native=False, dy_bfloat16=None):
     dx = _fused_layer_norm_input_gradient(
         dy, xhat, rstd, gamma, row_mean(rows_dy), row_mean(rows_p)
     )
-    return dx, tf.reduce_sum(rows_p, axis=0), tf.reduce_sum(rows_dy, axis=0)
+    grads = (dx, tf.reduce_sum(rows_p, axis=0), tf.reduce_sum(rows_dy, axis=0))
+    return grads + (leading_sum(dx),) if dx_sum else grads

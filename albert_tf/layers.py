@@ -232,12 +232,18 @@ def _layer_norm_trainable(x, residual, gamma, beta, epsilon, bias=None):
         copy = fused_elementwise.bfloat16_copy(out)
 
         def grad(dy, dy_bfloat16=None):
-            dx, dgamma, dbeta = fused_elementwise.layer_norm_backward(
-                dy, xhat, rstd, gamma, native=native, dy_bfloat16=dy_bfloat16
+            dx, dgamma, dbeta, *dx_sum = fused_elementwise.layer_norm_backward(
+                dy,
+                xhat,
+                rstd,
+                gamma,
+                native=native,
+                dy_bfloat16=dy_bfloat16,
+                dx_sum=bias is not None,
             )
             d_extras = [dx] if residual is not None else []
             if bias is not None:
-                d_extras.append(tf.cast(fused_elementwise.leading_sum(dx), bias.dtype))
+                d_extras.append(tf.cast(dx_sum[0], bias.dtype))
             return (fused_elementwise.cast(dx, x.dtype), dgamma, dbeta, *d_extras)
 
         return (out, grad) if copy is None else ((out, copy), grad)

@@ -213,8 +213,9 @@ def residual_layer_norm_moments(x, bias, residual, gamma, beta, epsilon):
 def layer_norm_backward(dy, xhat, rstd, gamma, dy_bfloat16=None):
     """A layer norm's gradient: dy and xhat [..., H], rstd [..., 1], gamma [H], float32,
     and `dy_bfloat16` [..., H] (the gradient of the output's bfloat16 copy, added to dy)
-    or None -> (dx [..., H], the same rounded to bfloat16, dgamma [H], dbeta [H]). The
-    column sums add fixed blocks of rows in a fixed order (the same on any thread count)."""
+    or None -> (dx [..., H], the same rounded to bfloat16, dgamma [H], dbeta [H], dx
+    summed over all rows [H]). The column sums add fixed blocks of rows in a fixed order
+    (the same on any thread count)."""
     copies = [] if dy_bfloat16 is None else [dy_bfloat16]
     return tuple(library().albert_layer_norm_backward(dy, copies, xhat, rstd, gamma))
 

@@ -139,16 +139,18 @@ def test_layer_norm_backward_equals_the_loop():
     dy, xhat = (tf.constant(rng.normal(size=(70, 48)), tf.float32) for _ in range(2))
     rstd = tf.constant(rng.uniform(0.5, 2.0, size=(70, 1)), tf.float32)
     gamma = tf.constant(rng.normal(size=48), tf.float32)
-    dx, dx16, dgamma, dbeta = native_kernels.layer_norm_backward(dy, xhat, rstd, gamma)
+    dx, dx16, dgamma, dbeta, dx_sum = native_kernels.layer_norm_backward(dy, xhat, rstd, gamma)
     with speed_paths.forced(NO_NATIVE_KERNELS):
         want_dx, want_dgamma, want_dbeta = fe.layer_norm_backward(dy, xhat, rstd, gamma)
     np.testing.assert_allclose(dx.numpy(), want_dx.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(_as64(dx16), _as64(tf.cast(dx, tf.bfloat16)))
     np.testing.assert_allclose(dgamma.numpy(), want_dgamma.numpy(), rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(dbeta.numpy(), want_dbeta.numpy(), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(dx_sum.numpy(), _as64(dx).sum(0), rtol=1e-5, atol=1e-4)
     # The column sums do not depend on the number of threads: fixed blocks, fixed order.
     again = native_kernels.layer_norm_backward(dy, xhat, rstd, gamma)
     np.testing.assert_array_equal(again[2].numpy(), dgamma.numpy())
+    np.testing.assert_array_equal(again[4].numpy(), dx_sum.numpy())
 
 
 def test_layer_norm_backward_adds_the_gradient_of_the_bfloat16_copy():
@@ -161,7 +163,7 @@ def test_layer_norm_backward_adds_the_gradient_of_the_bfloat16_copy():
     # As if the graph had added them before the kernel (up to float32 rounding: the
     # compiler may contract the sum into the products that follow).
     want = native_kernels.layer_norm_backward(dy + tf.cast(dy16, tf.float32), xhat, rstd, gamma)
-    for g, w in zip(got[::2], want[::2]):
+    for g, w in zip(got[::2] + got[3:4], want[::2] + want[3:4]):
         np.testing.assert_allclose(_as64(g), _as64(w), rtol=1e-5, atol=1e-5)
     plain = native_kernels.layer_norm_backward(dy, xhat, rstd, gamma)
     assert np.abs(_as64(got[0]) - _as64(plain[0])).max() > 0.1  # the copy's gradient counts
@@ -326,6 +328,9 @@ def test_bfloat16_graphs_use_them_float32_and_accelerators_not():
     )
     assert train_ops.count("Cast") <= loop_train_ops.count("Cast") - 2 * (layer_norms - 1)
     assert train_ops.count("AddN") <= loop_train_ops.count("AddN") - (layer_norms - 1)
+    # The layer-norm gradient's three column sums (dgamma, dbeta, the dense bias's) are
+    # in the kernel's pass.
+    assert train_ops.count("Sum") <= loop_train_ops.count("Sum") - 3 * layer_norms
     with speed_paths.forced(speed_paths.WITH_ACCELERATOR):
         assert not {"AlbertBiasGelu", "AlbertResidualLayerNorm"} & set(_op_types(model, inputs))
     with fe.disabled():

@@ -160,14 +160,15 @@ extern "C" void albert_residual_layer_norm_moments_rows(
 // The layer norm's gradient for a block of rows: dy, xhat [rows, cols] float32, rstd
 // [rows], gamma [cols] -> dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dy gamma,
 // in float32 and rounded to bfloat16 (dx16), and this block's column sums of dy xhat
-// (dgamma) and dy (dbeta), [cols] each, overwritten. Where dy16 (bfloat16 [rows, cols],
-// the gradient of the output's bfloat16 copy) is not null, dy stands for dy + dy16.
+// (dgamma), dy (dbeta) and dx (dx_sum, the gradient of a bias added to the input),
+// [cols] each, overwritten. Where dy16 (bfloat16 [rows, cols], the gradient of the
+// output's bfloat16 copy) is not null, dy stands for dy + dy16.
 extern "C" void albert_layer_norm_backward_rows(const float* dy, const uint16_t* dy16,
                                                 const float* xhat, const float* rstd,
                                                 const float* gamma, float* dx, uint16_t* dx16,
-                                                float* dgamma, float* dbeta, int64_t rows,
-                                                int64_t cols) {
-  for (int64_t j = 0; j < cols; ++j) dgamma[j] = dbeta[j] = 0.0f;
+                                                float* dgamma, float* dbeta, float* dx_sum,
+                                                int64_t rows, int64_t cols) {
+  for (int64_t j = 0; j < cols; ++j) dgamma[j] = dbeta[j] = dx_sum[j] = 0.0f;
   for (int64_t row = 0; row < rows; ++row) {
     const float* dy_row = dy + row * cols;
     const uint16_t* dy16_row = dy16 == nullptr ? nullptr : dy16 + row * cols;
@@ -190,6 +191,7 @@ extern "C" void albert_layer_norm_backward_rows(const float* dy, const uint16_t*
       const float v = r * (d * gamma[j] - mean_g - xhat_row[j] * mean_gx);
       dx_row[j] = v;
       dx16_row[j] = to_bfloat16(v);
+      dx_sum[j] += v;
     }
   }
 }

@@ -22,8 +22,8 @@ extern "C" void albert_residual_layer_norm_moments_rows(
 extern "C" void albert_layer_norm_backward_rows(const float* dy, const uint16_t* dy16,
                                                 const float* xhat, const float* rstd,
                                                 const float* gamma, float* dx, uint16_t* dx16,
-                                                float* dgamma, float* dbeta, int64_t rows,
-                                                int64_t cols);
+                                                float* dgamma, float* dbeta, float* dx_sum,
+                                                int64_t rows, int64_t cols);
 extern "C" void albert_bias_add_heads_rows(const uint16_t* y, const uint16_t* bias,
                                            uint16_t* out, int64_t first, int64_t last,
                                            int64_t seq, int64_t heads, int64_t head_size);
@@ -358,6 +358,7 @@ REGISTER_OP("AlbertLayerNormBackward")
     .Output("dx_bfloat16: bfloat16")
     .Output("dgamma: float")
     .Output("dbeta: float")
+    .Output("dx_sum: float")
     .Attr("copies: int >= 0 = 0")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       const int gamma = c->num_inputs() - 1;
@@ -365,11 +366,13 @@ REGISTER_OP("AlbertLayerNormBackward")
       c->set_output(1, c->input(0));
       c->set_output(2, c->input(gamma));
       c->set_output(3, c->input(gamma));
+      c->set_output(4, c->input(gamma));
       return ::tensorflow::OkStatus();
     })
     .Doc("The gradient of a layer norm from dy, xhat and rstd (x's shape but the last axis): "
-         "dx (also in bfloat16), and the sums of dy xhat and of dy over all rows. dy_bfloat16 "
-         "(none or one, dy's shape): the gradient of the output's bfloat16 copy, added to dy.");
+         "dx (also in bfloat16), and the sums of dy xhat, of dy and of dx over all rows. "
+         "dy_bfloat16 (none or one, dy's shape): the gradient of the output's bfloat16 copy, "
+         "added to dy.");
 
 class LayerNormBackwardOp : public OpKernel {
  public:
@@ -399,10 +402,12 @@ class LayerNormBackwardOp : public OpKernel {
                 InvalidArgument("rstd must hold one value per row (", rows, "), got shape ",
                                 rstd.shape().DebugString()));
     Tensor *dx = nullptr, *dx16 = nullptr, *dgamma = nullptr, *dbeta = nullptr;
+    Tensor* dx_sum = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, dy.shape(), &dx));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, dy.shape(), &dx16));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, gamma_in.shape(), &dgamma));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(3, gamma_in.shape(), &dbeta));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(4, gamma_in.shape(), &dx_sum));
     const float* dy_data = data<float>(dy);
     const uint16_t* dy16_data = copies ? data<uint16_t>(ctx->input(1)) : nullptr;
     const float* xhat_data = data<float>(xhat);
@@ -410,19 +415,21 @@ class LayerNormBackwardOp : public OpKernel {
     const float* gamma = data<float>(gamma_in);
     float* dx_data = mutable_data<float>(dx);
     uint16_t* dx16_data = mutable_data<uint16_t>(dx16);
-    // Each block's sums: dgamma's cols values, then dbeta's.
-    std::vector<float> totals(2 * cols);
+    // Each block's sums: dgamma's cols values, then dbeta's, then dx_sum's.
+    std::vector<float> totals(3 * cols);
     if (!column_sums_over_row_blocks(
-            ctx, rows, 2 * cols, 12 * cols, totals.data(),
+            ctx, rows, 3 * cols, 13 * cols, totals.data(),
             [&](int64_t first, int64_t last, float* sums) {
               albert_layer_norm_backward_rows(
                   dy_data + first * cols, dy16_data ? dy16_data + first * cols : nullptr,
                   xhat_data + first * cols, rstd_data + first, gamma, dx_data + first * cols,
-                  dx16_data + first * cols, sums, sums + cols, last - first, cols);
+                  dx16_data + first * cols, sums, sums + cols, sums + 2 * cols, last - first,
+                  cols);
             }))
       return;
     std::copy(totals.begin(), totals.begin() + cols, mutable_data<float>(dgamma));
-    std::copy(totals.begin() + cols, totals.end(), mutable_data<float>(dbeta));
+    std::copy(totals.begin() + cols, totals.begin() + 2 * cols, mutable_data<float>(dbeta));
+    std::copy(totals.begin() + 2 * cols, totals.end(), mutable_data<float>(dx_sum));
   }
 };
 
