@@ -232,15 +232,16 @@ def _native_bias_gelu_gradient(op, dz):
 def _native_residual_layer_norm_gradient(op, dy, dy_bfloat16):
     """Gradients of albert_tf.native_kernels.residual_layer_norm w.r.t. x, bias,
     residual, gamma and beta: the closed form of `layer_norm_backward`, the moments
-    recomputed from the inputs (both outputs are the same values)."""
+    recomputed from the inputs (both outputs are the same values); the copy's gradient
+    and the bias's sum in the native gradient's pass, as in training."""
     x, bias, residual, gamma, beta = op.inputs
     if dy is None:  # only the bfloat16 copy was used
-        dy = tf.cast(dy_bfloat16, tf.float32)
-    elif dy_bfloat16 is not None:
-        dy = dy + tf.cast(dy_bfloat16, tf.float32)
+        dy, dy_bfloat16 = tf.cast(dy_bfloat16, tf.float32), None
     _, xhat, rstd = layer_norm_forward(x, residual, gamma, beta, op.get_attr("epsilon"), bias)
-    dx, dgamma, dbeta = layer_norm_backward(dy, xhat, rstd, gamma)
-    return tf.cast(dx, x.dtype), tf.cast(leading_sum(dx), bias.dtype), dx, dgamma, dbeta
+    dx, dgamma, dbeta, dx_sum = layer_norm_backward(
+        dy, xhat, rstd, gamma, native=True, dy_bfloat16=dy_bfloat16, dx_sum=True
+    )
+    return cast(dx, x.dtype), tf.cast(dx_sum, bias.dtype), dx, dgamma, dbeta
 
 
 def _attention_softmax(scores, adder, scale):  # public: attention_softmax
