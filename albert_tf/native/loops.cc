@@ -49,6 +49,11 @@ inline float exp_approx(float input) {
 
 }  // namespace
 
+// out[i] = values[i] rounded to bfloat16, i < count (the ops' float32 column sums).
+extern "C" void albert_round_to_bfloat16(const float* values, uint16_t* out, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) out[i] = to_bfloat16(values[i]);
+}
+
 // z = gelu(y + bias) row by row, y and z [rows, cols] bfloat16, bias [cols] bfloat16;
 // computed in float32 and rounded once. GELU in ALBERT's tanh form,
 // 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3), evaluated as the equal

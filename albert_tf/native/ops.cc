@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "tensorflow/core/framework/op.h"
@@ -30,6 +29,7 @@ extern "C" void albert_bias_add_heads_rows(const uint16_t* y, const uint16_t* bi
 extern "C" void albert_heads_backward_rows(const uint16_t* dout, uint16_t* dy, float* dbias,
                                            int64_t first, int64_t last, int64_t seq,
                                            int64_t heads, int64_t head_size);
+extern "C" void albert_round_to_bfloat16(const float* values, uint16_t* out, int64_t count);
 extern "C" void albert_residual_layer_norm_rows(const uint16_t* x, const uint16_t* bias,
                                                 const float* residual, const float* gamma,
                                                 const float* beta, float epsilon, float* out,
@@ -54,14 +54,6 @@ const T* data(const Tensor& t) {
 template <typename T>
 T* mutable_data(Tensor* t) {
   return reinterpret_cast<T*>(const_cast<char*>(t->tensor_data().data()));
-}
-
-// float32 -> bfloat16, to nearest, ties to even (NaN kept NaN), as tf.cast.
-uint16_t round_to_bfloat16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return uint16_t((bits >> 16) | 0x40u);
-  return uint16_t((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
 }
 
 // Splits `rows` rows, each costing about `cost_per_row`, over the intra-op threads.
@@ -202,8 +194,7 @@ class BiasGeluBackwardOp : public OpKernel {
                                              out + first * cols, sums, last - first, cols);
             }))
       return;
-    uint16_t* dbias_out = mutable_data<uint16_t>(dbias);
-    for (int64_t j = 0; j < cols; ++j) dbias_out[j] = round_to_bfloat16(totals[j]);
+    albert_round_to_bfloat16(totals.data(), mutable_data<uint16_t>(dbias), cols);
   }
 };
 
@@ -534,8 +525,7 @@ class HeadsBackwardOp : public OpKernel {
                                                                   seq, heads, head_size);
                                      }))
       return;
-    uint16_t* dbias_out = mutable_data<uint16_t>(dbias);
-    for (int64_t j = 0; j < width; ++j) dbias_out[j] = round_to_bfloat16(totals[j]);
+    albert_round_to_bfloat16(totals.data(), mutable_data<uint16_t>(dbias), width);
   }
 };
 
