@@ -139,7 +139,7 @@ def attention_probs(scores, adder, scale, training=False):
             )
 
         def grad(dprobs):
-            return fused_elementwise.attention_softmax_backward(dprobs, probs, scale_tensor), None
+            return fused_elementwise.attention_softmax_backward(dprobs, probs, scale), None
 
         return probs, grad
 

@@ -16,6 +16,12 @@ TensorFlow 2.21 offers on CPU (docs/benchmarks.md):
   * `bias_add_heads` and `heads_backward`: the query, key and value biases added and
     the product split into attention heads in one pass (an XLA loop and a transpose
     otherwise), and back, with the bias's gradient from the same pass.
+  * `softmax_backward`: the attention softmax's gradient, one pass over each row (an
+    XLA loop otherwise).
+
+With AVX-512 the loops work on 16 floats at a time with explicit vector code (exp by
+vscalefps, bfloat16 rounding by vcvtneps2bf16 where AVX512_BF16 is there), else as
+plain loops the compiler vectorises.
 
 The sources (albert_tf/native/) are compiled with the C++ compiler found here ($CXX,
 else c++ or g++) and TensorFlow's own headers, for this CPU (-march=native), once per
@@ -238,3 +244,17 @@ def heads_backward(dheads):
     dbias [N * D], the sum over B and S in float32 over fixed blocks of rows in a fixed
     order, rounded once)."""
     return tuple(library().albert_heads_backward(dheads))
+
+
+def softmax_backward(dprobs, probs, scale=1.0):
+    """scale * probs * (dprobs - sum(dprobs * probs)) over the last axis: the gradient of
+    a softmax (probs its output) w.r.t. scores it took times `scale` (a Python float),
+    all bfloat16 [..., S], in float32, rounded once."""
+    return library().albert_softmax_backward(dprobs, probs, scale=scale)
+
+
+def sum_terms(terms):
+    """The sum of a list of bfloat16 tensors of one shape, added in float32 in the order
+    given and rounded once (TensorFlow's bfloat16 AddN rounds as it goes, and moves about
+    4 GB/s here)."""
+    return library().albert_sum_terms(terms)

@@ -16,9 +16,10 @@ each kernel's gradient is computed once,
 
 from the stacked inputs x_l [rows, in] and output gradients dy_l [rows, out]
 (activation-sized), or, where the activations are larger than the kernel (big
-batches of small models), as a running sum in backward order that frees each
-term as soon as it is added. Same gradient as autodiff up to float summation
-order.
+batches of small models), as the sum of the L products in backward order
+(`fused_elementwise.sum_terms`: in bfloat16 with the native kernels one pass
+that adds in float32, else a running sum that frees each term as soon as it is
+added). Same gradient as autodiff up to float summation order.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Callable, Hashable, Mapping, Sequence
 
 import tensorflow as tf
 
+from albert_tf import fused_elementwise
 from albert_tf.layers import DENSE_SUBLAYERS, BlockWeights, fused_qkv_weights
 from albert_tf.speed_paths import SpeedPaths
 
@@ -127,13 +129,12 @@ def run_with_summed_kernel_gradients(
                     d_kernels.append(tf.matmul(*stacked, transpose_a=True))
                     previous = [d_kernels[-1]]
                 else:
-                    # Running sum from the last use back: each term is added as soon
-                    # as the backward pass reaches its layer.
-                    total = None
-                    for a, dy in reversed(list(zip(inputs, dys))):
-                        term = tf.matmul(a, dy, transpose_a=True)
-                        total = term if total is None else total + term
-                    d_kernels.append(total)
+                    # From the last use back, as the backward pass reaches each layer.
+                    terms = [
+                        tf.matmul(a, dy, transpose_a=True)
+                        for a, dy in reversed(list(zip(inputs, dys)))
+                    ]
+                    d_kernels.append(fused_elementwise.sum_terms(terms))
             input_grads = [dx] + d_kernels + list(d_tensors)
             if variables is None:
                 return input_grads

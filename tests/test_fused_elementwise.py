@@ -72,17 +72,23 @@ def test_layer_norm_backward_matches_float64_autodiff(shape):
         assert np.max(np.abs(g.numpy() - w)) / scale < 1e-5, name
 
 
-@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
-def test_attention_softmax_and_its_gradient_match_float64(dtype):
+@pytest.mark.parametrize(
+    "dtype,native", [(tf.float32, False), (tf.bfloat16, False), (tf.bfloat16, True)]
+)
+def test_attention_softmax_and_its_gradient_match_float64(dtype, native):
     rng = np.random.default_rng(8)
     scores = tf.cast(rng.normal(size=(2, 3, 5, 7)) * 4, dtype)
     mask = np.ones((2, 7), np.float32)
     mask[1, 4:] = 0
     adder = tf.constant((1.0 - mask)[:, None, None, :] * -10000.0)
     dprobs = tf.cast(rng.normal(size=(2, 3, 5, 7)), dtype)
-    scale = tf.constant(0.125)
-    probs = fe.attention_softmax(scores, adder, scale)
-    dscores = fe.attention_softmax_backward(dprobs, probs, scale)
+    probs = fe.attention_softmax(scores, adder, tf.constant(0.125))
+    paths = dataclasses.replace(speed_paths.CPU_ONLY, native_cpu_kernels=native)
+    with speed_paths.forced(paths):
+        backward = tf.function(lambda d, p: fe.attention_softmax_backward(d, p, 0.125))
+        dscores = backward(dprobs, probs)
+        graph = backward.get_concrete_function(dprobs, probs).graph
+    assert native == ("AlbertSoftmaxBackward" in [op.type for op in graph.get_operations()])
     s64, d64, a64 = (tf.cast(t, tf.float64) for t in (scores, dprobs, adder))
     with tf.GradientTape() as tape:
         tape.watch(s64)

@@ -113,6 +113,106 @@ def test_bias_gelu_backward_is_the_exact_derivative_rounded_once():
     np.testing.assert_allclose(got, exact, rtol=2**-8 + 1e-5, atol=1e-6)
 
 
+def test_bfloat16_rounding_near_zero_is_tf_casts():
+    # GELU(x) is about x / 2 near 0: results at and below float32's smallest normal
+    # 2^-126, in vectors of 16 with normal ones, round as tf.cast rounds in TensorFlow's
+    # threads (which flush float32 subnormals to zero, as AVX512_BF16's conversion does).
+    y = np.array([2**-124, -(2**-125), 3e-38, 2**-130, 1.0, -1.0] * 6, np.float32)
+    got = _as64(native_kernels.bias_gelu(_bf16(y[None]), _bf16(np.zeros(y.size))))
+    x = _as64(_bf16(y))
+    exact = x / (1.0 + np.exp(-2.0 * np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
+    want = _as64(tf.cast(tf.constant(exact, tf.float32), tf.bfloat16))
+    np.testing.assert_array_equal(got[0], want)
+    assert got[0, 0] == 2**-125 and got[0, 1] == -(2**-126)
+
+
+def test_softmax_backward_against_float64():
+    rng = np.random.default_rng(12)
+    probs = tf.nn.softmax(tf.constant(rng.normal(size=(3, 2, 5, 37)) * 3, tf.float32))
+    p16, dp16 = _bf16(probs), _bf16(rng.normal(size=(3, 2, 5, 37)))
+    got = native_kernels.softmax_backward(dp16, p16, 0.125)
+    assert got.dtype == tf.bfloat16 and got.shape == (3, 2, 5, 37)
+    p, dp = _as64(p16), _as64(dp16)
+    exact = 0.125 * p * (dp - (dp * p).sum(-1, keepdims=True))
+    rounded = _as64(tf.cast(tf.constant(exact, tf.float32), tf.bfloat16))
+    assert np.mean(_as64(got) != rounded) < 0.01  # float32 sums vs float64 at ties
+    np.testing.assert_allclose(_as64(got), exact, rtol=2**-8, atol=1e-6)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="dprobs must have the shape"):
+        native_kernels.softmax_backward(dp16[:, :1], p16)
+
+
+def test_sum_terms_adds_in_float32_and_rounds_once():
+    rng = np.random.default_rng(14)
+    terms = [_bf16(rng.normal(size=(33, 70)) * 10.0 ** rng.integers(-2, 3)) for _ in range(12)]
+    got = native_kernels.sum_terms(terms)
+    assert got.dtype == tf.bfloat16 and got.shape == (33, 70)
+    exact = np.sum([_as64(t) for t in terms], axis=0)
+    rounded = _as64(tf.cast(tf.constant(exact, tf.float32), tf.bfloat16))
+    assert np.mean(_as64(got) != rounded) < 0.01  # float32 sums vs float64 at ties
+    np.testing.assert_allclose(_as64(got), exact, rtol=2**-8, atol=1e-6)
+    # TensorFlow's bfloat16 AddN rounds as it goes: further from the exact sum.
+    addn_error = np.abs(_as64(tf.add_n(terms)) - exact).sum()
+    assert np.abs(_as64(got) - exact).sum() < 0.75 * addn_error
+    np.testing.assert_array_equal(_as64(native_kernels.sum_terms(terms[:1])), _as64(terms[0]))
+    with pytest.raises((ValueError, tf.errors.InvalidArgumentError), match="shape"):
+        native_kernels.sum_terms([terms[0], terms[1][:, :5]])
+
+
+def _loops_library(tmp_path, name, *flags):
+    """loops.cc alone as a shared library built with native_kernels' flags and `flags`."""
+    import ctypes
+    import subprocess
+
+    target = str(tmp_path / f"{name}.so")
+    source = os.path.join(native_kernels.SOURCE_DIR, "loops.cc")
+    cxx = native_kernels.compiler()
+    subprocess.run(
+        [cxx, *native_kernels.LOOP_FLAGS, *flags, "-shared", source, "-o", target],
+        check=True,
+        capture_output=True,
+    )
+    return ctypes.CDLL(target)
+
+
+def test_vector_and_plain_loops_agree(tmp_path):
+    # The AVX-512 code (where this machine has it) against the plain loops every other
+    # CPU runs, on the same inputs: rows of 16-lane vectors and a masked tail (75 columns).
+    import ctypes
+
+    vector = _loops_library(tmp_path, "vector")
+    plain = _loops_library(tmp_path, "plain", "-DALBERT_PLAIN_LOOPS")
+    rng = np.random.default_rng(13)
+    rows, cols = 9, 75
+
+    def bits(a):
+        return np.asarray(a, np.float32).astype(BF16).view(np.uint16)
+
+    def ptr(a):
+        return a.ctypes.data_as(ctypes.c_void_p)
+
+    y, dz = bits(rng.normal(scale=3, size=(rows, cols))), bits(rng.normal(size=(rows, cols)))
+    y[0, :4] = bits([np.nan, np.inf, -np.inf, 30.0])
+    bias = bits(rng.normal(size=cols))
+    p = bits(tf.nn.softmax(rng.normal(size=(rows, cols)) * 3).numpy())
+    results = {}
+    for name, lib in (("vector", vector), ("plain", plain)):
+        z, dy, dx = (np.zeros((rows, cols), np.uint16) for _ in range(3))
+        dbias = np.zeros(cols, np.float32)
+        n, c = ctypes.c_int64(rows), ctypes.c_int64(cols)
+        lib.albert_bias_gelu_rows(ptr(y), ptr(bias), ptr(z), n, c)
+        lib.albert_bias_gelu_backward_rows(ptr(dz), ptr(y), ptr(bias), ptr(dy), ptr(dbias), n, c)
+        lib.albert_softmax_backward_rows(ptr(dz), ptr(p), ctypes.c_float(0.125), ptr(dx), n, c)
+        results[name] = [a.view(BF16).astype(np.float64) for a in (z, dy, dx)] + [dbias]
+    for got, want, what in zip(results["vector"], results["plain"], ("gelu", "dy", "dx", "db")):
+        both_nan = np.isnan(got) & np.isnan(want)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=what)
+        # One bfloat16 ulp at most, where float32 rounding differs at a tie.
+        np.testing.assert_allclose(
+            got[~both_nan], want[~both_nan], rtol=2**-8, atol=1e-30, err_msg=what
+        )
+        assert np.mean(got[~both_nan] != want[~both_nan]) < 0.02, what
+
+
 def test_residual_layer_norm_moments_for_the_gradient():
     rng = np.random.default_rng(5)
     x16, b16 = _bf16(rng.normal(size=(3, 5, 40))), _bf16(rng.normal(size=40))
@@ -268,6 +368,34 @@ def test_gradients_equal_the_loops():
         np.testing.assert_allclose(_as64(got), _as64(want), rtol=2**-7, atol=1e-2)
 
 
+def test_model_gradients_equal_the_loops():
+    # The whole bfloat16 training step's gradients, native kernels (GELU, layer norms,
+    # heads, softmax, the shared kernels' sums) against the loops they replace.
+    model, inputs = built_encoder(CONFIGS["shared_gelu"], "mixed_bfloat16")
+
+    @tf.function
+    def grads(x):
+        with tf.GradientTape() as tape:
+            out = model(x, training=True)
+            loss = tf.reduce_sum(out["sequence_output"] * tf.sin(tf.range(16.0)))
+        return tape.gradient(loss, model.trainable_variables)
+
+    native = grads(inputs)
+    with speed_paths.forced(NO_NATIVE_KERNELS):
+        loops = tf.function(grads.python_function)(inputs)
+    compared = 0
+    for variable, got, want in zip(model.trainable_variables, native, loops):
+        assert (got is None) == (want is None), variable.name
+        if got is None:  # the pooler's
+            continue
+        compared += 1
+        got, want = (tf.convert_to_tensor(g).numpy().astype(np.float64) for g in (got, want))
+        scale = np.max(np.abs(want))
+        # A few bfloat16 roundings apart (0.75% of the largest entry seen).
+        assert np.max(np.abs(got - want)) <= 0.02 * scale + 1e-6, variable.name
+    assert compared == len(model.trainable_variables) - 2
+
+
 def test_gradient_through_the_bfloat16_copy_alone():
     rng = np.random.default_rng(7)
     x, bias = _bf16(rng.normal(size=(6, 16))), _bf16(rng.normal(size=16))
@@ -314,6 +442,9 @@ def test_bfloat16_graphs_use_them_float32_and_accelerators_not():
     assert train_ops.count("AlbertBiasGelu") == cfg.num_hidden_layers
     assert train_ops.count("AlbertBiasGeluBackward") == cfg.num_hidden_layers
     assert train_ops.count("AlbertLayerNormBackward") == 2 * cfg.num_hidden_layers
+    assert train_ops.count("AlbertSoftmaxBackward") == cfg.num_hidden_layers
+    # The shared kernels' gradients (six, summed over the layers in one pass each).
+    assert train_ops.count("AlbertSumTerms") == 6
     # The products read the layer norms' bfloat16 copies: no cast of a layer-norm output
     # (nor of its gradient), and no sum of the two gradients outside the kernel (each
     # layer norm's but the last's, whose copy nothing reads).

@@ -10,6 +10,16 @@
 #include <cstdint>
 #include <cstring>
 
+// With AVX-512 (F, BW, VL, DQ) the elementwise loops run on 16 floats at a time through
+// the helpers below, the last columns of a row under a mask; otherwise (or compiled with
+// -DALBERT_PLAIN_LOOPS, as a test does to compare the two) as plain loops the compiler
+// vectorises as it can: the same formulas, results within float32 rounding.
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
+    defined(__AVX512DQ__) && !defined(ALBERT_PLAIN_LOOPS)
+#define ALBERT_VECTOR_LOOPS 1
+#include <immintrin.h>
+#endif
+
 namespace {
 
 inline float from_bfloat16(uint16_t v) {
@@ -47,6 +57,64 @@ inline float exp_approx(float input) {
   return input > 88.7f ? HUGE_VALF : p * two_to_k;
 }
 
+#ifdef ALBERT_VECTOR_LOOPS
+// The lanes of the columns [j, cols) among the next 16.
+inline __mmask16 lanes(int64_t j, int64_t cols) {
+  const int64_t left = cols - j;
+  return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1u);
+}
+
+inline __m512 widen_bfloat16(__m256i packed) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(packed), 16));
+}
+
+inline __m512 load_bfloat16(const uint16_t* p, __mmask16 m) {
+  return widen_bfloat16(_mm256_maskz_loadu_epi16(m, p));
+}
+
+// to_bfloat16 on 16 lanes. vcvtneps2bf16 (AVX512_BF16) rounds the same way, but flushes
+// float32 subnormals to zero: as TensorFlow's kernels do (its threads run with
+// flush-to-zero and denormals-are-zero, so tf.cast flushes them too).
+inline __m256i pack_bfloat16(__m512 v) {
+#ifdef __AVX512BF16__
+  return (__m256i)_mm512_cvtneps_pbh(v);
+#else
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m512i high = _mm512_srli_epi32(bits, 16);
+  const __m512i odd = _mm512_and_si512(high, _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_srli_epi32(
+      _mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), 16);
+  const __m512i quiet = _mm512_or_si512(high, _mm512_set1_epi32(0x40));
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
+#endif
+}
+
+inline void store_bfloat16(uint16_t* p, __m512 v, __mmask16 m) {
+  _mm256_mask_storeu_epi16(p, m, pack_bfloat16(v));
+}
+
+// exp_approx on 16 lanes: the same reduction and polynomial, with 2^k applied by vscalefps,
+// which overflows to +inf (and underflows) as exp does; inputs below -87 give exp(-87).
+inline __m512 exp_vector(__m512 input) {
+  const __m512 x =
+      _mm512_min_ps(_mm512_set1_ps(100.0f), _mm512_max_ps(_mm512_set1_ps(-87.0f), input));
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.42860682028622680e-6f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 2));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, k);
+}
+#endif
+
 }  // namespace
 
 // out[i] = values[i] rounded to bfloat16, i < count (the ops' float32 column sums).
@@ -65,6 +133,18 @@ extern "C" void albert_bias_gelu_rows(const uint16_t* y, const uint16_t* bias, u
   for (int64_t row = 0; row < rows; ++row) {
     const uint16_t* in = y + row * cols;
     uint16_t* out = z + row * cols;
+#ifdef ALBERT_VECTOR_LOOPS
+    for (int64_t j = 0; j < cols; j += 16) {
+      const __mmask16 m = lanes(j, cols);
+      const __m512 x = _mm512_add_ps(load_bfloat16(in + j, m), load_bfloat16(bias + j, m));
+      const __m512 inner =
+          _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(a), x), x, _mm512_set1_ps(1.0f));
+      const __m512 e =
+          exp_vector(_mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(minus_two_c), x), inner));
+      store_bfloat16(out + j, _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), m);
+    }
+    continue;
+#endif
     for (int64_t j = 0; j < cols; ++j) {
       const float x = from_bfloat16(in[j]) + from_bfloat16(bias[j]);
       out[j] = to_bfloat16(x / (1.0f + exp_approx(minus_two_c * x * (1.0f + a * x * x))));
@@ -86,6 +166,28 @@ extern "C" void albert_bias_gelu_backward_rows(const uint16_t* dz, const uint16_
     const uint16_t* dz_row = dz + row * cols;
     const uint16_t* y_row = y + row * cols;
     uint16_t* dy_row = dy + row * cols;
+#ifdef ALBERT_VECTOR_LOOPS
+    for (int64_t j = 0; j < cols; j += 16) {
+      const __mmask16 m = lanes(j, cols);
+      const __m512 x = _mm512_add_ps(load_bfloat16(y_row + j, m), load_bfloat16(bias + j, m));
+      const __m512 x2 = _mm512_mul_ps(x, x);
+      const __m512 inner = _mm512_fmadd_ps(_mm512_set1_ps(a), x2, _mm512_set1_ps(1.0f));
+      const __m512 e = exp_vector(_mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(-two_c), x), inner));
+      const __m512 s = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+      // s + x s (1 - s) 2c (1 + 3a x^2)
+      const __m512 tail = _mm512_mul_ps(
+          _mm512_mul_ps(_mm512_mul_ps(x, s), _mm512_sub_ps(_mm512_set1_ps(1.0f), s)),
+          _mm512_mul_ps(_mm512_set1_ps(two_c), _mm512_fmadd_ps(_mm512_set1_ps(3.0f * a), x2,
+                                                                _mm512_set1_ps(1.0f))));
+      const __m512 slope = _mm512_add_ps(s, tail);
+      const __m256i packed = pack_bfloat16(_mm512_mul_ps(load_bfloat16(dz_row + j, m), slope));
+      _mm256_mask_storeu_epi16(dy_row + j, m, packed);
+      const __m512 rounded = widen_bfloat16(packed);
+      const __m512 sums = _mm512_maskz_loadu_ps(m, dbias + j);
+      _mm512_mask_storeu_ps(dbias + j, m, _mm512_add_ps(sums, rounded));
+    }
+    continue;
+#endif
     for (int64_t j = 0; j < cols; ++j) {
       const float x = from_bfloat16(y_row[j]) + from_bfloat16(bias[j]);
       const float x2 = x * x;
@@ -243,5 +345,59 @@ extern "C" void albert_heads_backward_rows(const uint16_t* dout, uint16_t* dy, f
         sums[d] += from_bfloat16(from[d]);
       }
     }
+  }
+}
+
+// The gradient of a softmax over each row w.r.t. the scores it was given times `scale`:
+// dx = scale p (dp - sum(dp p)), dp and p [rows, cols] bfloat16 (p the softmax's
+// output), dx bfloat16, in float32 and rounded once.
+extern "C" void albert_softmax_backward_rows(const uint16_t* dprobs, const uint16_t* probs,
+                                             float scale, uint16_t* dx, int64_t rows,
+                                             int64_t cols) {
+  for (int64_t row = 0; row < rows; ++row) {
+    const uint16_t* dp = dprobs + row * cols;
+    const uint16_t* p = probs + row * cols;
+    uint16_t* out = dx + row * cols;
+#ifdef ALBERT_VECTOR_LOOPS
+    __m512 sums = _mm512_setzero_ps();
+    for (int64_t j = 0; j < cols; j += 16) {
+      const __mmask16 m = lanes(j, cols);
+      sums = _mm512_fmadd_ps(load_bfloat16(dp + j, m), load_bfloat16(p + j, m), sums);
+    }
+    const __m512 inner = _mm512_set1_ps(_mm512_reduce_add_ps(sums));
+    const __m512 scales = _mm512_set1_ps(scale);
+    for (int64_t j = 0; j < cols; j += 16) {
+      const __mmask16 m = lanes(j, cols);
+      const __m512 scaled_p = _mm512_mul_ps(scales, load_bfloat16(p + j, m));
+      const __m512 centred = _mm512_sub_ps(load_bfloat16(dp + j, m), inner);
+      store_bfloat16(out + j, _mm512_mul_ps(scaled_p, centred), m);
+    }
+    continue;
+#endif
+    float dot = 0.0f;
+    for (int64_t j = 0; j < cols; ++j) dot += from_bfloat16(dp[j]) * from_bfloat16(p[j]);
+    for (int64_t j = 0; j < cols; ++j) {
+      out[j] = to_bfloat16(scale * from_bfloat16(p[j]) * (from_bfloat16(dp[j]) - dot));
+    }
+  }
+}
+
+// out[i] = the sum of terms[0][i], ..., terms[count - 1][i] for i in [first, last):
+// bfloat16 values added in float32 in the order given, rounded once.
+extern "C" void albert_sum_terms(const uint16_t* const* terms, int64_t count, uint16_t* out,
+                                 int64_t first, int64_t last) {
+#ifdef ALBERT_VECTOR_LOOPS
+  for (int64_t i = first; i < last; i += 16) {
+    const __mmask16 m = lanes(i, last);
+    __m512 sum = load_bfloat16(terms[0] + i, m);
+    for (int64_t t = 1; t < count; ++t) sum = _mm512_add_ps(sum, load_bfloat16(terms[t] + i, m));
+    store_bfloat16(out + i, sum, m);
+  }
+  return;
+#endif
+  for (int64_t i = first; i < last; ++i) {
+    float sum = from_bfloat16(terms[0][i]);
+    for (int64_t t = 1; t < count; ++t) sum += from_bfloat16(terms[t][i]);
+    out[i] = to_bfloat16(sum);
   }
 }

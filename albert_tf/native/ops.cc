@@ -29,6 +29,11 @@ extern "C" void albert_bias_add_heads_rows(const uint16_t* y, const uint16_t* bi
 extern "C" void albert_heads_backward_rows(const uint16_t* dout, uint16_t* dy, float* dbias,
                                            int64_t first, int64_t last, int64_t seq,
                                            int64_t heads, int64_t head_size);
+extern "C" void albert_softmax_backward_rows(const uint16_t* dprobs, const uint16_t* probs,
+                                             float scale, uint16_t* dx, int64_t rows,
+                                             int64_t cols);
+extern "C" void albert_sum_terms(const uint16_t* const* terms, int64_t count, uint16_t* out,
+                                 int64_t first, int64_t last);
 extern "C" void albert_round_to_bfloat16(const float* values, uint16_t* out, int64_t count);
 extern "C" void albert_residual_layer_norm_rows(const uint16_t* x, const uint16_t* bias,
                                                 const float* residual, const float* gamma,
@@ -531,6 +536,94 @@ class HeadsBackwardOp : public OpKernel {
 
 REGISTER_KERNEL_BUILDER(Name("AlbertHeadsBackward").Device(::tensorflow::DEVICE_CPU),
                         HeadsBackwardOp);
+
+REGISTER_OP("AlbertSoftmaxBackward")
+    .Input("dprobs: bfloat16")
+    .Input("probs: bfloat16")
+    .Output("dx: bfloat16")
+    .Attr("scale: float = 1.0")
+    .SetShapeFn(same_shape_as_input)
+    .Doc("dx = scale probs (dprobs - sum(dprobs probs)) over the last axis: the gradient of "
+         "a softmax (probs its output) w.r.t. the scores that were scaled by scale before "
+         "it. In float32, rounded once.");
+
+class SoftmaxBackwardOp : public OpKernel {
+ public:
+  explicit SoftmaxBackwardOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("scale", &scale_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& dprobs = ctx->input(0);
+    const Tensor& probs = ctx->input(1);
+    if (!has_rows(ctx, probs)) return;
+    OP_REQUIRES(ctx, dprobs.shape() == probs.shape(),
+                InvalidArgument("dprobs must have the shape of probs ",
+                                probs.shape().DebugString(), ", got ",
+                                dprobs.shape().DebugString()));
+    Tensor* dx = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, probs.shape(), &dx));
+    const int64_t cols = probs.dim_size(probs.dims() - 1);
+    if (cols == 0) return;
+    const uint16_t* dp = data<uint16_t>(dprobs);
+    const uint16_t* p = data<uint16_t>(probs);
+    uint16_t* out = mutable_data<uint16_t>(dx);
+    for_row_blocks(ctx, probs.NumElements() / cols, 8 * cols, [&](int64_t begin, int64_t end) {
+      albert_softmax_backward_rows(dp + begin * cols, p + begin * cols, scale_,
+                                   out + begin * cols, end - begin, cols);
+    });
+  }
+
+ private:
+  float scale_;
+};
+
+REGISTER_KERNEL_BUILDER(Name("AlbertSoftmaxBackward").Device(::tensorflow::DEVICE_CPU),
+                        SoftmaxBackwardOp);
+
+REGISTER_OP("AlbertSumTerms")
+    .Input("terms: count * bfloat16")
+    .Output("sum: bfloat16")
+    .Attr("count: int >= 1")
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      shape_inference::ShapeHandle shape = c->input(0);
+      for (int t = 1; t < c->num_inputs(); ++t) {
+        TF_RETURN_IF_ERROR(c->Merge(shape, c->input(t), &shape));
+      }
+      c->set_output(0, shape);
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("The sum of the terms (all of one shape), added in float32 in the order given and "
+         "rounded once.");
+
+class SumTermsOp : public OpKernel {
+ public:
+  explicit SumTermsOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    const int count = ctx->num_inputs();
+    const Tensor& first = ctx->input(0);
+    std::vector<const uint16_t*> terms(count);
+    for (int t = 0; t < count; ++t) {
+      OP_REQUIRES(ctx, ctx->input(t).shape() == first.shape(),
+                  InvalidArgument("every term must have the shape of the first ",
+                                  first.shape().DebugString(), ", term ", t, " has ",
+                                  ctx->input(t).shape().DebugString()));
+      terms[t] = data<uint16_t>(ctx->input(t));
+    }
+    Tensor* sum = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, first.shape(), &sum));
+    uint16_t* out = mutable_data<uint16_t>(sum);
+    // Blocks of 1024 values, split over the threads.
+    const int64_t size = first.NumElements(), block = 1024;
+    for_row_blocks(ctx, (size + block - 1) / block, 2 * count * block, [&](int64_t begin,
+                                                                          int64_t end) {
+      albert_sum_terms(terms.data(), count, out, begin * block, std::min(end * block, size));
+    });
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("AlbertSumTerms").Device(::tensorflow::DEVICE_CPU), SumTermsOp);
 
 }  // namespace
 }  // namespace albert_tf
