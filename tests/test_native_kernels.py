@@ -194,6 +194,8 @@ def test_vector_and_plain_loops_agree(tmp_path):
     y[0, :4] = bits([np.nan, np.inf, -np.inf, 30.0])
     bias = bits(rng.normal(size=cols))
     p = bits(tf.nn.softmax(rng.normal(size=(rows, cols)) * 3).numpy())
+    residual = rng.normal(size=(rows, cols)).astype(np.float32)
+    gamma, beta = rng.normal(size=(2, cols)).astype(np.float32)
     results = {}
     for name, lib in (("vector", vector), ("plain", plain)):
         z, dy, dx = (np.zeros((rows, cols), np.uint16) for _ in range(3))
@@ -203,14 +205,50 @@ def test_vector_and_plain_loops_agree(tmp_path):
         lib.albert_bias_gelu_backward_rows(ptr(dz), ptr(y), ptr(bias), ptr(dy), ptr(dbias), n, c)
         lib.albert_softmax_backward_rows(ptr(dz), ptr(p), ctypes.c_float(0.125), ptr(dx), n, c)
         results[name] = [a.view(BF16).astype(np.float64) for a in (z, dy, dx)] + [dbias]
-    for got, want, what in zip(results["vector"], results["plain"], ("gelu", "dy", "dx", "db")):
+        # Layer norms of x + bias + residual, inference form and training form.
+        out, xhat = np.zeros((rows, cols), np.float32), np.zeros((rows, cols), np.float32)
+        out16, rstd = np.zeros((rows, cols), np.uint16), np.zeros(rows, np.float32)
+        eps = ctypes.c_float(1e-12)
+        lib.albert_residual_layer_norm_rows(
+            ptr(dz),
+            ptr(bias),
+            ptr(residual),
+            ptr(gamma),
+            ptr(beta),
+            eps,
+            ptr(out),
+            ptr(out16),
+            n,
+            c,
+        )
+        results[name] += [out.copy(), out16.view(BF16).astype(np.float64)]
+        lib.albert_residual_layer_norm_moments_rows(
+            ptr(dz),
+            ptr(bias),
+            ptr(residual),
+            ptr(gamma),
+            ptr(beta),
+            eps,
+            ptr(out),
+            ptr(out16),
+            ptr(xhat),
+            ptr(rstd),
+            n,
+            c,
+        )
+        results[name] += [out, out16.view(BF16).astype(np.float64), xhat, rstd]
+    # Output name -> whether bfloat16 (else float32, compared to float32 rounding).
+    names = {"gelu": 1, "dy": 1, "dx": 1, "db": 0, "ln": 0, "ln16": 1}
+    names.update({"moments ln": 0, "moments ln16": 1, "xhat": 0, "rstd": 0})
+    for got, want, (what, bfloat16) in zip(results["vector"], results["plain"], names.items()):
         both_nan = np.isnan(got) & np.isnan(want)
         np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=what)
-        # One bfloat16 ulp at most, where float32 rounding differs at a tie.
-        np.testing.assert_allclose(
-            got[~both_nan], want[~both_nan], rtol=2**-8, atol=1e-30, err_msg=what
-        )
-        assert np.mean(got[~both_nan] != want[~both_nan]) < 0.02, what
+        got, want = got[~both_nan], want[~both_nan]
+        if bfloat16:  # one bfloat16 ulp at most, where float32 rounding differs at a tie
+            np.testing.assert_allclose(got, want, rtol=2**-8, atol=1e-30, err_msg=what)
+            assert np.mean(got != want) < 0.02, what
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=what)
 
 
 def test_residual_layer_norm_moments_for_the_gradient():

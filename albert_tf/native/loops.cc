@@ -205,6 +205,27 @@ extern "C" void albert_bias_gelu_backward_rows(const uint16_t* dz, const uint16_
 static inline void row_sum_and_moments(const uint16_t* x_row, const uint16_t* bias,
                                 const float* residual_row, float epsilon, int64_t cols,
                                 float* sums, float* mean, float* rstd) {
+#ifdef ALBERT_VECTOR_LOOPS
+  __m512 total = _mm512_setzero_ps();
+  for (int64_t j = 0; j < cols; j += 16) {
+    const __mmask16 m = lanes(j, cols);
+    const __m512 s =
+        _mm512_add_ps(_mm512_add_ps(load_bfloat16(x_row + j, m), load_bfloat16(bias + j, m)),
+                      _mm512_maskz_loadu_ps(m, residual_row + j));
+    _mm512_mask_storeu_ps(sums + j, m, s);
+    total = _mm512_add_ps(total, s);
+  }
+  *mean = _mm512_reduce_add_ps(total) / float(cols);
+  const __m512 means = _mm512_set1_ps(*mean);
+  __m512 square_sums = _mm512_setzero_ps();
+  for (int64_t j = 0; j < cols; j += 16) {
+    const __mmask16 m = lanes(j, cols);
+    const __m512 d = _mm512_maskz_sub_ps(m, _mm512_maskz_loadu_ps(m, sums + j), means);
+    square_sums = _mm512_fmadd_ps(d, d, square_sums);
+  }
+  *rstd = 1.0f / std::sqrt(_mm512_reduce_add_ps(square_sums) / float(cols) + epsilon);
+  return;
+#endif
   float sum = 0.0f;
   for (int64_t j = 0; j < cols; ++j) {
     const float s = from_bfloat16(x_row[j]) + from_bfloat16(bias[j]) + residual_row[j];
@@ -233,6 +254,19 @@ extern "C" void albert_residual_layer_norm_rows(const uint16_t* x, const uint16_
     float mean, rstd;
     row_sum_and_moments(x + row * cols, bias, residual + row * cols, epsilon, cols, out_row,
                         &mean, &rstd);
+#ifdef ALBERT_VECTOR_LOOPS
+    const __m512 means = _mm512_set1_ps(mean), rstds = _mm512_set1_ps(rstd);
+    for (int64_t j = 0; j < cols; j += 16) {
+      const __mmask16 m = lanes(j, cols);
+      const __m512 normalised =
+          _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, out_row + j), means), rstds);
+      const __m512 v = _mm512_fmadd_ps(normalised, _mm512_maskz_loadu_ps(m, gamma + j),
+                                       _mm512_maskz_loadu_ps(m, beta + j));
+      _mm512_mask_storeu_ps(out_row + j, m, v);
+      store_bfloat16(out16_row + j, v, m);
+    }
+    continue;
+#endif
     for (int64_t j = 0; j < cols; ++j) {
       const float v = (out_row[j] - mean) * rstd * gamma[j] + beta[j];
       out_row[j] = v;
@@ -254,6 +288,20 @@ extern "C" void albert_residual_layer_norm_moments_rows(
     float mean;
     row_sum_and_moments(x + row * cols, bias, residual + row * cols, epsilon, cols, xhat_row,
                         &mean, rstd + row);
+#ifdef ALBERT_VECTOR_LOOPS
+    const __m512 means = _mm512_set1_ps(mean), rstds = _mm512_set1_ps(rstd[row]);
+    for (int64_t j = 0; j < cols; j += 16) {
+      const __mmask16 m = lanes(j, cols);
+      const __m512 normalised =
+          _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, xhat_row + j), means), rstds);
+      const __m512 v = _mm512_fmadd_ps(normalised, _mm512_maskz_loadu_ps(m, gamma + j),
+                                       _mm512_maskz_loadu_ps(m, beta + j));
+      _mm512_mask_storeu_ps(xhat_row + j, m, normalised);
+      _mm512_mask_storeu_ps(out_row + j, m, v);
+      store_bfloat16(out16_row + j, v, m);
+    }
+    continue;
+#endif
     for (int64_t j = 0; j < cols; ++j) {
       const float normalised = (xhat_row[j] - mean) * rstd[row];
       const float v = normalised * gamma[j] + beta[j];
