@@ -250,6 +250,7 @@ def _native_residual_layer_norm_gradient(op, dy, dy_bfloat16):
     x, bias, residual, gamma, beta = op.inputs
     if dy is None:  # only the bfloat16 copy was used
         dy, dy_bfloat16 = tf.cast(dy_bfloat16, tf.float32), None
+    dy_bfloat16 = [] if dy_bfloat16 is None else [dy_bfloat16]
     _, xhat, rstd = layer_norm_forward(x, residual, gamma, beta, op.get_attr("epsilon"), bias)
     dx, dgamma, dbeta, dx_sum = layer_norm_backward(
         dy, xhat, rstd, gamma, native=True, dy_bfloat16=dy_bfloat16, dx_sum=True
@@ -445,21 +446,23 @@ def native_layer_norm_usable(x, residual, bias):
     )
 
 
-# The attribute of a float32 graph tensor holding its bfloat16 copy (see `cast`).
+# The attribute of a float32 graph tensor holding its bfloat16 copies (see `cast`).
 _BFLOAT16_COPY = "_albert_tf_bfloat16_copy"
 
 
-def with_bfloat16_copy(x, copy):
-    """x, carrying `copy` (x rounded to bfloat16) for `cast` and `reshape`; eager
-    tensors take no attributes and carry nothing."""
+def with_bfloat16_copy(x, *copies):
+    """x, carrying `copies` (x rounded to bfloat16; several distinct tensors of the same
+    values, see `casts`) for `cast`, `casts` and `reshape`; eager tensors take no
+    attributes and carry nothing."""
     if not tf.executing_eagerly():
-        setattr(x, _BFLOAT16_COPY, copy)
+        setattr(x, _BFLOAT16_COPY, copies)
     return x
 
 
 def bfloat16_copy(x):
-    """The bfloat16 copy x carries (`with_bfloat16_copy`), or None."""
-    return getattr(x, _BFLOAT16_COPY, None)
+    """The (first) bfloat16 copy x carries (`with_bfloat16_copy`), or None."""
+    copies = getattr(x, _BFLOAT16_COPY, ())
+    return copies[0] if copies else None
 
 
 def cast(x, dtype):
@@ -472,11 +475,22 @@ def cast(x, dtype):
     return tf.cast(x, dtype)
 
 
+def casts(x, dtype, count):
+    """`count` tensors equal to `cast(x, dtype)`, one per product that reads x: for
+    bfloat16 the distinct copies x carries where it carries `count`, so that each
+    product's gradient reaches the layer norm's gradient pass on its own (added there
+    in float32) instead of through a bfloat16 AddN; else one cast, `count` times."""
+    copies = getattr(x, _BFLOAT16_COPY, ())
+    if len(copies) >= count and tf.as_dtype(dtype) == tf.bfloat16:
+        return list(copies[:count])
+    return [cast(x, dtype)] * count
+
+
 def reshape(x, shape):
-    """tf.reshape(x, shape), with x's bfloat16 copy (see `cast`) reshaped alike."""
-    copy = bfloat16_copy(x)
+    """tf.reshape(x, shape), with x's bfloat16 copies (see `cast`) reshaped alike."""
+    copies = getattr(x, _BFLOAT16_COPY, ())
     y = tf.reshape(x, shape)
-    return y if copy is None else with_bfloat16_copy(y, tf.reshape(copy, shape))
+    return with_bfloat16_copy(y, *(tf.reshape(c, shape) for c in copies)) if copies else y
 
 
 def layer_norm_forward(x, residual, gamma, beta, epsilon, bias=None):
@@ -507,7 +521,7 @@ def _layer_norm_input_gradient(dy, xhat, rstd, gamma, mean_g, mean_gxhat):
 _fused_layer_norm_input_gradient = _xla_or_plain(_layer_norm_input_gradient)
 
 
-def layer_norm_backward(dy, xhat, rstd, gamma, native=False, dy_bfloat16=None, dx_sum=False):
+def layer_norm_backward(dy, xhat, rstd, gamma, native=False, dy_bfloat16=(), dx_sum=False):
     """Closed-form layer-norm gradient, dy and xhat [..., H], rstd [..., 1]:
       dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dy * gamma,
       dgamma = sum(dy * xhat), dbeta = sum(dy) over all leading axes.
@@ -515,8 +529,8 @@ def layer_norm_backward(dy, xhat, rstd, gamma, native=False, dy_bfloat16=None, d
     read their input once on all cores; the rest is one fused loop.
     native: one pass of the native kernel instead, where `_native_usable` (for the
     layer norms of `native_layer_norm_usable`), dx carrying its bfloat16 copy (`cast`).
-    dy_bfloat16: None, or the gradient of the output's bfloat16 copy, added to dy (by
-    the native kernel in its pass).
+    dy_bfloat16: the gradients of the output's bfloat16 copies (a list, maybe empty),
+    added to dy (by the native kernel in its pass, in float32).
     dx_sum: also return dx summed over all leading axes [H] (the gradient of a bias
     added to the input; the native kernel sums it in its pass), as a fourth value."""
     if native and _native_usable():
@@ -525,8 +539,8 @@ def layer_norm_backward(dy, xhat, rstd, gamma, native=False, dy_bfloat16=None, d
         )
         grads = (with_bfloat16_copy(dx, dx_bfloat16), dgamma, dbeta)
         return grads + (dx_total,) if dx_sum else grads
-    if dy_bfloat16 is not None:
-        dy = dy + tf.cast(dy_bfloat16, dy.dtype)
+    for copy_gradient in dy_bfloat16:
+        dy = dy + tf.cast(copy_gradient, dy.dtype)
     width = tf.shape(dy)[-1]
     rows_dy = tf.reshape(dy, [-1, width])  # any rank: [rows, H]
     rows_p = rows_dy * tf.reshape(xhat, [-1, width])

@@ -205,14 +205,16 @@ def truncated_normal(stddev):
     return keras.initializers.TruncatedNormal(stddev=stddev)
 
 
-def _layer_norm_trainable(x, residual, gamma, beta, epsilon, bias=None):
+def _layer_norm_trainable(x, residual, gamma, beta, epsilon, bias=None, copies=1):
     """LN(x + bias + residual) (residual and bias may be None) with the closed-form
     gradient of `fused_elementwise.layer_norm_backward` (autodiff through the moments
     emits ~25 elementwise ops and reductions per layer norm); only xhat and rstd are
     kept for it. The residual's gradient is dx itself, x's is dx in x's dtype, the
     bias's the sum of dx over all leading axes in the bias's dtype. Where the native
-    kernels take it, the output carries its bfloat16 copy for the next product
-    (`fused_elementwise.cast`), and that copy's gradient joins dy in the gradient's pass."""
+    kernels take it, the output carries its bfloat16 copy for the next products
+    (`fused_elementwise.cast`), as `copies` distinct outputs (one per product that
+    reads it, `fused_elementwise.casts`), and their gradients join dy in the
+    gradient's pass."""
     extras = [t for t in (residual, bias) if t is not None]
     native = fused_elementwise.native_layer_norm_usable(tf.convert_to_tensor(x), residual, bias)
 
@@ -231,14 +233,14 @@ def _layer_norm_trainable(x, residual, gamma, beta, epsilon, bias=None):
         # The copy is an output of its own: an attribute does not cross custom_gradient.
         copy = fused_elementwise.bfloat16_copy(out)
 
-        def grad(dy, dy_bfloat16=None):
+        def grad(dy, *dy_copies):
             dx, dgamma, dbeta, *dx_sum = fused_elementwise.layer_norm_backward(
                 dy,
                 xhat,
                 rstd,
                 gamma,
                 native=native,
-                dy_bfloat16=dy_bfloat16,
+                dy_bfloat16=[g for g in dy_copies if g is not None],
                 dx_sum=bias is not None,
             )
             d_extras = [dx] if residual is not None else []
@@ -246,7 +248,8 @@ def _layer_norm_trainable(x, residual, gamma, beta, epsilon, bias=None):
                 d_extras.append(tf.cast(dx_sum[0], bias.dtype))
             return (fused_elementwise.cast(dx, x.dtype), dgamma, dbeta, *d_extras)
 
-        return (out, grad) if copy is None else ((out, copy), grad)
+        # The same tensor as several outputs: each output's gradient comes on its own.
+        return (out, grad) if copy is None else ((out, *[copy] * copies), grad)
 
     outputs = layer_norm(x, gamma, beta, *extras)
     if isinstance(outputs, tf.Tensor):
@@ -274,16 +277,17 @@ class LayerNorm(keras.layers.Layer):
         self.beta = self.add_weight(name="beta", shape=(width,), initializer="zeros")
         self.gamma = self.add_weight(name="gamma", shape=(width,), initializer="ones")
 
-    def call(self, x, training=False, residual=None, bias=None):
+    def call(self, x, training=False, residual=None, bias=None, copies=1):
         """LN(x + bias + residual) -> float32, x's shape; `residual` (float32, x's
         shape) and `bias` ([H], a dense layer's that produced x) are optional. On
         the fused-elementwise speed path, training graphs take the closed-form
         gradient and inference graphs run one oneDNN kernel where TensorFlow has
-        one (albert_tf/fused_elementwise.py)."""
+        one (albert_tf/fused_elementwise.py). `copies`: how many products will read
+        the output in bfloat16 (`_layer_norm_trainable`)."""
         gamma = tf.convert_to_tensor(self.gamma)
         beta = tf.convert_to_tensor(self.beta)
         if training and fused_elementwise.enabled():
-            return _layer_norm_trainable(x, residual, gamma, beta, self.epsilon, bias)
+            return _layer_norm_trainable(x, residual, gamma, beta, self.epsilon, bias, copies)
         return fused_elementwise.layer_norm(x, residual, gamma, beta, self.epsilon, bias)
 
     def get_config(self):
@@ -599,17 +603,18 @@ class AlbertTransformerBlock(keras.layers.Layer):
         def heads(t):  # [B*length, H] -> [B, N, length, D]
             return tf.transpose(tf.reshape(t, [batch, -1, n, d]), [0, 2, 1, 3])
 
-        x_in = fused_elementwise.cast(x_flat, dtype)
+        # One bfloat16 input per product (`fused_elementwise.casts`).
+        query_in, key_in, value_in = fused_elementwise.casts(x_flat, dtype, 3)
         if w.fused_qkv:  # full-length passes: the encoder fuses only there
             # The product in head layout [3, B, N, S, D]; slices of its leading
             # axis are views, so no split pass is needed.
             if float32_loops_for(dtype):  # head-major kernel, see fused_qkv_weights
-                qkv = w.linear(tf.reshape(x_in, [1, batch, 1, seq, n * d]), "qkv", training)
+                qkv = w.linear(tf.reshape(query_in, [1, batch, 1, seq, n * d]), "qkv", training)
                 # The loop's output has no shape for Grappler, whose fusion of the
                 # attention (`attention_probs`) needs q and k of known rank.
                 qkv = tf.ensure_shape(qkv, [3, None, n, None, d])
             else:  # one transpose of the whole product
-                qkv = w.linear(x_in, "qkv", training)
+                qkv = w.linear(query_in, "qkv", training)
                 qkv = tf.transpose(tf.reshape(qkv, [batch, seq, 3, n, d]), [2, 0, 3, 1, 4])
             return qkv[0], qkv[1], qkv[2]
 
@@ -620,26 +625,34 @@ class AlbertTransformerBlock(keras.layers.Layer):
                 return joined
             return heads(bias_and_activation(y, bias, training=training))
 
-        k, v = biased_heads(x_in, "key"), biased_heads(x_in, "value")
-        q_in = x_in if rows_flat is x_flat else tf.cast(rows_flat, dtype)
-        return biased_heads(q_in, "query"), k, v
+        k, v = biased_heads(key_in, "key"), biased_heads(value_in, "value")
+        if rows_flat is not x_flat:
+            query_in = tf.cast(rows_flat, dtype)
+        return biased_heads(query_in, "query"), k, v
 
     def _ffn_sublayer(self, h1, w, training):
         """Feed-forward of h1 [B*P, H] (dense to F with `hidden_act`, dense back
         to H), dropout, plus h1, layer norm -> [B*P, H] float32."""
         h1_in = fused_elementwise.cast(h1, self.compute_dtype)
         inter = w.linear(h1_in, "intermediate", training, self.hidden_act)
-        return self._output_sublayer(inter, "ffn_output", h1, self.ffn_layer_norm, w, training)
+        # The output feeds the next block's query, key and value products.
+        return self._output_sublayer(
+            inter, "ffn_output", h1, self.ffn_layer_norm, w, training, copies=3
+        )
 
-    def _output_sublayer(self, a, name, residual, layer_norm, w, training):
+    def _output_sublayer(self, a, name, residual, layer_norm, w, training, copies=1):
         """layer_norm(dropout(a . kernel + bias) + residual) of the dense sublayer `name`,
-        a [rows, in], residual [rows, H] float32 -> [rows, H] float32. Where the bias
-        takes a float32 loop of its own (`float32_loops_for`) and no dropout comes
-        between, the layer norm's input loop adds it with the residual instead."""
+        a [rows, in], residual [rows, H] float32 -> [rows, H] float32, read by `copies`
+        products (`LayerNorm.call`). Where the bias takes a float32 loop of its own
+        (`float32_loops_for`) and no dropout comes between, the layer norm's input loop
+        adds it with the residual instead."""
         dropout = training and self.hidden_dropout_prob > 0
         if float32_loops_for(self.compute_dtype) and not dropout:
             bias = w.biases[name]
-            return layer_norm(w.product(a, name), residual=residual, bias=bias, training=training)
+            product = w.product(a, name)
+            return layer_norm(
+                product, residual=residual, bias=bias, training=training, copies=copies
+            )
         y = w.linear(a, name, training)
         if dropout:
             y = self.hidden_dropout(y, training=training)

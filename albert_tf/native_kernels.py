@@ -12,7 +12,7 @@ TensorFlow 2.21 offers on CPU (docs/benchmarks.md):
     loop for the sum, oneDNN's layer norm and a cast; `residual_layer_norm_moments`,
     its training form, also writes what the gradient needs, and `layer_norm_backward`
     computes that gradient in one pass (with the bfloat16 copy of dx the product before
-    it takes, and adding the gradient of the output's bfloat16 copy).
+    it takes, and adding the gradients of the output's bfloat16 copies).
   * `bias_add_heads` and `heads_backward`: the query, key and value biases added and
     the product split into attention heads in one pass (an XLA loop and a transpose
     otherwise), and back, with the bias's gradient from the same pass.
@@ -216,14 +216,13 @@ def residual_layer_norm_moments(x, bias, residual, gamma, beta, epsilon):
     return out, out_bfloat16, xhat, rstd[..., None]
 
 
-def layer_norm_backward(dy, xhat, rstd, gamma, dy_bfloat16=None):
+def layer_norm_backward(dy, xhat, rstd, gamma, dy_bfloat16=()):
     """A layer norm's gradient: dy and xhat [..., H], rstd [..., 1], gamma [H], float32,
-    and `dy_bfloat16` [..., H] (the gradient of the output's bfloat16 copy, added to dy)
-    or None -> (dx [..., H], the same rounded to bfloat16, dgamma [H], dbeta [H], dx
-    summed over all rows [H]). The column sums add fixed blocks of rows in a fixed order
-    (the same on any thread count)."""
-    copies = [] if dy_bfloat16 is None else [dy_bfloat16]
-    return tuple(library().albert_layer_norm_backward(dy, copies, xhat, rstd, gamma))
+    and `dy_bfloat16`, a list of bfloat16 [..., H] (the gradients of the output's
+    bfloat16 copies, added to dy in float32 in the pass) -> (dx [..., H], the same
+    rounded to bfloat16, dgamma [H], dbeta [H], dx summed over all rows [H]). The column
+    sums add fixed blocks of rows in a fixed order (the same on any thread count)."""
+    return tuple(library().albert_layer_norm_backward(dy, list(dy_bfloat16), xhat, rstd, gamma))
 
 
 def residual_layer_norm(x, bias, residual, gamma, beta, epsilon):

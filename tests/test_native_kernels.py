@@ -291,22 +291,24 @@ def test_layer_norm_backward_equals_the_loop():
     np.testing.assert_array_equal(again[4].numpy(), dx_sum.numpy())
 
 
-def test_layer_norm_backward_adds_the_gradient_of_the_bfloat16_copy():
+def test_layer_norm_backward_adds_the_gradients_of_the_bfloat16_copies():
     rng = np.random.default_rng(8)
     dy, xhat = (tf.constant(rng.normal(size=(70, 48)), tf.float32) for _ in range(2))
-    dy16 = _bf16(rng.normal(size=(70, 48)))
+    copies = [_bf16(rng.normal(size=(70, 48))) for _ in range(3)]
     rstd = tf.constant(rng.uniform(0.5, 2.0, size=(70, 1)), tf.float32)
     gamma = tf.constant(rng.normal(size=48), tf.float32)
-    got = native_kernels.layer_norm_backward(dy, xhat, rstd, gamma, dy16)
-    # As if the graph had added them before the kernel (up to float32 rounding: the
-    # compiler may contract the sum into the products that follow).
-    want = native_kernels.layer_norm_backward(dy + tf.cast(dy16, tf.float32), xhat, rstd, gamma)
-    for g, w in zip(got[::2] + got[3:4], want[::2] + want[3:4]):
-        np.testing.assert_allclose(_as64(g), _as64(w), rtol=1e-5, atol=1e-5)
+    for count in (1, 3):
+        got = native_kernels.layer_norm_backward(dy, xhat, rstd, gamma, copies[:count])
+        # As if the graph had added them before the kernel in float32 (up to float32
+        # rounding: the compiler may contract the sum into the products that follow).
+        total = dy + tf.add_n([tf.cast(c, tf.float32) for c in copies[:count]])
+        want = native_kernels.layer_norm_backward(total, xhat, rstd, gamma)
+        for g, w in zip(got[::2] + got[3:4], want[::2] + want[3:4]):
+            np.testing.assert_allclose(_as64(g), _as64(w), rtol=1e-5, atol=1e-5)
     plain = native_kernels.layer_norm_backward(dy, xhat, rstd, gamma)
-    assert np.abs(_as64(got[0]) - _as64(plain[0])).max() > 0.1  # the copy's gradient counts
+    assert np.abs(_as64(got[0]) - _as64(plain[0])).max() > 0.1  # the copies' gradients count
     with pytest.raises(tf.errors.InvalidArgumentError, match="dy_bfloat16 must have the shape"):
-        native_kernels.layer_norm_backward(dy, xhat, rstd, gamma, dy16[:3])
+        native_kernels.layer_norm_backward(dy, xhat, rstd, gamma, [copies[0], copies[1][:3]])
 
 
 def _heads_by_transpose(y, bias, num_heads):
@@ -496,7 +498,12 @@ def test_bfloat16_graphs_use_them_float32_and_accelerators_not():
         cfg.num_hidden_layers
     )
     assert train_ops.count("Cast") <= loop_train_ops.count("Cast") - 2 * (layer_norms - 1)
-    assert train_ops.count("AddN") <= loop_train_ops.count("AddN") - (layer_norms - 1)
+    # Nor of the query, key and value products' input gradients (every block's but the
+    # first's, whose input is the embeddings' projection): each reaches the layer norm's
+    # pass on its own.
+    assert train_ops.count("AddN") <= loop_train_ops.count("AddN") - (layer_norms - 1) - (
+        cfg.num_hidden_layers - 1
+    )
     # The layer-norm gradient's three column sums (dgamma, dbeta, the dense bias's) are
     # in the kernel's pass.
     assert train_ops.count("Sum") <= loop_train_ops.count("Sum") - 3 * layer_norms

@@ -316,23 +316,29 @@ extern "C" void albert_residual_layer_norm_moments_rows(
 // [rows], gamma [cols] -> dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dy gamma,
 // in float32 and rounded to bfloat16 (dx16), and this block's column sums of dy xhat
 // (dgamma), dy (dbeta) and dx (dx_sum, the gradient of a bias added to the input),
-// [cols] each, overwritten. Where dy16 (bfloat16 [rows, cols], the gradient of the
-// output's bfloat16 copy) is not null, dy stands for dy + dy16.
-extern "C" void albert_layer_norm_backward_rows(const float* dy, const uint16_t* dy16,
-                                                const float* xhat, const float* rstd,
-                                                const float* gamma, float* dx, uint16_t* dx16,
-                                                float* dgamma, float* dbeta, float* dx_sum,
-                                                int64_t rows, int64_t cols) {
+// [cols] each, overwritten. dy16[0..copies) (bfloat16 [rows, cols] each, the gradients of
+// the output's bfloat16 copies): dy stands for dy plus all of them, added in float32.
+extern "C" void albert_layer_norm_backward_rows(const float* dy, const uint16_t* const* dy16,
+                                                int64_t copies, const float* xhat,
+                                                const float* rstd, const float* gamma,
+                                                float* dx, uint16_t* dx16, float* dgamma,
+                                                float* dbeta, float* dx_sum, int64_t rows,
+                                                int64_t cols) {
   for (int64_t j = 0; j < cols; ++j) dgamma[j] = dbeta[j] = dx_sum[j] = 0.0f;
   for (int64_t row = 0; row < rows; ++row) {
     const float* dy_row = dy + row * cols;
-    const uint16_t* dy16_row = dy16 == nullptr ? nullptr : dy16 + row * cols;
     const float* xhat_row = xhat + row * cols;
     float* dx_row = dx + row * cols;
     uint16_t* dx16_row = dx16 + row * cols;
+    // The row's whole dy, kept in dx_row until dx overwrites it.
+    for (int64_t j = 0; j < cols; ++j) dx_row[j] = dy_row[j];
+    for (int64_t c = 0; c < copies; ++c) {
+      const uint16_t* copy_row = dy16[c] + row * cols;
+      for (int64_t j = 0; j < cols; ++j) dx_row[j] += from_bfloat16(copy_row[j]);
+    }
     float sum_g = 0.0f, sum_gx = 0.0f;
     for (int64_t j = 0; j < cols; ++j) {
-      const float d = dy16_row == nullptr ? dy_row[j] : dy_row[j] + from_bfloat16(dy16_row[j]);
+      const float d = dx_row[j];
       const float g = d * gamma[j];
       sum_g += g;
       sum_gx += g * xhat_row[j];
@@ -342,8 +348,7 @@ extern "C" void albert_layer_norm_backward_rows(const float* dy, const uint16_t*
     const float mean_g = sum_g / float(cols), mean_gx = sum_gx / float(cols);
     const float r = rstd[row];
     for (int64_t j = 0; j < cols; ++j) {
-      const float d = dy16_row == nullptr ? dy_row[j] : dy_row[j] + from_bfloat16(dy16_row[j]);
-      const float v = r * (d * gamma[j] - mean_g - xhat_row[j] * mean_gx);
+      const float v = r * (dx_row[j] * gamma[j] - mean_g - xhat_row[j] * mean_gx);
       dx_row[j] = v;
       dx16_row[j] = to_bfloat16(v);
       dx_sum[j] += v;

@@ -18,11 +18,12 @@ extern "C" void albert_residual_layer_norm_moments_rows(
     const uint16_t* x, const uint16_t* bias, const float* residual, const float* gamma,
     const float* beta, float epsilon, float* out, uint16_t* out16, float* xhat, float* rstd,
     int64_t rows, int64_t cols);
-extern "C" void albert_layer_norm_backward_rows(const float* dy, const uint16_t* dy16,
-                                                const float* xhat, const float* rstd,
-                                                const float* gamma, float* dx, uint16_t* dx16,
-                                                float* dgamma, float* dbeta, float* dx_sum,
-                                                int64_t rows, int64_t cols);
+extern "C" void albert_layer_norm_backward_rows(const float* dy, const uint16_t* const* dy16,
+                                                int64_t copies, const float* xhat,
+                                                const float* rstd, const float* gamma,
+                                                float* dx, uint16_t* dx16, float* dgamma,
+                                                float* dbeta, float* dx_sum, int64_t rows,
+                                                int64_t cols);
 extern "C" void albert_bias_add_heads_rows(const uint16_t* y, const uint16_t* bias,
                                            uint16_t* out, int64_t first, int64_t last,
                                            int64_t seq, int64_t heads, int64_t head_size);
@@ -367,30 +368,30 @@ REGISTER_OP("AlbertLayerNormBackward")
     })
     .Doc("The gradient of a layer norm from dy, xhat and rstd (x's shape but the last axis): "
          "dx (also in bfloat16), and the sums of dy xhat, of dy and of dx over all rows. "
-         "dy_bfloat16 (none or one, dy's shape): the gradient of the output's bfloat16 copy, "
-         "added to dy.");
+         "dy_bfloat16 (any number, dy's shape): the gradients of the output's bfloat16 "
+         "copies, added to dy.");
 
 class LayerNormBackwardOp : public OpKernel {
  public:
   explicit LayerNormBackwardOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
 
   void Compute(OpKernelContext* ctx) override {
-    // Inputs: dy, then dy_bfloat16 (none or one), xhat, rstd, gamma.
+    // Inputs: dy, then dy_bfloat16 (any number), xhat, rstd, gamma.
     const int copies = ctx->num_inputs() - 4;
     const Tensor& dy = ctx->input(0);
     const Tensor& xhat = ctx->input(1 + copies);
     const Tensor& rstd = ctx->input(2 + copies);
     const Tensor& gamma_in = ctx->input(3 + copies);
     if (!has_rows(ctx, dy)) return;
-    OP_REQUIRES(ctx, copies <= 1,
-                InvalidArgument("dy_bfloat16 must hold at most one tensor, got ", copies));
     OP_REQUIRES(ctx, xhat.shape() == dy.shape(),
                 InvalidArgument("xhat must have the shape of dy ", dy.shape().DebugString(),
                                 ", got ", xhat.shape().DebugString()));
-    OP_REQUIRES(ctx, copies == 0 || ctx->input(1).shape() == dy.shape(),
-                InvalidArgument("dy_bfloat16 must have the shape of dy ",
-                                dy.shape().DebugString(), ", got ",
-                                ctx->input(1).shape().DebugString()));
+    for (int c = 1; c <= copies; ++c) {
+      OP_REQUIRES(ctx, ctx->input(c).shape() == dy.shape(),
+                  InvalidArgument("dy_bfloat16 must have the shape of dy ",
+                                  dy.shape().DebugString(), ", got ",
+                                  ctx->input(c).shape().DebugString()));
+    }
     const int64_t cols = dy.dim_size(dy.dims() - 1);
     if (!is_vector_of(ctx, gamma_in, cols, "gamma")) return;
     const int64_t rows = cols ? dy.NumElements() / cols : 0;
@@ -405,7 +406,8 @@ class LayerNormBackwardOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(3, gamma_in.shape(), &dbeta));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(4, gamma_in.shape(), &dx_sum));
     const float* dy_data = data<float>(dy);
-    const uint16_t* dy16_data = copies ? data<uint16_t>(ctx->input(1)) : nullptr;
+    std::vector<const uint16_t*> dy16_data(copies);
+    for (int c = 0; c < copies; ++c) dy16_data[c] = data<uint16_t>(ctx->input(1 + c));
     const float* xhat_data = data<float>(xhat);
     const float* rstd_data = data<float>(rstd);
     const float* gamma = data<float>(gamma_in);
@@ -416,11 +418,12 @@ class LayerNormBackwardOp : public OpKernel {
     if (!column_sums_over_row_blocks(
             ctx, rows, 3 * cols, 13 * cols, totals.data(),
             [&](int64_t first, int64_t last, float* sums) {
+              std::vector<const uint16_t*> dy16_rows(copies);
+              for (int c = 0; c < copies; ++c) dy16_rows[c] = dy16_data[c] + first * cols;
               albert_layer_norm_backward_rows(
-                  dy_data + first * cols, dy16_data ? dy16_data + first * cols : nullptr,
-                  xhat_data + first * cols, rstd_data + first, gamma, dx_data + first * cols,
-                  dx16_data + first * cols, sums, sums + cols, sums + 2 * cols, last - first,
-                  cols);
+                  dy_data + first * cols, dy16_rows.data(), copies, xhat_data + first * cols,
+                  rstd_data + first, gamma, dx_data + first * cols, dx16_data + first * cols,
+                  sums, sums + cols, sums + 2 * cols, last - first, cols);
             }))
       return;
     std::copy(totals.begin(), totals.begin() + cols, mutable_data<float>(dgamma));
