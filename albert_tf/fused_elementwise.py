@@ -184,6 +184,21 @@ def bias_gelu_tanh_backward(dz, y, bias):
     return _bias_gelu_tanh_backward_loop(dz, y, bias), None
 
 
+def known_zeros(t):
+    """Whether graph tensor t is zeros by construction: the zeros (ZerosLike, Fill or,
+    for small static shapes, a constant) that TensorFlow's gradient code makes for an
+    output nothing used. A custom gradient can skip such a term instead of adding it
+    (a pass over activation-sized memory)."""
+    if t is None or tf.executing_eagerly() or not hasattr(t, "op"):
+        return False
+    if t.op.type == "ZerosLike":
+        return True
+    if t.op.type in ("Fill", "Const"):
+        value = tf.get_static_value(t.op.inputs[1] if t.op.type == "Fill" else t)
+        return value is not None and not value.any()
+    return False
+
+
 def sum_terms(terms):
     """The sum of `terms`, tensors of one shape and dtype, in their order: for bfloat16
     where `_native_usable` one native pass (added in float32, rounded once; 3.7x faster

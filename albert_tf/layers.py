@@ -240,7 +240,9 @@ def _layer_norm_trainable(x, residual, gamma, beta, epsilon, bias=None, copies=1
                 rstd,
                 gamma,
                 native=native,
-                dy_bfloat16=[g for g in dy_copies if g is not None],
+                dy_bfloat16=[
+                    g for g in dy_copies if g is not None and not fused_elementwise.known_zeros(g)
+                ],
                 dx_sum=bias is not None,
             )
             d_extras = [dx] if residual is not None else []

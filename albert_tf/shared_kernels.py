@@ -99,7 +99,12 @@ def run_with_summed_kernel_gradients(
             outputs = list(body(x, tensor_values, matmul))
 
         def grad(*output_grads, variables=None):
-            pairs = [(o, g) for o, g in zip(outputs, output_grads) if g is not None]
+            # Outputs nothing used (every layer's but the last, often) come with zeros.
+            pairs = [
+                (o, g)
+                for o, g in zip(outputs, output_grads)
+                if g is not None and not fused_elementwise.known_zeros(g)
+            ]
             products = [y for key in kernel_keys for _, y in uses[key]]
             sources = [x] + list(tensor_values.values()) + products + list(variables or [])
             grads = tape.gradient(

@@ -320,3 +320,14 @@ def test_accelerator_decision_turns_the_fused_kernels_off():
         with fe.disabled():  # disabled() wins over the decision
             assert not fe.enabled()
         assert len(_xla_functions(fe.gelu_tanh, f32)) == 1
+
+
+def test_known_zeros_are_the_gradient_codes_zeros():
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [2, 3])
+        made = [tf.zeros_like(x), tf.zeros([2, 3]), tf.fill([2, 3], 0.0)]
+        others = [x, tf.fill([2, 3], 1.0), x * 0.0, tf.fill([2, 3], x[0, 0]), None]
+        others.append(tf.constant([0.0, 1.0]))
+        assert [fe.known_zeros(t) for t in made] == [True] * 3
+        assert [fe.known_zeros(t) for t in others] == [False] * 6
+    assert not fe.known_zeros(tf.zeros([2, 3]))  # eager tensors: never

@@ -182,6 +182,31 @@ def test_no_recording_without_training_or_sharing():
     assert not bert.shares_weights
 
 
+def test_unused_layer_outputs_add_no_zeros():
+    """Only the last layer's output feeds the loss: the other layers' outputs get
+    zeros from TensorFlow's gradient code, which the summed-gradient stack skips
+    instead of adding into the layers' gradients."""
+    cfg, summed, _ = _models()
+    ids = {"input_ids": tf.constant([[1, 2, 3, 4]], tf.int32)}
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(summed(ids, training=True)["sequence_output"])
+        return tape.gradient(loss, summed.trainable_variables)
+
+    def zeros(t):
+        if t.op.type == "ZerosLike":
+            return True
+        value = tf.get_static_value(t) if t.op.type in ("Fill", "Const") else None
+        return value is not None and value.ndim == 3 and not value.any()
+
+    graph = step.get_concrete_function().graph
+    adds = [op for op in graph.get_operations() if op.type in ("AddN", "AddV2")]
+    assert len(adds) > 10
+    assert [op.name for op in adds if any(zeros(t) for t in op.inputs)] == []
+
+
 def test_stacking_choice_follows_bytes_moved():
     big_kernel = tf.zeros([4096, 16384])  # ALBERT-xxlarge FFN, 256 rows per use
     assert shared_kernels._stacking_is_cheaper([tf.zeros([256, 4096])] * 12, big_kernel)
