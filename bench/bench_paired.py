@@ -124,13 +124,40 @@ def _mfu_summary(flops, seconds, probe_rates, kind):
     rates = {name: r for name, r in probe_rates.items() if name.endswith(kind)}
     # A probe's pooled rate: its FLOPs over its time, i.e. the harmonic mean of its rates.
     pooled_peak = max(len(r) / sum(1 / x for x in r) for r in rates.values())
-    per_round = [flops / s / max(peaks) for s, peaks in zip(seconds, zip(*rates.values()))]
+    round_peaks = [max(peaks) for peaks in zip(*rates.values())]
+    per_round = [flops / s / peak for s, peak in zip(seconds, round_peaks)]
     return {
         "pooled": flops * len(seconds) / sum(seconds) / pooled_peak,
         "mfu": statistics.median(per_round),
         "min": min(per_round),
         "max": max(per_round),
+        **_by_state(per_round, round_peaks),
     }
+
+
+def _by_state(per_round, round_peaks):
+    """Per-round MFU split by the machine's state in that round: rounds whose probe ran
+    below the midpoint of the run's slowest and fastest probe ("slow") and the others
+    ("fast"); one state only where the fastest probe is within 1.5x of the slowest.
+    Returns {"slow": (median, rounds), "fast": (median, rounds)}, None for a state
+    without rounds."""
+    low, high = min(round_peaks), max(round_peaks)
+    middle = (low + high) / 2 if high > 1.5 * low else float("inf")
+    states = {"slow": [], "fast": []}
+    for mfu, peak in zip(per_round, round_peaks):
+        states["slow" if peak < middle else "fast"].append(mfu)
+    return {
+        state: (statistics.median(values), len(values)) if values else None
+        for state, values in states.items()
+    }
+
+
+def _states_cell(summary):
+    """'slow, fast' per-round MFU medians with their round counts, '-' for none."""
+    return ", ".join(
+        "-" if summary[state] is None else f"{summary[state][0]:.0%} ({summary[state][1]})"
+        for state in ("slow", "fast")
+    )
 
 
 def worker_pretraining(seq, batch, pairs):
@@ -222,14 +249,18 @@ def main(argv=None):
             "burst (two products) and sustained (repeated for as long as our call takes). "
             "MFU: our model's FLOPs over its summed time against the faster probe's FLOPs "
             "over its summed time (pooled over the run), then per round against that "
-            "round's faster probe, median (range). Probes: median GFLOP/s (range).",
+            "round's faster probe, median (range). By state: the per-round sustained MFU "
+            "of the rounds whose sustained probe ran below the midpoint of the run's "
+            "slowest and fastest (slow) and above it (fast), median (rounds); the machine "
+            "switches between the two within seconds. Probes: median GFLOP/s (range).",
             "",
             "| dtype | mode | batch | ours | keras-hub | ratio (range) "
             "| our MFU, sustained peak: pooled, per round (range) "
-            "| our MFU, burst peak: pooled, per round (range) | "
+            "| our MFU, burst peak: pooled, per round (range) "
+            "| sustained MFU by state: slow, fast | "
             + " | ".join(f"{name} probe" for name in encoder[0]["probes"])
             + " |",
-            "|---|---|---:|---:|---:|---|---|---|" + "---|" * len(encoder[0]["probes"]),
+            "|---|---|---:|---:|---:|---|---|---|---|" + "---|" * len(encoder[0]["probes"]),
         ]
         for r in encoder:
             mode = "inference" if r["mode"] == "infer" else "fwd+bwd"
@@ -245,6 +276,7 @@ def main(argv=None):
                     f"| {m['pooled']:.0%}, {m['mfu']:.0%} ({m['min']:.0%}-{m['max']:.0%}) "
                     for m in (r["sustained"], r["burst"])
                 )
+                + f"| {_states_cell(r['sustained'])} "
                 + f"| {' | '.join(probes)} |"
             )
     if pretraining:
