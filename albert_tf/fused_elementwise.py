@@ -39,8 +39,9 @@ What is fused, and what is not (measured on the bench machine):
   * bfloat16, where this machine has a C++ compiler: the FFN's bias + GELU (and its
     gradient) and each dense sublayer's bias + residual + layer norm (in inference
     with the bfloat16 copy the next product reads, see `cast`; in training with the
-    moments its gradient needs), and the layer-norm gradient (with dx's bfloat16
-    copy) are C++ kernels instead (albert_tf.native_kernels; speed path
+    moments its gradient needs), the layer-norm gradient (with dx's bfloat16 copy),
+    the attention softmax's gradient and the sums of bfloat16 terms (`sum_terms`)
+    are C++ kernels instead (albert_tf.native_kernels; speed path
     `native_cpu_kernels`).
 
 Results equal the plain ops to float32 rounding (XLA's tanh differs in the

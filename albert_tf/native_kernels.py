@@ -18,6 +18,8 @@ TensorFlow 2.21 offers on CPU (docs/benchmarks.md):
     otherwise), and back, with the bias's gradient from the same pass.
   * `softmax_backward`: the attention softmax's gradient, one pass over each row (an
     XLA loop otherwise).
+  * `sum_terms`: bfloat16 tensors added in float32 and rounded once (the shared kernels'
+    gradients over the layers), where TensorFlow's bfloat16 AddN rounds as it goes.
 
 With AVX-512 the loops work on 16 floats at a time with explicit vector code (exp by
 vscalefps, bfloat16 rounding by vcvtneps2bf16 where AVX512_BF16 is there), else as
