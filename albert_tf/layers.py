@@ -609,14 +609,15 @@ class AlbertTransformerBlock(keras.layers.Layer):
         query_in, key_in, value_in = fused_elementwise.casts(x_flat, dtype, 3)
         if w.fused_qkv:  # full-length passes: the encoder fuses only there
             # The product in head layout [3, B, N, S, D]; slices of its leading
-            # axis are views, so no split pass is needed.
+            # axis are views, so no split pass is needed. It reads x once.
+            x_in = query_in
             if float32_loops_for(dtype):  # head-major kernel, see fused_qkv_weights
-                qkv = w.linear(tf.reshape(query_in, [1, batch, 1, seq, n * d]), "qkv", training)
+                qkv = w.linear(tf.reshape(x_in, [1, batch, 1, seq, n * d]), "qkv", training)
                 # The loop's output has no shape for Grappler, whose fusion of the
                 # attention (`attention_probs`) needs q and k of known rank.
                 qkv = tf.ensure_shape(qkv, [3, None, n, None, d])
             else:  # one transpose of the whole product
-                qkv = w.linear(query_in, "qkv", training)
+                qkv = w.linear(x_in, "qkv", training)
                 qkv = tf.transpose(tf.reshape(qkv, [batch, seq, 3, n, d]), [2, 0, 3, 1, 4])
             return qkv[0], qkv[1], qkv[2]
 
