@@ -209,32 +209,11 @@ def test_vector_and_plain_loops_agree(tmp_path):
         out, xhat = np.zeros((rows, cols), np.float32), np.zeros((rows, cols), np.float32)
         out16, rstd = np.zeros((rows, cols), np.uint16), np.zeros(rows, np.float32)
         eps = ctypes.c_float(1e-12)
-        lib.albert_residual_layer_norm_rows(
-            ptr(dz),
-            ptr(bias),
-            ptr(residual),
-            ptr(gamma),
-            ptr(beta),
-            eps,
-            ptr(out),
-            ptr(out16),
-            n,
-            c,
-        )
+        common = [ptr(t) for t in (dz, bias, residual, gamma, beta)] + [eps]
+        lib.albert_residual_layer_norm_rows(*common, ptr(out), ptr(out16), n, c)
         results[name] += [out.copy(), out16.view(BF16).astype(np.float64)]
         lib.albert_residual_layer_norm_moments_rows(
-            ptr(dz),
-            ptr(bias),
-            ptr(residual),
-            ptr(gamma),
-            ptr(beta),
-            eps,
-            ptr(out),
-            ptr(out16),
-            ptr(xhat),
-            ptr(rstd),
-            n,
-            c,
+            *common, ptr(out), ptr(out16), ptr(xhat), ptr(rstd), n, c
         )
         results[name] += [out, out16.view(BF16).astype(np.float64), xhat, rstd]
     # Output name -> whether bfloat16 (else float32, compared to float32 rounding).

@@ -241,6 +241,35 @@ static inline void row_sum_and_moments(const uint16_t* x_row, const uint16_t* bi
   *rstd = 1.0f / std::sqrt(squares / float(cols) + epsilon);
 }
 
+// One row of a layer norm from its sums s (cols values) and moments: out = (s - mean) rstd
+// gamma + beta, out16 = out rounded to bfloat16, and where xhat is not null, xhat = (s -
+// mean) rstd. s may be out or xhat itself (each value is read before it is written).
+static inline void normalise_row(const float* sums, float mean, float rstd, const float* gamma,
+                                 const float* beta, float* out, uint16_t* out16, float* xhat,
+                                 int64_t cols) {
+#ifdef ALBERT_VECTOR_LOOPS
+  const __m512 means = _mm512_set1_ps(mean), rstds = _mm512_set1_ps(rstd);
+  for (int64_t j = 0; j < cols; j += 16) {
+    const __mmask16 m = lanes(j, cols);
+    const __m512 normalised =
+        _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, sums + j), means), rstds);
+    const __m512 v = _mm512_fmadd_ps(normalised, _mm512_maskz_loadu_ps(m, gamma + j),
+                                     _mm512_maskz_loadu_ps(m, beta + j));
+    if (xhat != nullptr) _mm512_mask_storeu_ps(xhat + j, m, normalised);
+    _mm512_mask_storeu_ps(out + j, m, v);
+    store_bfloat16(out16 + j, v, m);
+  }
+  return;
+#endif
+  for (int64_t j = 0; j < cols; ++j) {
+    const float normalised = (sums[j] - mean) * rstd;
+    const float v = normalised * gamma[j] + beta[j];
+    if (xhat != nullptr) xhat[j] = normalised;
+    out[j] = v;
+    out16[j] = to_bfloat16(v);
+  }
+}
+
 // out = LN(x + bias + residual) over each row, in float32, and out16 = out rounded to
 // bfloat16: x [rows, cols] bfloat16, bias [cols] bfloat16, residual, out [rows, cols]
 // float32, gamma and beta [cols] float32.
@@ -254,24 +283,7 @@ extern "C" void albert_residual_layer_norm_rows(const uint16_t* x, const uint16_
     float mean, rstd;
     row_sum_and_moments(x + row * cols, bias, residual + row * cols, epsilon, cols, out_row,
                         &mean, &rstd);
-#ifdef ALBERT_VECTOR_LOOPS
-    const __m512 means = _mm512_set1_ps(mean), rstds = _mm512_set1_ps(rstd);
-    for (int64_t j = 0; j < cols; j += 16) {
-      const __mmask16 m = lanes(j, cols);
-      const __m512 normalised =
-          _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, out_row + j), means), rstds);
-      const __m512 v = _mm512_fmadd_ps(normalised, _mm512_maskz_loadu_ps(m, gamma + j),
-                                       _mm512_maskz_loadu_ps(m, beta + j));
-      _mm512_mask_storeu_ps(out_row + j, m, v);
-      store_bfloat16(out16_row + j, v, m);
-    }
-    continue;
-#endif
-    for (int64_t j = 0; j < cols; ++j) {
-      const float v = (out_row[j] - mean) * rstd * gamma[j] + beta[j];
-      out_row[j] = v;
-      out16_row[j] = to_bfloat16(v);
-    }
+    normalise_row(out_row, mean, rstd, gamma, beta, out_row, out16_row, nullptr, cols);
   }
 }
 
@@ -288,27 +300,7 @@ extern "C" void albert_residual_layer_norm_moments_rows(
     float mean;
     row_sum_and_moments(x + row * cols, bias, residual + row * cols, epsilon, cols, xhat_row,
                         &mean, rstd + row);
-#ifdef ALBERT_VECTOR_LOOPS
-    const __m512 means = _mm512_set1_ps(mean), rstds = _mm512_set1_ps(rstd[row]);
-    for (int64_t j = 0; j < cols; j += 16) {
-      const __mmask16 m = lanes(j, cols);
-      const __m512 normalised =
-          _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, xhat_row + j), means), rstds);
-      const __m512 v = _mm512_fmadd_ps(normalised, _mm512_maskz_loadu_ps(m, gamma + j),
-                                       _mm512_maskz_loadu_ps(m, beta + j));
-      _mm512_mask_storeu_ps(xhat_row + j, m, normalised);
-      _mm512_mask_storeu_ps(out_row + j, m, v);
-      store_bfloat16(out16_row + j, v, m);
-    }
-    continue;
-#endif
-    for (int64_t j = 0; j < cols; ++j) {
-      const float normalised = (xhat_row[j] - mean) * rstd[row];
-      const float v = normalised * gamma[j] + beta[j];
-      xhat_row[j] = normalised;
-      out_row[j] = v;
-      out16_row[j] = to_bfloat16(v);
-    }
+    normalise_row(xhat_row, mean, rstd[row], gamma, beta, out_row, out16_row, xhat_row, cols);
   }
 }
 
