@@ -199,6 +199,8 @@ def test_vector_and_plain_loops_agree(tmp_path):
     residual = rng.normal(size=(rows, cols)).astype(np.float32)
     gamma, beta = rng.normal(size=(2, cols)).astype(np.float32)
     results = {}
+    terms = [bits(rng.normal(size=(rows, cols))) for _ in range(5)]
+    pointers = (ctypes.c_void_p * 5)(*[t.ctypes.data for t in terms])
     for name, lib in (("vector", vector), ("plain", plain), ("integer", integer_rounding)):
         z, dy, dx = (np.zeros((rows, cols), np.uint16) for _ in range(3))
         dbias = np.zeros(cols, np.float32)
@@ -206,7 +208,11 @@ def test_vector_and_plain_loops_agree(tmp_path):
         lib.albert_bias_gelu_rows(ptr(y), ptr(bias), ptr(z), n, c)
         lib.albert_bias_gelu_backward_rows(ptr(dz), ptr(y), ptr(bias), ptr(dy), ptr(dbias), n, c)
         lib.albert_softmax_backward_rows(ptr(dz), ptr(p), ctypes.c_float(0.125), ptr(dx), n, c)
-        results[name] = [a.view(BF16).astype(np.float64) for a in (z, dy, dx)] + [dbias]
+        total = np.zeros((rows, cols), np.uint16)
+        size = ctypes.c_int64(rows * cols)
+        lib.albert_sum_terms(pointers, ctypes.c_int64(5), ptr(total), ctypes.c_int64(0), size)
+        arrays = (z, dy, dx, total)
+        results[name] = [a.view(BF16).astype(np.float64) for a in arrays] + [dbias]
         # Layer norms of x + bias + residual, inference form and training form.
         out, xhat = np.zeros((rows, cols), np.float32), np.zeros((rows, cols), np.float32)
         out16, rstd = np.zeros((rows, cols), np.uint16), np.zeros(rows, np.float32)
@@ -219,7 +225,7 @@ def test_vector_and_plain_loops_agree(tmp_path):
         )
         results[name] += [out, out16.view(BF16).astype(np.float64), xhat, rstd]
     # Output name -> whether bfloat16 (else float32, compared to float32 rounding).
-    names = {"gelu": 1, "dy": 1, "dx": 1, "db": 0, "ln": 0, "ln16": 1}
+    names = {"gelu": 1, "dy": 1, "dx": 1, "sum": 1, "db": 0, "ln": 0, "ln16": 1}
     names.update({"moments ln": 0, "moments ln16": 1, "xhat": 0, "rstd": 0})
     for got, want, (what, bfloat16) in zip(results["vector"], results["plain"], names.items()):
         both_nan = np.isnan(got) & np.isnan(want)
