@@ -155,6 +155,17 @@ def build(cxx: str, target: str) -> None:
         os.replace(library, target)
 
 
+def build_loops(target: str, *flags: str) -> None:
+    """loops.cc alone (no TensorFlow) as the shared library `target`, with the kernels'
+    loop flags and then `flags` (e.g. -DALBERT_PLAIN_LOOPS): for tests and benches that
+    call the loops through ctypes. Raises BuildError where it cannot be built."""
+    cxx = compiler()
+    if cxx is None:
+        raise BuildError("no C++ compiler found ($CXX, c++, g++)")
+    loops = _sources()[0]
+    _run([cxx, *LOOP_FLAGS, *flags, "-shared", loops, "-o", target], f"compiling {loops}")
+
+
 def built_library() -> str:
     """The path of this machine's library, built first if the cache has none; raises
     BuildError where it cannot be built."""

@@ -161,16 +161,9 @@ def test_sum_terms_adds_in_float32_and_rounds_once():
 def _loops_library(tmp_path, name, *flags):
     """loops.cc alone as a shared library built with native_kernels' flags and `flags`."""
     import ctypes
-    import subprocess
 
     target = str(tmp_path / f"{name}.so")
-    source = os.path.join(native_kernels.SOURCE_DIR, "loops.cc")
-    cxx = native_kernels.compiler()
-    subprocess.run(
-        [cxx, *native_kernels.LOOP_FLAGS, *flags, "-shared", source, "-o", target],
-        check=True,
-        capture_output=True,
-    )
+    native_kernels.build_loops(target, *flags)
     return ctypes.CDLL(target)
 
 

@@ -10,10 +10,13 @@
 #include <cstdint>
 #include <cstring>
 
-// With AVX-512 (F, BW, VL, DQ) the elementwise loops run on 16 floats at a time through
-// the helpers below, the last columns of a row under a mask; otherwise (or compiled with
-// -DALBERT_PLAIN_LOOPS, as a test does to compare the two) as plain loops the compiler
-// vectorises as it can: the same formulas, results within float32 rounding.
+// With AVX-512 (F, BW, VL, DQ) the GELU loops, the softmax gradient and the sums of terms
+// run on 16 floats at a time through the helpers below, the last columns of a row under a
+// mask; otherwise (or compiled with -DALBERT_PLAIN_LOOPS, as a test does to compare the
+// two) as plain loops the compiler vectorises as it can: the same formulas, results within
+// float32 rounding. The layer norms and the heads are plain loops everywhere: they run at
+// memory speed as the compiler vectorises them (written with the helpers they were no
+// faster; bench/bench_loops.py times both builds against a copy of the same bytes).
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
     defined(__AVX512DQ__) && !defined(ALBERT_PLAIN_LOOPS)
 #define ALBERT_VECTOR_LOOPS 1
@@ -205,27 +208,6 @@ extern "C" void albert_bias_gelu_backward_rows(const uint16_t* dz, const uint16_
 static inline void row_sum_and_moments(const uint16_t* x_row, const uint16_t* bias,
                                 const float* residual_row, float epsilon, int64_t cols,
                                 float* sums, float* mean, float* rstd) {
-#ifdef ALBERT_VECTOR_LOOPS
-  __m512 total = _mm512_setzero_ps();
-  for (int64_t j = 0; j < cols; j += 16) {
-    const __mmask16 m = lanes(j, cols);
-    const __m512 s =
-        _mm512_add_ps(_mm512_add_ps(load_bfloat16(x_row + j, m), load_bfloat16(bias + j, m)),
-                      _mm512_maskz_loadu_ps(m, residual_row + j));
-    _mm512_mask_storeu_ps(sums + j, m, s);
-    total = _mm512_add_ps(total, s);
-  }
-  *mean = _mm512_reduce_add_ps(total) / float(cols);
-  const __m512 means = _mm512_set1_ps(*mean);
-  __m512 square_sums = _mm512_setzero_ps();
-  for (int64_t j = 0; j < cols; j += 16) {
-    const __mmask16 m = lanes(j, cols);
-    const __m512 d = _mm512_maskz_sub_ps(m, _mm512_maskz_loadu_ps(m, sums + j), means);
-    square_sums = _mm512_fmadd_ps(d, d, square_sums);
-  }
-  *rstd = 1.0f / std::sqrt(_mm512_reduce_add_ps(square_sums) / float(cols) + epsilon);
-  return;
-#endif
   float sum = 0.0f;
   for (int64_t j = 0; j < cols; ++j) {
     const float s = from_bfloat16(x_row[j]) + from_bfloat16(bias[j]) + residual_row[j];
@@ -247,20 +229,6 @@ static inline void row_sum_and_moments(const uint16_t* x_row, const uint16_t* bi
 static inline void normalise_row(const float* sums, float mean, float rstd, const float* gamma,
                                  const float* beta, float* out, uint16_t* out16, float* xhat,
                                  int64_t cols) {
-#ifdef ALBERT_VECTOR_LOOPS
-  const __m512 means = _mm512_set1_ps(mean), rstds = _mm512_set1_ps(rstd);
-  for (int64_t j = 0; j < cols; j += 16) {
-    const __mmask16 m = lanes(j, cols);
-    const __m512 normalised =
-        _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, sums + j), means), rstds);
-    const __m512 v = _mm512_fmadd_ps(normalised, _mm512_maskz_loadu_ps(m, gamma + j),
-                                     _mm512_maskz_loadu_ps(m, beta + j));
-    if (xhat != nullptr) _mm512_mask_storeu_ps(xhat + j, m, normalised);
-    _mm512_mask_storeu_ps(out + j, m, v);
-    store_bfloat16(out16 + j, v, m);
-  }
-  return;
-#endif
   for (int64_t j = 0; j < cols; ++j) {
     const float normalised = (sums[j] - mean) * rstd;
     const float v = normalised * gamma[j] + beta[j];
