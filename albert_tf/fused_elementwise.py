@@ -232,13 +232,14 @@ def leading_sum(t):
     return tf.reduce_sum(tf.reshape(tf.cast(t, tf.float32), [-1, tf.shape(t)[-1]]), axis=0)
 
 
-def bias_add_heads(y, bias, num_heads):
-    """y [B, S, H] + bias [H] split into attention heads -> [B, num_heads, S, H /
+def bias_add_heads(y, bias, num_heads, batch):
+    """y [batch * S, H] + bias [H] split into attention heads -> [batch, num_heads, S, H /
     num_heads], where the native kernel takes them (bfloat16, `_native_usable`: one pass
     instead of the bias's loop and a transpose, and a gradient in one pass with the
     bias's sum); else None, and the caller adds the bias and transposes."""
-    if not (_is_bfloat16_row_vector(bias, y) and y.shape.rank == 3 and _native_usable()):
+    if not (_is_bfloat16_row_vector(bias, y) and y.shape.rank == 2 and _native_usable()):
         return None
+    y = tf.reshape(y, [batch, -1, y.shape[-1]])
     return native_kernels.bias_add_heads(y, bias, num_heads)
 
 

@@ -623,7 +623,7 @@ class AlbertTransformerBlock(keras.layers.Layer):
 
         def biased_heads(a, name):  # a [B*length, H] -> (a . kernel + bias) as heads
             y, bias = w.product(a, name), w.biases[name]
-            joined = fused_elementwise.bias_add_heads(tf.reshape(y, [batch, -1, n * d]), bias, n)
+            joined = fused_elementwise.bias_add_heads(y, bias, n, batch)
             if joined is not None:
                 return joined
             return heads(bias_and_activation(y, bias, training=training))

@@ -336,7 +336,7 @@ def test_bias_add_heads_gradient_equals_the_transpose():
             loss = tf.reduce_sum(tf.cast(heads_of(y, bias, 4), tf.float32) * weights)
         return tape.gradient(loss, [y, bias])
 
-    got = grads(fe.bias_add_heads)
+    got = grads(lambda y, b, n: fe.bias_add_heads(tf.reshape(y, [18, 16]), b, n, batch=2))
     want = grads(lambda y, b, n: tf.transpose(tf.reshape(y + b, [2, 9, n, 4]), [0, 2, 1, 3]))
     np.testing.assert_array_equal(_as64(got[0]), _as64(want[0]))
     np.testing.assert_allclose(_as64(got[1]), _as64(want[1]), rtol=2**-7, atol=1e-2)
