@@ -302,10 +302,7 @@ def main(argv=None):
             f"Per step, one thread: vector {step['vector'] * 1e3:.0f} ms, plain "
             f"{step['plain'] * 1e3:.0f} ms, floor {step['floor'] * 1e3:.0f} ms.",
         ]
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    bm.write_markdown(args.out, lines)
 
 
 if __name__ == "__main__":

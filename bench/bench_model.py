@@ -649,6 +649,17 @@ def _write(cfg, args, argv, results, notes, peak, impls, start, final):
             f.write(text)
 
 
+def write_markdown(path, lines):
+    """Writes `lines` to `path` as one Markdown file (its folder made if missing; the old
+    file replaced only once the new one is whole) and prints them."""
+    text = "\n".join(lines) + "\n"
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+    print(text, end="")
+
+
 def add_plan_flags(parser):
     """--dtypes, --xla_modes and --rounds (shared with bench_pretraining.py)."""
     parser.add_argument("--dtypes", default=",".join(DTYPES), help="comma list of dtypes to run")

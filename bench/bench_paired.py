@@ -295,10 +295,7 @@ def main(argv=None):
                 f"| {r['seq']} | {r['batch']} | {r['float32']:.2f} | {r['mixed_bfloat16']:.2f} "
                 f"| {r['ratio']:.2f}x ({r['ratio_min']:.2f}-{r['ratio_max']:.2f}) |"
             )
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    bm.write_markdown(args.out, lines)
 
 
 if __name__ == "__main__":

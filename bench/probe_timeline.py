@@ -163,10 +163,7 @@ def main(argv=None):
                 + " |"
             )
     lines += ["", "Window rates in order:", "", " ".join(f"{r:.0f}" for r in rates)]
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    bm.write_markdown(args.out, lines)
     if args.plot:
         import matplotlib
 

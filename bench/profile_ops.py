@@ -382,10 +382,7 @@ def main(argv=None):
             print(f"{dtype} {mode}: done", flush=True)
     if isa_line:
         lines.insert(6, f"oneDNN's ISA: {isa_line}.\n")
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write("\n".join(lines))
-    print("\n".join(lines))
+    bm.write_markdown(args.out, lines)
     return 0
 
 
