@@ -185,6 +185,43 @@ def bias_gelu_tanh_backward(dz, y, bias):
     return _bias_gelu_tanh_backward_loop(dz, y, bias), None
 
 
+def amx_packed_kernel(kernel):
+    """The bfloat16 kernel [K, N] packed for `dense_bias_gelu` (albert_tf.native_kernels'
+    AMX product, the packing done once for every layer that shares the kernel) where this
+    machine and graph can run it: `SpeedPaths.amx_products`, `_native_usable`, a CPU with
+    AMX tiles, K and N static multiples of 32. Else None: the caller keeps the oneDNN
+    product and `bias_gelu_tanh`."""
+    static = kernel.shape.rank == 2 and all(d is not None and d % 32 == 0 for d in kernel.shape)
+    if not (
+        kernel.dtype == tf.bfloat16
+        and static
+        and speed_paths.choose().amx_products
+        and _native_usable()
+        and native_kernels.amx_ready()
+    ):
+        return None
+    return native_kernels.amx_pack_kernel(kernel)
+
+
+def dense_bias_gelu(x, kernel, packed, bias):
+    """GELU (tanh form) of x [rows, K] . kernel [K, N] + bias [N], bfloat16, as one AMX
+    product whose float32 accumulators take the bias and the GELU before their one
+    rounding; `packed` is `amx_packed_kernel(kernel)` (not None)."""
+    return native_kernels.amx_dense_bias_gelu(x, kernel, packed, bias)
+
+
+@ops.RegisterGradient("AlbertAmxDenseBiasGelu")
+def _amx_dense_bias_gelu_gradient(op, dz):
+    """Gradients of `dense_bias_gelu` w.r.t. x, the kernel and the bias (inference graphs
+    differentiated by a user): the product again, then the training graphs' GELU
+    gradient. The packed kernel gets none (the kernel input carries it)."""
+    x, kernel, _, bias = op.inputs
+    dy, dbias = bias_gelu_tanh_backward(dz, tf.matmul(x, kernel), bias)
+    if dbias is None:
+        dbias = tf.cast(leading_sum(dy), bias.dtype)
+    return tf.matmul(dy, kernel, transpose_b=True), tf.matmul(x, dy, transpose_a=True), None, dbias
+
+
 def known_zeros(t):
     """Whether graph tensor t is zeros by construction: the zeros (ZerosLike, Fill or,
     for small static shapes, a constant) that TensorFlow's gradient code makes for an

@@ -441,12 +441,16 @@ class BlockWeights:
         key of one, see albert_tf.shared_kernels.EncoderKernels).
       biases: sublayer name -> bias tensor.
       matmul: `matmul(a, kernel) -> a . kernel`; default `tf.matmul`.
+      packed: sublayer name -> (kernel tensor, the same packed for our AMX product,
+        `fused_elementwise.amx_packed_kernel`): inference applies such a sublayer with
+        a GELU as one `fused_elementwise.dense_bias_gelu`.
     """
 
-    def __init__(self, kernels, biases, matmul=tf.matmul):
+    def __init__(self, kernels, biases, matmul=tf.matmul, packed=None):
         self.kernels = kernels
         self.biases = biases
         self.matmul = matmul
+        self.packed = packed or {}
 
     @property
     def fused_qkv(self):
@@ -457,7 +461,11 @@ class BlockWeights:
         return self.matmul(a, self.kernels[name])
 
     def linear(self, a, name, training, activation=None):
-        """activation(a . kernel + bias) of the dense sublayer `name` (`bias_and_activation`)."""
+        """activation(a . kernel + bias) of the dense sublayer `name` (`bias_and_activation`,
+        or one AMX product where `packed` has the sublayer and inference applies a GELU)."""
+        if name in self.packed and not training and get_activation(activation) is gelu_tanh:
+            kernel, packed = self.packed[name]
+            return fused_elementwise.dense_bias_gelu(a, kernel, packed, self.biases[name])
         return bias_and_activation(self.product(a, name), self.biases[name], activation, training)
 
 

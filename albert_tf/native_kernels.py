@@ -20,6 +20,10 @@ TensorFlow 2.21 offers on CPU (docs/benchmarks.md):
     XLA loop otherwise).
   * `sum_terms`: bfloat16 tensors added in float32 and rounded once (the shared kernels'
     gradients over the layers), where TensorFlow's bfloat16 AddN rounds as it goes.
+  * `amx_dense_bias_gelu` (with `amx_pack_kernel`; CPUs with AMX, `amx_ready()`): the
+    FFN's first product with its bias and GELU on the product's float32 accumulators,
+    the kernel packed once per pass, where oneDNN repacks it at every product and
+    rounds the product before a loop adds the bias.
 
 With AVX-512 the loops work on 16 floats at a time with explicit vector code (exp by
 vscalefps, bfloat16 rounding by vcvtneps2bf16 where AVX512_BF16 is there), else as
@@ -270,3 +274,30 @@ def sum_terms(terms):
     given and rounded once (TensorFlow's bfloat16 AddN rounds as it goes, and moves about
     4 GB/s here)."""
     return library().albert_sum_terms(terms)
+
+
+@functools.cache
+def amx_ready() -> bool:
+    """Whether the AMX products below can run in this process: the library is there, was
+    built for a CPU with AMX tiles, and Linux lets the process use them."""
+    import tensorflow as tf
+
+    if library() is None:
+        return False
+    with tf.init_scope():  # an eager question even inside a trace
+        return bool(library().albert_amx_ready().numpy())
+
+
+def amx_pack_kernel(kernel):
+    """A bfloat16 kernel [K, N] (K, N multiples of 32) in the layout `amx_dense_bias_gelu`
+    reads: [N / 16, K / 2, 32]. Packed once per pass for a kernel the layers share."""
+    return library().albert_amx_pack_kernel(kernel)
+
+
+def amx_dense_bias_gelu(x, kernel, packed, bias):
+    """gelu(x . kernel + bias) on AMX tiles: x [rows, K] bfloat16, kernel [K, N] bfloat16
+    (read only by the gradient) and packed, the same from `amx_pack_kernel`, bias [N]
+    bfloat16 -> [rows, N] bfloat16. The product is accumulated in float32 and the bias and
+    GELU (tanh form) applied to it in float32, rounded once (a oneDNN product rounds to
+    bfloat16 before the bias). `amx_ready()` must be True."""
+    return library().albert_amx_dense_bias_gelu(x, kernel, packed, bias)

@@ -215,6 +215,10 @@ class EncoderKernels:
                     kernel, bias = fused_qkv_weights(kernel, bias, block.num_attention_heads)
                 self.tensors[prefix + ("kernel",)] = kernel
                 self.tensors[prefix + ("bias",)] = bias
+                if name == "intermediate" and not training:
+                    packed = fused_elementwise.amx_packed_kernel(kernel)
+                    if packed is not None:
+                        self.tensors[prefix + ("packed",)] = packed
 
     def run(self, layers, x):
         """Runs `layers(x, weights, last_rows)`, which applies the blocks to x
@@ -249,6 +253,11 @@ class EncoderKernels:
                 {name: key + ("kernel",) for name, key in names.items()},
                 {name: tensors[key + ("bias",)] for name, key in names.items()},
                 matmul,
+                {
+                    name: (tensors[key + ("kernel",)], tensors[key + ("packed",)])
+                    for name, key in names.items()
+                    if key + ("packed",) in tensors
+                },
             )
             for block, names in self.names.items()
         }

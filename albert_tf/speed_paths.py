@@ -52,6 +52,10 @@ class SpeedPaths:
         and its gradient as C++ kernels built on this machine
         (albert_tf.native_kernels), where it has a C++ compiler. False: the XLA
         loops, transposes and oneDNN's layer norm.
+      amx_products: with `native_cpu_kernels`, on CPUs with AMX tiles, bfloat16
+        inference runs the FFN's first product with its bias and GELU as one native
+        AMX product (the kernel packed once per pass, the bias and GELU applied to the
+        float32 accumulators). False: oneDNN's product and the bias + GELU kernel.
     """
 
     fused_elementwise: bool
@@ -60,6 +64,7 @@ class SpeedPaths:
     last_layer_row_selection: bool
     system_allocator_for_large_models: bool
     native_cpu_kernels: bool
+    amx_products: bool
 
 
 CPU_ONLY = SpeedPaths(
@@ -69,6 +74,7 @@ CPU_ONLY = SpeedPaths(
     last_layer_row_selection=True,
     system_allocator_for_large_models=True,
     native_cpu_kernels=True,
+    amx_products=True,
 )
 WITH_ACCELERATOR = SpeedPaths(
     fused_elementwise=False,
@@ -77,6 +83,7 @@ WITH_ACCELERATOR = SpeedPaths(
     last_layer_row_selection=False,
     system_allocator_for_large_models=False,
     native_cpu_kernels=False,
+    amx_products=False,
 )
 
 _forced: SpeedPaths | None = None

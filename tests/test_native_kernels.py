@@ -409,16 +409,25 @@ def test_model_gradients_equal_the_loops():
     with speed_paths.forced(NO_NATIVE_KERNELS):
         loops = tf.function(grads.python_function)(inputs)
     compared = 0
+    largest = {}
     for variable, got, want in zip(model.trainable_variables, native, loops):
         assert (got is None) == (want is None), variable.name
         if got is None:  # the pooler's
             continue
         compared += 1
         got, want = (tf.convert_to_tensor(g).numpy().astype(np.float64) for g in (got, want))
+        largest[variable.path] = np.max(np.abs(want))
+        if variable.path.endswith("key/bias"):
+            # Zero in exact arithmetic (the softmax ignores what it adds to a whole row):
+            # rounding noise on both sides, compared below with the query bias's scale.
+            key_bias = max(np.max(np.abs(got)), largest[variable.path])
+            continue
         scale = np.max(np.abs(want))
         # A few bfloat16 roundings apart (0.75% of the largest entry seen).
         assert np.max(np.abs(got - want)) <= 0.02 * scale + 1e-6, variable.name
     assert compared == len(model.trainable_variables) - 2
+    query_bias = [v for k, v in largest.items() if k.endswith("query/bias")][0]
+    assert key_bias <= 0.01 * query_bias
 
 
 def test_gradient_through_the_bfloat16_copy_alone():
@@ -502,6 +511,93 @@ def test_bfloat16_graphs_use_them_float32_and_accelerators_not():
     np.testing.assert_allclose(native.numpy(), loops.numpy(), rtol=0.05, atol=0.05)
     model32, inputs32 = built_encoder(cfg, "float32")
     assert not {"AlbertBiasGelu", "AlbertResidualLayerNorm"} & set(_op_types(model32, inputs32))
+
+
+@pytest.fixture
+def amx():
+    """Skips the test where the AMX products cannot run (no AMX tiles, or no kernels)."""
+    if not native_kernels.amx_ready():
+        pytest.skip("no AMX tiles here (or no C++ kernels)")
+
+
+NO_AMX_PRODUCTS = dataclasses.replace(speed_paths.CPU_ONLY, amx_products=False)
+
+
+def _gelu64(y):
+    return 0.5 * y * (1 + np.tanh(np.sqrt(2 / np.pi) * (y + 0.044715 * y**3)))
+
+
+@pytest.mark.parametrize("rows", [70, 32, 1])
+def test_amx_dense_bias_gelu_is_the_exact_result_rounded_once(amx, rows):
+    # Row counts that fill whole 32-row blocks, end one early, and make one of a single row.
+    rng = np.random.default_rng(rows)
+    x, kernel = _bf16(rng.normal(size=(rows, 64))), _bf16(rng.normal(size=(64, 96)) * 0.3)
+    bias = _bf16(rng.normal(size=96))
+    packed = native_kernels.amx_pack_kernel(kernel)
+    assert packed.shape == (6, 32, 32) and packed.dtype == tf.bfloat16
+    # The packed layout: packed[c, k, 2 j + t] = kernel[2 k + t, 16 c + j].
+    np.testing.assert_array_equal(
+        _as64(packed)[1, 3, 2 * 5 + 1], _as64(kernel)[2 * 3 + 1, 16 * 1 + 5]
+    )
+    got = _as64(native_kernels.amx_dense_bias_gelu(x, kernel, packed, bias))
+    exact = _gelu64(_as64(x) @ _as64(kernel) + _as64(bias))
+    # One rounding of the exact value (a float32 sum order on top): within a bfloat16 ulp.
+    np.testing.assert_allclose(got, exact, rtol=2**-8, atol=1e-6)
+    # oneDNN's product is rounded to bfloat16 before the bias and GELU: further off.
+    loop = _as64(native_kernels.bias_gelu(tf.matmul(x, kernel), bias))
+    assert np.abs(got - exact).mean() < np.abs(loop - exact).mean()
+
+
+def test_amx_shapes_are_checked(amx):
+    kernel = _bf16(np.ones((64, 96)))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="columns must be a positive multiple"):
+        native_kernels.amx_pack_kernel(_bf16(np.ones((64, 40))))
+    packed = native_kernels.amx_pack_kernel(kernel)
+    x, bias = _bf16(np.ones((5, 64))), _bf16(np.ones(96))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="packed is for a kernel of 64 rows"):
+        native_kernels.amx_dense_bias_gelu(_bf16(np.ones((5, 32))), kernel, packed, bias)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"bias must be a vector.*\(96\)"):
+        native_kernels.amx_dense_bias_gelu(x, kernel, packed, bias[:95])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="kernel must be"):
+        native_kernels.amx_dense_bias_gelu(x, kernel[:, :64], packed, bias)
+
+
+def test_amx_product_gradient_equals_the_loops(amx):
+    rng = np.random.default_rng(3)
+    x, kernel = _bf16(rng.normal(size=(40, 64))), _bf16(rng.normal(size=(64, 32)) * 0.3)
+    bias = _bf16(rng.normal(size=32))
+    weights = tf.constant(rng.normal(size=(40, 32)), tf.float32)
+
+    @tf.function
+    def grads(dense):
+        with tf.GradientTape() as tape:
+            tape.watch([x, kernel, bias])
+            loss = tf.reduce_sum(tf.cast(dense(x, kernel, bias), tf.float32) * weights)
+        return tape.gradient(loss, [x, kernel, bias])
+
+    got = grads(lambda x, k, b: fe.dense_bias_gelu(x, k, fe.amx_packed_kernel(k), b))
+    want = grads(lambda x, k, b: native_kernels.bias_gelu(tf.matmul(x, k), b))
+    for g, w in zip(got, want):
+        scale = np.abs(_as64(w)).max()
+        np.testing.assert_allclose(_as64(g), _as64(w), rtol=2**-6, atol=0.05 * scale)
+
+
+def test_bfloat16_inference_runs_the_ffn_product_on_amx(amx):
+    # Sizes the tiles take (multiples of 32): each layer's FFN product with its bias and
+    # GELU is one AMX product, the shared kernel packed once; training keeps oneDNN's.
+    cfg = CONFIGS["shared_gelu"].replace(hidden_size=32, intermediate_size=64)
+    model, inputs = built_encoder(cfg, "mixed_bfloat16")
+    ops = _op_types(model, inputs)
+    assert ops.count("AlbertAmxDenseBiasGelu") == cfg.num_hidden_layers
+    assert ops.count("AlbertAmxPackKernel") == 1
+    assert "AlbertBiasGelu" not in ops
+    assert "AlbertAmxDenseBiasGelu" not in _training_op_types(model, inputs)
+    with speed_paths.forced(NO_AMX_PRODUCTS):
+        assert "AlbertAmxDenseBiasGelu" not in _op_types(model, inputs)
+        want = tf.function(lambda x: model(x)["sequence_output"])(inputs).numpy()
+    got = tf.function(lambda x: model(x)["sequence_output"])(inputs).numpy()
+    np.testing.assert_allclose(got, want, rtol=0.05, atol=0.05 * np.abs(want).max())
+    assert not np.array_equal(got, want)  # the AMX path did run: unrounded accumulators
 
 
 def test_saved_model_has_none(tmp_path):

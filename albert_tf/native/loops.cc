@@ -8,7 +8,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 // With AVX-512 (F, BW, VL, DQ) the GELU loops, the softmax gradient and the sums of terms
 // run on 16 floats at a time through the helpers below, the last columns of a row under a
@@ -21,6 +23,16 @@
     defined(__AVX512DQ__) && !defined(ALBERT_PLAIN_LOOPS)
 #define ALBERT_VECTOR_LOOPS 1
 #include <immintrin.h>
+#endif
+
+// With AMX (tile and bfloat16 units) as well, the dense products of albert_amx_* run on
+// the tiles; without it those functions are there but never called (albert_amx_ready
+// says 0).
+#if defined(ALBERT_VECTOR_LOOPS) && defined(__AMX_TILE__) && defined(__AMX_BF16__) && \
+    defined(__AVX512BF16__)
+#define ALBERT_AMX 1
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 namespace {
@@ -116,6 +128,15 @@ inline __m512 exp_vector(__m512 input) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
   return _mm512_scalef_ps(p, k);
 }
+
+// GELU in its tanh form on 16 lanes: x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3).
+inline __m512 gelu_vector(__m512 x) {
+  const __m512 inner =
+      _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(0.044715f), x), x, _mm512_set1_ps(1.0f));
+  const __m512 minus_two_c = _mm512_set1_ps(-2.0f * 0.797884560802865355f);
+  const __m512 e = exp_vector(_mm512_mul_ps(_mm512_mul_ps(minus_two_c, x), inner));
+  return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
 #endif
 
 }  // namespace
@@ -140,11 +161,7 @@ extern "C" void albert_bias_gelu_rows(const uint16_t* y, const uint16_t* bias, u
     for (int64_t j = 0; j < cols; j += 16) {
       const __mmask16 m = lanes(j, cols);
       const __m512 x = _mm512_add_ps(load_bfloat16(in + j, m), load_bfloat16(bias + j, m));
-      const __m512 inner =
-          _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(a), x), x, _mm512_set1_ps(1.0f));
-      const __m512 e =
-          exp_vector(_mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(minus_two_c), x), inner));
-      store_bfloat16(out + j, _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), m);
+      store_bfloat16(out + j, gelu_vector(x), m);
     }
     continue;
 #endif
@@ -413,4 +430,129 @@ extern "C" void albert_sum_terms(const uint16_t* const* terms, int64_t count, ui
     for (int64_t t = 1; t < count; ++t) sum += from_bfloat16(terms[t][i]);
     out[i] = to_bfloat16(sum);
   }
+}
+
+// Dense products on AMX tiles (Intel Sapphire Rapids and later): a bfloat16 kernel [K, N]
+// is packed once (albert_amx_pack_columns) into the layout the tile product reads, 16
+// columns by 32 rows per 1 KB tile; each 32 x 32 block of the output is accumulated in
+// four float32 tiles over K and finished in float32 (bias, GELU) before its one rounding
+// to bfloat16. K and N must be multiples of 32.
+
+// 1 if this build has the AMX products and Linux lets this process use the tiles (asked
+// once, for the whole process), else 0.
+extern "C" int albert_amx_ready() {
+#ifdef ALBERT_AMX
+  // arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)
+  static const int ready = syscall(SYS_arch_prctl, 0x1023, 18) == 0 ? 1 : 0;
+  return ready;
+#else
+  return 0;
+#endif
+}
+
+// packed[c, k2, j, t] = kernel[2 k2 + t, 16 c + j] for the column blocks c in [first,
+// last) of 16 columns: kernel [K, N] bfloat16, packed [N / 16, K / 2, 16, 2].
+extern "C" void albert_amx_pack_columns(const uint16_t* kernel, uint16_t* packed, int64_t k_size,
+                                        int64_t n_size, int64_t first, int64_t last) {
+  for (int64_t c = first; c < last; ++c) {
+    uint16_t* to = packed + c * k_size * 16;
+    for (int64_t k2 = 0; k2 < k_size / 2; ++k2) {
+      for (int64_t j = 0; j < 16; ++j) {
+        to[(k2 * 16 + j) * 2] = kernel[2 * k2 * n_size + 16 * c + j];
+        to[(k2 * 16 + j) * 2 + 1] = kernel[(2 * k2 + 1) * n_size + 16 * c + j];
+      }
+    }
+  }
+}
+
+#ifdef ALBERT_AMX
+namespace {
+
+struct TileConfig {
+  uint8_t palette_id, start_row, reserved[14];
+  uint16_t bytes_per_row[16];
+  uint8_t rows[16];
+};
+
+// Eight tiles of 16 rows x 64 bytes: 0-3 the accumulators of a 32 x 32 output block,
+// 4-5 two 16-row slices of x, 6-7 two 16-column slices of the packed kernel.
+void configure_tiles() {
+  TileConfig config;
+  std::memset(&config, 0, sizeof config);
+  config.palette_id = 1;
+  for (int t = 0; t < 8; ++t) {
+    config.rows[t] = 16;
+    config.bytes_per_row[t] = 64;
+  }
+  _tile_loadconfig(&config);
+}
+
+}  // namespace
+#endif
+
+// out = gelu(x . kernel + bias) for the rows [first, last) of x [M, K] bfloat16, `first` a
+// multiple of 32: packed the kernel [K, N] as albert_amx_pack_columns leaves it, bias
+// [N] bfloat16, out [M, N] bfloat16. `last` may end a block early (rows past it are read
+// as zeros and not written). Products accumulated in float32; bias and GELU in float32 on
+// the accumulators, rounded once.
+extern "C" void albert_amx_dense_bias_gelu_rows(const uint16_t* x, const uint16_t* packed,
+                                                const uint16_t* bias, uint16_t* out,
+                                                int64_t first, int64_t last, int64_t k_size,
+                                                int64_t n_size) {
+#ifdef ALBERT_AMX
+  configure_tiles();
+  std::vector<float> bias32(n_size);
+  for (int64_t j = 0; j < n_size; ++j) bias32[j] = from_bfloat16(bias[j]);
+  std::vector<uint16_t> padded;  // a last block of fewer than 32 rows, zero-filled
+  alignas(64) float block[32 * 32];
+  const int64_t tile_stride = k_size * 16;  // elements between two 16-column blocks
+  // Columns in chunks whose packed kernel stays in L2 while the row blocks pass over it.
+  const int64_t chunk = std::max<int64_t>(32, ((1 << 19) / k_size) / 32 * 32);
+  for (int64_t j0 = 0; j0 < n_size; j0 += chunk) {
+    const int64_t j1 = std::min(n_size, j0 + chunk);
+    for (int64_t i = first; i < last; i += 32) {
+      const int64_t rows = std::min<int64_t>(32, last - i);
+      const uint16_t* a = x + i * k_size;
+      if (rows < 32) {
+        padded.assign(32 * k_size, 0);
+        std::memcpy(padded.data(), a, rows * k_size * sizeof(uint16_t));
+        a = padded.data();
+      }
+      for (int64_t j = j0; j < j1; j += 32) {
+        const uint16_t* b0 = packed + (j / 16) * tile_stride;
+        const uint16_t* b1 = b0 + tile_stride;
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        for (int64_t k = 0; k < k_size; k += 32) {
+          _tile_loadd(4, a + k, k_size * 2);
+          _tile_loadd(5, a + 16 * k_size + k, k_size * 2);
+          _tile_loadd(6, b0 + k * 16, 64);
+          _tile_loadd(7, b1 + k * 16, 64);
+          _tile_dpbf16ps(0, 4, 6);
+          _tile_dpbf16ps(1, 4, 7);
+          _tile_dpbf16ps(2, 5, 6);
+          _tile_dpbf16ps(3, 5, 7);
+        }
+        _tile_stored(0, block, 128);
+        _tile_stored(1, block + 16, 128);
+        _tile_stored(2, block + 16 * 32, 128);
+        _tile_stored(3, block + 16 * 32 + 16, 128);
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t c = 0; c < 32; c += 16) {
+            const __m512 v = _mm512_add_ps(_mm512_load_ps(block + r * 32 + c),
+                                           _mm512_loadu_ps(bias32.data() + j + c));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (i + r) * n_size + j + c),
+                                pack_bfloat16(gelu_vector(v)));
+          }
+        }
+      }
+    }
+  }
+  _tile_release();
+#else
+  (void)x, (void)packed, (void)bias, (void)out, (void)first, (void)last, (void)k_size,
+      (void)n_size;
+#endif
 }

@@ -36,6 +36,13 @@ extern "C" void albert_softmax_backward_rows(const uint16_t* dprobs, const uint1
 extern "C" void albert_sum_terms(const uint16_t* const* terms, int64_t count, uint16_t* out,
                                  int64_t first, int64_t last);
 extern "C" void albert_round_to_bfloat16(const float* values, uint16_t* out, int64_t count);
+extern "C" int albert_amx_ready();
+extern "C" void albert_amx_pack_columns(const uint16_t* kernel, uint16_t* packed, int64_t k_size,
+                                        int64_t n_size, int64_t first, int64_t last);
+extern "C" void albert_amx_dense_bias_gelu_rows(const uint16_t* x, const uint16_t* packed,
+                                                const uint16_t* bias, uint16_t* out,
+                                                int64_t first, int64_t last, int64_t k_size,
+                                                int64_t n_size);
 extern "C" void albert_residual_layer_norm_rows(const uint16_t* x, const uint16_t* bias,
                                                 const float* residual, const float* gamma,
                                                 const float* beta, float epsilon, float* out,
@@ -627,6 +634,148 @@ class SumTermsOp : public OpKernel {
 };
 
 REGISTER_KERNEL_BUILDER(Name("AlbertSumTerms").Device(::tensorflow::DEVICE_CPU), SumTermsOp);
+
+REGISTER_OP("AlbertAmxReady")
+    .Output("ready: bool")
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      c->set_output(0, c->Scalar());
+      return ::tensorflow::OkStatus();
+    })
+    .SetIsStateful()  // asks the kernel for the tiles: not to be folded into a constant
+    .Doc("Whether this build has the AMX products and the process may use the tiles.");
+
+class AmxReadyOp : public OpKernel {
+ public:
+  explicit AmxReadyOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    Tensor* ready = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({}), &ready));
+    ready->scalar<bool>()() = albert_amx_ready() != 0;
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("AlbertAmxReady").Device(::tensorflow::DEVICE_CPU), AmxReadyOp);
+
+// True (else sets the error): AMX products can run here and `size` (what) is a positive
+// multiple of 32.
+bool amx_usable(OpKernelContext* ctx, int64_t size, const char* what) {
+  if (albert_amx_ready() == 0) {
+    ctx->CtxFailure(::tensorflow::errors::Unavailable(
+        "AMX products are not available here (no AMX in this build or no permission)"));
+    return false;
+  }
+  if (size > 0 && size % 32 == 0) return true;
+  ctx->CtxFailure(InvalidArgument(what, " must be a positive multiple of 32, got ", size));
+  return false;
+}
+
+REGISTER_OP("AlbertAmxPackKernel")
+    .Input("kernel: bfloat16")
+    .Output("packed: bfloat16")
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      shape_inference::ShapeHandle kernel;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &kernel));
+      shape_inference::DimensionHandle blocks, pairs;
+      TF_RETURN_IF_ERROR(c->Divide(c->Dim(kernel, 1), 16, true, &blocks));
+      TF_RETURN_IF_ERROR(c->Divide(c->Dim(kernel, 0), 2, true, &pairs));
+      c->set_output(0, c->MakeShape({blocks, pairs, c->MakeDim(32)}));
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("A kernel [K, N] in the layout AlbertAmxDenseBiasGelu reads: [N / 16, K / 2, 32], "
+         "packed[c, k, 2 j + t] = kernel[2 k + t, 16 c + j]. K and N multiples of 32.");
+
+class AmxPackKernelOp : public OpKernel {
+ public:
+  explicit AmxPackKernelOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& kernel = ctx->input(0);
+    OP_REQUIRES(ctx, kernel.dims() == 2,
+                InvalidArgument("kernel must be [K, N], got shape ",
+                                kernel.shape().DebugString()));
+    const int64_t k_size = kernel.dim_size(0), n_size = kernel.dim_size(1);
+    if (!amx_usable(ctx, k_size, "the kernel's rows") ||
+        !amx_usable(ctx, n_size, "the kernel's columns"))
+      return;
+    Tensor* packed = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(
+                            0, ::tensorflow::TensorShape({n_size / 16, k_size / 2, 32}),
+                            &packed));
+    const uint16_t* in = data<uint16_t>(kernel);
+    uint16_t* out = mutable_data<uint16_t>(packed);
+    for_row_blocks(ctx, n_size / 16, 32 * k_size, [&](int64_t begin, int64_t end) {
+      albert_amx_pack_columns(in, out, k_size, n_size, begin, end);
+    });
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("AlbertAmxPackKernel").Device(::tensorflow::DEVICE_CPU),
+                        AmxPackKernelOp);
+
+REGISTER_OP("AlbertAmxDenseBiasGelu")
+    .Input("x: bfloat16")
+    .Input("kernel: bfloat16")
+    .Input("packed: bfloat16")
+    .Input("bias: bfloat16")
+    .Output("z: bfloat16")
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      shape_inference::ShapeHandle x, packed;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &x));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 3, &packed));
+      shape_inference::DimensionHandle n_size;
+      TF_RETURN_IF_ERROR(c->Multiply(c->Dim(packed, 0), 16, &n_size));
+      c->set_output(0, c->MakeShape({c->Dim(x, 0), n_size}));
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("z = gelu(x . kernel + bias) on AMX tiles: x [M, K], kernel [K, N] (read only by "
+         "the gradient) and packed, the same from AlbertAmxPackKernel, bias [N]; "
+         "accumulated in float32, bias and GELU (tanh form) in float32, rounded once.");
+
+class AmxDenseBiasGeluOp : public OpKernel {
+ public:
+  explicit AmxDenseBiasGeluOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    const Tensor& kernel = ctx->input(1);
+    const Tensor& packed = ctx->input(2);
+    OP_REQUIRES(ctx, x.dims() == 2,
+                InvalidArgument("x must be [rows, K], got shape ", x.shape().DebugString()));
+    OP_REQUIRES(ctx, packed.dims() == 3 && packed.dim_size(2) == 32,
+                InvalidArgument("packed must be [N / 16, K / 2, 32], got shape ",
+                                packed.shape().DebugString()));
+    const int64_t rows = x.dim_size(0), k_size = x.dim_size(1);
+    const int64_t n_size = packed.dim_size(0) * 16;
+    OP_REQUIRES(ctx, packed.dim_size(1) * 2 == k_size,
+                InvalidArgument("packed is for a kernel of ", packed.dim_size(1) * 2,
+                                " rows, x has ", k_size, " columns"));
+    OP_REQUIRES(ctx, kernel.dims() == 2 && kernel.dim_size(0) == k_size &&
+                         kernel.dim_size(1) == n_size,
+                InvalidArgument("kernel must be [", k_size, ", ", n_size,
+                                "] as packed, got shape ", kernel.shape().DebugString()));
+    if (!amx_usable(ctx, k_size, "x's columns") ||
+        !amx_usable(ctx, n_size, "the kernel's columns") ||
+        !is_vector_of(ctx, ctx->input(3), n_size, "bias"))
+      return;
+    Tensor* z = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({rows, n_size}), &z));
+    if (rows == 0) return;
+    const uint16_t* in = data<uint16_t>(x);
+    const uint16_t* tiles = data<uint16_t>(packed);
+    const uint16_t* bias = data<uint16_t>(ctx->input(3));
+    uint16_t* out = mutable_data<uint16_t>(z);
+    // Blocks of 32 rows, the unit of the tile product.
+    for_row_blocks(ctx, (rows + 31) / 32, 64 * k_size * n_size / 512,
+                   [&](int64_t begin, int64_t end) {
+                     albert_amx_dense_bias_gelu_rows(in, tiles, bias, out, begin * 32,
+                                                     std::min(rows, end * 32), k_size, n_size);
+                   });
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("AlbertAmxDenseBiasGelu").Device(::tensorflow::DEVICE_CPU),
+                        AmxDenseBiasGeluOp);
 
 }  // namespace
 }  // namespace albert_tf
