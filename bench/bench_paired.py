@@ -1,7 +1,8 @@
 """Benchmark: paired calls in one process, for ratios that hold on a noisy machine.
 
     python bench/bench_paired.py [--dtypes float32,mixed_bfloat16] [--modes infer,train]
-        [--pretraining_seqs 128:16,512:4] [--pairs 10] [--out bench/results/paired.md]
+        [--speed_paths_off amx_products] [--pretraining_seqs 128:16,512:4] [--pairs 10]
+        [--out bench/results/paired.md]
 
 bench_model.py and bench_pretraining.py run each configuration in its own subprocess,
 minutes apart; on a shared virtual machine the compute available drifts by 20% or more
@@ -22,6 +23,9 @@ range and each side's median rate.
     neighbours are idle (one round's burst read 2.6x another's); the sustained probe
     averages over the same length of time as the call it is compared with, so its MFU
     (the headline) moves far less from round to round.
+  * --speed_paths_off: instead of keras-hub, each encoder cell pits ours against ours
+    with those speed paths (albert_tf.speed_paths.SpeedPaths fields) switched off: what
+    a path is worth, measured in one process.
   * --pretraining_seqs: our full pretraining step (bench_pretraining's) in float32 vs
     mixed_bfloat16, the two models built side by side (each under its dtype policy).
 """
@@ -29,6 +33,7 @@ range and each side's median rate.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shlex
@@ -152,6 +157,11 @@ def _by_state(per_round, round_peaks):
     }
 
 
+def _ratio_cell(result):
+    """'1.23x (1.01-1.45)': a result's median pair ratio and its range."""
+    return f"{result['ratio']:.2f}x ({result['ratio_min']:.2f}-{result['ratio_max']:.2f})"
+
+
 def _states_cell(summary):
     """'slow, fast' per-round MFU medians with their round counts, '-' for none."""
     return ", ".join(
@@ -180,6 +190,33 @@ def worker_pretraining(seq, batch, pairs):
     }
 
 
+def worker_speed_paths(cell, names, pairs):
+    """Ours with the speed paths as chosen against ours with the SpeedPaths fields
+    `names` (comma-separated) off, in the encoder cell `cell` ("dtype:mode")."""
+    import dataclasses
+
+    from albert_tf import speed_paths
+
+    dtype, mode = cell.split(":")
+    batch = 16 if mode == "train" else 32
+    off = dataclasses.replace(speed_paths.choose(), **{name: False for name in names.split(",")})
+    calls = {"on": bm.model_call("ours", dtype, False, mode, batch, 128, os.cpu_count())}
+    with speed_paths.forced(off):  # the step is traced at its first call
+        calls["off"] = bm.model_call("ours", dtype, False, mode, batch, 128, os.cpu_count())
+        calls["off"]()
+    for call in list(calls.values()) * 2:
+        call()
+    seconds = _paired_seconds(calls, pairs)
+    return {
+        "dtype": dtype,
+        "mode": mode,
+        "batch": batch,
+        "paths": names,
+        **{side: batch / statistics.median(seconds[side]) for side in calls},
+        **_ratio_summary(seconds["off"], seconds["on"]),
+    }
+
+
 def _run_worker(args, *worker_args):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", *map(str, worker_args)]
     cmd += ["--pairs", str(args.pairs)]
@@ -203,6 +240,12 @@ def main(argv=None):
         default="",
         help="seq:batch list: our float32 vs bfloat16 pretraining step at each (e.g. 128:16,512:4)",
     )
+    p.add_argument(
+        "--speed_paths_off",
+        default="",
+        help="SpeedPaths fields (comma-separated): instead of keras-hub, each encoder cell "
+        "compares ours with them on and off (albert_tf.speed_paths)",
+    )
     p.add_argument("--pairs", type=int, default=10, help="timed pairs per configuration")
     p.add_argument("--timeout", type=int, default=1800, help="seconds per configuration")
     p.add_argument("--out", default=os.path.join(HERE, "results", "paired.md"))
@@ -212,15 +255,32 @@ def main(argv=None):
         kind, a, b = args.worker
         if kind == "encoder":
             result = worker_encoder(a, b, args.pairs)
+        elif kind == "speed_paths":
+            result = worker_speed_paths(a, b, args.pairs)
         else:
             result = worker_pretraining(int(a), int(b), args.pairs)
         print("RESULT " + json.dumps(result))
         return
-    model, nproc, isa, load = bm._machine()
-    encoder = [
-        _run_worker(args, "encoder", dtype, mode)
+    cells = [
+        (dtype, mode)
         for dtype in args.dtypes.split(",")
         for mode in filter(None, args.modes.split(","))
+    ]
+    if args.speed_paths_off:
+        from albert_tf import speed_paths
+
+        known = {field.name for field in dataclasses.fields(speed_paths.SpeedPaths)}
+        unknown = sorted(set(args.speed_paths_off.split(",")) - known)
+        if unknown:
+            sys.exit(f"--speed_paths_off: unknown {unknown}; expected some of {sorted(known)}")
+    model, nproc, isa, load = bm._machine()
+    ablations = [
+        _run_worker(args, "speed_paths", f"{dtype}:{mode}", args.speed_paths_off)
+        for dtype, mode in (cells if args.speed_paths_off else [])
+    ]
+    encoder = [
+        _run_worker(args, "encoder", dtype, mode)
+        for dtype, mode in ([] if args.speed_paths_off else cells)
     ]
     pretraining = [
         _run_worker(args, "pretraining", *pair.split(":"))
@@ -271,13 +331,31 @@ def main(argv=None):
             lines.append(
                 f"| {r['dtype']} | {mode} | {r['batch']} | {r['ours']:.2f} "
                 f"| {r['keras_hub']:.2f} "
-                f"| {r['ratio']:.2f}x ({r['ratio_min']:.2f}-{r['ratio_max']:.2f}) "
+                f"| {_ratio_cell(r)} "
                 + "".join(
                     f"| {m['pooled']:.0%}, {m['mfu']:.0%} ({m['min']:.0%}-{m['max']:.0%}) "
                     for m in (r["sustained"], r["burst"])
                 )
                 + f"| {_states_cell(r['sustained'])} "
                 + f"| {' | '.join(probes)} |"
+            )
+    if ablations:
+        lines += [
+            "",
+            "## Ours with and without speed paths",
+            "",
+            "Seq 128, sequences/s; 'off': the speed paths named switched off "
+            "(albert_tf.speed_paths), each side traced in the same process. Ratio: off time "
+            "/ on time.",
+            "",
+            "| dtype | mode | batch | paths off | on | off | ratio (range) |",
+            "|---|---|---:|---|---:|---:|---|",
+        ]
+        for r in ablations:
+            mode = "inference" if r["mode"] == "infer" else "fwd+bwd"
+            lines.append(
+                f"| {r['dtype']} | {mode} | {r['batch']} | {r['paths']} | {r['on']:.2f} "
+                f"| {r['off']:.2f} | {_ratio_cell(r)} |"
             )
     if pretraining:
         lines += [
@@ -293,7 +371,7 @@ def main(argv=None):
         for r in pretraining:
             lines.append(
                 f"| {r['seq']} | {r['batch']} | {r['float32']:.2f} | {r['mixed_bfloat16']:.2f} "
-                f"| {r['ratio']:.2f}x ({r['ratio_min']:.2f}-{r['ratio_max']:.2f}) |"
+                f"| {_ratio_cell(r)} |"
             )
     bm.write_markdown(args.out, lines)
 
