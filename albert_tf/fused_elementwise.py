@@ -222,6 +222,28 @@ def _amx_dense_bias_gelu_gradient(op, dz):
     return tf.matmul(dy, kernel, transpose_b=True), tf.matmul(x, dy, transpose_a=True), None, dbias
 
 
+def dense_heads(x, kernel, packed, bias, groups, num_heads):
+    """x [B, S, K] . kernel [K, N] + bias [N], bfloat16, as one AMX product written as
+    attention heads [groups, B, num_heads, S, D] (the N columns `groups` blocks side by
+    side of num_heads heads of D), the bias added to the float32 accumulators before
+    their one rounding; `packed` is `amx_packed_kernel(kernel)` (not None)."""
+    return native_kernels.amx_dense_heads(x, kernel, packed, bias, groups, num_heads)
+
+
+@ops.RegisterGradient("AlbertAmxDenseHeads")
+def _amx_dense_heads_gradient(op, dheads):
+    """Gradients of `dense_heads` w.r.t. x, the kernel and the bias (inference graphs
+    differentiated by a user): the heads back in the product's layout, then its two
+    products and the bias's sum. The packed kernel gets none."""
+    x, kernel, _, bias = op.inputs
+    batch, seq = tf.shape(x)[0], tf.shape(x)[1]
+    dy = tf.reshape(tf.transpose(dheads, [1, 3, 0, 2, 4]), [batch * seq, -1])
+    x_rows = tf.reshape(x, [batch * seq, -1])
+    dx = tf.reshape(tf.matmul(dy, kernel, transpose_b=True), tf.shape(x))
+    dbias = tf.cast(leading_sum(dy), bias.dtype)
+    return dx, tf.matmul(x_rows, dy, transpose_a=True), None, dbias
+
+
 def known_zeros(t):
     """Whether graph tensor t is zeros by construction: the zeros (ZerosLike, Fill or,
     for small static shapes, a constant) that TensorFlow's gradient code makes for an

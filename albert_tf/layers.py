@@ -441,9 +441,10 @@ class BlockWeights:
         key of one, see albert_tf.shared_kernels.EncoderKernels).
       biases: sublayer name -> bias tensor.
       matmul: `matmul(a, kernel) -> a . kernel`; default `tf.matmul`.
-      packed: sublayer name -> (kernel tensor, the same packed for our AMX product,
-        `fused_elementwise.amx_packed_kernel`): inference applies such a sublayer with
-        a GELU as one `fused_elementwise.dense_bias_gelu`.
+      packed: sublayer name -> (its kernel [in, out] as a plain tensor, the same packed
+        for our AMX product, `fused_elementwise.amx_packed_kernel`): inference applies
+        such a sublayer with a GELU as one `fused_elementwise.dense_bias_gelu`, and
+        "qkv" as one `fused_elementwise.dense_heads`.
     """
 
     def __init__(self, kernels, biases, matmul=tf.matmul, packed=None):
@@ -619,7 +620,12 @@ class AlbertTransformerBlock(keras.layers.Layer):
             # The product in head layout [3, B, N, S, D]; slices of its leading
             # axis are views, so no split pass is needed. It reads x once.
             x_in = query_in
-            if float32_loops_for(dtype):  # head-major kernel, see fused_qkv_weights
+            if "qkv" in w.packed:  # our AMX product writes the heads, bias included
+                kernel, packed = w.packed["qkv"]
+                x_rows = tf.reshape(x_in, [batch, seq, n * d])
+                bias = tf.reshape(w.biases["qkv"], [-1])  # head-major order = [3H] order
+                qkv = fused_elementwise.dense_heads(x_rows, kernel, packed, bias, 3, n)
+            elif float32_loops_for(dtype):  # head-major kernel, see fused_qkv_weights
                 qkv = w.linear(tf.reshape(x_in, [1, batch, 1, seq, n * d]), "qkv", training)
                 # The loop's output has no shape for Grappler, whose fusion of the
                 # attention (`attention_probs`) needs q and k of known rank.

@@ -301,3 +301,15 @@ def amx_dense_bias_gelu(x, kernel, packed, bias):
     GELU (tanh form) applied to it in float32, rounded once (a oneDNN product rounds to
     bfloat16 before the bias). `amx_ready()` must be True."""
     return library().albert_amx_dense_bias_gelu(x, kernel, packed, bias)
+
+
+def amx_dense_heads(x, kernel, packed, bias, groups, num_heads):
+    """x . kernel + bias on AMX tiles, written as attention heads: x [B, S, K] bfloat16,
+    kernel [K, N] bfloat16 (read only by the gradient) and packed, the same from
+    `amx_pack_kernel`, bias [N] bfloat16, the N columns `groups` blocks side by side (the
+    query, key and value kernels) of num_heads heads of D (a multiple of 16) -> [groups,
+    B, num_heads, S, D] bfloat16, the bias added in float32 to the float32 accumulators
+    and rounded once. `amx_ready()` must be True."""
+    return library().albert_amx_dense_heads(
+        x, kernel, packed, bias, groups=groups, num_heads=num_heads
+    )

@@ -211,14 +211,19 @@ class EncoderKernels:
                 dtype = block.compute_dtype
                 kernel = _side_by_side([s.kernel for s in sublayers], dtype, axis=1)
                 bias = _side_by_side([s.bias for s in sublayers], dtype, axis=0)
+                # Inference's FFN product and the query/key/value product take our AMX
+                # product where it runs (BlockWeights.packed): the kernel packed once here.
+                packed = None
+                heads_of_16 = block.hidden_size // block.num_attention_heads % 16 == 0
+                if not training and (name == "intermediate" or name == "qkv" and heads_of_16):
+                    packed = fused_elementwise.amx_packed_kernel(kernel)
+                if packed is not None:
+                    self.tensors[prefix + ("packed",)] = packed
+                    self.tensors[prefix + ("plain kernel",)] = kernel
                 if name == "qkv":
                     kernel, bias = fused_qkv_weights(kernel, bias, block.num_attention_heads)
                 self.tensors[prefix + ("kernel",)] = kernel
                 self.tensors[prefix + ("bias",)] = bias
-                if name == "intermediate" and not training:
-                    packed = fused_elementwise.amx_packed_kernel(kernel)
-                    if packed is not None:
-                        self.tensors[prefix + ("packed",)] = packed
 
     def run(self, layers, x):
         """Runs `layers(x, weights, last_rows)`, which applies the blocks to x
@@ -254,7 +259,7 @@ class EncoderKernels:
                 {name: tensors[key + ("bias",)] for name, key in names.items()},
                 matmul,
                 {
-                    name: (tensors[key + ("kernel",)], tensors[key + ("packed",)])
+                    name: (tensors[key + ("plain kernel",)], tensors[key + ("packed",)])
                     for name, key in names.items()
                     if key + ("packed",) in tensors
                 },

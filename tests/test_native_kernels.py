@@ -548,6 +548,21 @@ def test_amx_dense_bias_gelu_is_the_exact_result_rounded_once(amx, rows):
     assert np.abs(got - exact).mean() < np.abs(loop - exact).mean()
 
 
+def test_amx_dense_heads_is_the_product_split_into_heads(amx):
+    # 37 positions: row blocks of 32 that cross sequences; heads of 32 = two 16-lane stores.
+    rng = np.random.default_rng(4)
+    x, kernel = _bf16(rng.normal(size=(3, 37, 64))), _bf16(rng.normal(size=(64, 192)) * 0.3)
+    bias = _bf16(rng.normal(size=192))
+    packed = native_kernels.amx_pack_kernel(kernel)
+    got = _as64(native_kernels.amx_dense_heads(x, kernel, packed, bias, groups=3, num_heads=2))
+    exact = _as64(x).reshape(-1, 64) @ _as64(kernel) + _as64(bias)
+    exact = exact.reshape(3, 37, 3, 2, 32).transpose(2, 0, 3, 1, 4)
+    assert got.shape == (3, 3, 2, 37, 32)
+    np.testing.assert_allclose(got, exact, rtol=2**-8, atol=1e-6)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="heads of a multiple of 16"):
+        native_kernels.amx_dense_heads(x, kernel, packed, bias, groups=3, num_heads=3)
+
+
 def test_amx_shapes_are_checked(amx):
     kernel = _bf16(np.ones((64, 96)))
     with pytest.raises(tf.errors.InvalidArgumentError, match="columns must be a positive multiple"):
@@ -577,19 +592,39 @@ def test_amx_product_gradient_equals_the_loops(amx):
 
     got = grads(lambda x, k, b: fe.dense_bias_gelu(x, k, fe.amx_packed_kernel(k), b))
     want = grads(lambda x, k, b: native_kernels.bias_gelu(tf.matmul(x, k), b))
+    # The heads' product: 40 rows = 2 sequences of 20, one group of 2 heads of 16.
+    weights_heads = tf.constant(rng.normal(size=(1, 2, 2, 20, 16)), tf.float32)
+
+    @tf.function
+    def head_grads(dense):
+        with tf.GradientTape() as tape:
+            tape.watch([x, kernel, bias])
+            heads = dense(tf.reshape(x, [2, 20, 64]), kernel, bias)
+            loss = tf.reduce_sum(tf.cast(heads, tf.float32) * weights_heads)
+        return tape.gradient(loss, [x, kernel, bias])
+
+    def split(y):  # [2, 20, 32] -> [1, 2, 2, 20, 16]
+        return tf.transpose(tf.reshape(y, [2, 20, 1, 2, 16]), [2, 0, 3, 1, 4])
+
+    got += head_grads(lambda x, k, b: fe.dense_heads(x, k, fe.amx_packed_kernel(k), b, 1, 2))
+    want += head_grads(lambda x, k, b: split(tf.matmul(x, k) + b))
     for g, w in zip(got, want):
         scale = np.abs(_as64(w)).max()
         np.testing.assert_allclose(_as64(g), _as64(w), rtol=2**-6, atol=0.05 * scale)
 
 
-def test_bfloat16_inference_runs_the_ffn_product_on_amx(amx):
-    # Sizes the tiles take (multiples of 32): each layer's FFN product with its bias and
-    # GELU is one AMX product, the shared kernel packed once; training keeps oneDNN's.
-    cfg = CONFIGS["shared_gelu"].replace(hidden_size=32, intermediate_size=64)
+def test_bfloat16_inference_runs_the_ffn_and_qkv_products_on_amx(amx):
+    # Sizes the tiles take (multiples of 32, heads of 16): each layer's FFN product with its
+    # bias and GELU, and its query/key/value product with the biases, written as heads, is
+    # one AMX product, each shared kernel packed once; training keeps oneDNN's.
+    cfg = CONFIGS["shared_gelu"].replace(
+        hidden_size=32, intermediate_size=64, num_attention_heads=2
+    )
     model, inputs = built_encoder(cfg, "mixed_bfloat16")
     ops = _op_types(model, inputs)
     assert ops.count("AlbertAmxDenseBiasGelu") == cfg.num_hidden_layers
-    assert ops.count("AlbertAmxPackKernel") == 1
+    assert ops.count("AlbertAmxDenseHeads") == cfg.num_hidden_layers
+    assert ops.count("AlbertAmxPackKernel") == 2  # the FFN's and the query/key/value kernels
     assert "AlbertBiasGelu" not in ops
     assert "AlbertAmxDenseBiasGelu" not in _training_op_types(model, inputs)
     with speed_paths.forced(NO_AMX_PRODUCTS):

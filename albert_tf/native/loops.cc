@@ -487,22 +487,15 @@ void configure_tiles() {
   _tile_loadconfig(&config);
 }
 
-}  // namespace
-#endif
-
-// out = gelu(x . kernel + bias) for the rows [first, last) of x [M, K] bfloat16, `first` a
-// multiple of 32: packed the kernel [K, N] as albert_amx_pack_columns leaves it, bias
-// [N] bfloat16, out [M, N] bfloat16. `last` may end a block early (rows past it are read
-// as zeros and not written). Products accumulated in float32; bias and GELU in float32 on
-// the accumulators, rounded once.
-extern "C" void albert_amx_dense_bias_gelu_rows(const uint16_t* x, const uint16_t* packed,
-                                                const uint16_t* bias, uint16_t* out,
-                                                int64_t first, int64_t last, int64_t k_size,
-                                                int64_t n_size) {
-#ifdef ALBERT_AMX
+// The product x . kernel for the rows [first, last) of x [M, K] bfloat16 (`first` a
+// multiple of 32; `last` may end a block early: rows past it are read as zeros and not
+// handed on), packed the kernel [K, N] as albert_amx_pack_columns leaves it. Each 32 x 32
+// block of float32 results goes to finish(block, i, rows, j): block [32, 32] row-major,
+// its first row i of x, `rows` of them valid, its first column j.
+template <typename Finish>
+void amx_product_rows(const uint16_t* x, const uint16_t* packed, int64_t first, int64_t last,
+                      int64_t k_size, int64_t n_size, Finish finish) {
   configure_tiles();
-  std::vector<float> bias32(n_size);
-  for (int64_t j = 0; j < n_size; ++j) bias32[j] = from_bfloat16(bias[j]);
   std::vector<uint16_t> padded;  // a last block of fewer than 32 rows, zero-filled
   alignas(64) float block[32 * 32];
   const int64_t tile_stride = k_size * 16;  // elements between two 16-column blocks
@@ -539,20 +532,81 @@ extern "C" void albert_amx_dense_bias_gelu_rows(const uint16_t* x, const uint16_
         _tile_stored(1, block + 16, 128);
         _tile_stored(2, block + 16 * 32, 128);
         _tile_stored(3, block + 16 * 32 + 16, 128);
-        for (int64_t r = 0; r < rows; ++r) {
-          for (int64_t c = 0; c < 32; c += 16) {
-            const __m512 v = _mm512_add_ps(_mm512_load_ps(block + r * 32 + c),
-                                           _mm512_loadu_ps(bias32.data() + j + c));
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (i + r) * n_size + j + c),
-                                pack_bfloat16(gelu_vector(v)));
-          }
-        }
+        finish(block, i, rows, j);
       }
     }
   }
   _tile_release();
+}
+
+std::vector<float> widened(const uint16_t* values, int64_t count) {
+  std::vector<float> out(count);
+  for (int64_t j = 0; j < count; ++j) out[j] = from_bfloat16(values[j]);
+  return out;
+}
+
+}  // namespace
+#endif
+
+// out = gelu(x . kernel + bias) for the rows [first, last) of x [M, K] bfloat16 (as
+// amx_product_rows takes them), bias [N] bfloat16, out [M, N] bfloat16: bias and GELU in
+// float32 on the accumulators, rounded once.
+extern "C" void albert_amx_dense_bias_gelu_rows(const uint16_t* x, const uint16_t* packed,
+                                                const uint16_t* bias, uint16_t* out,
+                                                int64_t first, int64_t last, int64_t k_size,
+                                                int64_t n_size) {
+#ifdef ALBERT_AMX
+  const std::vector<float> bias32 = widened(bias, n_size);
+  amx_product_rows(x, packed, first, last, k_size, n_size,
+                   [&](const float* block, int64_t i, int64_t rows, int64_t j) {
+                     for (int64_t r = 0; r < rows; ++r) {
+                       for (int64_t c = 0; c < 32; c += 16) {
+                         const __m512 v = _mm512_add_ps(_mm512_load_ps(block + r * 32 + c),
+                                                        _mm512_loadu_ps(bias32.data() + j + c));
+                         _mm256_storeu_si256(
+                             reinterpret_cast<__m256i*>(out + (i + r) * n_size + j + c),
+                             pack_bfloat16(gelu_vector(v)));
+                       }
+                     }
+                   });
 #else
   (void)x, (void)packed, (void)bias, (void)out, (void)first, (void)last, (void)k_size,
       (void)n_size;
+#endif
+}
+
+// heads = x . kernel + bias for the rows [first, last) of x [batch * seq, K] bfloat16 (as
+// amx_product_rows takes them; row r is position r % seq of sequence r / seq), split into
+// attention heads: the kernel's N columns are `groups` blocks side by side (query, key,
+// value) of num_heads heads of head_size (a multiple of 16) each; bias [N] bfloat16;
+// heads [groups, batch, num_heads, seq, head_size] bfloat16. The bias is added in float32
+// on the accumulators, rounded once.
+extern "C" void albert_amx_dense_heads_rows(const uint16_t* x, const uint16_t* packed,
+                                            const uint16_t* bias, uint16_t* heads,
+                                            int64_t first, int64_t last, int64_t k_size,
+                                            int64_t batch, int64_t seq, int64_t groups,
+                                            int64_t num_heads, int64_t head_size) {
+#ifdef ALBERT_AMX
+  const int64_t group_width = num_heads * head_size, n_size = groups * group_width;
+  const std::vector<float> bias32 = widened(bias, n_size);
+  amx_product_rows(x, packed, first, last, k_size, n_size,
+                   [&](const float* block, int64_t i, int64_t rows, int64_t j) {
+                     for (int64_t r = 0; r < rows; ++r) {
+                       const int64_t b = (i + r) / seq, s = (i + r) % seq;
+                       for (int64_t c = 0; c < 32; c += 16) {
+                         const int64_t column = j + c, g = column / group_width;
+                         const int64_t n = column % group_width / head_size;
+                         const int64_t d = column % head_size;
+                         uint16_t* to =
+                             heads + (((g * batch + b) * num_heads + n) * seq + s) * head_size + d;
+                         const __m512 v = _mm512_add_ps(_mm512_load_ps(block + r * 32 + c),
+                                                        _mm512_loadu_ps(bias32.data() + column));
+                         _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), pack_bfloat16(v));
+                       }
+                     }
+                   });
+#else
+  (void)x, (void)packed, (void)bias, (void)heads, (void)first, (void)last, (void)k_size,
+      (void)batch, (void)seq, (void)groups, (void)num_heads, (void)head_size;
 #endif
 }

@@ -43,6 +43,11 @@ extern "C" void albert_amx_dense_bias_gelu_rows(const uint16_t* x, const uint16_
                                                 const uint16_t* bias, uint16_t* out,
                                                 int64_t first, int64_t last, int64_t k_size,
                                                 int64_t n_size);
+extern "C" void albert_amx_dense_heads_rows(const uint16_t* x, const uint16_t* packed,
+                                            const uint16_t* bias, uint16_t* heads,
+                                            int64_t first, int64_t last, int64_t k_size,
+                                            int64_t batch, int64_t seq, int64_t groups,
+                                            int64_t num_heads, int64_t head_size);
 extern "C" void albert_residual_layer_norm_rows(const uint16_t* x, const uint16_t* bias,
                                                 const float* residual, const float* gamma,
                                                 const float* beta, float epsilon, float* out,
@@ -670,6 +675,32 @@ bool amx_usable(OpKernelContext* ctx, int64_t size, const char* what) {
   return false;
 }
 
+// True (else sets the error): inputs 1-3 are a kernel [K, N] for x's K columns, the
+// same packed by AlbertAmxPackKernel, and a bias [N], with N (set) and K multiples of 32.
+bool amx_operands(OpKernelContext* ctx, int64_t k_size, int64_t* n_size) {
+  const Tensor& kernel = ctx->input(1);
+  const Tensor& packed = ctx->input(2);
+  if (packed.dims() != 3 || packed.dim_size(2) != 32) {
+    ctx->CtxFailure(InvalidArgument("packed must be [N / 16, K / 2, 32], got shape ",
+                                    packed.shape().DebugString()));
+    return false;
+  }
+  *n_size = packed.dim_size(0) * 16;
+  if (packed.dim_size(1) * 2 != k_size) {
+    ctx->CtxFailure(InvalidArgument("packed is for a kernel of ", packed.dim_size(1) * 2,
+                                    " rows, x has ", k_size, " columns"));
+    return false;
+  }
+  if (kernel.dims() != 2 || kernel.dim_size(0) != k_size || kernel.dim_size(1) != *n_size) {
+    ctx->CtxFailure(InvalidArgument("kernel must be [", k_size, ", ", *n_size,
+                                    "] as packed, got shape ", kernel.shape().DebugString()));
+    return false;
+  }
+  return amx_usable(ctx, k_size, "x's columns") &&
+         amx_usable(ctx, *n_size, "the kernel's columns") &&
+         is_vector_of(ctx, ctx->input(3), *n_size, "bias");
+}
+
 REGISTER_OP("AlbertAmxPackKernel")
     .Input("kernel: bfloat16")
     .Output("packed: bfloat16")
@@ -738,31 +769,16 @@ class AmxDenseBiasGeluOp : public OpKernel {
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor& x = ctx->input(0);
-    const Tensor& kernel = ctx->input(1);
-    const Tensor& packed = ctx->input(2);
     OP_REQUIRES(ctx, x.dims() == 2,
                 InvalidArgument("x must be [rows, K], got shape ", x.shape().DebugString()));
-    OP_REQUIRES(ctx, packed.dims() == 3 && packed.dim_size(2) == 32,
-                InvalidArgument("packed must be [N / 16, K / 2, 32], got shape ",
-                                packed.shape().DebugString()));
     const int64_t rows = x.dim_size(0), k_size = x.dim_size(1);
-    const int64_t n_size = packed.dim_size(0) * 16;
-    OP_REQUIRES(ctx, packed.dim_size(1) * 2 == k_size,
-                InvalidArgument("packed is for a kernel of ", packed.dim_size(1) * 2,
-                                " rows, x has ", k_size, " columns"));
-    OP_REQUIRES(ctx, kernel.dims() == 2 && kernel.dim_size(0) == k_size &&
-                         kernel.dim_size(1) == n_size,
-                InvalidArgument("kernel must be [", k_size, ", ", n_size,
-                                "] as packed, got shape ", kernel.shape().DebugString()));
-    if (!amx_usable(ctx, k_size, "x's columns") ||
-        !amx_usable(ctx, n_size, "the kernel's columns") ||
-        !is_vector_of(ctx, ctx->input(3), n_size, "bias"))
-      return;
+    int64_t n_size;
+    if (!amx_operands(ctx, k_size, &n_size)) return;
     Tensor* z = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({rows, n_size}), &z));
     if (rows == 0) return;
     const uint16_t* in = data<uint16_t>(x);
-    const uint16_t* tiles = data<uint16_t>(packed);
+    const uint16_t* tiles = data<uint16_t>(ctx->input(2));
     const uint16_t* bias = data<uint16_t>(ctx->input(3));
     uint16_t* out = mutable_data<uint16_t>(z);
     // Blocks of 32 rows, the unit of the tile product.
@@ -776,6 +792,80 @@ class AmxDenseBiasGeluOp : public OpKernel {
 
 REGISTER_KERNEL_BUILDER(Name("AlbertAmxDenseBiasGelu").Device(::tensorflow::DEVICE_CPU),
                         AmxDenseBiasGeluOp);
+
+REGISTER_OP("AlbertAmxDenseHeads")
+    .Input("x: bfloat16")
+    .Input("kernel: bfloat16")
+    .Input("packed: bfloat16")
+    .Input("bias: bfloat16")
+    .Attr("groups: int >= 1")
+    .Attr("num_heads: int >= 1")
+    .Output("heads: bfloat16")
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      shape_inference::ShapeHandle x, packed;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 3, &x));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 3, &packed));
+      int groups, num_heads;
+      TF_RETURN_IF_ERROR(c->GetAttr("groups", &groups));
+      TF_RETURN_IF_ERROR(c->GetAttr("num_heads", &num_heads));
+      shape_inference::DimensionHandle n_size, head_size;
+      TF_RETURN_IF_ERROR(c->Multiply(c->Dim(packed, 0), 16, &n_size));
+      TF_RETURN_IF_ERROR(c->Divide(n_size, int64_t{groups} * num_heads, true, &head_size));
+      c->set_output(0, c->MakeShape({c->MakeDim(groups), c->Dim(x, 0), c->MakeDim(num_heads),
+                                     c->Dim(x, 1), head_size}));
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("x . kernel + bias on AMX tiles, split into heads: x [B, S, K], kernel [K, N] (read "
+         "only by the gradient) and packed, the same from AlbertAmxPackKernel, bias [N], the "
+         "N columns `groups` blocks side by side of num_heads heads of D = N / (groups * "
+         "num_heads) (a multiple of 16) -> [groups, B, num_heads, S, D]; the bias added in "
+         "float32 on the accumulators, rounded once.");
+
+class AmxDenseHeadsOp : public OpKernel {
+ public:
+  explicit AmxDenseHeadsOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("groups", &groups_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("num_heads", &num_heads_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    OP_REQUIRES(ctx, x.dims() == 3,
+                InvalidArgument("x must be [batch, seq, K], got shape ",
+                                x.shape().DebugString()));
+    const int64_t batch = x.dim_size(0), seq = x.dim_size(1), k_size = x.dim_size(2);
+    int64_t n_size;
+    if (!amx_operands(ctx, k_size, &n_size)) return;
+    OP_REQUIRES(ctx, n_size % (groups_ * num_heads_ * 16) == 0,
+                InvalidArgument("the kernel's ", n_size, " columns are not ", groups_, " x ",
+                                num_heads_, " heads of a multiple of 16"));
+    const int64_t head_size = n_size / (groups_ * num_heads_);
+    Tensor* heads = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(
+                            0,
+                            ::tensorflow::TensorShape(
+                                {groups_, batch, num_heads_, seq, head_size}),
+                            &heads));
+    const int64_t rows = batch * seq;
+    if (rows == 0) return;
+    const uint16_t* in = data<uint16_t>(x);
+    const uint16_t* tiles = data<uint16_t>(ctx->input(2));
+    const uint16_t* bias = data<uint16_t>(ctx->input(3));
+    uint16_t* out = mutable_data<uint16_t>(heads);
+    for_row_blocks(ctx, (rows + 31) / 32, 64 * k_size * n_size / 512,
+                   [&](int64_t begin, int64_t end) {
+                     albert_amx_dense_heads_rows(in, tiles, bias, out, begin * 32,
+                                                 std::min(rows, end * 32), k_size, batch, seq,
+                                                 groups_, num_heads_, head_size);
+                   });
+  }
+
+ private:
+  int64_t groups_, num_heads_;
+};
+
+REGISTER_KERNEL_BUILDER(Name("AlbertAmxDenseHeads").Device(::tensorflow::DEVICE_CPU),
+                        AmxDenseHeadsOp);
 
 }  // namespace
 }  // namespace albert_tf
