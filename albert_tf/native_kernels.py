@@ -20,10 +20,12 @@ TensorFlow 2.21 offers on CPU (docs/benchmarks.md):
     XLA loop otherwise).
   * `sum_terms`: bfloat16 tensors added in float32 and rounded once (the shared kernels'
     gradients over the layers), where TensorFlow's bfloat16 AddN rounds as it goes.
-  * `amx_dense_bias_gelu` (with `amx_pack_kernel`; CPUs with AMX, `amx_ready()`): the
-    FFN's first product with its bias and GELU on the product's float32 accumulators,
-    the kernel packed once per pass, where oneDNN repacks it at every product and
-    rounds the product before a loop adds the bias.
+  * `amx_dense_bias_gelu` and `amx_dense_heads` (with `amx_pack_kernel`; CPUs with AMX,
+    `amx_ready()`): matrix products of our own on AMX tiles, each finishing its float32
+    accumulators itself: the FFN's first product with its bias and GELU, the query/key/
+    value product with its biases written as attention heads. The shared kernel is
+    packed once per pass, where oneDNN prepares it at every product, rounds the product
+    to bfloat16 and leaves the bias (and the heads' layout) to another pass.
 
 With AVX-512 the loops work on 16 floats at a time with explicit vector code (exp by
 vscalefps, bfloat16 rounding by vcvtneps2bf16 where AVX512_BF16 is there), else as

@@ -53,9 +53,11 @@ class SpeedPaths:
         (albert_tf.native_kernels), where it has a C++ compiler. False: the XLA
         loops, transposes and oneDNN's layer norm.
       amx_products: with `native_cpu_kernels`, on CPUs with AMX tiles, bfloat16
-        inference runs the FFN's first product with its bias and GELU as one native
-        AMX product (the kernel packed once per pass, the bias and GELU applied to the
-        float32 accumulators). False: oneDNN's product and the bias + GELU kernel.
+        inference runs the FFN's first product with its bias and GELU, and the
+        query/key/value product with its biases written as heads, as native AMX products
+        (each kernel packed once per pass; bias and GELU applied to the float32
+        accumulators). False: oneDNN's products, the bias + GELU kernel and the QKV
+        bias loop.
     """
 
     fused_elementwise: bool

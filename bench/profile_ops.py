@@ -58,6 +58,10 @@ OP_CLASSES = {
         "MatMul",
         "BatchMatMulV2",
     ),
+    "matmul (our AMX products, with what follows them)": (
+        "AlbertAmxDenseBiasGelu",
+        "AlbertAmxDenseHeads",
+    ),
     "fused matmul (oneDNN inner product)": (
         "_MklNativeFusedMatMul",
         "_MklFusedMatMul",
