@@ -244,6 +244,39 @@ def _amx_dense_heads_gradient(op, dheads):
     return dx, tf.matmul(x_rows, dy, transpose_a=True), None, dbias
 
 
+def dense_layer_norm(x, kernel, packed, bias, residual, gamma, beta, epsilon):
+    """LN(x [rows, K] . kernel [K, N] + bias [N] + residual [rows, N]) over each row ->
+    float32 [rows, N] carrying its bfloat16 copy (`bfloat16_copy`): one AMX product whose
+    float32 accumulators are summed with the bias and residual and normalised in the
+    same pass (x, kernel, bias bfloat16; residual, gamma, beta float32); `packed` is
+    `amx_packed_kernel(kernel)` (not None)."""
+    out, out_bfloat16 = native_kernels.amx_dense_residual_layer_norm(
+        x, kernel, packed, bias, residual, gamma, beta, epsilon
+    )
+    return with_bfloat16_copy(out, out_bfloat16)
+
+
+@ops.RegisterGradient("AlbertAmxDenseResidualLayerNorm")
+def _amx_dense_layer_norm_gradient(op, dy, dy_bfloat16):
+    """Gradients of `dense_layer_norm` (inference graphs differentiated by a user): the
+    product again, the layer norm's gradient as for AlbertResidualLayerNorm, then the
+    product's two gradient products. The packed kernel gets none."""
+    x, kernel, _, bias, residual, gamma, beta = op.inputs
+    dproduct, dbias, dresidual, dgamma, dbeta = _residual_layer_norm_gradients(
+        tf.matmul(x, kernel),
+        bias,
+        residual,
+        gamma,
+        beta,
+        op.get_attr("epsilon"),
+        dy,
+        dy_bfloat16,
+    )
+    dx = tf.matmul(dproduct, kernel, transpose_b=True)
+    dkernel = tf.matmul(x, dproduct, transpose_a=True)
+    return dx, dkernel, None, dbias, dresidual, dgamma, dbeta
+
+
 def known_zeros(t):
     """Whether graph tensor t is zeros by construction: the zeros (ZerosLike, Fill or,
     for small static shapes, a constant) that TensorFlow's gradient code makes for an
@@ -324,10 +357,17 @@ def _native_residual_layer_norm_gradient(op, dy, dy_bfloat16):
     recomputed from the inputs (both outputs are the same values); the copy's gradient
     and the bias's sum in the native gradient's pass, as in training."""
     x, bias, residual, gamma, beta = op.inputs
+    epsilon = op.get_attr("epsilon")
+    return _residual_layer_norm_gradients(x, bias, residual, gamma, beta, epsilon, dy, dy_bfloat16)
+
+
+def _residual_layer_norm_gradients(x, bias, residual, gamma, beta, epsilon, dy, dy_bfloat16):
+    """(dx, dbias, dresidual, dgamma, dbeta) of LN(x + bias + residual) for the gradients
+    dy of its float32 output and dy_bfloat16 of its bfloat16 copy (either may be None)."""
     if dy is None:  # only the bfloat16 copy was used
         dy, dy_bfloat16 = tf.cast(dy_bfloat16, tf.float32), None
     dy_bfloat16 = [] if dy_bfloat16 is None else [dy_bfloat16]
-    _, xhat, rstd = layer_norm_forward(x, residual, gamma, beta, op.get_attr("epsilon"), bias)
+    _, xhat, rstd = layer_norm_forward(x, residual, gamma, beta, epsilon, bias)
     dx, dgamma, dbeta, dx_sum = layer_norm_backward(
         dy, xhat, rstd, gamma, native=True, dy_bfloat16=dy_bfloat16, dx_sum=True
     )

@@ -279,15 +279,22 @@ class LayerNorm(keras.layers.Layer):
         self.beta = self.add_weight(name="beta", shape=(width,), initializer="zeros")
         self.gamma = self.add_weight(name="gamma", shape=(width,), initializer="ones")
 
-    def call(self, x, training=False, residual=None, bias=None, copies=1):
+    def call(self, x, training=False, residual=None, bias=None, copies=1, product_of=None):
         """LN(x + bias + residual) -> float32, x's shape; `residual` (float32, x's
         shape) and `bias` ([H], a dense layer's that produced x) are optional. On
         the fused-elementwise speed path, training graphs take the closed-form
         gradient and inference graphs run one oneDNN kernel where TensorFlow has
         one (albert_tf/fused_elementwise.py). `copies`: how many products will read
-        the output in bfloat16 (`_layer_norm_trainable`)."""
+        the output in bfloat16 (`_layer_norm_trainable`). `product_of`: (kernel,
+        packed) of our AMX product (inference only): LN(x . kernel + bias +
+        residual) in one pass, x [rows, in] (`fused_elementwise.dense_layer_norm`)."""
         gamma = tf.convert_to_tensor(self.gamma)
         beta = tf.convert_to_tensor(self.beta)
+        if product_of is not None:
+            kernel, packed = product_of
+            return fused_elementwise.dense_layer_norm(
+                x, kernel, packed, bias, residual, gamma, beta, self.epsilon
+            )
         if training and fused_elementwise.enabled():
             return _layer_norm_trainable(x, residual, gamma, beta, self.epsilon, bias, copies)
         return fused_elementwise.layer_norm(x, residual, gamma, beta, self.epsilon, bias)
@@ -443,8 +450,9 @@ class BlockWeights:
       matmul: `matmul(a, kernel) -> a . kernel`; default `tf.matmul`.
       packed: sublayer name -> (its kernel [in, out] as a plain tensor, the same packed
         for our AMX product, `fused_elementwise.amx_packed_kernel`): inference applies
-        such a sublayer with a GELU as one `fused_elementwise.dense_bias_gelu`, and
-        "qkv" as one `fused_elementwise.dense_heads`.
+        such a sublayer with a GELU as one `fused_elementwise.dense_bias_gelu`, "qkv" as
+        one `fused_elementwise.dense_heads`, and the output sublayers with their layer
+        norms as one `fused_elementwise.dense_layer_norm` (`LayerNorm.call`).
     """
 
     def __init__(self, kernels, biases, matmul=tf.matmul, packed=None):
@@ -666,6 +674,8 @@ class AlbertTransformerBlock(keras.layers.Layer):
         dropout = training and self.hidden_dropout_prob > 0
         if float32_loops_for(self.compute_dtype) and not dropout:
             bias = w.biases[name]
+            if name in w.packed and not training:  # our AMX product, layer norm included
+                return layer_norm(a, residual=residual, bias=bias, product_of=w.packed[name])
             product = w.product(a, name)
             return layer_norm(
                 product, residual=residual, bias=bias, training=training, copies=copies

@@ -315,3 +315,16 @@ def amx_dense_heads(x, kernel, packed, bias, groups, num_heads):
     return library().albert_amx_dense_heads(
         x, kernel, packed, bias, groups=groups, num_heads=num_heads
     )
+
+
+def amx_dense_residual_layer_norm(x, kernel, packed, bias, residual, gamma, beta, epsilon):
+    """LN(x . kernel + bias + residual) over each row, the product on AMX tiles: x [rows,
+    K] bfloat16, kernel [K, N] bfloat16 (read only by the gradient) and packed, the same
+    from `amx_pack_kernel`, bias [N] bfloat16, residual [rows, N], gamma and beta [N]
+    float32 -> (float32 [rows, N], the same rounded to bfloat16). The sum is taken from
+    the float32 accumulators. `amx_ready()` must be True."""
+    return tuple(
+        library().albert_amx_dense_residual_layer_norm(
+            x, kernel, packed, bias, residual, gamma, beta, epsilon=epsilon
+        )
+    )

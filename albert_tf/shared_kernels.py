@@ -150,6 +150,10 @@ def run_with_summed_kernel_gradients(
     return stack(x, *[kernels[k] for k in kernel_keys], *[tensors[k] for k in tensor_keys])
 
 
+# The dense sublayers (besides "qkv") that inference runs as our AMX products.
+AMX_PRODUCTS = ("intermediate", "attention_output", "ffn_output")
+
+
 def _side_by_side(variables, dtype, axis):
     """The variables cast to `dtype`, concatenated along `axis` when there are several."""
     parts = [tf.cast(v, dtype) for v in variables]
@@ -211,11 +215,11 @@ class EncoderKernels:
                 dtype = block.compute_dtype
                 kernel = _side_by_side([s.kernel for s in sublayers], dtype, axis=1)
                 bias = _side_by_side([s.bias for s in sublayers], dtype, axis=0)
-                # Inference's FFN product and the query/key/value product take our AMX
-                # product where it runs (BlockWeights.packed): the kernel packed once here.
+                # Inference's products take our AMX product where it runs
+                # (BlockWeights.packed): each kernel packed once here.
                 packed = None
                 heads_of_16 = block.hidden_size // block.num_attention_heads % 16 == 0
-                if not training and (name == "intermediate" or name == "qkv" and heads_of_16):
+                if not training and (name in AMX_PRODUCTS or name == "qkv" and heads_of_16):
                     packed = fused_elementwise.amx_packed_kernel(kernel)
                 if packed is not None:
                     self.tensors[prefix + ("packed",)] = packed

@@ -563,6 +563,28 @@ def test_amx_dense_heads_is_the_product_split_into_heads(amx):
         native_kernels.amx_dense_heads(x, kernel, packed, bias, groups=3, num_heads=3)
 
 
+def test_amx_dense_layer_norm_normalises_the_unrounded_sum(amx):
+    rng = np.random.default_rng(6)
+    x, kernel = _bf16(rng.normal(size=(70, 64))), _bf16(rng.normal(size=(64, 96)) * 0.3)
+    bias = _bf16(rng.normal(size=96))
+    residual = tf.constant(rng.normal(size=(70, 96)), tf.float32)
+    gamma, beta = (tf.constant(rng.normal(size=96), tf.float32) for _ in range(2))
+    packed = native_kernels.amx_pack_kernel(kernel)
+    out, out16 = native_kernels.amx_dense_residual_layer_norm(
+        x, kernel, packed, bias, residual, gamma, beta, 1e-12
+    )
+    s = _as64(x) @ _as64(kernel) + _as64(bias) + _as64(residual)
+    centred = s - s.mean(-1, keepdims=True)
+    exact = centred / np.sqrt((centred**2).mean(-1, keepdims=True) + 1e-12)
+    exact = exact * _as64(gamma) + _as64(beta)
+    np.testing.assert_allclose(_as64(out), exact, rtol=1e-4, atol=1e-4 * np.abs(exact).max())
+    np.testing.assert_array_equal(_as64(out16), _as64(tf.cast(out, tf.bfloat16)))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"residual must be \[70, 96\]"):
+        native_kernels.amx_dense_residual_layer_norm(
+            x, kernel, packed, bias, residual[:, :64], gamma, beta, 1e-12
+        )
+
+
 def test_amx_shapes_are_checked(amx):
     kernel = _bf16(np.ones((64, 96)))
     with pytest.raises(tf.errors.InvalidArgumentError, match="columns must be a positive multiple"):
@@ -608,15 +630,25 @@ def test_amx_product_gradient_equals_the_loops(amx):
 
     got += head_grads(lambda x, k, b: fe.dense_heads(x, k, fe.amx_packed_kernel(k), b, 1, 2))
     want += head_grads(lambda x, k, b: split(tf.matmul(x, k) + b))
+    # The output products with their layer norms.
+    residual = tf.constant(rng.normal(size=(40, 32)), tf.float32)
+    gamma, beta = (tf.constant(rng.normal(size=32), tf.float32) for _ in range(2))
+    got += grads(
+        lambda x, k, b: fe.dense_layer_norm(
+            x, k, fe.amx_packed_kernel(k), b, residual, gamma, beta, 1e-12
+        )
+    )
+    want += grads(lambda x, k, b: fe.layer_norm(tf.matmul(x, k), residual, gamma, beta, 1e-12, b))
     for g, w in zip(got, want):
         scale = np.abs(_as64(w)).max()
         np.testing.assert_allclose(_as64(g), _as64(w), rtol=2**-6, atol=0.05 * scale)
 
 
-def test_bfloat16_inference_runs_the_ffn_and_qkv_products_on_amx(amx):
-    # Sizes the tiles take (multiples of 32, heads of 16): each layer's FFN product with its
-    # bias and GELU, and its query/key/value product with the biases, written as heads, is
-    # one AMX product, each shared kernel packed once; training keeps oneDNN's.
+def test_bfloat16_inference_runs_its_dense_products_on_amx(amx):
+    # Sizes the tiles take (multiples of 32, heads of 16): each layer's query/key/value
+    # product with the biases, written as heads, its FFN product with its bias and GELU,
+    # and its two output products with bias, residual and layer norm, are AMX products of
+    # ours, each shared kernel packed once; training keeps oneDNN's.
     cfg = CONFIGS["shared_gelu"].replace(
         hidden_size=32, intermediate_size=64, num_attention_heads=2
     )
@@ -624,8 +656,9 @@ def test_bfloat16_inference_runs_the_ffn_and_qkv_products_on_amx(amx):
     ops = _op_types(model, inputs)
     assert ops.count("AlbertAmxDenseBiasGelu") == cfg.num_hidden_layers
     assert ops.count("AlbertAmxDenseHeads") == cfg.num_hidden_layers
-    assert ops.count("AlbertAmxPackKernel") == 2  # the FFN's and the query/key/value kernels
-    assert "AlbertBiasGelu" not in ops
+    assert ops.count("AlbertAmxDenseResidualLayerNorm") == 2 * cfg.num_hidden_layers
+    assert ops.count("AlbertAmxPackKernel") == 4  # query/key/value, attention output, FFN x 2
+    assert not {"AlbertBiasGelu", "AlbertResidualLayerNorm"} & set(ops)
     assert "AlbertAmxDenseBiasGelu" not in _training_op_types(model, inputs)
     with speed_paths.forced(NO_AMX_PRODUCTS):
         assert "AlbertAmxDenseBiasGelu" not in _op_types(model, inputs)

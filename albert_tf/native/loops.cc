@@ -487,20 +487,27 @@ void configure_tiles() {
   _tile_loadconfig(&config);
 }
 
+// Columns in chunks whose packed kernel (512 KB) stays in L2 while the row blocks pass over
+// it: the `chunk` of amx_product_rows where the blocks are finished one by one.
+inline int64_t l2_columns(int64_t k_size) {
+  return std::max<int64_t>(32, ((1 << 19) / k_size) / 32 * 32);
+}
+
 // The product x . kernel for the rows [first, last) of x [M, K] bfloat16 (`first` a
 // multiple of 32; `last` may end a block early: rows past it are read as zeros and not
-// handed on), packed the kernel [K, N] as albert_amx_pack_columns leaves it. Each 32 x 32
-// block of float32 results goes to finish(block, i, rows, j): block [32, 32] row-major,
-// its first row i of x, `rows` of them valid, its first column j.
-template <typename Finish>
+// handed on), packed the kernel [K, N] as albert_amx_pack_columns leaves it, `chunk`
+// columns (a multiple of 32) at a time for each block of 32 rows. Each 32 x 32 block of
+// float32 results goes to finish(block, i, rows, j): block [32, 32] row-major, its first
+// row i of x, `rows` of them valid, its first column j; then, once a row block's chunk is
+// done, rows_done(i, rows) (with chunk = N: once its whole rows are).
+template <typename Finish, typename RowsDone>
 void amx_product_rows(const uint16_t* x, const uint16_t* packed, int64_t first, int64_t last,
-                      int64_t k_size, int64_t n_size, Finish finish) {
+                      int64_t k_size, int64_t n_size, int64_t chunk, Finish finish,
+                      RowsDone rows_done) {
   configure_tiles();
   std::vector<uint16_t> padded;  // a last block of fewer than 32 rows, zero-filled
   alignas(64) float block[32 * 32];
   const int64_t tile_stride = k_size * 16;  // elements between two 16-column blocks
-  // Columns in chunks whose packed kernel stays in L2 while the row blocks pass over it.
-  const int64_t chunk = std::max<int64_t>(32, ((1 << 19) / k_size) / 32 * 32);
   for (int64_t j0 = 0; j0 < n_size; j0 += chunk) {
     const int64_t j1 = std::min(n_size, j0 + chunk);
     for (int64_t i = first; i < last; i += 32) {
@@ -534,10 +541,13 @@ void amx_product_rows(const uint16_t* x, const uint16_t* packed, int64_t first, 
         _tile_stored(3, block + 16 * 32 + 16, 128);
         finish(block, i, rows, j);
       }
+      rows_done(i, rows);
     }
   }
   _tile_release();
 }
+
+inline void no_rows_step(int64_t, int64_t) {}
 
 std::vector<float> widened(const uint16_t* values, int64_t count) {
   std::vector<float> out(count);
@@ -557,7 +567,7 @@ extern "C" void albert_amx_dense_bias_gelu_rows(const uint16_t* x, const uint16_
                                                 int64_t n_size) {
 #ifdef ALBERT_AMX
   const std::vector<float> bias32 = widened(bias, n_size);
-  amx_product_rows(x, packed, first, last, k_size, n_size,
+  amx_product_rows(x, packed, first, last, k_size, n_size, l2_columns(k_size),
                    [&](const float* block, int64_t i, int64_t rows, int64_t j) {
                      for (int64_t r = 0; r < rows; ++r) {
                        for (int64_t c = 0; c < 32; c += 16) {
@@ -568,7 +578,8 @@ extern "C" void albert_amx_dense_bias_gelu_rows(const uint16_t* x, const uint16_
                              pack_bfloat16(gelu_vector(v)));
                        }
                      }
-                   });
+                   },
+                   no_rows_step);
 #else
   (void)x, (void)packed, (void)bias, (void)out, (void)first, (void)last, (void)k_size,
       (void)n_size;
@@ -589,7 +600,7 @@ extern "C" void albert_amx_dense_heads_rows(const uint16_t* x, const uint16_t* p
 #ifdef ALBERT_AMX
   const int64_t group_width = num_heads * head_size, n_size = groups * group_width;
   const std::vector<float> bias32 = widened(bias, n_size);
-  amx_product_rows(x, packed, first, last, k_size, n_size,
+  amx_product_rows(x, packed, first, last, k_size, n_size, l2_columns(k_size),
                    [&](const float* block, int64_t i, int64_t rows, int64_t j) {
                      for (int64_t r = 0; r < rows; ++r) {
                        const int64_t b = (i + r) / seq, s = (i + r) % seq;
@@ -604,9 +615,52 @@ extern "C" void albert_amx_dense_heads_rows(const uint16_t* x, const uint16_t* p
                          _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), pack_bfloat16(v));
                        }
                      }
-                   });
+                   },
+                   no_rows_step);
 #else
   (void)x, (void)packed, (void)bias, (void)heads, (void)first, (void)last, (void)k_size,
       (void)batch, (void)seq, (void)groups, (void)num_heads, (void)head_size;
+#endif
+}
+
+// out = LN(x . kernel + bias + residual) over each row, in float32, and out16 = out rounded
+// to bfloat16, for the rows [first, last) of x [M, K] bfloat16 (as amx_product_rows takes
+// them): bias [N] bfloat16, residual and out [M, N] float32, gamma and beta [N] float32.
+// The sum is taken from the float32 accumulators (as albert_residual_layer_norm_rows
+// takes it from the product rounded to bfloat16), then the same two-pass moments.
+extern "C" void albert_amx_dense_residual_layer_norm_rows(
+    const uint16_t* x, const uint16_t* packed, const uint16_t* bias, const float* residual,
+    const float* gamma, const float* beta, float epsilon, float* out, uint16_t* out16,
+    int64_t first, int64_t last, int64_t k_size, int64_t n_size) {
+#ifdef ALBERT_AMX
+  const std::vector<float> bias32 = widened(bias, n_size);
+  std::vector<float> sums(32 * n_size);  // a row block's x . kernel, then + bias + residual
+  amx_product_rows(
+      x, packed, first, last, k_size, n_size, n_size,
+      [&](const float* block, int64_t, int64_t rows, int64_t j) {
+        for (int64_t r = 0; r < rows; ++r) {
+          std::memcpy(sums.data() + r * n_size + j, block + r * 32, 32 * sizeof(float));
+        }
+      },
+      [&](int64_t i, int64_t rows) {
+        for (int64_t r = 0; r < rows; ++r) {
+          float* row = sums.data() + r * n_size;
+          const float* residual_row = residual + (i + r) * n_size;
+          float total = 0.0f;
+          for (int64_t j = 0; j < n_size; ++j) {
+            row[j] = row[j] + bias32[j] + residual_row[j];
+            total += row[j];
+          }
+          const float mean = total / float(n_size);
+          float squares = 0.0f;
+          for (int64_t j = 0; j < n_size; ++j) squares += (row[j] - mean) * (row[j] - mean);
+          const float rstd = 1.0f / std::sqrt(squares / float(n_size) + epsilon);
+          normalise_row(row, mean, rstd, gamma, beta, out + (i + r) * n_size,
+                        out16 + (i + r) * n_size, nullptr, n_size);
+        }
+      });
+#else
+  (void)x, (void)packed, (void)bias, (void)residual, (void)gamma, (void)beta, (void)epsilon,
+      (void)out, (void)out16, (void)first, (void)last, (void)k_size, (void)n_size;
 #endif
 }

@@ -48,6 +48,10 @@ extern "C" void albert_amx_dense_heads_rows(const uint16_t* x, const uint16_t* p
                                             int64_t first, int64_t last, int64_t k_size,
                                             int64_t batch, int64_t seq, int64_t groups,
                                             int64_t num_heads, int64_t head_size);
+extern "C" void albert_amx_dense_residual_layer_norm_rows(
+    const uint16_t* x, const uint16_t* packed, const uint16_t* bias, const float* residual,
+    const float* gamma, const float* beta, float epsilon, float* out, uint16_t* out16,
+    int64_t first, int64_t last, int64_t k_size, int64_t n_size);
 extern "C" void albert_residual_layer_norm_rows(const uint16_t* x, const uint16_t* bias,
                                                 const float* residual, const float* gamma,
                                                 const float* beta, float epsilon, float* out,
@@ -866,6 +870,75 @@ class AmxDenseHeadsOp : public OpKernel {
 
 REGISTER_KERNEL_BUILDER(Name("AlbertAmxDenseHeads").Device(::tensorflow::DEVICE_CPU),
                         AmxDenseHeadsOp);
+
+REGISTER_OP("AlbertAmxDenseResidualLayerNorm")
+    .Input("x: bfloat16")
+    .Input("kernel: bfloat16")
+    .Input("packed: bfloat16")
+    .Input("bias: bfloat16")
+    .Input("residual: float")
+    .Input("gamma: float")
+    .Input("beta: float")
+    .Attr("epsilon: float")
+    .Output("y: float")
+    .Output("y_bfloat16: bfloat16")
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      c->set_output(0, c->input(4));
+      c->set_output(1, c->input(4));
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("y = LN(x . kernel + bias + residual) over each row in float32, and y in bfloat16, "
+         "the product on AMX tiles: x [M, K], kernel [K, N] (read only by the gradient) and "
+         "packed, the same from AlbertAmxPackKernel, bias [N], residual [M, N], gamma and "
+         "beta [N]; the sum taken from the float32 accumulators.");
+
+class AmxDenseResidualLayerNormOp : public OpKernel {
+ public:
+  explicit AmxDenseResidualLayerNormOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("epsilon", &epsilon_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    const Tensor& residual = ctx->input(4);
+    OP_REQUIRES(ctx, x.dims() == 2,
+                InvalidArgument("x must be [rows, K], got shape ", x.shape().DebugString()));
+    const int64_t rows = x.dim_size(0), k_size = x.dim_size(1);
+    int64_t n_size;
+    if (!amx_operands(ctx, k_size, &n_size)) return;
+    OP_REQUIRES(ctx, residual.shape() == ::tensorflow::TensorShape({rows, n_size}),
+                InvalidArgument("residual must be [", rows, ", ", n_size, "], got shape ",
+                                residual.shape().DebugString()));
+    if (!is_vector_of(ctx, ctx->input(5), n_size, "gamma") ||
+        !is_vector_of(ctx, ctx->input(6), n_size, "beta"))
+      return;
+    Tensor *y = nullptr, *y16 = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, residual.shape(), &y));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, residual.shape(), &y16));
+    if (rows == 0) return;
+    const uint16_t* in = data<uint16_t>(x);
+    const uint16_t* tiles = data<uint16_t>(ctx->input(2));
+    const uint16_t* bias = data<uint16_t>(ctx->input(3));
+    const float* res = data<float>(residual);
+    const float* gamma = data<float>(ctx->input(5));
+    const float* beta = data<float>(ctx->input(6));
+    float* out = mutable_data<float>(y);
+    uint16_t* out16 = mutable_data<uint16_t>(y16);
+    for_row_blocks(ctx, (rows + 31) / 32, 64 * k_size * n_size / 512,
+                   [&](int64_t begin, int64_t end) {
+                     albert_amx_dense_residual_layer_norm_rows(
+                         in, tiles, bias, res, gamma, beta, epsilon_, out, out16, begin * 32,
+                         std::min(rows, end * 32), k_size, n_size);
+                   });
+  }
+
+ private:
+  float epsilon_;
+};
+
+REGISTER_KERNEL_BUILDER(
+    Name("AlbertAmxDenseResidualLayerNorm").Device(::tensorflow::DEVICE_CPU),
+    AmxDenseResidualLayerNormOp);
 
 }  // namespace
 }  // namespace albert_tf
