@@ -20,12 +20,13 @@ TensorFlow 2.21 offers on CPU (docs/benchmarks.md):
     XLA loop otherwise).
   * `sum_terms`: bfloat16 tensors added in float32 and rounded once (the shared kernels'
     gradients over the layers), where TensorFlow's bfloat16 AddN rounds as it goes.
-  * `amx_dense_bias_gelu` and `amx_dense_heads` (with `amx_pack_kernel`; CPUs with AMX,
-    `amx_ready()`): matrix products of our own on AMX tiles, each finishing its float32
-    accumulators itself: the FFN's first product with its bias and GELU, the query/key/
-    value product with its biases written as attention heads. The shared kernel is
-    packed once per pass, where oneDNN prepares it at every product, rounds the product
-    to bfloat16 and leaves the bias (and the heads' layout) to another pass.
+  * `amx_dense_heads`, `amx_dense_bias_gelu` and `amx_dense_residual_layer_norm` (with
+    `amx_pack_kernel`; CPUs with AMX, `amx_ready()`): matrix products of our own on AMX
+    tiles, each finishing its float32 accumulators itself: the query/key/value product
+    with its biases written as attention heads, the FFN's first product with its bias
+    and GELU, the output products with bias, residual and layer norm. The shared kernel
+    is packed once per pass, where oneDNN prepares it at every product, rounds the
+    product to bfloat16 and leaves the rest to passes of their own.
 
 With AVX-512 the loops work on 16 floats at a time with explicit vector code (exp by
 vscalefps, bfloat16 rounding by vcvtneps2bf16 where AVX512_BF16 is there), else as

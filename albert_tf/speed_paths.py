@@ -53,11 +53,11 @@ class SpeedPaths:
         (albert_tf.native_kernels), where it has a C++ compiler. False: the XLA
         loops, transposes and oneDNN's layer norm.
       amx_products: with `native_cpu_kernels`, on CPUs with AMX tiles, bfloat16
-        inference runs the FFN's first product with its bias and GELU, and the
-        query/key/value product with its biases written as heads, as native AMX products
-        (each kernel packed once per pass; bias and GELU applied to the float32
-        accumulators). False: oneDNN's products, the bias + GELU kernel and the QKV
-        bias loop.
+        inference runs its dense products as native AMX products that finish their
+        float32 accumulators themselves (query/key/value with biases, written as heads;
+        FFN with bias and GELU; the output products with bias, residual and layer
+        norm), each kernel packed once per pass (albert_tf.native_kernels). False:
+        oneDNN's products and the kernels after them.
     """
 
     fused_elementwise: bool

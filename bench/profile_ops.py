@@ -61,6 +61,7 @@ OP_CLASSES = {
     "matmul (our AMX products, with what follows them)": (
         "AlbertAmxDenseBiasGelu",
         "AlbertAmxDenseHeads",
+        "AlbertAmxDenseResidualLayerNorm",
     ),
     "fused matmul (oneDNN inner product)": (
         "_MklNativeFusedMatMul",
