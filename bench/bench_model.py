@@ -649,6 +649,19 @@ def _write(cfg, args, argv, results, notes, peak, impls, start, final):
             f.write(text)
 
 
+def paired_seconds(calls, pairs):
+    """{name: [seconds of each timed call]}: `pairs` rounds of one call of each, the
+    order alternating from round to round (ABBA...)."""
+    names = list(calls)
+    seconds = {name: [] for name in names}
+    for i in range(pairs):
+        for name in names if i % 2 == 0 else names[::-1]:
+            start = time.perf_counter()
+            calls[name]()
+            seconds[name].append(time.perf_counter() - start)
+    return seconds
+
+
 def write_markdown(path, lines):
     """Writes `lines` to `path` as one Markdown file (its folder made if missing; the old
     file replaced only once the new one is whole) and prints them."""

@@ -40,7 +40,6 @@ import shlex
 import statistics
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -48,19 +47,6 @@ sys.path.insert(0, HERE)
 import bench_model as bm  # noqa: E402  (model steps, FLOPs, peak probe, machine description)
 
 PEERS = ("ours", "keras_hub")
-
-
-def _paired_seconds(calls, pairs):
-    """{name: [seconds of each timed call]}: `pairs` rounds of one call of each, the
-    order alternating from round to round (ABBA...)."""
-    names = list(calls)
-    seconds = {name: [] for name in names}
-    for i in range(pairs):
-        for name in names if i % 2 == 0 else names[::-1]:
-            start = time.perf_counter()
-            calls[name]()
-            seconds[name].append(time.perf_counter() - start)
-    return seconds
 
 
 def _ratio_summary(numerator, denominator):
@@ -87,13 +73,13 @@ def worker_encoder(dtype, mode, pairs):
     for call in list(calls.values()) * 2 + [call for call, _ in bursts.values()] * 2:
         call()
     # The sustained probes last as long as our call (the median of three).
-    call_seconds = statistics.median(_paired_seconds({"ours": calls["ours"]}, 3)["ours"])
+    call_seconds = statistics.median(bm.paired_seconds({"ours": calls["ours"]}, 3)["ours"])
     probes = {f"{name} burst": probe for name, probe in bursts.items()}
     probes.update(
         {f"{name} sustained": _sustained(*probe, call_seconds) for name, probe in bursts.items()}
     )
     calls.update({name: call for name, (call, _) in probes.items()})
-    seconds = _paired_seconds(calls, pairs)
+    seconds = bm.paired_seconds(calls, pairs)
     flops = bm.model_flops(cfg, batch, 128, mode == "train")
     probe_rates = {name: [f / s for s in seconds[name]] for name, (_, f) in probes.items()}
     ours_s = statistics.median(seconds["ours"])
@@ -115,7 +101,7 @@ def worker_encoder(dtype, mode, pairs):
 
 def _sustained(call, flops, seconds):
     """(call, flops) of a probe repeated for about `seconds` per call."""
-    single = statistics.median(_paired_seconds({"probe": call}, 3)["probe"])
+    single = statistics.median(bm.paired_seconds({"probe": call}, 3)["probe"])
     reps = max(1, round(seconds / single))
     return (lambda: [call() for _ in range(reps)]), flops * reps
 
@@ -181,7 +167,7 @@ def worker_pretraining(seq, batch, pairs):
     }
     for call in list(calls.values()) * 2:
         call()
-    seconds = _paired_seconds(calls, pairs)
+    seconds = bm.paired_seconds(calls, pairs)
     return {
         "seq": seq,
         "batch": batch,
@@ -206,7 +192,7 @@ def worker_speed_paths(cell, names, pairs):
         calls["off"]()
     for call in list(calls.values()) * 2:
         call()
-    seconds = _paired_seconds(calls, pairs)
+    seconds = bm.paired_seconds(calls, pairs)
     return {
         "dtype": dtype,
         "mode": mode,

@@ -1,0 +1,167 @@
+"""Our AMX products against oneDNN's product plus the kernel they replace, per shape.
+
+    python bench/bench_amx_products.py [--pairs 20] [--batch 32]
+        [--out bench/results/amx_products.md]
+
+On a CPU with AMX tiles (albert_tf.native_kernels.amx_ready()), for each dense product of
+an ALBERT-base layer at `--batch` x 128 rows, times in one process, in pairs (ABBA...):
+
+  * ours: the AMX product that finishes its float32 accumulators itself
+    (`amx_dense_heads`, `amx_dense_bias_gelu`, `amx_dense_residual_layer_norm`), its
+    kernel packed beforehand (once per pass in the model, where all 12 layers share it);
+  * oneDNN: `tf.matmul` of the same bfloat16 operands, then our native kernel for the same
+    finishing work (`bias_add_heads` over the three groups' heads, `bias_gelu`,
+    `residual_layer_norm`): the path the model takes with `SpeedPaths.amx_products` off
+    (its query/key/value product there is a broadcast batch product with an XLA bias loop;
+    here the plain product with the native heads kernel, the faster of the two).
+
+Reports each side's median time per call and the median pair ratio (oneDNN time / ours).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+
+import bench_model as bm  # noqa: E402  (machine description, result file)
+
+HIDDEN, INTERMEDIATE, HEADS, SEQ = 768, 3072, 12, 128
+
+
+def product_pairs(batch: int):
+    """[(name, ours, onednn)]: zero-argument callables (each a tf.function over fixed
+    random bfloat16 operands) for the four products of a layer at batch x SEQ rows."""
+    import numpy as np
+    import tensorflow as tf
+
+    from albert_tf import native_kernels as nk
+
+    rng = np.random.default_rng(0)
+    rows = batch * SEQ
+
+    def bf16(*shape, scale=1.0):
+        return tf.constant(rng.normal(size=shape) * scale, tf.bfloat16)
+
+    def f32(*shape):
+        return tf.constant(rng.normal(size=shape), tf.float32)
+
+    def timed(fn, *args):
+        call = tf.function(fn)
+        return lambda: call(*args)[0, 0].numpy()  # waits for the result, copies one value
+
+    pairs = []
+    x, x_wide = bf16(rows, HIDDEN), bf16(rows, INTERMEDIATE)
+    qkv, qkv_bias = bf16(HIDDEN, 3 * HIDDEN, scale=0.03), bf16(3 * HIDDEN)
+    packed = nk.amx_pack_kernel(qkv)
+    pairs.append(
+        (
+            f"query/key/value + biases as heads `[{rows}, 768] x [768, 2304]`",
+            timed(
+                lambda x: tf.reshape(
+                    nk.amx_dense_heads(
+                        tf.reshape(x, [batch, SEQ, HIDDEN]), qkv, packed, qkv_bias, 3, HEADS
+                    ),
+                    [-1, HIDDEN],
+                ),
+                x,
+            ),
+            timed(
+                lambda x: tf.reshape(
+                    nk.bias_add_heads(
+                        tf.reshape(tf.matmul(x, qkv), [batch, SEQ, -1]), qkv_bias, 3 * HEADS
+                    ),
+                    [-1, HIDDEN],
+                ),
+                x,
+            ),
+        )
+    )
+    ffn, ffn_bias = bf16(HIDDEN, INTERMEDIATE, scale=0.03), bf16(INTERMEDIATE)
+    packed_ffn = nk.amx_pack_kernel(ffn)
+    pairs.append(
+        (
+            f"FFN + bias + GELU `[{rows}, 768] x [768, 3072]`",
+            timed(lambda x: nk.amx_dense_bias_gelu(x, ffn, packed_ffn, ffn_bias), x),
+            timed(lambda x: nk.bias_gelu(tf.matmul(x, ffn), ffn_bias), x),
+        )
+    )
+    residual, gamma, beta = f32(rows, HIDDEN), f32(HIDDEN), f32(HIDDEN)
+    for name, a, k_size in (("attention output", x, HIDDEN), ("FFN output", x_wide, INTERMEDIATE)):
+        kernel, bias = bf16(k_size, HIDDEN, scale=0.03), bf16(HIDDEN)
+        packed_out = nk.amx_pack_kernel(kernel)
+        pairs.append(
+            (
+                f"{name} + bias + residual + layer norm `[{rows}, {k_size}] x [{k_size}, 768]`",
+                timed(
+                    lambda a, k=kernel, p=packed_out, b=bias: nk.amx_dense_residual_layer_norm(
+                        a, k, p, b, residual, gamma, beta, 1e-12
+                    )[0],
+                    a,
+                ),
+                timed(
+                    lambda a, k=kernel, b=bias: nk.residual_layer_norm(
+                        tf.matmul(a, k), b, residual, gamma, beta, 1e-12
+                    )[0],
+                    a,
+                ),
+            )
+        )
+    return pairs
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--pairs", type=int, default=20)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--out", default=os.path.join(HERE, "results", "amx_products.md"))
+    args = p.parse_args(argv)
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+    from albert_tf import native_kernels
+
+    if not native_kernels.amx_ready():
+        sys.exit("bench_amx_products: no AMX products here (no AMX tiles, or no C++ kernels)")
+    load_start = bm._machine()[3]
+    rows = []
+    for name, ours, onednn in product_pairs(args.batch):
+        for call in (ours, onednn) * 2:  # traced and warm
+            call()
+        seconds = bm.paired_seconds({"ours": ours, "onednn": onednn}, args.pairs)
+        ratios = [o / u for o, u in zip(seconds["onednn"], seconds["ours"])]
+        rows.append(
+            f"| {name} | {statistics.median(seconds['ours']) * 1e3:.2f} "
+            f"| {statistics.median(seconds['onednn']) * 1e3:.2f} "
+            f"| {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |"
+        )
+    model, nproc, isa, load = bm._machine()
+    command = shlex.join(sys.argv[1:] if argv is None else argv)
+    bm.write_markdown(
+        args.out,
+        [
+            "# Our AMX products against oneDNN's product plus our kernel",
+            "",
+            f"Command: `python bench/bench_amx_products.py {command}`",
+            "",
+            f"Machine: {model}, nproc {nproc}, ISA flags {' '.join(isa)}, "
+            f"TF_ENABLE_ONEDNN_OPTS={bm.onednn_setting()}, load average at start {load_start}, "
+            f"at end {load}; {bm._versions()}.",
+            "",
+            f"bfloat16, batch {args.batch} x seq {SEQ} rows, all threads; median ms per call "
+            f"over {args.pairs} pairs; ratio: the median of the per-pair ratios oneDNN time / "
+            "our time, with its range.",
+            "",
+            "| product and what it carries | ours ms | oneDNN + kernel ms | ratio (range) |",
+            "|---|---:|---:|---|",
+            *rows,
+        ],
+    )
+
+
+if __name__ == "__main__":
+    main()
