@@ -705,6 +705,15 @@ bool amx_operands(OpKernelContext* ctx, int64_t k_size, int64_t* n_size) {
          is_vector_of(ctx, ctx->input(3), *n_size, "bias");
 }
 
+// Splits `rows` rows of a product with a kernel [K, N] over the intra-op threads in blocks
+// of 32 (the tile product's unit): fn(first, last) for the rows [first, last).
+template <typename Fn>
+void for_amx_row_blocks(OpKernelContext* ctx, int64_t rows, int64_t k_size, int64_t n_size,
+                        Fn fn) {
+  for_row_blocks(ctx, (rows + 31) / 32, 64 * k_size * n_size / 512,
+                 [&](int64_t begin, int64_t end) { fn(begin * 32, std::min(rows, end * 32)); });
+}
+
 REGISTER_OP("AlbertAmxPackKernel")
     .Input("kernel: bfloat16")
     .Output("packed: bfloat16")
@@ -785,12 +794,9 @@ class AmxDenseBiasGeluOp : public OpKernel {
     const uint16_t* tiles = data<uint16_t>(ctx->input(2));
     const uint16_t* bias = data<uint16_t>(ctx->input(3));
     uint16_t* out = mutable_data<uint16_t>(z);
-    // Blocks of 32 rows, the unit of the tile product.
-    for_row_blocks(ctx, (rows + 31) / 32, 64 * k_size * n_size / 512,
-                   [&](int64_t begin, int64_t end) {
-                     albert_amx_dense_bias_gelu_rows(in, tiles, bias, out, begin * 32,
-                                                     std::min(rows, end * 32), k_size, n_size);
-                   });
+    for_amx_row_blocks(ctx, rows, k_size, n_size, [&](int64_t first, int64_t last) {
+      albert_amx_dense_bias_gelu_rows(in, tiles, bias, out, first, last, k_size, n_size);
+    });
   }
 };
 
@@ -856,12 +862,10 @@ class AmxDenseHeadsOp : public OpKernel {
     const uint16_t* tiles = data<uint16_t>(ctx->input(2));
     const uint16_t* bias = data<uint16_t>(ctx->input(3));
     uint16_t* out = mutable_data<uint16_t>(heads);
-    for_row_blocks(ctx, (rows + 31) / 32, 64 * k_size * n_size / 512,
-                   [&](int64_t begin, int64_t end) {
-                     albert_amx_dense_heads_rows(in, tiles, bias, out, begin * 32,
-                                                 std::min(rows, end * 32), k_size, batch, seq,
-                                                 groups_, num_heads_, head_size);
-                   });
+    for_amx_row_blocks(ctx, rows, k_size, n_size, [&](int64_t first, int64_t last) {
+      albert_amx_dense_heads_rows(in, tiles, bias, out, first, last, k_size, batch, seq, groups_,
+                                  num_heads_, head_size);
+    });
   }
 
  private:
@@ -924,12 +928,10 @@ class AmxDenseResidualLayerNormOp : public OpKernel {
     const float* beta = data<float>(ctx->input(6));
     float* out = mutable_data<float>(y);
     uint16_t* out16 = mutable_data<uint16_t>(y16);
-    for_row_blocks(ctx, (rows + 31) / 32, 64 * k_size * n_size / 512,
-                   [&](int64_t begin, int64_t end) {
-                     albert_amx_dense_residual_layer_norm_rows(
-                         in, tiles, bias, res, gamma, beta, epsilon_, out, out16, begin * 32,
-                         std::min(rows, end * 32), k_size, n_size);
-                   });
+    for_amx_row_blocks(ctx, rows, k_size, n_size, [&](int64_t first, int64_t last) {
+      albert_amx_dense_residual_layer_norm_rows(in, tiles, bias, res, gamma, beta, epsilon_, out,
+                                                out16, first, last, k_size, n_size);
+    });
   }
 
  private:
