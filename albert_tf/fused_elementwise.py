@@ -216,9 +216,7 @@ def _amx_dense_bias_gelu_gradient(op, dz):
     differentiated by a user): the product again, then the training graphs' GELU
     gradient. The packed kernel gets none (the kernel input carries it)."""
     x, kernel, _, bias = op.inputs
-    dy, dbias = bias_gelu_tanh_backward(dz, tf.matmul(x, kernel), bias)
-    if dbias is None:
-        dbias = tf.cast(leading_sum(dy), bias.dtype)
+    dy, dbias = _bias_gelu_gradients(dz, tf.matmul(x, kernel), bias)
     return tf.matmul(dy, kernel, transpose_b=True), tf.matmul(x, dy, transpose_a=True), None, dbias
 
 
@@ -346,6 +344,12 @@ def _native_bias_gelu_gradient(op, dz):
     """Gradients of albert_tf.native_kernels.bias_gelu (inference graphs differentiated
     by a user): the training graphs' loop."""
     y, bias = op.inputs
+    return _bias_gelu_gradients(dz, y, bias)
+
+
+def _bias_gelu_gradients(dz, y, bias):
+    """(dy, dbias) of gelu(y + bias): `bias_gelu_tanh_backward`, with the bias's sum of
+    dy where it did not come with it."""
     dy, dbias = bias_gelu_tanh_backward(dz, y, bias)
     return dy, tf.cast(leading_sum(dy), bias.dtype) if dbias is None else dbias
 

@@ -100,7 +100,7 @@ def loop_calls(batch: int, training: bool, seed: int = 0):
                 ),
             )
         )
-        calls.append(_heads_call(lib_fn="albert_bias_add_heads_rows", x=x, b=bias_h, out=heads))
+        calls.append(_heads_call(x, bias_h, heads))
         return calls
     calls += [
         (
@@ -150,7 +150,7 @@ def loop_calls(batch: int, training: bool, seed: int = 0):
             )
         )
     calls += [
-        _heads_call(lib_fn="albert_bias_add_heads_rows", x=x, b=bias_h, out=heads),
+        _heads_call(x, bias_h, heads),
         (
             "heads gradient `[rows, 768]`",
             36,
@@ -197,14 +197,15 @@ def loop_calls(batch: int, training: bool, seed: int = 0):
     return calls
 
 
-def _heads_call(lib_fn, x, b, out):
+def _heads_call(x, b, out):
+    """loop_calls' entry for the bias + split into heads of x [rows, 768] (both steps)."""
     rows = x.shape[0]
     n64 = ctypes.c_int64
     return (
         "bias + split into heads `[rows, 768]`",
         36,
         2 * 2 * x.size,
-        lambda lib: getattr(lib, lib_fn)(
+        lambda lib: lib.albert_bias_add_heads_rows(
             _ptr(x), _ptr(b), _ptr(out), n64(0), n64(rows), n64(SEQ), n64(HEADS), n64(HEAD_SIZE)
         ),
     )

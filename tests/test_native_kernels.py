@@ -523,10 +523,6 @@ def amx():
 NO_AMX_PRODUCTS = dataclasses.replace(speed_paths.CPU_ONLY, amx_products=False)
 
 
-def _gelu64(y):
-    return 0.5 * y * (1 + np.tanh(np.sqrt(2 / np.pi) * (y + 0.044715 * y**3)))
-
-
 @pytest.mark.parametrize("rows", [70, 32, 1])
 def test_amx_dense_bias_gelu_is_the_exact_result_rounded_once(amx, rows):
     # Row counts that fill whole 32-row blocks, end one early, and make one of a single row.
@@ -540,7 +536,7 @@ def test_amx_dense_bias_gelu_is_the_exact_result_rounded_once(amx, rows):
         _as64(packed)[1, 3, 2 * 5 + 1], _as64(kernel)[2 * 3 + 1, 16 * 1 + 5]
     )
     got = _as64(native_kernels.amx_dense_bias_gelu(x, kernel, packed, bias))
-    exact = _gelu64(_as64(x) @ _as64(kernel) + _as64(bias))
+    exact = albert_numpy.gelu_tanh(_as64(x) @ _as64(kernel) + _as64(bias))
     # One rounding of the exact value (a float32 sum order on top): within a bfloat16 ulp.
     np.testing.assert_allclose(got, exact, rtol=2**-8, atol=1e-6)
     # oneDNN's product is rounded to bfloat16 before the bias and GELU: further off.

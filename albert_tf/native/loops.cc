@@ -219,9 +219,22 @@ extern "C" void albert_bias_gelu_backward_rows(const uint16_t* dz, const uint16_
   }
 }
 
-// Writes s = x + bias + residual of one row (cols values) to `sums` and returns its mean
-// and reciprocal standard deviation in two passes (as oneDNN's and TensorFlow's layer
-// norms: the variance of the centred values).
+// The mean and reciprocal standard deviation of one row of sums (cols values, `total`
+// their sum), the variance taken over the centred values (as oneDNN's and TensorFlow's
+// layer norms do).
+static inline void row_moments(const float* sums, float total, float epsilon, int64_t cols,
+                               float* mean, float* rstd) {
+  *mean = total / float(cols);
+  float squares = 0.0f;
+  for (int64_t j = 0; j < cols; ++j) {
+    const float d = sums[j] - *mean;
+    squares += d * d;
+  }
+  *rstd = 1.0f / std::sqrt(squares / float(cols) + epsilon);
+}
+
+// Writes s = x + bias + residual of one row (cols values) to `sums` and returns its
+// moments (row_moments): two passes.
 static inline void row_sum_and_moments(const uint16_t* x_row, const uint16_t* bias,
                                 const float* residual_row, float epsilon, int64_t cols,
                                 float* sums, float* mean, float* rstd) {
@@ -231,13 +244,7 @@ static inline void row_sum_and_moments(const uint16_t* x_row, const uint16_t* bi
     sums[j] = s;
     sum += s;
   }
-  *mean = sum / float(cols);
-  float squares = 0.0f;
-  for (int64_t j = 0; j < cols; ++j) {
-    const float d = sums[j] - *mean;
-    squares += d * d;
-  }
-  *rstd = 1.0f / std::sqrt(squares / float(cols) + epsilon);
+  row_moments(sums, sum, epsilon, cols, mean, rstd);
 }
 
 // One row of a layer norm from its sums s (cols values) and moments: out = (s - mean) rstd
@@ -651,10 +658,8 @@ extern "C" void albert_amx_dense_residual_layer_norm_rows(
             row[j] = row[j] + bias32[j] + residual_row[j];
             total += row[j];
           }
-          const float mean = total / float(n_size);
-          float squares = 0.0f;
-          for (int64_t j = 0; j < n_size; ++j) squares += (row[j] - mean) * (row[j] - mean);
-          const float rstd = 1.0f / std::sqrt(squares / float(n_size) + epsilon);
+          float mean, rstd;
+          row_moments(row, total, epsilon, n_size, &mean, &rstd);
           normalise_row(row, mean, rstd, gamma, beta, out + (i + r) * n_size,
                         out16 + (i + r) * n_size, nullptr, n_size);
         }
