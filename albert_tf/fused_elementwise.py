@@ -185,33 +185,33 @@ def bias_gelu_tanh_backward(dz, y, bias):
     return _bias_gelu_tanh_backward_loop(dz, y, bias), None
 
 
-def amx_packed_kernel(kernel):
+def packed_kernel(kernel):
     """The bfloat16 kernel [K, N] packed for `dense_bias_gelu` (albert_tf.native_kernels'
-    AMX product, the packing done once for every layer that shares the kernel) where this
-    machine and graph can run it: `SpeedPaths.amx_products`, `_native_usable`, a CPU with
-    AMX tiles, K and N static multiples of 32. Else None: the caller keeps the oneDNN
+    product, the packing done once for every layer that shares the kernel) where this
+    machine and graph can run it: `SpeedPaths.native_products`, `_native_usable`, a CPU with
+    AVX512_BF16, K and N static multiples of 32. Else None: the caller keeps the oneDNN
     product and `bias_gelu_tanh`."""
     static = kernel.shape.rank == 2 and all(d is not None and d % 32 == 0 for d in kernel.shape)
     if not (
         kernel.dtype == tf.bfloat16
         and static
-        and speed_paths.choose().amx_products
+        and speed_paths.choose().native_products
         and _native_usable()
-        and native_kernels.amx_ready()
+        and native_kernels.products_ready()
     ):
         return None
-    return native_kernels.amx_pack_kernel(kernel)
+    return native_kernels.pack_kernel(kernel)
 
 
 def dense_bias_gelu(x, kernel, packed, bias):
-    """GELU (tanh form) of x [rows, K] . kernel [K, N] + bias [N], bfloat16, as one AMX
-    product whose float32 accumulators take the bias and the GELU before their one
-    rounding; `packed` is `amx_packed_kernel(kernel)` (not None)."""
-    return native_kernels.amx_dense_bias_gelu(x, kernel, packed, bias)
+    """GELU (tanh form) of x [rows, K] . kernel [K, N] + bias [N], bfloat16, as one product
+    of ours whose float32 accumulators take the bias and the GELU before their one
+    rounding; `packed` is `packed_kernel(kernel)` (not None)."""
+    return native_kernels.dense_bias_gelu(x, kernel, packed, bias)
 
 
-@ops.RegisterGradient("AlbertAmxDenseBiasGelu")
-def _amx_dense_bias_gelu_gradient(op, dz):
+@ops.RegisterGradient("AlbertDenseBiasGelu")
+def _dense_bias_gelu_gradient(op, dz):
     """Gradients of `dense_bias_gelu` w.r.t. x, the kernel and the bias (inference graphs
     differentiated by a user): the product again, then the training graphs' GELU
     gradient. The packed kernel gets none (the kernel input carries it)."""
@@ -221,15 +221,15 @@ def _amx_dense_bias_gelu_gradient(op, dz):
 
 
 def dense_heads(x, kernel, packed, bias, groups, num_heads):
-    """x [B, S, K] . kernel [K, N] + bias [N], bfloat16, as one AMX product written as
+    """x [B, S, K] . kernel [K, N] + bias [N], bfloat16, as one product of ours written as
     attention heads [groups, B, num_heads, S, D] (the N columns `groups` blocks side by
     side of num_heads heads of D), the bias added to the float32 accumulators before
-    their one rounding; `packed` is `amx_packed_kernel(kernel)` (not None)."""
-    return native_kernels.amx_dense_heads(x, kernel, packed, bias, groups, num_heads)
+    their one rounding; `packed` is `packed_kernel(kernel)` (not None)."""
+    return native_kernels.dense_heads(x, kernel, packed, bias, groups, num_heads)
 
 
-@ops.RegisterGradient("AlbertAmxDenseHeads")
-def _amx_dense_heads_gradient(op, dheads):
+@ops.RegisterGradient("AlbertDenseHeads")
+def _dense_heads_gradient(op, dheads):
     """Gradients of `dense_heads` w.r.t. x, the kernel and the bias (inference graphs
     differentiated by a user): the heads back in the product's layout, then its two
     products and the bias's sum. The packed kernel gets none."""
@@ -244,18 +244,18 @@ def _amx_dense_heads_gradient(op, dheads):
 
 def dense_layer_norm(x, kernel, packed, bias, residual, gamma, beta, epsilon):
     """LN(x [rows, K] . kernel [K, N] + bias [N] + residual [rows, N]) over each row ->
-    float32 [rows, N] carrying its bfloat16 copy (`bfloat16_copy`): one AMX product whose
+    float32 [rows, N] carrying its bfloat16 copy (`bfloat16_copy`): one product of ours whose
     float32 accumulators are summed with the bias and residual and normalised in the
     same pass (x, kernel, bias bfloat16; residual, gamma, beta float32); `packed` is
-    `amx_packed_kernel(kernel)` (not None)."""
-    out, out_bfloat16 = native_kernels.amx_dense_residual_layer_norm(
+    `packed_kernel(kernel)` (not None)."""
+    out, out_bfloat16 = native_kernels.dense_residual_layer_norm(
         x, kernel, packed, bias, residual, gamma, beta, epsilon
     )
     return with_bfloat16_copy(out, out_bfloat16)
 
 
-@ops.RegisterGradient("AlbertAmxDenseResidualLayerNorm")
-def _amx_dense_layer_norm_gradient(op, dy, dy_bfloat16):
+@ops.RegisterGradient("AlbertDenseResidualLayerNorm")
+def _dense_layer_norm_gradient(op, dy, dy_bfloat16):
     """Gradients of `dense_layer_norm` (inference graphs differentiated by a user): the
     product again, the layer norm's gradient as for AlbertResidualLayerNorm, then the
     product's two gradient products. The packed kernel gets none."""

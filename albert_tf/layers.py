@@ -286,7 +286,7 @@ class LayerNorm(keras.layers.Layer):
         gradient and inference graphs run one oneDNN kernel where TensorFlow has
         one (albert_tf/fused_elementwise.py). `copies`: how many products will read
         the output in bfloat16 (`_layer_norm_trainable`). `product_of`: (kernel,
-        packed) of our AMX product (inference only): LN(x . kernel + bias +
+        packed) of our bfloat16 product (inference only): LN(x . kernel + bias +
         residual) in one pass, x [rows, in] (`fused_elementwise.dense_layer_norm`)."""
         gamma = tf.convert_to_tensor(self.gamma)
         beta = tf.convert_to_tensor(self.beta)
@@ -449,7 +449,7 @@ class BlockWeights:
       biases: sublayer name -> bias tensor.
       matmul: `matmul(a, kernel) -> a . kernel`; default `tf.matmul`.
       packed: sublayer name -> (its kernel [in, out] as a plain tensor, the same packed
-        for our AMX product, `fused_elementwise.amx_packed_kernel`): inference applies
+        for our bfloat16 product, `fused_elementwise.packed_kernel`): inference applies
         such a sublayer with a GELU as one `fused_elementwise.dense_bias_gelu`, "qkv" as
         one `fused_elementwise.dense_heads`, and the output sublayers with their layer
         norms as one `fused_elementwise.dense_layer_norm` (`LayerNorm.call`).
@@ -471,7 +471,7 @@ class BlockWeights:
 
     def linear(self, a, name, training, activation=None):
         """activation(a . kernel + bias) of the dense sublayer `name` (`bias_and_activation`,
-        or one AMX product where `packed` has the sublayer and inference applies a GELU)."""
+        or one product of ours where `packed` has the sublayer and inference applies a GELU)."""
         if name in self.packed and not training and get_activation(activation) is gelu_tanh:
             kernel, packed = self.packed[name]
             return fused_elementwise.dense_bias_gelu(a, kernel, packed, self.biases[name])
@@ -628,7 +628,7 @@ class AlbertTransformerBlock(keras.layers.Layer):
             # The product in head layout [3, B, N, S, D]; slices of its leading
             # axis are views, so no split pass is needed. It reads x once.
             x_in = query_in
-            if "qkv" in w.packed:  # our AMX product writes the heads, bias included
+            if "qkv" in w.packed:  # our product writes the heads, bias included
                 kernel, packed = w.packed["qkv"]
                 x_rows = tf.reshape(x_in, [batch, seq, n * d])
                 bias = tf.reshape(w.biases["qkv"], [-1])  # head-major order = [3H] order
@@ -674,7 +674,7 @@ class AlbertTransformerBlock(keras.layers.Layer):
         dropout = training and self.hidden_dropout_prob > 0
         if float32_loops_for(self.compute_dtype) and not dropout:
             bias = w.biases[name]
-            if name in w.packed and not training:  # our AMX product, layer norm included
+            if name in w.packed and not training:  # our product, layer norm included
                 return layer_norm(a, residual=residual, bias=bias, product_of=w.packed[name])
             product = w.product(a, name)
             return layer_norm(

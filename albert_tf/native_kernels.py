@@ -20,10 +20,11 @@ TensorFlow 2.21 offers on CPU (docs/benchmarks.md):
     XLA loop otherwise).
   * `sum_terms`: bfloat16 tensors added in float32 and rounded once (the shared kernels'
     gradients over the layers), where TensorFlow's bfloat16 AddN rounds as it goes.
-  * `amx_dense_heads`, `amx_dense_bias_gelu` and `amx_dense_residual_layer_norm` (with
-    `amx_pack_kernel`; CPUs with AMX, `amx_ready()`): matrix products of our own on AMX
-    tiles, each finishing its float32 accumulators itself: the query/key/value product
-    with its biases written as attention heads, the FFN's first product with its bias
+  * `dense_heads`, `dense_bias_gelu` and `dense_residual_layer_norm` (with
+    `pack_kernel`; CPUs with AVX512_BF16, `products_ready()`): bfloat16 matrix products
+    of our own (on AMX tiles where the CPU has them, else its vector units), each
+    finishing its float32 accumulators itself: the query/key/value product with its
+    biases written as attention heads, the FFN's first product with its bias
     and GELU, the output products with bias, residual and layer norm. The shared kernel
     is packed once per pass, where oneDNN prepares it at every product, rounds the
     product to bfloat16 and leaves the rest to passes of their own.
@@ -280,52 +281,51 @@ def sum_terms(terms):
 
 
 @functools.cache
-def amx_ready() -> bool:
-    """Whether the AMX products below can run in this process: the library is there, was
-    built for a CPU with AMX tiles, and Linux lets the process use them."""
+def products_ready() -> bool:
+    """Whether the products below can run in this process: the library is there and was
+    built for a CPU with AVX512_BF16 (they run on AMX tiles where the CPU has them and
+    Linux lets the process use them, else on the vector units)."""
     import tensorflow as tf
 
     if library() is None:
         return False
     with tf.init_scope():  # an eager question even inside a trace
-        return bool(library().albert_amx_ready().numpy())
+        return bool(library().albert_products_ready().numpy())
 
 
-def amx_pack_kernel(kernel):
-    """A bfloat16 kernel [K, N] (K, N multiples of 32) in the layout `amx_dense_bias_gelu`
+def pack_kernel(kernel):
+    """A bfloat16 kernel [K, N] (K, N multiples of 32) in the layout `dense_bias_gelu`
     reads: [N / 16, K / 2, 32]. Packed once per pass for a kernel the layers share."""
-    return library().albert_amx_pack_kernel(kernel)
+    return library().albert_pack_kernel(kernel)
 
 
-def amx_dense_bias_gelu(x, kernel, packed, bias):
-    """gelu(x . kernel + bias) on AMX tiles: x [rows, K] bfloat16, kernel [K, N] bfloat16
-    (read only by the gradient) and packed, the same from `amx_pack_kernel`, bias [N]
+def dense_bias_gelu(x, kernel, packed, bias):
+    """gelu(x . kernel + bias) as our product: x [rows, K] bfloat16, kernel [K, N] bfloat16
+    (read only by the gradient) and packed, the same from `pack_kernel`, bias [N]
     bfloat16 -> [rows, N] bfloat16. The product is accumulated in float32 and the bias and
     GELU (tanh form) applied to it in float32, rounded once (a oneDNN product rounds to
-    bfloat16 before the bias). `amx_ready()` must be True."""
-    return library().albert_amx_dense_bias_gelu(x, kernel, packed, bias)
+    bfloat16 before the bias). `products_ready()` must be True."""
+    return library().albert_dense_bias_gelu(x, kernel, packed, bias)
 
 
-def amx_dense_heads(x, kernel, packed, bias, groups, num_heads):
-    """x . kernel + bias on AMX tiles, written as attention heads: x [B, S, K] bfloat16,
+def dense_heads(x, kernel, packed, bias, groups, num_heads):
+    """x . kernel + bias as our product, written as attention heads: x [B, S, K] bfloat16,
     kernel [K, N] bfloat16 (read only by the gradient) and packed, the same from
-    `amx_pack_kernel`, bias [N] bfloat16, the N columns `groups` blocks side by side (the
+    `pack_kernel`, bias [N] bfloat16, the N columns `groups` blocks side by side (the
     query, key and value kernels) of num_heads heads of D (a multiple of 16) -> [groups,
     B, num_heads, S, D] bfloat16, the bias added in float32 to the float32 accumulators
-    and rounded once. `amx_ready()` must be True."""
-    return library().albert_amx_dense_heads(
-        x, kernel, packed, bias, groups=groups, num_heads=num_heads
-    )
+    and rounded once. `products_ready()` must be True."""
+    return library().albert_dense_heads(x, kernel, packed, bias, groups=groups, num_heads=num_heads)
 
 
-def amx_dense_residual_layer_norm(x, kernel, packed, bias, residual, gamma, beta, epsilon):
-    """LN(x . kernel + bias + residual) over each row, the product on AMX tiles: x [rows,
+def dense_residual_layer_norm(x, kernel, packed, bias, residual, gamma, beta, epsilon):
+    """LN(x . kernel + bias + residual) over each row, the product ours: x [rows,
     K] bfloat16, kernel [K, N] bfloat16 (read only by the gradient) and packed, the same
-    from `amx_pack_kernel`, bias [N] bfloat16, residual [rows, N], gamma and beta [N]
+    from `pack_kernel`, bias [N] bfloat16, residual [rows, N], gamma and beta [N]
     float32 -> (float32 [rows, N], the same rounded to bfloat16). The sum is taken from
-    the float32 accumulators. `amx_ready()` must be True."""
+    the float32 accumulators. `products_ready()` must be True."""
     return tuple(
-        library().albert_amx_dense_residual_layer_norm(
+        library().albert_dense_residual_layer_norm(
             x, kernel, packed, bias, residual, gamma, beta, epsilon=epsilon
         )
     )

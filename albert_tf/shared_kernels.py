@@ -150,8 +150,9 @@ def run_with_summed_kernel_gradients(
     return stack(x, *[kernels[k] for k in kernel_keys], *[tensors[k] for k in tensor_keys])
 
 
-# The dense sublayers (besides "qkv") that inference runs as our AMX products.
-AMX_PRODUCTS = ("intermediate", "attention_output", "ffn_output")
+# The dense sublayers (besides "qkv") that inference runs as our bfloat16 products
+# (albert_tf.native_kernels).
+NATIVE_PRODUCTS = ("intermediate", "attention_output", "ffn_output")
 
 
 def _side_by_side(variables, dtype, axis):
@@ -215,12 +216,12 @@ class EncoderKernels:
                 dtype = block.compute_dtype
                 kernel = _side_by_side([s.kernel for s in sublayers], dtype, axis=1)
                 bias = _side_by_side([s.bias for s in sublayers], dtype, axis=0)
-                # Inference's products take our AMX product where it runs
+                # Inference's products take ours where they run
                 # (BlockWeights.packed): each kernel packed once here.
                 packed = None
                 heads_of_16 = block.hidden_size // block.num_attention_heads % 16 == 0
-                if not training and (name in AMX_PRODUCTS or name == "qkv" and heads_of_16):
-                    packed = fused_elementwise.amx_packed_kernel(kernel)
+                if not training and (name in NATIVE_PRODUCTS or name == "qkv" and heads_of_16):
+                    packed = fused_elementwise.packed_kernel(kernel)
                 if packed is not None:
                     self.tensors[prefix + ("packed",)] = packed
                     self.tensors[prefix + ("plain kernel",)] = kernel

@@ -52,11 +52,12 @@ class SpeedPaths:
         and its gradient as C++ kernels built on this machine
         (albert_tf.native_kernels), where it has a C++ compiler. False: the XLA
         loops, transposes and oneDNN's layer norm.
-      amx_products: with `native_cpu_kernels`, on CPUs with AMX tiles, bfloat16
-        inference runs its dense products as native AMX products that finish their
-        float32 accumulators themselves (query/key/value with biases, written as heads;
-        FFN with bias and GELU; the output products with bias, residual and layer
-        norm), each kernel packed once per pass (albert_tf.native_kernels). False:
+      native_products: with `native_cpu_kernels`, on CPUs with AVX512_BF16 (on their
+        AMX tiles where they have them), bfloat16 inference runs its dense products as
+        products of our own that finish their float32 accumulators themselves
+        (query/key/value with biases, written as heads; FFN with bias and GELU; the
+        output products with bias, residual and layer norm), each kernel packed once
+        per pass (albert_tf.native_kernels). False:
         oneDNN's products and the kernels after them.
     """
 
@@ -66,7 +67,7 @@ class SpeedPaths:
     last_layer_row_selection: bool
     system_allocator_for_large_models: bool
     native_cpu_kernels: bool
-    amx_products: bool
+    native_products: bool
 
 
 CPU_ONLY = SpeedPaths(
@@ -76,7 +77,7 @@ CPU_ONLY = SpeedPaths(
     last_layer_row_selection=True,
     system_allocator_for_large_models=True,
     native_cpu_kernels=True,
-    amx_products=True,
+    native_products=True,
 )
 WITH_ACCELERATOR = SpeedPaths(
     fused_elementwise=False,
@@ -85,7 +86,7 @@ WITH_ACCELERATOR = SpeedPaths(
     last_layer_row_selection=False,
     system_allocator_for_large_models=False,
     native_cpu_kernels=False,
-    amx_products=False,
+    native_products=False,
 )
 
 _forced: SpeedPaths | None = None

@@ -1,7 +1,7 @@
 """Benchmark: paired calls in one process, for ratios that hold on a noisy machine.
 
     python bench/bench_paired.py [--dtypes float32,mixed_bfloat16] [--modes infer,train]
-        [--speed_paths_off amx_products] [--pretraining_seqs 128:16,512:4] [--pairs 10]
+        [--speed_paths_off native_products] [--pretraining_seqs 128:16,512:4] [--pairs 10]
         [--out bench/results/paired.md]
 
 bench_model.py and bench_pretraining.py run each configuration in its own subprocess,

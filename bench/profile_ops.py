@@ -58,10 +58,10 @@ OP_CLASSES = {
         "MatMul",
         "BatchMatMulV2",
     ),
-    "matmul (our AMX products, with what follows them)": (
-        "AlbertAmxDenseBiasGelu",
-        "AlbertAmxDenseHeads",
-        "AlbertAmxDenseResidualLayerNorm",
+    "matmul (our bfloat16 products, with what follows them)": (
+        "AlbertDenseBiasGelu",
+        "AlbertDenseHeads",
+        "AlbertDenseResidualLayerNorm",
     ),
     "fused matmul (oneDNN inner product)": (
         "_MklNativeFusedMatMul",

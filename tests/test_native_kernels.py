@@ -514,28 +514,28 @@ def test_bfloat16_graphs_use_them_float32_and_accelerators_not():
 
 
 @pytest.fixture
-def amx():
-    """Skips the test where the AMX products cannot run (no AMX tiles, or no kernels)."""
-    if not native_kernels.amx_ready():
-        pytest.skip("no AMX tiles here (or no C++ kernels)")
+def products():
+    """Skips the test where our products cannot run (no AVX512_BF16, or no kernels)."""
+    if not native_kernels.products_ready():
+        pytest.skip("no bfloat16 products here (no AVX512_BF16, or no C++ kernels)")
 
 
-NO_AMX_PRODUCTS = dataclasses.replace(speed_paths.CPU_ONLY, amx_products=False)
+NO_NATIVE_PRODUCTS = dataclasses.replace(speed_paths.CPU_ONLY, native_products=False)
 
 
 @pytest.mark.parametrize("rows", [70, 32, 1])
-def test_amx_dense_bias_gelu_is_the_exact_result_rounded_once(amx, rows):
+def test_dense_bias_gelu_is_the_exact_result_rounded_once(products, rows):
     # Row counts that fill whole 32-row blocks, end one early, and make one of a single row.
     rng = np.random.default_rng(rows)
     x, kernel = _bf16(rng.normal(size=(rows, 64))), _bf16(rng.normal(size=(64, 96)) * 0.3)
     bias = _bf16(rng.normal(size=96))
-    packed = native_kernels.amx_pack_kernel(kernel)
+    packed = native_kernels.pack_kernel(kernel)
     assert packed.shape == (6, 32, 32) and packed.dtype == tf.bfloat16
     # The packed layout: packed[c, k, 2 j + t] = kernel[2 k + t, 16 c + j].
     np.testing.assert_array_equal(
         _as64(packed)[1, 3, 2 * 5 + 1], _as64(kernel)[2 * 3 + 1, 16 * 1 + 5]
     )
-    got = _as64(native_kernels.amx_dense_bias_gelu(x, kernel, packed, bias))
+    got = _as64(native_kernels.dense_bias_gelu(x, kernel, packed, bias))
     exact = albert_numpy.gelu_tanh(_as64(x) @ _as64(kernel) + _as64(bias))
     # One rounding of the exact value (a float32 sum order on top): within a bfloat16 ulp.
     np.testing.assert_allclose(got, exact, rtol=2**-8, atol=1e-6)
@@ -544,29 +544,75 @@ def test_amx_dense_bias_gelu_is_the_exact_result_rounded_once(amx, rows):
     assert np.abs(got - exact).mean() < np.abs(loop - exact).mean()
 
 
-def test_amx_dense_heads_is_the_product_split_into_heads(amx):
+def test_products_on_vectors_are_the_exact_result_rounded_once(products, tmp_path):
+    # The vector units' product, built without AMX (where this CPU has AMX, the library
+    # the model loads takes the tiles instead), against the exact value and against the
+    # library as built for this machine: each within a bfloat16 ulp of the exact value.
+    import ctypes
+
+    vectors = _loops_library(tmp_path, "vectors", "-mno-amx-tile", "-mno-amx-bf16")
+    native = _loops_library(tmp_path, "native")
+    rng = np.random.default_rng(21)
+    rows, k_size, n_size = 45, 96, 64  # a block and a part, three 32-deep steps of K
+    x = rng.normal(size=(rows, k_size)).astype(BF16)
+    kernel = (rng.normal(size=(k_size, n_size)) * 0.3).astype(BF16)
+    bias = rng.normal(size=n_size).astype(BF16)
+    exact = albert_numpy.gelu_tanh(
+        x.astype(np.float64) @ kernel.astype(np.float64) + bias.astype(np.float64)
+    )
+
+    def ptr(a):
+        return a.ctypes.data_as(ctypes.c_void_p)
+
+    sizes = [ctypes.c_int64(v) for v in (k_size, n_size)]
+    for lib in (vectors, native):
+        assert lib.albert_products_ready() == 1
+        packed = np.zeros(k_size * n_size, np.uint16)
+        lib.albert_pack_columns(
+            ptr(kernel.view(np.uint16)),
+            ptr(packed),
+            *sizes,
+            ctypes.c_int64(0),
+            ctypes.c_int64(n_size // 16),
+        )
+        out = np.zeros((rows, n_size), np.uint16)
+        for first, last in ((0, 32), (32, rows)):  # as ops.cc splits the rows
+            lib.albert_dense_bias_gelu_rows(
+                ptr(x.view(np.uint16)),
+                ptr(packed),
+                ptr(bias.view(np.uint16)),
+                ptr(out),
+                ctypes.c_int64(first),
+                ctypes.c_int64(last),
+                *sizes,
+            )
+        got = out.view(BF16).astype(np.float64)
+        np.testing.assert_allclose(got, exact, rtol=2**-8, atol=1e-6)
+
+
+def test_dense_heads_is_the_product_split_into_heads(products):
     # 37 positions: row blocks of 32 that cross sequences; heads of 32 = two 16-lane stores.
     rng = np.random.default_rng(4)
     x, kernel = _bf16(rng.normal(size=(3, 37, 64))), _bf16(rng.normal(size=(64, 192)) * 0.3)
     bias = _bf16(rng.normal(size=192))
-    packed = native_kernels.amx_pack_kernel(kernel)
-    got = _as64(native_kernels.amx_dense_heads(x, kernel, packed, bias, groups=3, num_heads=2))
+    packed = native_kernels.pack_kernel(kernel)
+    got = _as64(native_kernels.dense_heads(x, kernel, packed, bias, groups=3, num_heads=2))
     exact = _as64(x).reshape(-1, 64) @ _as64(kernel) + _as64(bias)
     exact = exact.reshape(3, 37, 3, 2, 32).transpose(2, 0, 3, 1, 4)
     assert got.shape == (3, 3, 2, 37, 32)
     np.testing.assert_allclose(got, exact, rtol=2**-8, atol=1e-6)
     with pytest.raises(tf.errors.InvalidArgumentError, match="heads of a multiple of 16"):
-        native_kernels.amx_dense_heads(x, kernel, packed, bias, groups=3, num_heads=3)
+        native_kernels.dense_heads(x, kernel, packed, bias, groups=3, num_heads=3)
 
 
-def test_amx_dense_layer_norm_normalises_the_unrounded_sum(amx):
+def test_dense_layer_norm_normalises_the_unrounded_sum(products):
     rng = np.random.default_rng(6)
     x, kernel = _bf16(rng.normal(size=(70, 64))), _bf16(rng.normal(size=(64, 96)) * 0.3)
     bias = _bf16(rng.normal(size=96))
     residual = tf.constant(rng.normal(size=(70, 96)), tf.float32)
     gamma, beta = (tf.constant(rng.normal(size=96), tf.float32) for _ in range(2))
-    packed = native_kernels.amx_pack_kernel(kernel)
-    out, out16 = native_kernels.amx_dense_residual_layer_norm(
+    packed = native_kernels.pack_kernel(kernel)
+    out, out16 = native_kernels.dense_residual_layer_norm(
         x, kernel, packed, bias, residual, gamma, beta, 1e-12
     )
     s = _as64(x) @ _as64(kernel) + _as64(bias) + _as64(residual)
@@ -576,26 +622,26 @@ def test_amx_dense_layer_norm_normalises_the_unrounded_sum(amx):
     np.testing.assert_allclose(_as64(out), exact, rtol=1e-4, atol=1e-4 * np.abs(exact).max())
     np.testing.assert_array_equal(_as64(out16), _as64(tf.cast(out, tf.bfloat16)))
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"residual must be \[70, 96\]"):
-        native_kernels.amx_dense_residual_layer_norm(
+        native_kernels.dense_residual_layer_norm(
             x, kernel, packed, bias, residual[:, :64], gamma, beta, 1e-12
         )
 
 
-def test_amx_shapes_are_checked(amx):
+def test_product_shapes_are_checked(products):
     kernel = _bf16(np.ones((64, 96)))
     with pytest.raises(tf.errors.InvalidArgumentError, match="columns must be a positive multiple"):
-        native_kernels.amx_pack_kernel(_bf16(np.ones((64, 40))))
-    packed = native_kernels.amx_pack_kernel(kernel)
+        native_kernels.pack_kernel(_bf16(np.ones((64, 40))))
+    packed = native_kernels.pack_kernel(kernel)
     x, bias = _bf16(np.ones((5, 64))), _bf16(np.ones(96))
     with pytest.raises(tf.errors.InvalidArgumentError, match="packed is for a kernel of 64 rows"):
-        native_kernels.amx_dense_bias_gelu(_bf16(np.ones((5, 32))), kernel, packed, bias)
+        native_kernels.dense_bias_gelu(_bf16(np.ones((5, 32))), kernel, packed, bias)
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"bias must be a vector.*\(96\)"):
-        native_kernels.amx_dense_bias_gelu(x, kernel, packed, bias[:95])
+        native_kernels.dense_bias_gelu(x, kernel, packed, bias[:95])
     with pytest.raises(tf.errors.InvalidArgumentError, match="kernel must be"):
-        native_kernels.amx_dense_bias_gelu(x, kernel[:, :64], packed, bias)
+        native_kernels.dense_bias_gelu(x, kernel[:, :64], packed, bias)
 
 
-def test_amx_product_gradient_equals_the_loops(amx):
+def test_product_gradient_equals_the_loops(products):
     rng = np.random.default_rng(3)
     x, kernel = _bf16(rng.normal(size=(40, 64))), _bf16(rng.normal(size=(64, 32)) * 0.3)
     bias = _bf16(rng.normal(size=32))
@@ -608,7 +654,7 @@ def test_amx_product_gradient_equals_the_loops(amx):
             loss = tf.reduce_sum(tf.cast(dense(x, kernel, bias), tf.float32) * weights)
         return tape.gradient(loss, [x, kernel, bias])
 
-    got = grads(lambda x, k, b: fe.dense_bias_gelu(x, k, fe.amx_packed_kernel(k), b))
+    got = grads(lambda x, k, b: fe.dense_bias_gelu(x, k, fe.packed_kernel(k), b))
     want = grads(lambda x, k, b: native_kernels.bias_gelu(tf.matmul(x, k), b))
     # The heads' product: 40 rows = 2 sequences of 20, one group of 2 heads of 16.
     weights_heads = tf.constant(rng.normal(size=(1, 2, 2, 20, 16)), tf.float32)
@@ -624,14 +670,14 @@ def test_amx_product_gradient_equals_the_loops(amx):
     def split(y):  # [2, 20, 32] -> [1, 2, 2, 20, 16]
         return tf.transpose(tf.reshape(y, [2, 20, 1, 2, 16]), [2, 0, 3, 1, 4])
 
-    got += head_grads(lambda x, k, b: fe.dense_heads(x, k, fe.amx_packed_kernel(k), b, 1, 2))
+    got += head_grads(lambda x, k, b: fe.dense_heads(x, k, fe.packed_kernel(k), b, 1, 2))
     want += head_grads(lambda x, k, b: split(tf.matmul(x, k) + b))
     # The output products with their layer norms.
     residual = tf.constant(rng.normal(size=(40, 32)), tf.float32)
     gamma, beta = (tf.constant(rng.normal(size=32), tf.float32) for _ in range(2))
     got += grads(
         lambda x, k, b: fe.dense_layer_norm(
-            x, k, fe.amx_packed_kernel(k), b, residual, gamma, beta, 1e-12
+            x, k, fe.packed_kernel(k), b, residual, gamma, beta, 1e-12
         )
     )
     want += grads(lambda x, k, b: fe.layer_norm(tf.matmul(x, k), residual, gamma, beta, 1e-12, b))
@@ -640,28 +686,28 @@ def test_amx_product_gradient_equals_the_loops(amx):
         np.testing.assert_allclose(_as64(g), _as64(w), rtol=2**-6, atol=0.05 * scale)
 
 
-def test_bfloat16_inference_runs_its_dense_products_on_amx(amx):
-    # Sizes the tiles take (multiples of 32, heads of 16): each layer's query/key/value
+def test_bfloat16_inference_runs_its_dense_products_as_ours(products):
+    # Sizes our products take (multiples of 32, heads of 16): each layer's query/key/value
     # product with the biases, written as heads, its FFN product with its bias and GELU,
-    # and its two output products with bias, residual and layer norm, are AMX products of
+    # and its two output products with bias, residual and layer norm, are products of
     # ours, each shared kernel packed once; training keeps oneDNN's.
     cfg = CONFIGS["shared_gelu"].replace(
         hidden_size=32, intermediate_size=64, num_attention_heads=2
     )
     model, inputs = built_encoder(cfg, "mixed_bfloat16")
     ops = _op_types(model, inputs)
-    assert ops.count("AlbertAmxDenseBiasGelu") == cfg.num_hidden_layers
-    assert ops.count("AlbertAmxDenseHeads") == cfg.num_hidden_layers
-    assert ops.count("AlbertAmxDenseResidualLayerNorm") == 2 * cfg.num_hidden_layers
-    assert ops.count("AlbertAmxPackKernel") == 4  # query/key/value, attention output, FFN x 2
+    assert ops.count("AlbertDenseBiasGelu") == cfg.num_hidden_layers
+    assert ops.count("AlbertDenseHeads") == cfg.num_hidden_layers
+    assert ops.count("AlbertDenseResidualLayerNorm") == 2 * cfg.num_hidden_layers
+    assert ops.count("AlbertPackKernel") == 4  # query/key/value, attention output, FFN x 2
     assert not {"AlbertBiasGelu", "AlbertResidualLayerNorm"} & set(ops)
-    assert "AlbertAmxDenseBiasGelu" not in _training_op_types(model, inputs)
-    with speed_paths.forced(NO_AMX_PRODUCTS):
-        assert "AlbertAmxDenseBiasGelu" not in _op_types(model, inputs)
+    assert "AlbertDenseBiasGelu" not in _training_op_types(model, inputs)
+    with speed_paths.forced(NO_NATIVE_PRODUCTS):
+        assert "AlbertDenseBiasGelu" not in _op_types(model, inputs)
         want = tf.function(lambda x: model(x)["sequence_output"])(inputs).numpy()
     got = tf.function(lambda x: model(x)["sequence_output"])(inputs).numpy()
     np.testing.assert_allclose(got, want, rtol=0.05, atol=0.05 * np.abs(want).max())
-    assert not np.array_equal(got, want)  # the AMX path did run: unrounded accumulators
+    assert not np.array_equal(got, want)  # our products did run: unrounded accumulators
 
 
 def test_saved_model_has_none(tmp_path):

@@ -25,14 +25,18 @@
 #include <immintrin.h>
 #endif
 
-// With AMX (tile and bfloat16 units) as well, the dense products of albert_amx_* run on
-// the tiles; without it those functions are there but never called (albert_amx_ready
-// says 0).
-#if defined(ALBERT_VECTOR_LOOPS) && defined(__AMX_TILE__) && defined(__AMX_BF16__) && \
-    defined(__AVX512BF16__)
+// With AVX512_BF16 as well (Intel Cooper Lake and later, AMD Zen 4 and later), the dense
+// products of albert_dense_* are ours: on AMX tiles where the CPU has them and Linux lets
+// this process use them (Intel Sapphire Rapids and later), else on the vector units' bfloat16
+// dot products. Without AVX512_BF16 those functions are there but never called
+// (albert_products_ready says 0).
+#if defined(ALBERT_VECTOR_LOOPS) && defined(__AVX512BF16__)
+#define ALBERT_PRODUCTS 1
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
 #define ALBERT_AMX 1
 #include <sys/syscall.h>
 #include <unistd.h>
+#endif
 #endif
 
 namespace {
@@ -439,19 +443,16 @@ extern "C" void albert_sum_terms(const uint16_t* const* terms, int64_t count, ui
   }
 }
 
-// Dense products on AMX tiles (Intel Sapphire Rapids and later): a bfloat16 kernel [K, N]
-// is packed once (albert_amx_pack_columns) into the layout the tile product reads, 16
-// columns by 32 rows per 1 KB tile; each 32 x 32 block of the output is accumulated in
-// four float32 tiles over K and finished in float32 (bias, GELU) before its one rounding
-// to bfloat16. K and N must be multiples of 32.
+// Dense products of our own: a bfloat16 kernel [K, N] is packed once (albert_pack_columns)
+// into the layout both engines read, 16 columns by 2 rows per 64 bytes (the AMX tile's
+// rows, the vector units' bfloat16 pairs); each 32 x 32 block of the output is accumulated
+// in float32 over K and finished in float32 (bias, GELU, layer norm) before its one
+// rounding to bfloat16. K and N must be multiples of 32.
 
-// 1 if this build has the AMX products and Linux lets this process use the tiles (asked
-// once, for the whole process), else 0.
-extern "C" int albert_amx_ready() {
-#ifdef ALBERT_AMX
-  // arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)
-  static const int ready = syscall(SYS_arch_prctl, 0x1023, 18) == 0 ? 1 : 0;
-  return ready;
+// 1 if this build has the products (AVX512_BF16), else 0.
+extern "C" int albert_products_ready() {
+#ifdef ALBERT_PRODUCTS
+  return 1;
 #else
   return 0;
 #endif
@@ -459,8 +460,8 @@ extern "C" int albert_amx_ready() {
 
 // packed[c, k2, j, t] = kernel[2 k2 + t, 16 c + j] for the column blocks c in [first,
 // last) of 16 columns: kernel [K, N] bfloat16, packed [N / 16, K / 2, 16, 2].
-extern "C" void albert_amx_pack_columns(const uint16_t* kernel, uint16_t* packed, int64_t k_size,
-                                        int64_t n_size, int64_t first, int64_t last) {
+extern "C" void albert_pack_columns(const uint16_t* kernel, uint16_t* packed, int64_t k_size,
+                                    int64_t n_size, int64_t first, int64_t last) {
   for (int64_t c = first; c < last; ++c) {
     uint16_t* to = packed + c * k_size * 16;
     for (int64_t k2 = 0; k2 < k_size / 2; ++k2) {
@@ -472,8 +473,16 @@ extern "C" void albert_amx_pack_columns(const uint16_t* kernel, uint16_t* packed
   }
 }
 
-#ifdef ALBERT_AMX
+#ifdef ALBERT_PRODUCTS
 namespace {
+
+#ifdef ALBERT_AMX
+// Whether Linux lets this process use the AMX tiles (asked once, for the whole process):
+// arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA).
+bool tiles_permitted() {
+  static const bool permitted = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+  return permitted;
+}
 
 struct TileConfig {
   uint8_t palette_id, start_row, reserved[14];
@@ -494,27 +503,86 @@ void configure_tiles() {
   _tile_loadconfig(&config);
 }
 
+// block [32, 32] = a [32, K] . the packed columns b0, b1 (16 each), on the tiles.
+void block_on_tiles(const uint16_t* a, const uint16_t* b0, const uint16_t* b1, int64_t k_size,
+                    float* block) {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t k = 0; k < k_size; k += 32) {
+    _tile_loadd(4, a + k, k_size * 2);
+    _tile_loadd(5, a + 16 * k_size + k, k_size * 2);
+    _tile_loadd(6, b0 + k * 16, 64);
+    _tile_loadd(7, b1 + k * 16, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, block, 128);
+  _tile_stored(1, block + 16, 128);
+  _tile_stored(2, block + 16 * 32, 128);
+  _tile_stored(3, block + 16 * 32 + 16, 128);
+}
+#endif
+
+// block [32, 32] = a [32, K] . the packed columns b0, b1 (16 each), on the vector units:
+// 8 rows at a time, their 16 accumulators in registers over the whole of K, each step a
+// pair of x's values broadcast against a pair of kernel rows (vdpbf16ps). 8 x 32 measured
+// fastest of 4-14 rows by 32-64 columns on AMD Zen 5, 1.0-1.4x oneDNN's product.
+void block_on_vectors(const uint16_t* a, const uint16_t* b0, const uint16_t* b1,
+                      int64_t k_size, float* block) {
+  constexpr int kRows = 8;
+  for (int r0 = 0; r0 < 32; r0 += kRows) {
+    __m512 low[kRows], high[kRows];
+    for (int r = 0; r < kRows; ++r) low[r] = high[r] = _mm512_setzero_ps();
+    const uint16_t* rows = a + r0 * k_size;
+    for (int64_t k2 = 0; k2 < k_size / 2; ++k2) {
+      const __m512bh left = (__m512bh)_mm512_loadu_si512(b0 + k2 * 32);
+      const __m512bh right = (__m512bh)_mm512_loadu_si512(b1 + k2 * 32);
+      for (int r = 0; r < kRows; ++r) {
+        int32_t pair;
+        std::memcpy(&pair, rows + r * k_size + 2 * k2, sizeof pair);
+        const __m512bh x_pair = (__m512bh)_mm512_set1_epi32(pair);
+        low[r] = _mm512_dpbf16_ps(low[r], x_pair, left);
+        high[r] = _mm512_dpbf16_ps(high[r], x_pair, right);
+      }
+    }
+    for (int r = 0; r < kRows; ++r) {
+      _mm512_store_ps(block + (r0 + r) * 32, low[r]);
+      _mm512_store_ps(block + (r0 + r) * 32 + 16, high[r]);
+    }
+  }
+}
+
 // Columns in chunks whose packed kernel (512 KB) stays in L2 while the row blocks pass over
-// it: the `chunk` of amx_product_rows where the blocks are finished one by one.
+// it: the `chunk` of product_rows where the blocks are finished one by one.
 inline int64_t l2_columns(int64_t k_size) {
   return std::max<int64_t>(32, ((1 << 19) / k_size) / 32 * 32);
 }
 
 // The product x . kernel for the rows [first, last) of x [M, K] bfloat16 (`first` a
 // multiple of 32; `last` may end a block early: rows past it are read as zeros and not
-// handed on), packed the kernel [K, N] as albert_amx_pack_columns leaves it, `chunk`
+// handed on), packed the kernel [K, N] as albert_pack_columns leaves it, `chunk`
 // columns (a multiple of 32) at a time for each block of 32 rows. Each 32 x 32 block of
 // float32 results goes to finish(block, i, rows, j): block [32, 32] row-major, its first
 // row i of x, `rows` of them valid, its first column j; then, once a row block's chunk is
 // done, rows_done(i, rows) (with chunk = N: once its whole rows are).
 template <typename Finish, typename RowsDone>
-void amx_product_rows(const uint16_t* x, const uint16_t* packed, int64_t first, int64_t last,
-                      int64_t k_size, int64_t n_size, int64_t chunk, Finish finish,
-                      RowsDone rows_done) {
-  configure_tiles();
+void product_rows(const uint16_t* x, const uint16_t* packed, int64_t first, int64_t last,
+                  int64_t k_size, int64_t n_size, int64_t chunk, Finish finish,
+                  RowsDone rows_done) {
+  auto block_product = block_on_vectors;
+#ifdef ALBERT_AMX
+  if (tiles_permitted()) {
+    configure_tiles();
+    block_product = block_on_tiles;
+  }
+#endif
   std::vector<uint16_t> padded;  // a last block of fewer than 32 rows, zero-filled
   alignas(64) float block[32 * 32];
-  const int64_t tile_stride = k_size * 16;  // elements between two 16-column blocks
+  const int64_t column_stride = k_size * 16;  // elements between two 16-column blocks
   for (int64_t j0 = 0; j0 < n_size; j0 += chunk) {
     const int64_t j1 = std::min(n_size, j0 + chunk);
     for (int64_t i = first; i < last; i += 32) {
@@ -526,32 +594,16 @@ void amx_product_rows(const uint16_t* x, const uint16_t* packed, int64_t first, 
         a = padded.data();
       }
       for (int64_t j = j0; j < j1; j += 32) {
-        const uint16_t* b0 = packed + (j / 16) * tile_stride;
-        const uint16_t* b1 = b0 + tile_stride;
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
-        for (int64_t k = 0; k < k_size; k += 32) {
-          _tile_loadd(4, a + k, k_size * 2);
-          _tile_loadd(5, a + 16 * k_size + k, k_size * 2);
-          _tile_loadd(6, b0 + k * 16, 64);
-          _tile_loadd(7, b1 + k * 16, 64);
-          _tile_dpbf16ps(0, 4, 6);
-          _tile_dpbf16ps(1, 4, 7);
-          _tile_dpbf16ps(2, 5, 6);
-          _tile_dpbf16ps(3, 5, 7);
-        }
-        _tile_stored(0, block, 128);
-        _tile_stored(1, block + 16, 128);
-        _tile_stored(2, block + 16 * 32, 128);
-        _tile_stored(3, block + 16 * 32 + 16, 128);
+        const uint16_t* b0 = packed + (j / 16) * column_stride;
+        block_product(a, b0, b0 + column_stride, k_size, block);
         finish(block, i, rows, j);
       }
       rows_done(i, rows);
     }
   }
-  _tile_release();
+#ifdef ALBERT_AMX
+  if (block_product == block_on_tiles) _tile_release();
+#endif
 }
 
 inline void no_rows_step(int64_t, int64_t) {}
@@ -566,15 +618,15 @@ std::vector<float> widened(const uint16_t* values, int64_t count) {
 #endif
 
 // out = gelu(x . kernel + bias) for the rows [first, last) of x [M, K] bfloat16 (as
-// amx_product_rows takes them), bias [N] bfloat16, out [M, N] bfloat16: bias and GELU in
+// product_rows takes them), bias [N] bfloat16, out [M, N] bfloat16: bias and GELU in
 // float32 on the accumulators, rounded once.
-extern "C" void albert_amx_dense_bias_gelu_rows(const uint16_t* x, const uint16_t* packed,
+extern "C" void albert_dense_bias_gelu_rows(const uint16_t* x, const uint16_t* packed,
                                                 const uint16_t* bias, uint16_t* out,
                                                 int64_t first, int64_t last, int64_t k_size,
                                                 int64_t n_size) {
-#ifdef ALBERT_AMX
+#ifdef ALBERT_PRODUCTS
   const std::vector<float> bias32 = widened(bias, n_size);
-  amx_product_rows(x, packed, first, last, k_size, n_size, l2_columns(k_size),
+  product_rows(x, packed, first, last, k_size, n_size, l2_columns(k_size),
                    [&](const float* block, int64_t i, int64_t rows, int64_t j) {
                      for (int64_t r = 0; r < rows; ++r) {
                        for (int64_t c = 0; c < 32; c += 16) {
@@ -594,20 +646,20 @@ extern "C" void albert_amx_dense_bias_gelu_rows(const uint16_t* x, const uint16_
 }
 
 // heads = x . kernel + bias for the rows [first, last) of x [batch * seq, K] bfloat16 (as
-// amx_product_rows takes them; row r is position r % seq of sequence r / seq), split into
+// product_rows takes them; row r is position r % seq of sequence r / seq), split into
 // attention heads: the kernel's N columns are `groups` blocks side by side (query, key,
 // value) of num_heads heads of head_size (a multiple of 16) each; bias [N] bfloat16;
 // heads [groups, batch, num_heads, seq, head_size] bfloat16. The bias is added in float32
 // on the accumulators, rounded once.
-extern "C" void albert_amx_dense_heads_rows(const uint16_t* x, const uint16_t* packed,
+extern "C" void albert_dense_heads_rows(const uint16_t* x, const uint16_t* packed,
                                             const uint16_t* bias, uint16_t* heads,
                                             int64_t first, int64_t last, int64_t k_size,
                                             int64_t batch, int64_t seq, int64_t groups,
                                             int64_t num_heads, int64_t head_size) {
-#ifdef ALBERT_AMX
+#ifdef ALBERT_PRODUCTS
   const int64_t group_width = num_heads * head_size, n_size = groups * group_width;
   const std::vector<float> bias32 = widened(bias, n_size);
-  amx_product_rows(x, packed, first, last, k_size, n_size, l2_columns(k_size),
+  product_rows(x, packed, first, last, k_size, n_size, l2_columns(k_size),
                    [&](const float* block, int64_t i, int64_t rows, int64_t j) {
                      for (int64_t r = 0; r < rows; ++r) {
                        const int64_t b = (i + r) / seq, s = (i + r) % seq;
@@ -631,18 +683,18 @@ extern "C" void albert_amx_dense_heads_rows(const uint16_t* x, const uint16_t* p
 }
 
 // out = LN(x . kernel + bias + residual) over each row, in float32, and out16 = out rounded
-// to bfloat16, for the rows [first, last) of x [M, K] bfloat16 (as amx_product_rows takes
+// to bfloat16, for the rows [first, last) of x [M, K] bfloat16 (as product_rows takes
 // them): bias [N] bfloat16, residual and out [M, N] float32, gamma and beta [N] float32.
 // The sum is taken from the float32 accumulators (as albert_residual_layer_norm_rows
 // takes it from the product rounded to bfloat16), then the same two-pass moments.
-extern "C" void albert_amx_dense_residual_layer_norm_rows(
+extern "C" void albert_dense_residual_layer_norm_rows(
     const uint16_t* x, const uint16_t* packed, const uint16_t* bias, const float* residual,
     const float* gamma, const float* beta, float epsilon, float* out, uint16_t* out16,
     int64_t first, int64_t last, int64_t k_size, int64_t n_size) {
-#ifdef ALBERT_AMX
+#ifdef ALBERT_PRODUCTS
   const std::vector<float> bias32 = widened(bias, n_size);
   std::vector<float> sums(32 * n_size);  // a row block's x . kernel, then + bias + residual
-  amx_product_rows(
+  product_rows(
       x, packed, first, last, k_size, n_size, n_size,
       [&](const float* block, int64_t, int64_t rows, int64_t j) {
         for (int64_t r = 0; r < rows; ++r) {

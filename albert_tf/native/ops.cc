@@ -36,19 +36,19 @@ extern "C" void albert_softmax_backward_rows(const uint16_t* dprobs, const uint1
 extern "C" void albert_sum_terms(const uint16_t* const* terms, int64_t count, uint16_t* out,
                                  int64_t first, int64_t last);
 extern "C" void albert_round_to_bfloat16(const float* values, uint16_t* out, int64_t count);
-extern "C" int albert_amx_ready();
-extern "C" void albert_amx_pack_columns(const uint16_t* kernel, uint16_t* packed, int64_t k_size,
+extern "C" int albert_products_ready();
+extern "C" void albert_pack_columns(const uint16_t* kernel, uint16_t* packed, int64_t k_size,
                                         int64_t n_size, int64_t first, int64_t last);
-extern "C" void albert_amx_dense_bias_gelu_rows(const uint16_t* x, const uint16_t* packed,
+extern "C" void albert_dense_bias_gelu_rows(const uint16_t* x, const uint16_t* packed,
                                                 const uint16_t* bias, uint16_t* out,
                                                 int64_t first, int64_t last, int64_t k_size,
                                                 int64_t n_size);
-extern "C" void albert_amx_dense_heads_rows(const uint16_t* x, const uint16_t* packed,
+extern "C" void albert_dense_heads_rows(const uint16_t* x, const uint16_t* packed,
                                             const uint16_t* bias, uint16_t* heads,
                                             int64_t first, int64_t last, int64_t k_size,
                                             int64_t batch, int64_t seq, int64_t groups,
                                             int64_t num_heads, int64_t head_size);
-extern "C" void albert_amx_dense_residual_layer_norm_rows(
+extern "C" void albert_dense_residual_layer_norm_rows(
     const uint16_t* x, const uint16_t* packed, const uint16_t* bias, const float* residual,
     const float* gamma, const float* beta, float epsilon, float* out, uint16_t* out16,
     int64_t first, int64_t last, int64_t k_size, int64_t n_size);
@@ -644,34 +644,34 @@ class SumTermsOp : public OpKernel {
 
 REGISTER_KERNEL_BUILDER(Name("AlbertSumTerms").Device(::tensorflow::DEVICE_CPU), SumTermsOp);
 
-REGISTER_OP("AlbertAmxReady")
+REGISTER_OP("AlbertProductsReady")
     .Output("ready: bool")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       c->set_output(0, c->Scalar());
       return ::tensorflow::OkStatus();
     })
-    .SetIsStateful()  // asks the kernel for the tiles: not to be folded into a constant
-    .Doc("Whether this build has the AMX products and the process may use the tiles.");
+    .SetIsStateful()  // a question to this machine's library: not to be folded into a constant
+    .Doc("Whether this build has our bfloat16 products (a CPU with AVX512_BF16).");
 
-class AmxReadyOp : public OpKernel {
+class ProductsReadyOp : public OpKernel {
  public:
-  explicit AmxReadyOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  explicit ProductsReadyOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
 
   void Compute(OpKernelContext* ctx) override {
     Tensor* ready = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({}), &ready));
-    ready->scalar<bool>()() = albert_amx_ready() != 0;
+    ready->scalar<bool>()() = albert_products_ready() != 0;
   }
 };
 
-REGISTER_KERNEL_BUILDER(Name("AlbertAmxReady").Device(::tensorflow::DEVICE_CPU), AmxReadyOp);
+REGISTER_KERNEL_BUILDER(Name("AlbertProductsReady").Device(::tensorflow::DEVICE_CPU), ProductsReadyOp);
 
-// True (else sets the error): AMX products can run here and `size` (what) is a positive
+// True (else sets the error): our products can run here and `size` (what) is a positive
 // multiple of 32.
-bool amx_usable(OpKernelContext* ctx, int64_t size, const char* what) {
-  if (albert_amx_ready() == 0) {
+bool products_usable(OpKernelContext* ctx, int64_t size, const char* what) {
+  if (albert_products_ready() == 0) {
     ctx->CtxFailure(::tensorflow::errors::Unavailable(
-        "AMX products are not available here (no AMX in this build or no permission)"));
+        "our bfloat16 products are not available here (this build's CPU has no AVX512_BF16)"));
     return false;
   }
   if (size > 0 && size % 32 == 0) return true;
@@ -680,8 +680,8 @@ bool amx_usable(OpKernelContext* ctx, int64_t size, const char* what) {
 }
 
 // True (else sets the error): inputs 1-3 are a kernel [K, N] for x's K columns, the
-// same packed by AlbertAmxPackKernel, and a bias [N], with N (set) and K multiples of 32.
-bool amx_operands(OpKernelContext* ctx, int64_t k_size, int64_t* n_size) {
+// same packed by AlbertPackKernel, and a bias [N], with N (set) and K multiples of 32.
+bool product_operands(OpKernelContext* ctx, int64_t k_size, int64_t* n_size) {
   const Tensor& kernel = ctx->input(1);
   const Tensor& packed = ctx->input(2);
   if (packed.dims() != 3 || packed.dim_size(2) != 32) {
@@ -700,21 +700,21 @@ bool amx_operands(OpKernelContext* ctx, int64_t k_size, int64_t* n_size) {
                                     "] as packed, got shape ", kernel.shape().DebugString()));
     return false;
   }
-  return amx_usable(ctx, k_size, "x's columns") &&
-         amx_usable(ctx, *n_size, "the kernel's columns") &&
+  return products_usable(ctx, k_size, "x's columns") &&
+         products_usable(ctx, *n_size, "the kernel's columns") &&
          is_vector_of(ctx, ctx->input(3), *n_size, "bias");
 }
 
 // Splits `rows` rows of a product with a kernel [K, N] over the intra-op threads in blocks
-// of 32 (the tile product's unit): fn(first, last) for the rows [first, last).
+// of 32 (the product's unit): fn(first, last) for the rows [first, last).
 template <typename Fn>
-void for_amx_row_blocks(OpKernelContext* ctx, int64_t rows, int64_t k_size, int64_t n_size,
+void for_product_row_blocks(OpKernelContext* ctx, int64_t rows, int64_t k_size, int64_t n_size,
                         Fn fn) {
   for_row_blocks(ctx, (rows + 31) / 32, 64 * k_size * n_size / 512,
                  [&](int64_t begin, int64_t end) { fn(begin * 32, std::min(rows, end * 32)); });
 }
 
-REGISTER_OP("AlbertAmxPackKernel")
+REGISTER_OP("AlbertPackKernel")
     .Input("kernel: bfloat16")
     .Output("packed: bfloat16")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
@@ -726,12 +726,12 @@ REGISTER_OP("AlbertAmxPackKernel")
       c->set_output(0, c->MakeShape({blocks, pairs, c->MakeDim(32)}));
       return ::tensorflow::OkStatus();
     })
-    .Doc("A kernel [K, N] in the layout AlbertAmxDenseBiasGelu reads: [N / 16, K / 2, 32], "
+    .Doc("A kernel [K, N] in the layout AlbertDenseBiasGelu reads: [N / 16, K / 2, 32], "
          "packed[c, k, 2 j + t] = kernel[2 k + t, 16 c + j]. K and N multiples of 32.");
 
-class AmxPackKernelOp : public OpKernel {
+class PackKernelOp : public OpKernel {
  public:
-  explicit AmxPackKernelOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  explicit PackKernelOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor& kernel = ctx->input(0);
@@ -739,8 +739,8 @@ class AmxPackKernelOp : public OpKernel {
                 InvalidArgument("kernel must be [K, N], got shape ",
                                 kernel.shape().DebugString()));
     const int64_t k_size = kernel.dim_size(0), n_size = kernel.dim_size(1);
-    if (!amx_usable(ctx, k_size, "the kernel's rows") ||
-        !amx_usable(ctx, n_size, "the kernel's columns"))
+    if (!products_usable(ctx, k_size, "the kernel's rows") ||
+        !products_usable(ctx, n_size, "the kernel's columns"))
       return;
     Tensor* packed = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(
@@ -749,15 +749,15 @@ class AmxPackKernelOp : public OpKernel {
     const uint16_t* in = data<uint16_t>(kernel);
     uint16_t* out = mutable_data<uint16_t>(packed);
     for_row_blocks(ctx, n_size / 16, 32 * k_size, [&](int64_t begin, int64_t end) {
-      albert_amx_pack_columns(in, out, k_size, n_size, begin, end);
+      albert_pack_columns(in, out, k_size, n_size, begin, end);
     });
   }
 };
 
-REGISTER_KERNEL_BUILDER(Name("AlbertAmxPackKernel").Device(::tensorflow::DEVICE_CPU),
-                        AmxPackKernelOp);
+REGISTER_KERNEL_BUILDER(Name("AlbertPackKernel").Device(::tensorflow::DEVICE_CPU),
+                        PackKernelOp);
 
-REGISTER_OP("AlbertAmxDenseBiasGelu")
+REGISTER_OP("AlbertDenseBiasGelu")
     .Input("x: bfloat16")
     .Input("kernel: bfloat16")
     .Input("packed: bfloat16")
@@ -772,13 +772,13 @@ REGISTER_OP("AlbertAmxDenseBiasGelu")
       c->set_output(0, c->MakeShape({c->Dim(x, 0), n_size}));
       return ::tensorflow::OkStatus();
     })
-    .Doc("z = gelu(x . kernel + bias) on AMX tiles: x [M, K], kernel [K, N] (read only by "
-         "the gradient) and packed, the same from AlbertAmxPackKernel, bias [N]; "
+    .Doc("z = gelu(x . kernel + bias) as our product: x [M, K], kernel [K, N] (read only by "
+         "the gradient) and packed, the same from AlbertPackKernel, bias [N]; "
          "accumulated in float32, bias and GELU (tanh form) in float32, rounded once.");
 
-class AmxDenseBiasGeluOp : public OpKernel {
+class DenseBiasGeluOp : public OpKernel {
  public:
-  explicit AmxDenseBiasGeluOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  explicit DenseBiasGeluOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor& x = ctx->input(0);
@@ -786,24 +786,24 @@ class AmxDenseBiasGeluOp : public OpKernel {
                 InvalidArgument("x must be [rows, K], got shape ", x.shape().DebugString()));
     const int64_t rows = x.dim_size(0), k_size = x.dim_size(1);
     int64_t n_size;
-    if (!amx_operands(ctx, k_size, &n_size)) return;
+    if (!product_operands(ctx, k_size, &n_size)) return;
     Tensor* z = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({rows, n_size}), &z));
     if (rows == 0) return;
     const uint16_t* in = data<uint16_t>(x);
-    const uint16_t* tiles = data<uint16_t>(ctx->input(2));
+    const uint16_t* packed = data<uint16_t>(ctx->input(2));
     const uint16_t* bias = data<uint16_t>(ctx->input(3));
     uint16_t* out = mutable_data<uint16_t>(z);
-    for_amx_row_blocks(ctx, rows, k_size, n_size, [&](int64_t first, int64_t last) {
-      albert_amx_dense_bias_gelu_rows(in, tiles, bias, out, first, last, k_size, n_size);
+    for_product_row_blocks(ctx, rows, k_size, n_size, [&](int64_t first, int64_t last) {
+      albert_dense_bias_gelu_rows(in, packed, bias, out, first, last, k_size, n_size);
     });
   }
 };
 
-REGISTER_KERNEL_BUILDER(Name("AlbertAmxDenseBiasGelu").Device(::tensorflow::DEVICE_CPU),
-                        AmxDenseBiasGeluOp);
+REGISTER_KERNEL_BUILDER(Name("AlbertDenseBiasGelu").Device(::tensorflow::DEVICE_CPU),
+                        DenseBiasGeluOp);
 
-REGISTER_OP("AlbertAmxDenseHeads")
+REGISTER_OP("AlbertDenseHeads")
     .Input("x: bfloat16")
     .Input("kernel: bfloat16")
     .Input("packed: bfloat16")
@@ -825,15 +825,15 @@ REGISTER_OP("AlbertAmxDenseHeads")
                                      c->Dim(x, 1), head_size}));
       return ::tensorflow::OkStatus();
     })
-    .Doc("x . kernel + bias on AMX tiles, split into heads: x [B, S, K], kernel [K, N] (read "
-         "only by the gradient) and packed, the same from AlbertAmxPackKernel, bias [N], the "
+    .Doc("x . kernel + bias as our product, split into heads: x [B, S, K], kernel [K, N] (read "
+         "only by the gradient) and packed, the same from AlbertPackKernel, bias [N], the "
          "N columns `groups` blocks side by side of num_heads heads of D = N / (groups * "
          "num_heads) (a multiple of 16) -> [groups, B, num_heads, S, D]; the bias added in "
          "float32 on the accumulators, rounded once.");
 
-class AmxDenseHeadsOp : public OpKernel {
+class DenseHeadsOp : public OpKernel {
  public:
-  explicit AmxDenseHeadsOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+  explicit DenseHeadsOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("groups", &groups_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("num_heads", &num_heads_));
   }
@@ -845,7 +845,7 @@ class AmxDenseHeadsOp : public OpKernel {
                                 x.shape().DebugString()));
     const int64_t batch = x.dim_size(0), seq = x.dim_size(1), k_size = x.dim_size(2);
     int64_t n_size;
-    if (!amx_operands(ctx, k_size, &n_size)) return;
+    if (!product_operands(ctx, k_size, &n_size)) return;
     OP_REQUIRES(ctx, n_size % (groups_ * num_heads_ * 16) == 0,
                 InvalidArgument("the kernel's ", n_size, " columns are not ", groups_, " x ",
                                 num_heads_, " heads of a multiple of 16"));
@@ -859,11 +859,11 @@ class AmxDenseHeadsOp : public OpKernel {
     const int64_t rows = batch * seq;
     if (rows == 0) return;
     const uint16_t* in = data<uint16_t>(x);
-    const uint16_t* tiles = data<uint16_t>(ctx->input(2));
+    const uint16_t* packed = data<uint16_t>(ctx->input(2));
     const uint16_t* bias = data<uint16_t>(ctx->input(3));
     uint16_t* out = mutable_data<uint16_t>(heads);
-    for_amx_row_blocks(ctx, rows, k_size, n_size, [&](int64_t first, int64_t last) {
-      albert_amx_dense_heads_rows(in, tiles, bias, out, first, last, k_size, batch, seq, groups_,
+    for_product_row_blocks(ctx, rows, k_size, n_size, [&](int64_t first, int64_t last) {
+      albert_dense_heads_rows(in, packed, bias, out, first, last, k_size, batch, seq, groups_,
                                   num_heads_, head_size);
     });
   }
@@ -872,10 +872,10 @@ class AmxDenseHeadsOp : public OpKernel {
   int64_t groups_, num_heads_;
 };
 
-REGISTER_KERNEL_BUILDER(Name("AlbertAmxDenseHeads").Device(::tensorflow::DEVICE_CPU),
-                        AmxDenseHeadsOp);
+REGISTER_KERNEL_BUILDER(Name("AlbertDenseHeads").Device(::tensorflow::DEVICE_CPU),
+                        DenseHeadsOp);
 
-REGISTER_OP("AlbertAmxDenseResidualLayerNorm")
+REGISTER_OP("AlbertDenseResidualLayerNorm")
     .Input("x: bfloat16")
     .Input("kernel: bfloat16")
     .Input("packed: bfloat16")
@@ -892,13 +892,13 @@ REGISTER_OP("AlbertAmxDenseResidualLayerNorm")
       return ::tensorflow::OkStatus();
     })
     .Doc("y = LN(x . kernel + bias + residual) over each row in float32, and y in bfloat16, "
-         "the product on AMX tiles: x [M, K], kernel [K, N] (read only by the gradient) and "
-         "packed, the same from AlbertAmxPackKernel, bias [N], residual [M, N], gamma and "
+         "the product ours: x [M, K], kernel [K, N] (read only by the gradient) and "
+         "packed, the same from AlbertPackKernel, bias [N], residual [M, N], gamma and "
          "beta [N]; the sum taken from the float32 accumulators.");
 
-class AmxDenseResidualLayerNormOp : public OpKernel {
+class DenseResidualLayerNormOp : public OpKernel {
  public:
-  explicit AmxDenseResidualLayerNormOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+  explicit DenseResidualLayerNormOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("epsilon", &epsilon_));
   }
 
@@ -909,7 +909,7 @@ class AmxDenseResidualLayerNormOp : public OpKernel {
                 InvalidArgument("x must be [rows, K], got shape ", x.shape().DebugString()));
     const int64_t rows = x.dim_size(0), k_size = x.dim_size(1);
     int64_t n_size;
-    if (!amx_operands(ctx, k_size, &n_size)) return;
+    if (!product_operands(ctx, k_size, &n_size)) return;
     OP_REQUIRES(ctx, residual.shape() == ::tensorflow::TensorShape({rows, n_size}),
                 InvalidArgument("residual must be [", rows, ", ", n_size, "], got shape ",
                                 residual.shape().DebugString()));
@@ -921,15 +921,15 @@ class AmxDenseResidualLayerNormOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, residual.shape(), &y16));
     if (rows == 0) return;
     const uint16_t* in = data<uint16_t>(x);
-    const uint16_t* tiles = data<uint16_t>(ctx->input(2));
+    const uint16_t* packed = data<uint16_t>(ctx->input(2));
     const uint16_t* bias = data<uint16_t>(ctx->input(3));
     const float* res = data<float>(residual);
     const float* gamma = data<float>(ctx->input(5));
     const float* beta = data<float>(ctx->input(6));
     float* out = mutable_data<float>(y);
     uint16_t* out16 = mutable_data<uint16_t>(y16);
-    for_amx_row_blocks(ctx, rows, k_size, n_size, [&](int64_t first, int64_t last) {
-      albert_amx_dense_residual_layer_norm_rows(in, tiles, bias, res, gamma, beta, epsilon_, out,
+    for_product_row_blocks(ctx, rows, k_size, n_size, [&](int64_t first, int64_t last) {
+      albert_dense_residual_layer_norm_rows(in, packed, bias, res, gamma, beta, epsilon_, out,
                                                 out16, first, last, k_size, n_size);
     });
   }
@@ -939,8 +939,8 @@ class AmxDenseResidualLayerNormOp : public OpKernel {
 };
 
 REGISTER_KERNEL_BUILDER(
-    Name("AlbertAmxDenseResidualLayerNorm").Device(::tensorflow::DEVICE_CPU),
-    AmxDenseResidualLayerNormOp);
+    Name("AlbertDenseResidualLayerNorm").Device(::tensorflow::DEVICE_CPU),
+    DenseResidualLayerNormOp);
 
 }  // namespace
 }  // namespace albert_tf

@@ -1,17 +1,18 @@
-"""Our AMX products against oneDNN's product plus the kernel they replace, per shape.
+"""Our bfloat16 products against oneDNN's product plus the kernel they replace, per shape.
 
-    python bench/bench_amx_products.py [--pairs 20] [--batch 32]
-        [--out bench/results/amx_products.md]
+    python bench/bench_products.py [--pairs 20] [--batch 32]
+        [--out bench/results/native_products.md]
 
-On a CPU with AMX tiles (albert_tf.native_kernels.amx_ready()), for each dense product of
-an ALBERT-base layer at `--batch` x 128 rows, times in one process, in pairs (ABBA...):
+On a CPU with AVX512_BF16 (albert_tf.native_kernels.products_ready(); on its AMX tiles
+where it has them), for each dense product of an ALBERT-base layer at `--batch` x 128
+rows, times in one process, in pairs (ABBA...):
 
-  * ours: the AMX product that finishes its float32 accumulators itself
-    (`amx_dense_heads`, `amx_dense_bias_gelu`, `amx_dense_residual_layer_norm`), its
+  * ours: our product that finishes its float32 accumulators itself
+    (`dense_heads`, `dense_bias_gelu`, `dense_residual_layer_norm`), its
     kernel packed beforehand (once per pass in the model, where all 12 layers share it);
   * oneDNN: `tf.matmul` of the same bfloat16 operands, then our native kernel for the same
     finishing work (`bias_add_heads` over the three groups' heads, `bias_gelu`,
-    `residual_layer_norm`): the path the model takes with `SpeedPaths.amx_products` off
+    `residual_layer_norm`): the path the model takes with `SpeedPaths.native_products` off
     (its query/key/value product there is a broadcast batch product with an XLA bias loop;
     here the plain product with the native heads kernel, the faster of the two).
 
@@ -59,13 +60,13 @@ def product_pairs(batch: int):
     pairs = []
     x, x_wide = bf16(rows, HIDDEN), bf16(rows, INTERMEDIATE)
     qkv, qkv_bias = bf16(HIDDEN, 3 * HIDDEN, scale=0.03), bf16(3 * HIDDEN)
-    packed = nk.amx_pack_kernel(qkv)
+    packed = nk.pack_kernel(qkv)
     pairs.append(
         (
             f"query/key/value + biases as heads `[{rows}, 768] x [768, 2304]`",
             timed(
                 lambda x: tf.reshape(
-                    nk.amx_dense_heads(
+                    nk.dense_heads(
                         tf.reshape(x, [batch, SEQ, HIDDEN]), qkv, packed, qkv_bias, 3, HEADS
                     ),
                     [-1, HIDDEN],
@@ -84,23 +85,23 @@ def product_pairs(batch: int):
         )
     )
     ffn, ffn_bias = bf16(HIDDEN, INTERMEDIATE, scale=0.03), bf16(INTERMEDIATE)
-    packed_ffn = nk.amx_pack_kernel(ffn)
+    packed_ffn = nk.pack_kernel(ffn)
     pairs.append(
         (
             f"FFN + bias + GELU `[{rows}, 768] x [768, 3072]`",
-            timed(lambda x: nk.amx_dense_bias_gelu(x, ffn, packed_ffn, ffn_bias), x),
+            timed(lambda x: nk.dense_bias_gelu(x, ffn, packed_ffn, ffn_bias), x),
             timed(lambda x: nk.bias_gelu(tf.matmul(x, ffn), ffn_bias), x),
         )
     )
     residual, gamma, beta = f32(rows, HIDDEN), f32(HIDDEN), f32(HIDDEN)
     for name, a, k_size in (("attention output", x, HIDDEN), ("FFN output", x_wide, INTERMEDIATE)):
         kernel, bias = bf16(k_size, HIDDEN, scale=0.03), bf16(HIDDEN)
-        packed_out = nk.amx_pack_kernel(kernel)
+        packed_out = nk.pack_kernel(kernel)
         pairs.append(
             (
                 f"{name} + bias + residual + layer norm `[{rows}, {k_size}] x [{k_size}, 768]`",
                 timed(
-                    lambda a, k=kernel, p=packed_out, b=bias: nk.amx_dense_residual_layer_norm(
+                    lambda a, k=kernel, p=packed_out, b=bias: nk.dense_residual_layer_norm(
                         a, k, p, b, residual, gamma, beta, 1e-12
                     )[0],
                     a,
@@ -120,13 +121,13 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--pairs", type=int, default=20)
     p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--out", default=os.path.join(HERE, "results", "amx_products.md"))
+    p.add_argument("--out", default=os.path.join(HERE, "results", "native_products.md"))
     args = p.parse_args(argv)
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
     from albert_tf import native_kernels
 
-    if not native_kernels.amx_ready():
-        sys.exit("bench_amx_products: no AMX products here (no AMX tiles, or no C++ kernels)")
+    if not native_kernels.products_ready():
+        sys.exit("bench_products: no bfloat16 products here (no AVX512_BF16, or no C++ kernels)")
     load_start = bm._machine()[3]
     rows = []
     for name, ours, onednn in product_pairs(args.batch):
@@ -144,9 +145,9 @@ def main(argv=None):
     bm.write_markdown(
         args.out,
         [
-            "# Our AMX products against oneDNN's product plus our kernel",
+            "# Our bfloat16 products against oneDNN's product plus our kernel",
             "",
-            f"Command: `python bench/bench_amx_products.py {command}`",
+            f"Command: `python bench/bench_products.py {command}`",
             "",
             f"Machine: {model}, nproc {nproc}, ISA flags {' '.join(isa)}, "
             f"TF_ENABLE_ONEDNN_OPTS={bm.onednn_setting()}, load average at start {load_start}, "
