@@ -40,6 +40,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -660,6 +661,24 @@ def paired_seconds(calls, pairs):
             calls[name]()
             seconds[name].append(time.perf_counter() - start)
     return seconds
+
+
+def result_header(title, script, argv, load_start):
+    """The first lines of a result file: its title, the command that wrote it (`script`
+    in bench/ with `argv`, None for this process's), and the machine (CPU, ISA flags,
+    oneDNN setting, load average at `load_start` and now, versions)."""
+    model, nproc, isa, load = _machine()
+    command = shlex.join(sys.argv[1:] if argv is None else argv)
+    return [
+        f"# {title}",
+        "",
+        f"Command: `python bench/{script} {command}`",
+        "",
+        f"Machine: {model}, nproc {nproc}, ISA flags {' '.join(isa)}, "
+        f"TF_ENABLE_ONEDNN_OPTS={onednn_setting()}, load average at start {load_start}, "
+        f"at end {load}; {_versions()}.",
+        "",
+    ]
 
 
 def write_markdown(path, lines):

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import statistics
 import sys
 
@@ -140,19 +139,15 @@ def main(argv=None):
             f"| {statistics.median(seconds['onednn']) * 1e3:.2f} "
             f"| {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |"
         )
-    model, nproc, isa, load = bm._machine()
-    command = shlex.join(sys.argv[1:] if argv is None else argv)
     bm.write_markdown(
         args.out,
         [
-            "# Our bfloat16 products against oneDNN's product plus our kernel",
-            "",
-            f"Command: `python bench/bench_products.py {command}`",
-            "",
-            f"Machine: {model}, nproc {nproc}, ISA flags {' '.join(isa)}, "
-            f"TF_ENABLE_ONEDNN_OPTS={bm.onednn_setting()}, load average at start {load_start}, "
-            f"at end {load}; {bm._versions()}.",
-            "",
+            *bm.result_header(
+                "Our bfloat16 products against oneDNN's product plus our kernel",
+                "bench_products.py",
+                argv,
+                load_start,
+            ),
             f"bfloat16, batch {args.batch} x seq {SEQ} rows, all threads; median ms per call "
             f"over {args.pairs} pairs; ratio: the median of the per-pair ratios oneDNN time / "
             "our time, with its range.",

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import statistics
 import subprocess
 import sys
@@ -89,19 +88,15 @@ def main(argv=None):
             f"| {unit} | {_spread(units[(unit, 1)])} | {_spread(units[(unit, nproc)])} "
             f"| {_spread(matmul[dtype])} | {statistics.median(matmul[dtype]) / peak:.0%} |"
         )
-    model, nproc, isa, load = bm._machine()
-    command = shlex.join(sys.argv[1:] if argv is None else argv)
     bm.write_markdown(
         args.out,
         [
-            "# The arithmetic units' peak against tf.matmul's",
-            "",
-            f"Command: `python bench/bench_unit_peaks.py {command}`",
-            "",
-            f"Machine: {model}, nproc {nproc}, ISA flags {' '.join(isa)}, "
-            f"TF_ENABLE_ONEDNN_OPTS={bm.onednn_setting()}, load average at start {load_start}, "
-            f"at end {load}; {bm._versions()}.",
-            "",
+            *bm.result_header(
+                "The arithmetic units' peak against tf.matmul's",
+                "bench_unit_peaks.py",
+                argv,
+                load_start,
+            ),
             f"GFLOP/s, median (range) over {args.rounds} rounds. Units: bench/unit_peaks.cc "
             f"(multiply-adds in registers, {args.seconds:g} s per count of threads); "
             "tf.matmul: 2048^3 in the unit's dtype on all threads, median of 3 calls a round, "
