@@ -1,8 +1,9 @@
 // The arithmetic units' own peak: independent multiply-adds in registers, nothing read
 // from memory, on `threads` threads for about `seconds` each. Prints one JSON line,
-// GFLOP/s of each unit this CPU has (float32 FMA on 16 lanes, 8 without AVX-512; bfloat16 pair dot products
-// with AVX512_BF16, 32 multiply-adds an instruction). bench/bench_unit_peaks.py builds
-// and runs it; it is the ceiling against which a matrix product's rate is read.
+// GFLOP/s of each unit this CPU has (float32 FMA on 16 lanes, 8 without AVX-512;
+// bfloat16 pair dot products with AVX512_BF16, 32 multiply-adds an instruction).
+// bench/bench_unit_peaks.py builds and runs it; it is the ceiling against which a matrix
+// product's rate is read.
 #include <immintrin.h>
 
 #include <chrono>

@@ -529,8 +529,9 @@ void block_on_tiles(const uint16_t* a, const uint16_t* b0, const uint16_t* b1, i
 
 // block [32, 32] = a [32, K] . the packed columns b0, b1 (16 each), on the vector units:
 // 8 rows at a time, their 16 accumulators in registers over the whole of K, each step a
-// pair of x's values broadcast against a pair of kernel rows (vdpbf16ps). 8 x 32 measured
-// fastest of 4-14 rows by 32-64 columns on AMD Zen 5, 1.0-1.4x oneDNN's product.
+// pair of x's values broadcast against a pair of kernel rows (vdpbf16ps). 8 x 32 and 4 x 64
+// measured fastest of 4-14 rows by 32-64 columns on AMD Zen 5; as a plain product about
+// oneDNN's rate (docs/benchmarks.md), the gain is in what the products carry.
 void block_on_vectors(const uint16_t* a, const uint16_t* b0, const uint16_t* b1,
                       int64_t k_size, float* block) {
   constexpr int kRows = 8;
@@ -621,9 +622,9 @@ std::vector<float> widened(const uint16_t* values, int64_t count) {
 // product_rows takes them), bias [N] bfloat16, out [M, N] bfloat16: bias and GELU in
 // float32 on the accumulators, rounded once.
 extern "C" void albert_dense_bias_gelu_rows(const uint16_t* x, const uint16_t* packed,
-                                                const uint16_t* bias, uint16_t* out,
-                                                int64_t first, int64_t last, int64_t k_size,
-                                                int64_t n_size) {
+                                            const uint16_t* bias, uint16_t* out,
+                                            int64_t first, int64_t last, int64_t k_size,
+                                            int64_t n_size) {
 #ifdef ALBERT_PRODUCTS
   const std::vector<float> bias32 = widened(bias, n_size);
   product_rows(x, packed, first, last, k_size, n_size, l2_columns(k_size),
@@ -652,10 +653,10 @@ extern "C" void albert_dense_bias_gelu_rows(const uint16_t* x, const uint16_t* p
 // heads [groups, batch, num_heads, seq, head_size] bfloat16. The bias is added in float32
 // on the accumulators, rounded once.
 extern "C" void albert_dense_heads_rows(const uint16_t* x, const uint16_t* packed,
-                                            const uint16_t* bias, uint16_t* heads,
-                                            int64_t first, int64_t last, int64_t k_size,
-                                            int64_t batch, int64_t seq, int64_t groups,
-                                            int64_t num_heads, int64_t head_size) {
+                                        const uint16_t* bias, uint16_t* heads,
+                                        int64_t first, int64_t last, int64_t k_size,
+                                        int64_t batch, int64_t seq, int64_t groups,
+                                        int64_t num_heads, int64_t head_size) {
 #ifdef ALBERT_PRODUCTS
   const int64_t group_width = num_heads * head_size, n_size = groups * group_width;
   const std::vector<float> bias32 = widened(bias, n_size);

@@ -38,16 +38,16 @@ extern "C" void albert_sum_terms(const uint16_t* const* terms, int64_t count, ui
 extern "C" void albert_round_to_bfloat16(const float* values, uint16_t* out, int64_t count);
 extern "C" int albert_products_ready();
 extern "C" void albert_pack_columns(const uint16_t* kernel, uint16_t* packed, int64_t k_size,
-                                        int64_t n_size, int64_t first, int64_t last);
+                                    int64_t n_size, int64_t first, int64_t last);
 extern "C" void albert_dense_bias_gelu_rows(const uint16_t* x, const uint16_t* packed,
-                                                const uint16_t* bias, uint16_t* out,
-                                                int64_t first, int64_t last, int64_t k_size,
-                                                int64_t n_size);
-extern "C" void albert_dense_heads_rows(const uint16_t* x, const uint16_t* packed,
-                                            const uint16_t* bias, uint16_t* heads,
+                                            const uint16_t* bias, uint16_t* out,
                                             int64_t first, int64_t last, int64_t k_size,
-                                            int64_t batch, int64_t seq, int64_t groups,
-                                            int64_t num_heads, int64_t head_size);
+                                            int64_t n_size);
+extern "C" void albert_dense_heads_rows(const uint16_t* x, const uint16_t* packed,
+                                        const uint16_t* bias, uint16_t* heads,
+                                        int64_t first, int64_t last, int64_t k_size,
+                                        int64_t batch, int64_t seq, int64_t groups,
+                                        int64_t num_heads, int64_t head_size);
 extern "C" void albert_dense_residual_layer_norm_rows(
     const uint16_t* x, const uint16_t* packed, const uint16_t* bias, const float* residual,
     const float* gamma, const float* beta, float epsilon, float* out, uint16_t* out16,
@@ -664,7 +664,8 @@ class ProductsReadyOp : public OpKernel {
   }
 };
 
-REGISTER_KERNEL_BUILDER(Name("AlbertProductsReady").Device(::tensorflow::DEVICE_CPU), ProductsReadyOp);
+REGISTER_KERNEL_BUILDER(Name("AlbertProductsReady").Device(::tensorflow::DEVICE_CPU),
+                        ProductsReadyOp);
 
 // True (else sets the error): our products can run here and `size` (what) is a positive
 // multiple of 32.
@@ -709,7 +710,7 @@ bool product_operands(OpKernelContext* ctx, int64_t k_size, int64_t* n_size) {
 // of 32 (the product's unit): fn(first, last) for the rows [first, last).
 template <typename Fn>
 void for_product_row_blocks(OpKernelContext* ctx, int64_t rows, int64_t k_size, int64_t n_size,
-                        Fn fn) {
+                            Fn fn) {
   for_row_blocks(ctx, (rows + 31) / 32, 64 * k_size * n_size / 512,
                  [&](int64_t begin, int64_t end) { fn(begin * 32, std::min(rows, end * 32)); });
 }
