@@ -650,9 +650,12 @@ def _write(cfg, args, argv, results, notes, peak, impls, start, final):
             f.write(text)
 
 
-def paired_seconds(calls, pairs):
+def paired_seconds(calls, pairs, warm=0):
     """{name: [seconds of each timed call]}: `pairs` rounds of one call of each, the
-    order alternating from round to round (ABBA...)."""
+    order alternating from round to round (ABBA...), after `warm` untimed calls of each
+    (tracing, caches)."""
+    for call in list(calls.values()) * warm:
+        call()
     names = list(calls)
     seconds = {name: [] for name in names}
     for i in range(pairs):

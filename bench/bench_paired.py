@@ -165,9 +165,7 @@ def worker_pretraining(seq, batch, pairs):
         dtype: bp._step_fn("ours", "albert_base_v2", dtype, False, batch, seq, os.cpu_count())
         for dtype in dtypes
     }
-    for call in list(calls.values()) * 2:
-        call()
-    seconds = bm.paired_seconds(calls, pairs)
+    seconds = bm.paired_seconds(calls, pairs, warm=2)
     return {
         "seq": seq,
         "batch": batch,
@@ -179,8 +177,6 @@ def worker_pretraining(seq, batch, pairs):
 def worker_speed_paths(cell, names, pairs):
     """Ours with the speed paths as chosen against ours with the SpeedPaths fields
     `names` (comma-separated) off, in the encoder cell `cell` ("dtype:mode")."""
-    import dataclasses
-
     from albert_tf import speed_paths
 
     dtype, mode = cell.split(":")
@@ -190,9 +186,7 @@ def worker_speed_paths(cell, names, pairs):
     with speed_paths.forced(off):  # the step is traced at its first call
         calls["off"] = bm.model_call("ours", dtype, False, mode, batch, 128, os.cpu_count())
         calls["off"]()
-    for call in list(calls.values()) * 2:
-        call()
-    seconds = bm.paired_seconds(calls, pairs)
+    seconds = bm.paired_seconds(calls, pairs, warm=2)
     return {
         "dtype": dtype,
         "mode": mode,

@@ -130,9 +130,7 @@ def main(argv=None):
     load_start = bm._machine()[3]
     rows = []
     for name, ours, onednn in product_pairs(args.batch):
-        for call in (ours, onednn) * 2:  # traced and warm
-            call()
-        seconds = bm.paired_seconds({"ours": ours, "onednn": onednn}, args.pairs)
+        seconds = bm.paired_seconds({"ours": ours, "onednn": onednn}, args.pairs, warm=2)
         ratios = [o / u for o, u in zip(seconds["onednn"], seconds["ours"])]
         rows.append(
             f"| {name} | {statistics.median(seconds['ours']) * 1e3:.2f} "
