@@ -186,27 +186,28 @@ def bias_gelu_tanh_backward(dz, y, bias):
 
 
 def packed_kernel(kernel):
-    """The bfloat16 kernel [K, N] packed for `dense_bias_gelu` (albert_tf.native_kernels'
-    product, the packing done once for every layer that shares the kernel) where this
-    machine and graph can run it: `SpeedPaths.native_products`, `_native_usable`, a CPU with
-    AVX512_BF16, K and N static multiples of 32. Else None: the caller keeps the oneDNN
-    product and `bias_gelu_tanh`."""
+    """The kernel [K, N] (bfloat16 or float32) packed for `dense_bias_gelu`
+    (albert_tf.native_kernels' product, the packing done once for every layer that shares
+    the kernel) where this machine and graph can run it: `SpeedPaths.native_products`,
+    `_native_usable`, a CPU with AVX512_BF16 for bfloat16 or AVX-512 for float32, K and N
+    static multiples of 32. Else None: the caller keeps the oneDNN product and what
+    follows it."""
     static = kernel.shape.rank == 2 and all(d is not None and d % 32 == 0 for d in kernel.shape)
     if not (
-        kernel.dtype == tf.bfloat16
+        kernel.dtype in (tf.bfloat16, tf.float32)
         and static
         and speed_paths.choose().native_products
         and _native_usable()
-        and native_kernels.products_ready()
+        and native_kernels.products_ready(kernel.dtype)
     ):
         return None
     return native_kernels.pack_kernel(kernel)
 
 
 def dense_bias_gelu(x, kernel, packed, bias):
-    """GELU (tanh form) of x [rows, K] . kernel [K, N] + bias [N], bfloat16, as one product
-    of ours whose float32 accumulators take the bias and the GELU before their one
-    rounding; `packed` is `packed_kernel(kernel)` (not None)."""
+    """GELU (tanh form) of x [rows, K] . kernel [K, N] + bias [N], bfloat16 or float32, as
+    one product of ours whose float32 accumulators take the bias and the GELU before
+    they are stored; `packed` is `packed_kernel(kernel)` (not None)."""
     return native_kernels.dense_bias_gelu(x, kernel, packed, bias)
 
 
@@ -221,10 +222,10 @@ def _dense_bias_gelu_gradient(op, dz):
 
 
 def dense_heads(x, kernel, packed, bias, groups, num_heads):
-    """x [B, S, K] . kernel [K, N] + bias [N], bfloat16, as one product of ours written as
-    attention heads [groups, B, num_heads, S, D] (the N columns `groups` blocks side by
-    side of num_heads heads of D), the bias added to the float32 accumulators before
-    their one rounding; `packed` is `packed_kernel(kernel)` (not None)."""
+    """x [B, S, K] . kernel [K, N] + bias [N], bfloat16 or float32, as one product of ours
+    written as attention heads [groups, B, num_heads, S, D] (the N columns `groups`
+    blocks side by side of num_heads heads of D), the bias added to the float32
+    accumulators before they are stored; `packed` is `packed_kernel(kernel)` (not None)."""
     return native_kernels.dense_heads(x, kernel, packed, bias, groups, num_heads)
 
 
@@ -244,13 +245,15 @@ def _dense_heads_gradient(op, dheads):
 
 def dense_layer_norm(x, kernel, packed, bias, residual, gamma, beta, epsilon):
     """LN(x [rows, K] . kernel [K, N] + bias [N] + residual [rows, N]) over each row ->
-    float32 [rows, N] carrying its bfloat16 copy (`bfloat16_copy`): one product of ours whose
-    float32 accumulators are summed with the bias and residual and normalised in the
-    same pass (x, kernel, bias bfloat16; residual, gamma, beta float32); `packed` is
-    `packed_kernel(kernel)` (not None)."""
+    float32 [rows, N], for bfloat16 x carrying its bfloat16 copy (`bfloat16_copy`): one
+    product of ours whose float32 accumulators are summed with the bias and residual and
+    normalised in the same pass (x, kernel, bias bfloat16 or float32; residual, gamma,
+    beta float32); `packed` is `packed_kernel(kernel)` (not None)."""
     out, out_bfloat16 = native_kernels.dense_residual_layer_norm(
         x, kernel, packed, bias, residual, gamma, beta, epsilon
     )
+    if x.dtype == tf.float32:
+        return out
     return with_bfloat16_copy(out, out_bfloat16)
 
 
@@ -258,8 +261,11 @@ def dense_layer_norm(x, kernel, packed, bias, residual, gamma, beta, epsilon):
 def _dense_layer_norm_gradient(op, dy, dy_bfloat16):
     """Gradients of `dense_layer_norm` (inference graphs differentiated by a user): the
     product again, the layer norm's gradient as for AlbertResidualLayerNorm, then the
-    product's two gradient products. The packed kernel gets none."""
+    product's two gradient products. The packed kernel gets none, nor the empty second
+    output of the float32 product."""
     x, kernel, _, bias, residual, gamma, beta = op.inputs
+    if x.dtype == tf.float32:
+        dy_bfloat16 = None
     dproduct, dbias, dresidual, dgamma, dbeta = _residual_layer_norm_gradients(
         tf.matmul(x, kernel),
         bias,

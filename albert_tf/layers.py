@@ -286,8 +286,8 @@ class LayerNorm(keras.layers.Layer):
         gradient and inference graphs run one oneDNN kernel where TensorFlow has
         one (albert_tf/fused_elementwise.py). `copies`: how many products will read
         the output in bfloat16 (`_layer_norm_trainable`). `product_of`: (kernel,
-        packed) of our bfloat16 product (inference only): LN(x . kernel + bias +
-        residual) in one pass, x [rows, in] (`fused_elementwise.dense_layer_norm`)."""
+        packed) of our product (inference only, bfloat16 or float32): LN(x . kernel +
+        bias + residual) in one pass, x [rows, in] (`fused_elementwise.dense_layer_norm`)."""
         gamma = tf.convert_to_tensor(self.gamma)
         beta = tf.convert_to_tensor(self.beta)
         if product_of is not None:
@@ -449,7 +449,7 @@ class BlockWeights:
       biases: sublayer name -> bias tensor.
       matmul: `matmul(a, kernel) -> a . kernel`; default `tf.matmul`.
       packed: sublayer name -> (its kernel [in, out] as a plain tensor, the same packed
-        for our bfloat16 product, `fused_elementwise.packed_kernel`): inference applies
+        for our product, `fused_elementwise.packed_kernel`): inference applies
         such a sublayer with a GELU as one `fused_elementwise.dense_bias_gelu`, "qkv" as
         one `fused_elementwise.dense_heads`, and the output sublayers with their layer
         norms as one `fused_elementwise.dense_layer_norm` (`LayerNorm.call`).
@@ -672,10 +672,10 @@ class AlbertTransformerBlock(keras.layers.Layer):
         (`float32_loops_for`) and no dropout comes between, the layer norm's input loop
         adds it with the residual instead."""
         dropout = training and self.hidden_dropout_prob > 0
+        if name in w.packed and not training:  # our product, layer norm included
+            return layer_norm(a, residual=residual, bias=w.biases[name], product_of=w.packed[name])
         if float32_loops_for(self.compute_dtype) and not dropout:
             bias = w.biases[name]
-            if name in w.packed and not training:  # our product, layer norm included
-                return layer_norm(a, residual=residual, bias=bias, product_of=w.packed[name])
             product = w.product(a, name)
             return layer_norm(
                 product, residual=residual, bias=bias, training=training, copies=copies

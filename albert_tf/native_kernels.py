@@ -21,13 +21,14 @@ TensorFlow 2.21 offers on CPU (docs/benchmarks.md):
   * `sum_terms`: bfloat16 tensors added in float32 and rounded once (the shared kernels'
     gradients over the layers), where TensorFlow's bfloat16 AddN rounds as it goes.
   * `dense_heads`, `dense_bias_gelu` and `dense_residual_layer_norm` (with
-    `pack_kernel`; CPUs with AVX512_BF16, `products_ready()`): bfloat16 matrix products
-    of our own (on AMX tiles where the CPU has them, else its vector units), each
-    finishing its float32 accumulators itself: the query/key/value product with its
-    biases written as attention heads, the FFN's first product with its bias
-    and GELU, the output products with bias, residual and layer norm. The shared kernel
-    is packed once per pass, where oneDNN prepares it at every product, rounds the
-    product to bfloat16 and leaves the rest to passes of their own.
+    `pack_kernel`; `products_ready(dtype)`): matrix products of our own, bfloat16 on CPUs
+    with AVX512_BF16 (on AMX tiles where the CPU has them, else its vector units) and
+    float32 on CPUs with AVX-512, each finishing its float32 accumulators itself: the
+    query/key/value product with its biases written as attention heads, the FFN's first
+    product with its bias and GELU, the output products with bias, residual and layer
+    norm. The shared kernel is packed once per pass, where oneDNN prepares it at every
+    product (and, in bfloat16, rounds the product before the bias) and leaves the rest
+    to passes of their own.
 
 With AVX-512 the loops work on 16 floats at a time with explicit vector code (exp by
 vscalefps, bfloat16 rounding by vcvtneps2bf16 where AVX512_BF16 is there), else as
@@ -281,49 +282,58 @@ def sum_terms(terms):
 
 
 @functools.cache
-def products_ready() -> bool:
-    """Whether the products below can run in this process: the library is there and was
-    built for a CPU with AVX512_BF16 (they run on AMX tiles where the CPU has them and
-    Linux lets the process use them, else on the vector units)."""
+def _products_ready(dtype_name: str) -> bool:
     import tensorflow as tf
 
     if library() is None:
         return False
     with tf.init_scope():  # an eager question even inside a trace
-        return bool(library().albert_products_ready().numpy())
+        return bool(library().albert_products_ready(T=tf.as_dtype(dtype_name)).numpy())
+
+
+def products_ready(dtype="bfloat16") -> bool:
+    """Whether the products below can run in this process for `dtype`: the library is
+    there and was built for a CPU with AVX512_BF16 for bfloat16 (the products run on AMX
+    tiles where the CPU has them and Linux lets the process use them, else on the vector
+    units), with AVX-512 for float32."""
+    import tensorflow as tf
+
+    return _products_ready(tf.as_dtype(dtype).name)
 
 
 def pack_kernel(kernel):
-    """A bfloat16 kernel [K, N] (K, N multiples of 32) in the layout `dense_bias_gelu`
-    reads: [N / 16, K / 2, 32]. Packed once per pass for a kernel the layers share."""
+    """A kernel [K, N] (K, N multiples of 32) in the layout our products read: bfloat16
+    [N / 16, K / 2, 32], float32 [N / 16, K, 16]. Packed once per pass for a kernel the
+    layers share."""
     return library().albert_pack_kernel(kernel)
 
 
 def dense_bias_gelu(x, kernel, packed, bias):
-    """gelu(x . kernel + bias) as our product: x [rows, K] bfloat16, kernel [K, N] bfloat16
-    (read only by the gradient) and packed, the same from `pack_kernel`, bias [N]
-    bfloat16 -> [rows, N] bfloat16. The product is accumulated in float32 and the bias and
-    GELU (tanh form) applied to it in float32, rounded once (a oneDNN product rounds to
-    bfloat16 before the bias). `products_ready()` must be True."""
+    """gelu(x . kernel + bias) as our product: x [rows, K], kernel [K, N] (read only by the
+    gradient) and packed, the same from `pack_kernel`, bias [N] -> [rows, N], all
+    bfloat16 or all float32. The product is accumulated in float32 and the bias and GELU
+    (tanh form) applied to it in float32, stored once (a oneDNN bfloat16 product rounds
+    to bfloat16 before the bias). `products_ready(x.dtype)` must be True."""
     return library().albert_dense_bias_gelu(x, kernel, packed, bias)
 
 
 def dense_heads(x, kernel, packed, bias, groups, num_heads):
-    """x . kernel + bias as our product, written as attention heads: x [B, S, K] bfloat16,
-    kernel [K, N] bfloat16 (read only by the gradient) and packed, the same from
-    `pack_kernel`, bias [N] bfloat16, the N columns `groups` blocks side by side (the
-    query, key and value kernels) of num_heads heads of D (a multiple of 16) -> [groups,
-    B, num_heads, S, D] bfloat16, the bias added in float32 to the float32 accumulators
-    and rounded once. `products_ready()` must be True."""
+    """x . kernel + bias as our product, written as attention heads: x [B, S, K], kernel
+    [K, N] (read only by the gradient) and packed, the same from `pack_kernel`, bias [N],
+    all bfloat16 or all float32, the N columns `groups` blocks side by side (the query,
+    key and value kernels) of num_heads heads of D (a multiple of 16) -> [groups, B,
+    num_heads, S, D] in x's dtype, the bias added in float32 to the float32 accumulators
+    and stored once. `products_ready(x.dtype)` must be True."""
     return library().albert_dense_heads(x, kernel, packed, bias, groups=groups, num_heads=num_heads)
 
 
 def dense_residual_layer_norm(x, kernel, packed, bias, residual, gamma, beta, epsilon):
-    """LN(x . kernel + bias + residual) over each row, the product ours: x [rows,
-    K] bfloat16, kernel [K, N] bfloat16 (read only by the gradient) and packed, the same
-    from `pack_kernel`, bias [N] bfloat16, residual [rows, N], gamma and beta [N]
-    float32 -> (float32 [rows, N], the same rounded to bfloat16). The sum is taken from
-    the float32 accumulators. `products_ready()` must be True."""
+    """LN(x . kernel + bias + residual) over each row, the product ours: x [rows, K],
+    kernel [K, N] (read only by the gradient) and packed, the same from `pack_kernel`,
+    bias [N], all bfloat16 or all float32; residual [rows, N], gamma and beta [N] float32
+    -> (float32 [rows, N], for bfloat16 x the same rounded to bfloat16, for float32 an
+    empty [0]). The sum is taken from the float32 accumulators. `products_ready(x.dtype)`
+    must be True."""
     return tuple(
         library().albert_dense_residual_layer_norm(
             x, kernel, packed, bias, residual, gamma, beta, epsilon=epsilon

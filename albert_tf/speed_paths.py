@@ -52,12 +52,12 @@ class SpeedPaths:
         and its gradient as C++ kernels built on this machine
         (albert_tf.native_kernels), where it has a C++ compiler. False: the XLA
         loops, transposes and oneDNN's layer norm.
-      native_products: with `native_cpu_kernels`, on CPUs with AVX512_BF16 (on their
-        AMX tiles where they have them), bfloat16 inference runs its dense products as
+      native_products: with `native_cpu_kernels`, inference runs its dense products as
         products of our own that finish their float32 accumulators themselves
         (query/key/value with biases, written as heads; FFN with bias and GELU; the
         output products with bias, residual and layer norm), each kernel packed once
-        per pass (albert_tf.native_kernels). False:
+        per pass (albert_tf.native_kernels): in bfloat16 on CPUs with AVX512_BF16 (on
+        their AMX tiles where they have them), in float32 on CPUs with AVX-512. False:
         oneDNN's products and the kernels after them.
     """
 

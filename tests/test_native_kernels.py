@@ -710,6 +710,116 @@ def test_bfloat16_inference_runs_its_dense_products_as_ours(products):
     assert not np.array_equal(got, want)  # our products did run: unrounded accumulators
 
 
+@pytest.fixture
+def float_products():
+    """Skips the test where our float32 products cannot run (no AVX-512, or no kernels)."""
+    if not native_kernels.products_ready(tf.float32):
+        pytest.skip("no float32 products here (no AVX-512, or no C++ kernels)")
+
+
+def test_float_products_are_the_float32_result(float_products):
+    # 70 rows: two whole 32-row blocks and one that ends early; K = 96, three steps of 32.
+    rng = np.random.default_rng(8)
+    x = tf.constant(rng.normal(size=(70, 96)), tf.float32)
+    kernel = tf.constant(rng.normal(size=(96, 128)) * 0.3, tf.float32)
+    bias = tf.constant(rng.normal(size=128), tf.float32)
+    packed = native_kernels.pack_kernel(kernel)
+    assert packed.shape == (8, 96, 16) and packed.dtype == tf.float32
+    # The packed layout: packed[c, k, j] = kernel[k, 16 c + j].
+    assert packed[5, 7, 3].numpy() == kernel[7, 16 * 5 + 3].numpy()
+    y = _as64(x) @ _as64(kernel) + _as64(bias)
+    got = native_kernels.dense_bias_gelu(x, kernel, packed, bias)
+    assert got.dtype == tf.float32
+    # float32 sums over K in another order than float64's: a few float32 ulps of |y|.
+    np.testing.assert_allclose(_as64(got), albert_numpy.gelu_tanh(y), rtol=1e-5, atol=1e-5)
+    heads = native_kernels.dense_heads(tf.reshape(x, [2, 35, 96]), kernel, packed, bias, 2, 4)
+    want_heads = y.reshape(2, 35, 2, 4, 16).transpose(2, 0, 3, 1, 4)
+    np.testing.assert_allclose(_as64(heads), want_heads, rtol=1e-5, atol=1e-5)
+    residual = tf.constant(rng.normal(size=(70, 128)), tf.float32)
+    gamma, beta = (tf.constant(rng.normal(size=128), tf.float32) for _ in range(2))
+    out, no_copy = native_kernels.dense_residual_layer_norm(
+        x, kernel, packed, bias, residual, gamma, beta, 1e-12
+    )
+    assert no_copy.shape == (0,)  # float32 products write no bfloat16 copy
+    s = y + _as64(residual)
+    centred = s - s.mean(-1, keepdims=True)
+    want = centred / np.sqrt((centred**2).mean(-1, keepdims=True) + 1e-12)
+    want = want * _as64(gamma) + _as64(beta)
+    np.testing.assert_allclose(_as64(out), want, rtol=1e-5, atol=1e-5)
+    assert fe.dense_layer_norm(x, kernel, packed, bias, residual, gamma, beta, 1e-12).shape == (
+        70,
+        128,
+    )
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"packed must be \[1,32,16\]"):
+        native_kernels.dense_bias_gelu(x[:, :32], kernel[:32], tf.zeros([8, 16, 32]), bias)
+
+
+def test_float_product_gradients_are_the_plain_ops(float_products):
+    rng = np.random.default_rng(9)
+    x = tf.constant(rng.normal(size=(40, 64)), tf.float32)
+    kernel = tf.constant(rng.normal(size=(64, 32)) * 0.3, tf.float32)
+    bias = tf.constant(rng.normal(size=32), tf.float32)
+    residual = tf.constant(rng.normal(size=(40, 32)), tf.float32)
+    gamma, beta = (tf.constant(rng.normal(size=32), tf.float32) for _ in range(2))
+    weights = tf.constant(rng.normal(size=(40, 32)), tf.float32)
+
+    def layer_norm(s):
+        mean, variance = tf.nn.moments(s, [-1], keepdims=True)
+        return (s - mean) * tf.math.rsqrt(variance + 1e-12) * gamma + beta
+
+    @tf.function
+    def grads(dense):
+        with tf.GradientTape() as tape:
+            tape.watch([x, kernel, bias])
+            loss = tf.reduce_sum(dense(x, kernel, bias) * weights)
+        return tape.gradient(loss, [x, kernel, bias])
+
+    pairs = [
+        (
+            lambda x, k, b: fe.dense_bias_gelu(x, k, fe.packed_kernel(k), b),
+            lambda x, k, b: _gelu_tanh_ops(tf.matmul(x, k) + b),
+        ),
+        (
+            lambda x, k, b: fe.dense_layer_norm(
+                x, k, fe.packed_kernel(k), b, residual, gamma, beta, 1e-12
+            ),
+            lambda x, k, b: layer_norm(tf.matmul(x, k) + b + residual),
+        ),
+    ]
+    for ours, plain in pairs:
+        for g, w in zip(grads(ours), grads(plain)):
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def _gelu_tanh_ops(y):
+    """GELU's tanh form in TensorFlow ops (the original's formula)."""
+    return 0.5 * y * (1.0 + tf.tanh(np.sqrt(2 / np.pi) * (y + 0.044715 * y**3)))
+
+
+def test_float32_inference_runs_its_dense_products_as_ours(float_products):
+    # As test_bfloat16_inference_runs_its_dense_products_as_ours, in float32: the same four
+    # products per layer, the heads written by the product (no transpose of q, k, v), and
+    # the sequence output within float32 rounding of oneDNN's products.
+    cfg = CONFIGS["shared_gelu"].replace(
+        hidden_size=32, intermediate_size=64, num_attention_heads=2
+    )
+    model, inputs = built_encoder(cfg, "float32")
+    ops = _op_types(model, inputs)
+    assert ops.count("AlbertDenseBiasGelu") == cfg.num_hidden_layers
+    assert ops.count("AlbertDenseHeads") == cfg.num_hidden_layers
+    assert ops.count("AlbertDenseResidualLayerNorm") == 2 * cfg.num_hidden_layers
+    assert ops.count("AlbertPackKernel") == 4
+    assert "AlbertDenseBiasGelu" not in _training_op_types(model, inputs)
+    with speed_paths.forced(NO_NATIVE_PRODUCTS):
+        plain_ops = _op_types(model, inputs)
+        want = tf.function(lambda x: model(x)["sequence_output"])(inputs).numpy()
+    assert "AlbertDenseBiasGelu" not in plain_ops
+    # The query/key/value transpose is gone; the attention context's stays.
+    assert ops.count("Transpose") == plain_ops.count("Transpose") - cfg.num_hidden_layers
+    got = tf.function(lambda x: model(x)["sequence_output"])(inputs).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
 def test_saved_model_has_none(tmp_path):
     # A SavedModel must load where the kernels were never built.
     bias = tf.Variable(tf.zeros([8], tf.bfloat16))

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 // With AVX-512 (F, BW, VL, DQ) the GELU loops, the softmax gradient and the sums of terms
@@ -252,7 +253,7 @@ static inline void row_sum_and_moments(const uint16_t* x_row, const uint16_t* bi
 }
 
 // One row of a layer norm from its sums s (cols values) and moments: out = (s - mean) rstd
-// gamma + beta, out16 = out rounded to bfloat16, and where xhat is not null, xhat = (s -
+// gamma + beta, where out16 is not null out16 = out rounded to bfloat16, and where xhat is not null, xhat = (s -
 // mean) rstd. s may be out or xhat itself (each value is read before it is written).
 static inline void normalise_row(const float* sums, float mean, float rstd, const float* gamma,
                                  const float* beta, float* out, uint16_t* out16, float* xhat,
@@ -262,7 +263,7 @@ static inline void normalise_row(const float* sums, float mean, float rstd, cons
     const float v = normalised * gamma[j] + beta[j];
     if (xhat != nullptr) xhat[j] = normalised;
     out[j] = v;
-    out16[j] = to_bfloat16(v);
+    if (out16 != nullptr) out16[j] = to_bfloat16(v);
   }
 }
 
@@ -443,15 +444,25 @@ extern "C" void albert_sum_terms(const uint16_t* const* terms, int64_t count, ui
   }
 }
 
-// Dense products of our own: a bfloat16 kernel [K, N] is packed once (albert_pack_columns)
-// into the layout both engines read, 16 columns by 2 rows per 64 bytes (the AMX tile's
-// rows, the vector units' bfloat16 pairs); each 32 x 32 block of the output is accumulated
-// in float32 over K and finished in float32 (bias, GELU, layer norm) before its one
-// rounding to bfloat16. K and N must be multiples of 32.
+// Dense products of our own: a kernel [K, N] is packed once (albert_pack_columns) into
+// the layout the engines read, 16 columns per 64 bytes: bfloat16 as pairs of rows (the AMX
+// tile's rows, the vector units' bfloat16 pairs), float32 one row at a time; each 32 x 32
+// block of the output is accumulated in float32 over K and finished in float32 (bias,
+// GELU, layer norm) before its one store (rounded to bfloat16 where the output is).
+// K and N must be multiples of 32.
 
-// 1 if this build has the products (AVX512_BF16), else 0.
+// 1 if this build has the bfloat16 products (AVX512_BF16), else 0.
 extern "C" int albert_products_ready() {
 #ifdef ALBERT_PRODUCTS
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+// 1 if this build has the float32 products (AVX-512), else 0.
+extern "C" int albert_float_products_ready() {
+#ifdef ALBERT_VECTOR_LOOPS
   return 1;
 #else
   return 0;
@@ -473,7 +484,19 @@ extern "C" void albert_pack_columns(const uint16_t* kernel, uint16_t* packed, in
   }
 }
 
-#ifdef ALBERT_PRODUCTS
+// packed[c, k, j] = kernel[k, 16 c + j] for the column blocks c in [first, last) of 16
+// columns: kernel [K, N] float32, packed [N / 16, K, 16].
+extern "C" void albert_pack_float_columns(const float* kernel, float* packed, int64_t k_size,
+                                          int64_t n_size, int64_t first, int64_t last) {
+  for (int64_t c = first; c < last; ++c) {
+    for (int64_t k = 0; k < k_size; ++k) {
+      std::memcpy(packed + (c * k_size + k) * 16, kernel + k * n_size + 16 * c,
+                  16 * sizeof(float));
+    }
+  }
+}
+
+#ifdef ALBERT_VECTOR_LOOPS
 namespace {
 
 #ifdef ALBERT_AMX
@@ -527,6 +550,7 @@ void block_on_tiles(const uint16_t* a, const uint16_t* b0, const uint16_t* b1, i
 }
 #endif
 
+#ifdef ALBERT_PRODUCTS
 // block [32, 32] = a [32, K] . the packed columns b0, b1 (16 each), on the vector units:
 // 8 rows at a time, their 16 accumulators in registers over the whole of K, each step a
 // pair of x's values broadcast against a pair of kernel rows (vdpbf16ps). 8 x 32 and 4 x 64
@@ -556,46 +580,90 @@ void block_on_vectors(const uint16_t* a, const uint16_t* b0, const uint16_t* b1,
     }
   }
 }
+#endif
 
-// Columns in chunks whose packed kernel (512 KB) stays in L2 while the row blocks pass over
-// it: the `chunk` of product_rows where the blocks are finished one by one.
-inline int64_t l2_columns(int64_t k_size) {
-  return std::max<int64_t>(32, ((1 << 19) / k_size) / 32 * 32);
+// block [32, 32] = a [32, K] . the packed columns b0, b1 (16 each), float32 on the vector
+// units: as block_on_vectors, 8 rows at a time, their 16 accumulators in registers over the
+// whole of K, each step one value of x broadcast against a row of 32 kernel columns (FMA).
+// 8 rows measured fastest of 4, 8 and 16 on AMD Zen 5 (bench/results/float_products_zen5.md).
+void block_of_floats(const float* a, const float* b0, const float* b1, int64_t k_size,
+                     float* block) {
+  constexpr int kRows = 8;
+  for (int r0 = 0; r0 < 32; r0 += kRows) {
+    __m512 low[kRows], high[kRows];
+    for (int r = 0; r < kRows; ++r) low[r] = high[r] = _mm512_setzero_ps();
+    const float* rows = a + r0 * k_size;
+    for (int64_t k = 0; k < k_size; ++k) {
+      const __m512 left = _mm512_loadu_ps(b0 + k * 16);
+      const __m512 right = _mm512_loadu_ps(b1 + k * 16);
+      for (int r = 0; r < kRows; ++r) {
+        const __m512 x = _mm512_set1_ps(rows[r * k_size + k]);
+        low[r] = _mm512_fmadd_ps(x, left, low[r]);
+        high[r] = _mm512_fmadd_ps(x, right, high[r]);
+      }
+    }
+    for (int r = 0; r < kRows; ++r) {
+      _mm512_store_ps(block + (r0 + r) * 32, low[r]);
+      _mm512_store_ps(block + (r0 + r) * 32 + 16, high[r]);
+    }
+  }
 }
 
-// The product x . kernel for the rows [first, last) of x [M, K] bfloat16 (`first` a
-// multiple of 32; `last` may end a block early: rows past it are read as zeros and not
-// handed on), packed the kernel [K, N] as albert_pack_columns leaves it, `chunk`
-// columns (a multiple of 32) at a time for each block of 32 rows. Each 32 x 32 block of
-// float32 results goes to finish(block, i, rows, j): block [32, 32] row-major, its first
-// row i of x, `rows` of them valid, its first column j; then, once a row block's chunk is
-// done, rows_done(i, rows) (with chunk = N: once its whole rows are).
-template <typename Finish, typename RowsDone>
-void product_rows(const uint16_t* x, const uint16_t* packed, int64_t first, int64_t last,
-                  int64_t k_size, int64_t n_size, int64_t chunk, Finish finish,
-                  RowsDone rows_done) {
-  auto block_product = block_on_vectors;
+// The columns of a chunk in product_rows for a kernel [K, *] of T: as many as keep about
+// 1 MB of the packed kernel in L2 while the row blocks pass over it (the blocks are finished
+// one by one), in multiples of 32; for long rows, where that is under 128 columns, every
+// column (chunk = N): each row block of x then stays in L2 while the kernel streams past
+// it, which measured faster for float32 at K = 3072 (bench/results/float_products_zen5.md).
+template <typename T>
+int64_t l2_columns(int64_t k_size, int64_t n_size) {
+  const int64_t columns = ((1 << 20) / (k_size * int64_t(sizeof(T)))) / 32 * 32;
+  return columns < 128 ? n_size : columns;
+}
+
+// The product x . kernel for the rows [first, last) of x [M, K] of T (bfloat16 as
+// uint16_t, or float; `first` a multiple of 32; `last` may end a block early: rows past it
+// are read as zeros and not handed on), packed the kernel [K, N] as albert_pack_columns
+// or albert_pack_float_columns leaves it, `chunk` columns (a multiple of 32) at a time for
+// each block of 32 rows. Each 32 x 32 block of float32 results goes to finish(block, i,
+// rows, j): block [32, 32] row-major, its first row i of x, `rows` of them valid, its first
+// column j; then, once a row block's chunk is done, rows_done(i, rows) (with chunk = N:
+// once its whole rows are).
+template <typename T, typename Finish, typename RowsDone>
+void product_rows(const T* x, const T* packed, int64_t first, int64_t last, int64_t k_size,
+                  int64_t n_size, int64_t chunk, Finish finish, RowsDone rows_done) {
+  void (*block_product)(const T*, const T*, const T*, int64_t, float*);
+  bool on_tiles = false;
+  if constexpr (std::is_same_v<T, float>) {
+    block_product = block_of_floats;
+  } else {
+#ifdef ALBERT_PRODUCTS
+    block_product = block_on_vectors;
 #ifdef ALBERT_AMX
-  if (tiles_permitted()) {
-    configure_tiles();
-    block_product = block_on_tiles;
-  }
+    if (tiles_permitted()) {
+      configure_tiles();
+      block_product = block_on_tiles;
+      on_tiles = true;
+    }
 #endif
-  std::vector<uint16_t> padded;  // a last block of fewer than 32 rows, zero-filled
+#else
+    return;  // never called: albert_products_ready says 0
+#endif
+  }
+  std::vector<T> padded;  // a last block of fewer than 32 rows, zero-filled
   alignas(64) float block[32 * 32];
   const int64_t column_stride = k_size * 16;  // elements between two 16-column blocks
   for (int64_t j0 = 0; j0 < n_size; j0 += chunk) {
     const int64_t j1 = std::min(n_size, j0 + chunk);
     for (int64_t i = first; i < last; i += 32) {
       const int64_t rows = std::min<int64_t>(32, last - i);
-      const uint16_t* a = x + i * k_size;
+      const T* a = x + i * k_size;
       if (rows < 32) {
-        padded.assign(32 * k_size, 0);
-        std::memcpy(padded.data(), a, rows * k_size * sizeof(uint16_t));
+        padded.assign(32 * k_size, T(0));
+        std::memcpy(padded.data(), a, rows * k_size * sizeof(T));
         a = padded.data();
       }
       for (int64_t j = j0; j < j1; j += 32) {
-        const uint16_t* b0 = packed + (j / 16) * column_stride;
+        const T* b0 = packed + (j / 16) * column_stride;
         block_product(a, b0, b0 + column_stride, k_size, block);
         finish(block, i, rows, j);
       }
@@ -603,96 +671,91 @@ void product_rows(const uint16_t* x, const uint16_t* packed, int64_t first, int6
     }
   }
 #ifdef ALBERT_AMX
-  if (block_product == block_on_tiles) _tile_release();
+  if (on_tiles) _tile_release();
 #endif
+  (void)on_tiles;
 }
+
+// 16 float32 results stored as T: rounded once to bfloat16, or as they are.
+inline void store_16(uint16_t* to, __m512 v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), pack_bfloat16(v));
+}
+inline void store_16(float* to, __m512 v) { _mm512_storeu_ps(to, v); }
+
+inline float widen(uint16_t v) { return from_bfloat16(v); }
+inline float widen(float v) { return v; }
 
 inline void no_rows_step(int64_t, int64_t) {}
 
-std::vector<float> widened(const uint16_t* values, int64_t count) {
+template <typename T>
+std::vector<float> widened(const T* values, int64_t count) {
   std::vector<float> out(count);
-  for (int64_t j = 0; j < count; ++j) out[j] = from_bfloat16(values[j]);
+  for (int64_t j = 0; j < count; ++j) out[j] = widen(values[j]);
   return out;
 }
 
-}  // namespace
-#endif
-
-// out = gelu(x . kernel + bias) for the rows [first, last) of x [M, K] bfloat16 (as
-// product_rows takes them), bias [N] bfloat16, out [M, N] bfloat16: bias and GELU in
-// float32 on the accumulators, rounded once.
-extern "C" void albert_dense_bias_gelu_rows(const uint16_t* x, const uint16_t* packed,
-                                            const uint16_t* bias, uint16_t* out,
-                                            int64_t first, int64_t last, int64_t k_size,
-                                            int64_t n_size) {
-#ifdef ALBERT_PRODUCTS
+// out = gelu(x . kernel + bias) for the rows [first, last) of x [M, K] (as product_rows
+// takes them), bias [N], out [M, N], all of T: bias and GELU in float32 on the
+// accumulators, stored once.
+template <typename T>
+void dense_bias_gelu(const T* x, const T* packed, const T* bias, T* out, int64_t first,
+                     int64_t last, int64_t k_size, int64_t n_size) {
   const std::vector<float> bias32 = widened(bias, n_size);
-  product_rows(x, packed, first, last, k_size, n_size, l2_columns(k_size),
-                   [&](const float* block, int64_t i, int64_t rows, int64_t j) {
-                     for (int64_t r = 0; r < rows; ++r) {
-                       for (int64_t c = 0; c < 32; c += 16) {
-                         const __m512 v = _mm512_add_ps(_mm512_load_ps(block + r * 32 + c),
-                                                        _mm512_loadu_ps(bias32.data() + j + c));
-                         _mm256_storeu_si256(
-                             reinterpret_cast<__m256i*>(out + (i + r) * n_size + j + c),
-                             pack_bfloat16(gelu_vector(v)));
-                       }
-                     }
-                   },
-                   no_rows_step);
-#else
-  (void)x, (void)packed, (void)bias, (void)out, (void)first, (void)last, (void)k_size,
-      (void)n_size;
-#endif
+  product_rows(
+      x, packed, first, last, k_size, n_size, l2_columns<T>(k_size, n_size),
+      [&](const float* block, int64_t i, int64_t rows, int64_t j) {
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t c = 0; c < 32; c += 16) {
+            const __m512 v = _mm512_add_ps(_mm512_load_ps(block + r * 32 + c),
+                                           _mm512_loadu_ps(bias32.data() + j + c));
+            store_16(out + (i + r) * n_size + j + c, gelu_vector(v));
+          }
+        }
+      },
+      no_rows_step);
 }
 
-// heads = x . kernel + bias for the rows [first, last) of x [batch * seq, K] bfloat16 (as
+// heads = x . kernel + bias for the rows [first, last) of x [batch * seq, K] (as
 // product_rows takes them; row r is position r % seq of sequence r / seq), split into
 // attention heads: the kernel's N columns are `groups` blocks side by side (query, key,
-// value) of num_heads heads of head_size (a multiple of 16) each; bias [N] bfloat16;
-// heads [groups, batch, num_heads, seq, head_size] bfloat16. The bias is added in float32
-// on the accumulators, rounded once.
-extern "C" void albert_dense_heads_rows(const uint16_t* x, const uint16_t* packed,
-                                        const uint16_t* bias, uint16_t* heads,
-                                        int64_t first, int64_t last, int64_t k_size,
-                                        int64_t batch, int64_t seq, int64_t groups,
-                                        int64_t num_heads, int64_t head_size) {
-#ifdef ALBERT_PRODUCTS
+// value) of num_heads heads of head_size (a multiple of 16) each; bias [N]; heads [groups,
+// batch, num_heads, seq, head_size]; all of T. The bias is added in float32 on the
+// accumulators, stored once.
+template <typename T>
+void dense_heads(const T* x, const T* packed, const T* bias, T* heads, int64_t first,
+                 int64_t last, int64_t k_size, int64_t batch, int64_t seq, int64_t groups,
+                 int64_t num_heads, int64_t head_size) {
   const int64_t group_width = num_heads * head_size, n_size = groups * group_width;
   const std::vector<float> bias32 = widened(bias, n_size);
-  product_rows(x, packed, first, last, k_size, n_size, l2_columns(k_size),
-                   [&](const float* block, int64_t i, int64_t rows, int64_t j) {
-                     for (int64_t r = 0; r < rows; ++r) {
-                       const int64_t b = (i + r) / seq, s = (i + r) % seq;
-                       for (int64_t c = 0; c < 32; c += 16) {
-                         const int64_t column = j + c, g = column / group_width;
-                         const int64_t n = column % group_width / head_size;
-                         const int64_t d = column % head_size;
-                         uint16_t* to =
-                             heads + (((g * batch + b) * num_heads + n) * seq + s) * head_size + d;
-                         const __m512 v = _mm512_add_ps(_mm512_load_ps(block + r * 32 + c),
-                                                        _mm512_loadu_ps(bias32.data() + column));
-                         _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), pack_bfloat16(v));
-                       }
-                     }
-                   },
-                   no_rows_step);
-#else
-  (void)x, (void)packed, (void)bias, (void)heads, (void)first, (void)last, (void)k_size,
-      (void)batch, (void)seq, (void)groups, (void)num_heads, (void)head_size;
-#endif
+  product_rows(
+      x, packed, first, last, k_size, n_size, l2_columns<T>(k_size, n_size),
+      [&](const float* block, int64_t i, int64_t rows, int64_t j) {
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t b = (i + r) / seq, s = (i + r) % seq;
+          for (int64_t c = 0; c < 32; c += 16) {
+            const int64_t column = j + c, g = column / group_width;
+            const int64_t n = column % group_width / head_size;
+            const int64_t d = column % head_size;
+            T* to = heads + (((g * batch + b) * num_heads + n) * seq + s) * head_size + d;
+            store_16(to, _mm512_add_ps(_mm512_load_ps(block + r * 32 + c),
+                                       _mm512_loadu_ps(bias32.data() + column)));
+          }
+        }
+      },
+      no_rows_step);
 }
 
-// out = LN(x . kernel + bias + residual) over each row, in float32, and out16 = out rounded
-// to bfloat16, for the rows [first, last) of x [M, K] bfloat16 (as product_rows takes
-// them): bias [N] bfloat16, residual and out [M, N] float32, gamma and beta [N] float32.
-// The sum is taken from the float32 accumulators (as albert_residual_layer_norm_rows
-// takes it from the product rounded to bfloat16), then the same two-pass moments.
-extern "C" void albert_dense_residual_layer_norm_rows(
-    const uint16_t* x, const uint16_t* packed, const uint16_t* bias, const float* residual,
-    const float* gamma, const float* beta, float epsilon, float* out, uint16_t* out16,
-    int64_t first, int64_t last, int64_t k_size, int64_t n_size) {
-#ifdef ALBERT_PRODUCTS
+// out = LN(x . kernel + bias + residual) over each row, in float32, and where out16 is not
+// null out16 = out rounded to bfloat16, for the rows [first, last) of x [M, K] (as
+// product_rows takes them): x and bias [N] of T, residual and out [M, N] float32, gamma
+// and beta [N] float32. The sum is taken from the float32 accumulators (as
+// albert_residual_layer_norm_rows takes it from the product rounded to bfloat16), then the
+// same two-pass moments.
+template <typename T>
+void dense_residual_layer_norm(const T* x, const T* packed, const T* bias,
+                               const float* residual, const float* gamma, const float* beta,
+                               float epsilon, float* out, uint16_t* out16, int64_t first,
+                               int64_t last, int64_t k_size, int64_t n_size) {
   const std::vector<float> bias32 = widened(bias, n_size);
   std::vector<float> sums(32 * n_size);  // a row block's x . kernel, then + bias + residual
   product_rows(
@@ -714,11 +777,77 @@ extern "C" void albert_dense_residual_layer_norm_rows(
           float mean, rstd;
           row_moments(row, total, epsilon, n_size, &mean, &rstd);
           normalise_row(row, mean, rstd, gamma, beta, out + (i + r) * n_size,
-                        out16 + (i + r) * n_size, nullptr, n_size);
+                        out16 == nullptr ? nullptr : out16 + (i + r) * n_size, nullptr,
+                        n_size);
         }
       });
-#else
-  (void)x, (void)packed, (void)bias, (void)residual, (void)gamma, (void)beta, (void)epsilon,
-      (void)out, (void)out16, (void)first, (void)last, (void)k_size, (void)n_size;
+}
+
+}  // namespace
 #endif
+
+// The entry points of the products: bfloat16 (uint16_t) where albert_products_ready says
+// 1, float32 where albert_float_products_ready does; each as its template above. In builds
+// without them they are there but never called.
+#ifdef ALBERT_PRODUCTS
+#define ALBERT_BFLOAT16_PRODUCT(call) call
+#else
+#define ALBERT_BFLOAT16_PRODUCT(call) (void)0
+#endif
+#ifdef ALBERT_VECTOR_LOOPS
+#define ALBERT_FLOAT_PRODUCT(call) call
+#else
+#define ALBERT_FLOAT_PRODUCT(call) (void)0
+#endif
+
+extern "C" void albert_dense_bias_gelu_rows(const uint16_t* x, const uint16_t* packed,
+                                            const uint16_t* bias, uint16_t* out,
+                                            int64_t first, int64_t last, int64_t k_size,
+                                            int64_t n_size) {
+  ALBERT_BFLOAT16_PRODUCT(
+      dense_bias_gelu(x, packed, bias, out, first, last, k_size, n_size));
+}
+
+extern "C" void albert_dense_bias_gelu_float_rows(const float* x, const float* packed,
+                                                  const float* bias, float* out,
+                                                  int64_t first, int64_t last,
+                                                  int64_t k_size, int64_t n_size) {
+  ALBERT_FLOAT_PRODUCT(dense_bias_gelu(x, packed, bias, out, first, last, k_size, n_size));
+}
+
+extern "C" void albert_dense_heads_rows(const uint16_t* x, const uint16_t* packed,
+                                        const uint16_t* bias, uint16_t* heads,
+                                        int64_t first, int64_t last, int64_t k_size,
+                                        int64_t batch, int64_t seq, int64_t groups,
+                                        int64_t num_heads, int64_t head_size) {
+  ALBERT_BFLOAT16_PRODUCT(dense_heads(x, packed, bias, heads, first, last, k_size, batch,
+                                      seq, groups, num_heads, head_size));
+}
+
+extern "C" void albert_dense_heads_float_rows(const float* x, const float* packed,
+                                              const float* bias, float* heads,
+                                              int64_t first, int64_t last, int64_t k_size,
+                                              int64_t batch, int64_t seq, int64_t groups,
+                                              int64_t num_heads, int64_t head_size) {
+  ALBERT_FLOAT_PRODUCT(dense_heads(x, packed, bias, heads, first, last, k_size, batch, seq,
+                                   groups, num_heads, head_size));
+}
+
+extern "C" void albert_dense_residual_layer_norm_rows(
+    const uint16_t* x, const uint16_t* packed, const uint16_t* bias, const float* residual,
+    const float* gamma, const float* beta, float epsilon, float* out, uint16_t* out16,
+    int64_t first, int64_t last, int64_t k_size, int64_t n_size) {
+  ALBERT_BFLOAT16_PRODUCT(dense_residual_layer_norm(x, packed, bias, residual, gamma, beta,
+                                                    epsilon, out, out16, first, last,
+                                                    k_size, n_size));
+}
+
+// As albert_dense_residual_layer_norm_rows for float32 x, kernel and bias: out only.
+extern "C" void albert_dense_residual_layer_norm_float_rows(
+    const float* x, const float* packed, const float* bias, const float* residual,
+    const float* gamma, const float* beta, float epsilon, float* out, int64_t first,
+    int64_t last, int64_t k_size, int64_t n_size) {
+  ALBERT_FLOAT_PRODUCT(dense_residual_layer_norm(x, packed, bias, residual, gamma, beta,
+                                                 epsilon, out, nullptr, first, last, k_size,
+                                                 n_size));
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "tensorflow/core/framework/op.h"
@@ -37,8 +38,24 @@ extern "C" void albert_sum_terms(const uint16_t* const* terms, int64_t count, ui
                                  int64_t first, int64_t last);
 extern "C" void albert_round_to_bfloat16(const float* values, uint16_t* out, int64_t count);
 extern "C" int albert_products_ready();
+extern "C" int albert_float_products_ready();
 extern "C" void albert_pack_columns(const uint16_t* kernel, uint16_t* packed, int64_t k_size,
                                     int64_t n_size, int64_t first, int64_t last);
+extern "C" void albert_pack_float_columns(const float* kernel, float* packed, int64_t k_size,
+                                          int64_t n_size, int64_t first, int64_t last);
+extern "C" void albert_dense_bias_gelu_float_rows(const float* x, const float* packed,
+                                                  const float* bias, float* out,
+                                                  int64_t first, int64_t last,
+                                                  int64_t k_size, int64_t n_size);
+extern "C" void albert_dense_heads_float_rows(const float* x, const float* packed,
+                                              const float* bias, float* heads,
+                                              int64_t first, int64_t last, int64_t k_size,
+                                              int64_t batch, int64_t seq, int64_t groups,
+                                              int64_t num_heads, int64_t head_size);
+extern "C" void albert_dense_residual_layer_norm_float_rows(
+    const float* x, const float* packed, const float* bias, const float* residual,
+    const float* gamma, const float* beta, float epsilon, float* out, int64_t first,
+    int64_t last, int64_t k_size, int64_t n_size);
 extern "C" void albert_dense_bias_gelu_rows(const uint16_t* x, const uint16_t* packed,
                                             const uint16_t* bias, uint16_t* out,
                                             int64_t first, int64_t last, int64_t k_size,
@@ -644,15 +661,92 @@ class SumTermsOp : public OpKernel {
 
 REGISTER_KERNEL_BUILDER(Name("AlbertSumTerms").Device(::tensorflow::DEVICE_CPU), SumTermsOp);
 
+// Our dense products come in two element types, the op attribute T: bfloat16 (uint16_t in
+// loops.cc; a CPU with AVX512_BF16) and float (AVX-512). Their packed kernels differ in
+// layout: [N / 16, K / 2, 32] and [N / 16, K, 16].
+#define ALBERT_PRODUCT_TYPES "T: {bfloat16, float} = DT_BFLOAT16"
+
+template <typename T>
+using Element = std::conditional_t<std::is_same_v<T, float>, float, uint16_t>;
+
+template <typename T>
+constexpr int64_t kPackedWidth = std::is_same_v<T, float> ? 16 : 32;
+
+template <typename T>
+bool products_ready() {
+  return (std::is_same_v<T, float> ? albert_float_products_ready()
+                                   : albert_products_ready()) != 0;
+}
+
+// The loops.cc entry points by element type.
+void pack_columns(const uint16_t* kernel, uint16_t* packed, int64_t k_size, int64_t n_size,
+                  int64_t first, int64_t last) {
+  albert_pack_columns(kernel, packed, k_size, n_size, first, last);
+}
+void pack_columns(const float* kernel, float* packed, int64_t k_size, int64_t n_size,
+                  int64_t first, int64_t last) {
+  albert_pack_float_columns(kernel, packed, k_size, n_size, first, last);
+}
+void dense_bias_gelu_rows(const uint16_t* x, const uint16_t* packed, const uint16_t* bias,
+                          uint16_t* out, int64_t first, int64_t last, int64_t k_size,
+                          int64_t n_size) {
+  albert_dense_bias_gelu_rows(x, packed, bias, out, first, last, k_size, n_size);
+}
+void dense_bias_gelu_rows(const float* x, const float* packed, const float* bias, float* out,
+                          int64_t first, int64_t last, int64_t k_size, int64_t n_size) {
+  albert_dense_bias_gelu_float_rows(x, packed, bias, out, first, last, k_size, n_size);
+}
+void dense_heads_rows(const uint16_t* x, const uint16_t* packed, const uint16_t* bias,
+                      uint16_t* heads, int64_t first, int64_t last, int64_t k_size,
+                      int64_t batch, int64_t seq, int64_t groups, int64_t num_heads,
+                      int64_t head_size) {
+  albert_dense_heads_rows(x, packed, bias, heads, first, last, k_size, batch, seq, groups,
+                          num_heads, head_size);
+}
+void dense_heads_rows(const float* x, const float* packed, const float* bias, float* heads,
+                      int64_t first, int64_t last, int64_t k_size, int64_t batch, int64_t seq,
+                      int64_t groups, int64_t num_heads, int64_t head_size) {
+  albert_dense_heads_float_rows(x, packed, bias, heads, first, last, k_size, batch, seq,
+                                groups, num_heads, head_size);
+}
+void dense_residual_layer_norm_rows(const uint16_t* x, const uint16_t* packed,
+                                    const uint16_t* bias, const float* residual,
+                                    const float* gamma, const float* beta, float epsilon,
+                                    float* out, uint16_t* out16, int64_t first, int64_t last,
+                                    int64_t k_size, int64_t n_size) {
+  albert_dense_residual_layer_norm_rows(x, packed, bias, residual, gamma, beta, epsilon, out,
+                                        out16, first, last, k_size, n_size);
+}
+void dense_residual_layer_norm_rows(const float* x, const float* packed, const float* bias,
+                                    const float* residual, const float* gamma,
+                                    const float* beta, float epsilon, float* out, uint16_t*,
+                                    int64_t first, int64_t last, int64_t k_size,
+                                    int64_t n_size) {
+  albert_dense_residual_layer_norm_float_rows(x, packed, bias, residual, gamma, beta,
+                                              epsilon, out, first, last, k_size, n_size);
+}
+
+// Registers the CPU kernel `op` templated on T for both element types.
+#define ALBERT_REGISTER_PRODUCT_KERNELS(name, op)                                         \
+  REGISTER_KERNEL_BUILDER(Name(name)                                                      \
+                              .Device(::tensorflow::DEVICE_CPU)                           \
+                              .TypeConstraint<::tensorflow::bfloat16>("T"),               \
+                          op<::tensorflow::bfloat16>);                                    \
+  REGISTER_KERNEL_BUILDER(                                                                \
+      Name(name).Device(::tensorflow::DEVICE_CPU).TypeConstraint<float>("T"), op<float>)
+
 REGISTER_OP("AlbertProductsReady")
+    .Attr(ALBERT_PRODUCT_TYPES)
     .Output("ready: bool")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       c->set_output(0, c->Scalar());
       return ::tensorflow::OkStatus();
     })
     .SetIsStateful()  // a question to this machine's library: not to be folded into a constant
-    .Doc("Whether this build has our bfloat16 products (a CPU with AVX512_BF16).");
+    .Doc("Whether this build has our products of T: bfloat16 on a CPU with AVX512_BF16, "
+         "float on one with AVX-512.");
 
+template <typename T>
 class ProductsReadyOp : public OpKernel {
  public:
   explicit ProductsReadyOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
@@ -660,19 +754,22 @@ class ProductsReadyOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     Tensor* ready = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({}), &ready));
-    ready->scalar<bool>()() = albert_products_ready() != 0;
+    ready->scalar<bool>()() = products_ready<T>();
   }
 };
 
-REGISTER_KERNEL_BUILDER(Name("AlbertProductsReady").Device(::tensorflow::DEVICE_CPU),
-                        ProductsReadyOp);
+ALBERT_REGISTER_PRODUCT_KERNELS("AlbertProductsReady", ProductsReadyOp);
 
-// True (else sets the error): our products can run here and `size` (what) is a positive
-// multiple of 32.
+// True (else sets the error): our products of T can run here and `size` (what) is a
+// positive multiple of 32.
+template <typename T>
 bool products_usable(OpKernelContext* ctx, int64_t size, const char* what) {
-  if (albert_products_ready() == 0) {
+  if (!products_ready<T>()) {
     ctx->CtxFailure(::tensorflow::errors::Unavailable(
-        "our bfloat16 products are not available here (this build's CPU has no AVX512_BF16)"));
+        std::is_same_v<T, float>
+            ? "our float32 products are not available here (this build's CPU has no AVX-512)"
+            : "our bfloat16 products are not available here (this build's CPU has no "
+              "AVX512_BF16)"));
     return false;
   }
   if (size > 0 && size % 32 == 0) return true;
@@ -680,19 +777,31 @@ bool products_usable(OpKernelContext* ctx, int64_t size, const char* what) {
   return false;
 }
 
+// The shape of a kernel [K, N] of T packed: [N / 16, K / 2, 32] (bfloat16) or [N / 16, K,
+// 16] (float).
+template <typename T>
+::tensorflow::TensorShape packed_shape(int64_t k_size, int64_t n_size) {
+  return ::tensorflow::TensorShape({n_size / 16, k_size * 16 / kPackedWidth<T>,
+                                    kPackedWidth<T>});
+}
+
 // True (else sets the error): inputs 1-3 are a kernel [K, N] for x's K columns, the
 // same packed by AlbertPackKernel, and a bias [N], with N (set) and K multiples of 32.
+template <typename T>
 bool product_operands(OpKernelContext* ctx, int64_t k_size, int64_t* n_size) {
   const Tensor& kernel = ctx->input(1);
   const Tensor& packed = ctx->input(2);
-  if (packed.dims() != 3 || packed.dim_size(2) != 32) {
-    ctx->CtxFailure(InvalidArgument("packed must be [N / 16, K / 2, 32], got shape ",
+  if (packed.dims() != 3 || packed.dim_size(2) != kPackedWidth<T>) {
+    ctx->CtxFailure(InvalidArgument("packed must be ",
+                                    packed_shape<T>(k_size, 16).DebugString(),
+                                    " with [N / 16] first, got shape ",
                                     packed.shape().DebugString()));
     return false;
   }
   *n_size = packed.dim_size(0) * 16;
-  if (packed.dim_size(1) * 2 != k_size) {
-    ctx->CtxFailure(InvalidArgument("packed is for a kernel of ", packed.dim_size(1) * 2,
+  const int64_t packed_rows = packed.dim_size(1) * kPackedWidth<T> / 16;
+  if (packed_rows != k_size) {
+    ctx->CtxFailure(InvalidArgument("packed is for a kernel of ", packed_rows,
                                     " rows, x has ", k_size, " columns"));
     return false;
   }
@@ -701,8 +810,8 @@ bool product_operands(OpKernelContext* ctx, int64_t k_size, int64_t* n_size) {
                                     "] as packed, got shape ", kernel.shape().DebugString()));
     return false;
   }
-  return products_usable(ctx, k_size, "x's columns") &&
-         products_usable(ctx, *n_size, "the kernel's columns") &&
+  return products_usable<T>(ctx, k_size, "x's columns") &&
+         products_usable<T>(ctx, *n_size, "the kernel's columns") &&
          is_vector_of(ctx, ctx->input(3), *n_size, "bias");
 }
 
@@ -716,20 +825,26 @@ void for_product_row_blocks(OpKernelContext* ctx, int64_t rows, int64_t k_size, 
 }
 
 REGISTER_OP("AlbertPackKernel")
-    .Input("kernel: bfloat16")
-    .Output("packed: bfloat16")
+    .Attr(ALBERT_PRODUCT_TYPES)
+    .Input("kernel: T")
+    .Output("packed: T")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       shape_inference::ShapeHandle kernel;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &kernel));
-      shape_inference::DimensionHandle blocks, pairs;
+      ::tensorflow::DataType type;
+      TF_RETURN_IF_ERROR(c->GetAttr("T", &type));
+      const int64_t width = type == ::tensorflow::DT_FLOAT ? 16 : 32;
+      shape_inference::DimensionHandle blocks, rows;
       TF_RETURN_IF_ERROR(c->Divide(c->Dim(kernel, 1), 16, true, &blocks));
-      TF_RETURN_IF_ERROR(c->Divide(c->Dim(kernel, 0), 2, true, &pairs));
-      c->set_output(0, c->MakeShape({blocks, pairs, c->MakeDim(32)}));
+      TF_RETURN_IF_ERROR(c->Divide(c->Dim(kernel, 0), width / 16, true, &rows));
+      c->set_output(0, c->MakeShape({blocks, rows, c->MakeDim(width)}));
       return ::tensorflow::OkStatus();
     })
-    .Doc("A kernel [K, N] in the layout AlbertDenseBiasGelu reads: [N / 16, K / 2, 32], "
-         "packed[c, k, 2 j + t] = kernel[2 k + t, 16 c + j]. K and N multiples of 32.");
+    .Doc("A kernel [K, N] in the layout our products read: bfloat16 [N / 16, K / 2, 32], "
+         "packed[c, k, 2 j + t] = kernel[2 k + t, 16 c + j]; float [N / 16, K, 16], "
+         "packed[c, k, j] = kernel[k, 16 c + j]. K and N multiples of 32.");
 
+template <typename T>
 class PackKernelOp : public OpKernel {
  public:
   explicit PackKernelOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
@@ -740,30 +855,29 @@ class PackKernelOp : public OpKernel {
                 InvalidArgument("kernel must be [K, N], got shape ",
                                 kernel.shape().DebugString()));
     const int64_t k_size = kernel.dim_size(0), n_size = kernel.dim_size(1);
-    if (!products_usable(ctx, k_size, "the kernel's rows") ||
-        !products_usable(ctx, n_size, "the kernel's columns"))
+    if (!products_usable<T>(ctx, k_size, "the kernel's rows") ||
+        !products_usable<T>(ctx, n_size, "the kernel's columns"))
       return;
     Tensor* packed = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(
-                            0, ::tensorflow::TensorShape({n_size / 16, k_size / 2, 32}),
-                            &packed));
-    const uint16_t* in = data<uint16_t>(kernel);
-    uint16_t* out = mutable_data<uint16_t>(packed);
+    OP_REQUIRES_OK(ctx,
+                   ctx->allocate_output(0, packed_shape<T>(k_size, n_size), &packed));
+    const Element<T>* in = data<Element<T>>(kernel);
+    Element<T>* out = mutable_data<Element<T>>(packed);
     for_row_blocks(ctx, n_size / 16, 32 * k_size, [&](int64_t begin, int64_t end) {
-      albert_pack_columns(in, out, k_size, n_size, begin, end);
+      pack_columns(in, out, k_size, n_size, begin, end);
     });
   }
 };
 
-REGISTER_KERNEL_BUILDER(Name("AlbertPackKernel").Device(::tensorflow::DEVICE_CPU),
-                        PackKernelOp);
+ALBERT_REGISTER_PRODUCT_KERNELS("AlbertPackKernel", PackKernelOp);
 
 REGISTER_OP("AlbertDenseBiasGelu")
-    .Input("x: bfloat16")
-    .Input("kernel: bfloat16")
-    .Input("packed: bfloat16")
-    .Input("bias: bfloat16")
-    .Output("z: bfloat16")
+    .Attr(ALBERT_PRODUCT_TYPES)
+    .Input("x: T")
+    .Input("kernel: T")
+    .Input("packed: T")
+    .Input("bias: T")
+    .Output("z: T")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       shape_inference::ShapeHandle x, packed;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &x));
@@ -775,8 +889,9 @@ REGISTER_OP("AlbertDenseBiasGelu")
     })
     .Doc("z = gelu(x . kernel + bias) as our product: x [M, K], kernel [K, N] (read only by "
          "the gradient) and packed, the same from AlbertPackKernel, bias [N]; "
-         "accumulated in float32, bias and GELU (tanh form) in float32, rounded once.");
+         "accumulated in float32, bias and GELU (tanh form) in float32, stored once.");
 
+template <typename T>
 class DenseBiasGeluOp : public OpKernel {
  public:
   explicit DenseBiasGeluOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
@@ -787,31 +902,31 @@ class DenseBiasGeluOp : public OpKernel {
                 InvalidArgument("x must be [rows, K], got shape ", x.shape().DebugString()));
     const int64_t rows = x.dim_size(0), k_size = x.dim_size(1);
     int64_t n_size;
-    if (!product_operands(ctx, k_size, &n_size)) return;
+    if (!product_operands<T>(ctx, k_size, &n_size)) return;
     Tensor* z = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({rows, n_size}), &z));
     if (rows == 0) return;
-    const uint16_t* in = data<uint16_t>(x);
-    const uint16_t* packed = data<uint16_t>(ctx->input(2));
-    const uint16_t* bias = data<uint16_t>(ctx->input(3));
-    uint16_t* out = mutable_data<uint16_t>(z);
+    const Element<T>* in = data<Element<T>>(x);
+    const Element<T>* packed = data<Element<T>>(ctx->input(2));
+    const Element<T>* bias = data<Element<T>>(ctx->input(3));
+    Element<T>* out = mutable_data<Element<T>>(z);
     for_product_row_blocks(ctx, rows, k_size, n_size, [&](int64_t first, int64_t last) {
-      albert_dense_bias_gelu_rows(in, packed, bias, out, first, last, k_size, n_size);
+      dense_bias_gelu_rows(in, packed, bias, out, first, last, k_size, n_size);
     });
   }
 };
 
-REGISTER_KERNEL_BUILDER(Name("AlbertDenseBiasGelu").Device(::tensorflow::DEVICE_CPU),
-                        DenseBiasGeluOp);
+ALBERT_REGISTER_PRODUCT_KERNELS("AlbertDenseBiasGelu", DenseBiasGeluOp);
 
 REGISTER_OP("AlbertDenseHeads")
-    .Input("x: bfloat16")
-    .Input("kernel: bfloat16")
-    .Input("packed: bfloat16")
-    .Input("bias: bfloat16")
+    .Attr(ALBERT_PRODUCT_TYPES)
+    .Input("x: T")
+    .Input("kernel: T")
+    .Input("packed: T")
+    .Input("bias: T")
     .Attr("groups: int >= 1")
     .Attr("num_heads: int >= 1")
-    .Output("heads: bfloat16")
+    .Output("heads: T")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       shape_inference::ShapeHandle x, packed;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 3, &x));
@@ -830,8 +945,9 @@ REGISTER_OP("AlbertDenseHeads")
          "only by the gradient) and packed, the same from AlbertPackKernel, bias [N], the "
          "N columns `groups` blocks side by side of num_heads heads of D = N / (groups * "
          "num_heads) (a multiple of 16) -> [groups, B, num_heads, S, D]; the bias added in "
-         "float32 on the accumulators, rounded once.");
+         "float32 on the accumulators, stored once.");
 
+template <typename T>
 class DenseHeadsOp : public OpKernel {
  public:
   explicit DenseHeadsOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -846,7 +962,7 @@ class DenseHeadsOp : public OpKernel {
                                 x.shape().DebugString()));
     const int64_t batch = x.dim_size(0), seq = x.dim_size(1), k_size = x.dim_size(2);
     int64_t n_size;
-    if (!product_operands(ctx, k_size, &n_size)) return;
+    if (!product_operands<T>(ctx, k_size, &n_size)) return;
     OP_REQUIRES(ctx, n_size % (groups_ * num_heads_ * 16) == 0,
                 InvalidArgument("the kernel's ", n_size, " columns are not ", groups_, " x ",
                                 num_heads_, " heads of a multiple of 16"));
@@ -859,13 +975,13 @@ class DenseHeadsOp : public OpKernel {
                             &heads));
     const int64_t rows = batch * seq;
     if (rows == 0) return;
-    const uint16_t* in = data<uint16_t>(x);
-    const uint16_t* packed = data<uint16_t>(ctx->input(2));
-    const uint16_t* bias = data<uint16_t>(ctx->input(3));
-    uint16_t* out = mutable_data<uint16_t>(heads);
+    const Element<T>* in = data<Element<T>>(x);
+    const Element<T>* packed = data<Element<T>>(ctx->input(2));
+    const Element<T>* bias = data<Element<T>>(ctx->input(3));
+    Element<T>* out = mutable_data<Element<T>>(heads);
     for_product_row_blocks(ctx, rows, k_size, n_size, [&](int64_t first, int64_t last) {
-      albert_dense_heads_rows(in, packed, bias, out, first, last, k_size, batch, seq, groups_,
-                                  num_heads_, head_size);
+      dense_heads_rows(in, packed, bias, out, first, last, k_size, batch, seq, groups_,
+                       num_heads_, head_size);
     });
   }
 
@@ -873,14 +989,14 @@ class DenseHeadsOp : public OpKernel {
   int64_t groups_, num_heads_;
 };
 
-REGISTER_KERNEL_BUILDER(Name("AlbertDenseHeads").Device(::tensorflow::DEVICE_CPU),
-                        DenseHeadsOp);
+ALBERT_REGISTER_PRODUCT_KERNELS("AlbertDenseHeads", DenseHeadsOp);
 
 REGISTER_OP("AlbertDenseResidualLayerNorm")
-    .Input("x: bfloat16")
-    .Input("kernel: bfloat16")
-    .Input("packed: bfloat16")
-    .Input("bias: bfloat16")
+    .Attr(ALBERT_PRODUCT_TYPES)
+    .Input("x: T")
+    .Input("kernel: T")
+    .Input("packed: T")
+    .Input("bias: T")
     .Input("residual: float")
     .Input("gamma: float")
     .Input("beta: float")
@@ -888,15 +1004,19 @@ REGISTER_OP("AlbertDenseResidualLayerNorm")
     .Output("y: float")
     .Output("y_bfloat16: bfloat16")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
+      ::tensorflow::DataType type;
+      TF_RETURN_IF_ERROR(c->GetAttr("T", &type));
       c->set_output(0, c->input(4));
-      c->set_output(1, c->input(4));
+      c->set_output(1, type == ::tensorflow::DT_FLOAT ? c->Vector(0) : c->input(4));
       return ::tensorflow::OkStatus();
     })
-    .Doc("y = LN(x . kernel + bias + residual) over each row in float32, and y in bfloat16, "
-         "the product ours: x [M, K], kernel [K, N] (read only by the gradient) and "
-         "packed, the same from AlbertPackKernel, bias [N], residual [M, N], gamma and "
-         "beta [N]; the sum taken from the float32 accumulators.");
+    .Doc("y = LN(x . kernel + bias + residual) over each row in float32, and for T = "
+         "bfloat16 y in bfloat16 (for float an empty [0]), the product ours: x [M, K], "
+         "kernel [K, N] (read only by the gradient) and packed, the same from "
+         "AlbertPackKernel, bias [N], residual [M, N], gamma and beta [N]; the sum taken "
+         "from the float32 accumulators.");
 
+template <typename T>
 class DenseResidualLayerNormOp : public OpKernel {
  public:
   explicit DenseResidualLayerNormOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -910,28 +1030,31 @@ class DenseResidualLayerNormOp : public OpKernel {
                 InvalidArgument("x must be [rows, K], got shape ", x.shape().DebugString()));
     const int64_t rows = x.dim_size(0), k_size = x.dim_size(1);
     int64_t n_size;
-    if (!product_operands(ctx, k_size, &n_size)) return;
+    if (!product_operands<T>(ctx, k_size, &n_size)) return;
     OP_REQUIRES(ctx, residual.shape() == ::tensorflow::TensorShape({rows, n_size}),
                 InvalidArgument("residual must be [", rows, ", ", n_size, "], got shape ",
                                 residual.shape().DebugString()));
     if (!is_vector_of(ctx, ctx->input(5), n_size, "gamma") ||
         !is_vector_of(ctx, ctx->input(6), n_size, "beta"))
       return;
+    constexpr bool with_copy = !std::is_same_v<T, float>;
     Tensor *y = nullptr, *y16 = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, residual.shape(), &y));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, residual.shape(), &y16));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(
+                            1, with_copy ? residual.shape() : ::tensorflow::TensorShape({0}),
+                            &y16));
     if (rows == 0) return;
-    const uint16_t* in = data<uint16_t>(x);
-    const uint16_t* packed = data<uint16_t>(ctx->input(2));
-    const uint16_t* bias = data<uint16_t>(ctx->input(3));
+    const Element<T>* in = data<Element<T>>(x);
+    const Element<T>* packed = data<Element<T>>(ctx->input(2));
+    const Element<T>* bias = data<Element<T>>(ctx->input(3));
     const float* res = data<float>(residual);
     const float* gamma = data<float>(ctx->input(5));
     const float* beta = data<float>(ctx->input(6));
     float* out = mutable_data<float>(y);
-    uint16_t* out16 = mutable_data<uint16_t>(y16);
+    uint16_t* out16 = with_copy ? mutable_data<uint16_t>(y16) : nullptr;
     for_product_row_blocks(ctx, rows, k_size, n_size, [&](int64_t first, int64_t last) {
-      albert_dense_residual_layer_norm_rows(in, packed, bias, res, gamma, beta, epsilon_, out,
-                                                out16, first, last, k_size, n_size);
+      dense_residual_layer_norm_rows(in, packed, bias, res, gamma, beta, epsilon_, out, out16,
+                                     first, last, k_size, n_size);
     });
   }
 
@@ -939,9 +1062,7 @@ class DenseResidualLayerNormOp : public OpKernel {
   float epsilon_;
 };
 
-REGISTER_KERNEL_BUILDER(
-    Name("AlbertDenseResidualLayerNorm").Device(::tensorflow::DEVICE_CPU),
-    DenseResidualLayerNormOp);
+ALBERT_REGISTER_PRODUCT_KERNELS("AlbertDenseResidualLayerNorm", DenseResidualLayerNormOp);
 
 }  // namespace
 }  // namespace albert_tf
