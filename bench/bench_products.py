@@ -1,20 +1,24 @@
-"""Our bfloat16 products against oneDNN's product plus the kernel they replace, per shape.
+"""Our products against oneDNN's product plus the work they carry, per shape.
 
-    python bench/bench_products.py [--pairs 20] [--batch 32]
+    python bench/bench_products.py [--dtype bfloat16|float32] [--pairs 20] [--batch 32]
         [--out bench/results/native_products.md]
 
-On a CPU with AVX512_BF16 (albert_tf.native_kernels.products_ready(); on its AMX tiles
-where it has them), for each dense product of an ALBERT-base layer at `--batch` x 128
-rows, times in one process, in pairs (ABBA...):
+Where this CPU has them (albert_tf.native_kernels.products_ready(dtype): bfloat16 with
+AVX512_BF16, on its AMX tiles where it has them; float32 with AVX-512), for each dense
+product of an ALBERT-base layer at `--batch` x 128 rows, times in one process, in pairs
+(ABBA...):
 
   * ours: our product that finishes its float32 accumulators itself
     (`dense_heads`, `dense_bias_gelu`, `dense_residual_layer_norm`), its
     kernel packed beforehand (once per pass in the model, where all 12 layers share it);
-  * oneDNN: `tf.matmul` of the same bfloat16 operands, then our native kernel for the same
-    finishing work (`bias_add_heads` over the three groups' heads, `bias_gelu`,
-    `residual_layer_norm`): the path the model takes with `SpeedPaths.native_products` off
-    (its query/key/value product there is a broadcast batch product with an XLA bias loop;
-    here the plain product with the native heads kernel, the faster of the two).
+  * oneDNN: `tf.matmul` of the same operands, then what the model does after it with
+    `SpeedPaths.native_products` off. bfloat16: our native kernel for the same finishing
+    work (`bias_add_heads` over the three groups' heads, `bias_gelu`,
+    `residual_layer_norm`; the model's query/key/value product there is a broadcast batch
+    product with an XLA bias loop, here the plain product with the native heads kernel,
+    the faster of the two). float32: the layers' own `bias_and_activation` (bias and GELU
+    that Grappler fuses into oneDNN's product), the transpose to heads, and
+    `fused_elementwise.layer_norm` (oneDNN's layer norm).
 
 Reports each side's median time per call and the median pair ratio (oneDNN time / ours).
 """
@@ -35,19 +39,22 @@ import bench_model as bm  # noqa: E402  (machine description, result file)
 HIDDEN, INTERMEDIATE, HEADS, SEQ = 768, 3072, 12, 128
 
 
-def product_pairs(batch: int):
+def product_pairs(batch: int, dtype: str):
     """[(name, ours, onednn)]: zero-argument callables (each a tf.function over fixed
-    random bfloat16 operands) for the four products of a layer at batch x SEQ rows."""
+    random operands in `dtype`) for the four products of a layer at batch x SEQ rows."""
     import numpy as np
     import tensorflow as tf
 
+    from albert_tf import fused_elementwise as fe
+    from albert_tf import layers
     from albert_tf import native_kernels as nk
 
     rng = np.random.default_rng(0)
     rows = batch * SEQ
+    bfloat16 = dtype == "bfloat16"
 
-    def bf16(*shape, scale=1.0):
-        return tf.constant(rng.normal(size=shape) * scale, tf.bfloat16)
+    def operand(*shape, scale=1.0):
+        return tf.constant(rng.normal(size=shape) * scale, dtype)
 
     def f32(*shape):
         return tf.constant(rng.normal(size=shape), tf.float32)
@@ -56,9 +63,29 @@ def product_pairs(batch: int):
         call = tf.function(fn)
         return lambda: call(*args)[0, 0].numpy()  # waits for the result, copies one value
 
+    def onednn_heads(x, kernel, bias):  # [rows, 768] -> heads [3, B, N, S, D] as rows
+        if bfloat16:
+            y = tf.reshape(tf.matmul(x, kernel), [batch, SEQ, -1])
+            return nk.bias_add_heads(y, bias, 3 * HEADS)
+        y = layers.bias_and_activation(tf.matmul(x, kernel), bias)
+        return tf.transpose(tf.reshape(y, [batch, SEQ, 3, HEADS, -1]), [2, 0, 3, 1, 4])
+
+    def onednn_gelu(x, kernel, bias):
+        if bfloat16:
+            return nk.bias_gelu(tf.matmul(x, kernel), bias)
+        return layers.bias_and_activation(tf.matmul(x, kernel), bias, "gelu")
+
+    def onednn_layer_norm(a, kernel, bias, residual, gamma, beta):
+        if bfloat16:
+            return nk.residual_layer_norm(tf.matmul(a, kernel), bias, residual, gamma, beta, 1e-12)[
+                0
+            ]
+        y = layers.bias_and_activation(tf.matmul(a, kernel), bias)
+        return fe.layer_norm(y, residual, gamma, beta, 1e-12)
+
     pairs = []
-    x, x_wide = bf16(rows, HIDDEN), bf16(rows, INTERMEDIATE)
-    qkv, qkv_bias = bf16(HIDDEN, 3 * HIDDEN, scale=0.03), bf16(3 * HIDDEN)
+    x, x_wide = operand(rows, HIDDEN), operand(rows, INTERMEDIATE)
+    qkv, qkv_bias = operand(HIDDEN, 3 * HIDDEN, scale=0.03), operand(3 * HIDDEN)
     packed = nk.pack_kernel(qkv)
     pairs.append(
         (
@@ -72,29 +99,21 @@ def product_pairs(batch: int):
                 ),
                 x,
             ),
-            timed(
-                lambda x: tf.reshape(
-                    nk.bias_add_heads(
-                        tf.reshape(tf.matmul(x, qkv), [batch, SEQ, -1]), qkv_bias, 3 * HEADS
-                    ),
-                    [-1, HIDDEN],
-                ),
-                x,
-            ),
+            timed(lambda x: tf.reshape(onednn_heads(x, qkv, qkv_bias), [-1, HIDDEN]), x),
         )
     )
-    ffn, ffn_bias = bf16(HIDDEN, INTERMEDIATE, scale=0.03), bf16(INTERMEDIATE)
+    ffn, ffn_bias = operand(HIDDEN, INTERMEDIATE, scale=0.03), operand(INTERMEDIATE)
     packed_ffn = nk.pack_kernel(ffn)
     pairs.append(
         (
             f"FFN + bias + GELU `[{rows}, 768] x [768, 3072]`",
             timed(lambda x: nk.dense_bias_gelu(x, ffn, packed_ffn, ffn_bias), x),
-            timed(lambda x: nk.bias_gelu(tf.matmul(x, ffn), ffn_bias), x),
+            timed(lambda x: onednn_gelu(x, ffn, ffn_bias), x),
         )
     )
     residual, gamma, beta = f32(rows, HIDDEN), f32(HIDDEN), f32(HIDDEN)
     for name, a, k_size in (("attention output", x, HIDDEN), ("FFN output", x_wide, INTERMEDIATE)):
-        kernel, bias = bf16(k_size, HIDDEN, scale=0.03), bf16(HIDDEN)
+        kernel, bias = operand(k_size, HIDDEN, scale=0.03), operand(HIDDEN)
         packed_out = nk.pack_kernel(kernel)
         pairs.append(
             (
@@ -106,9 +125,7 @@ def product_pairs(batch: int):
                     a,
                 ),
                 timed(
-                    lambda a, k=kernel, b=bias: nk.residual_layer_norm(
-                        tf.matmul(a, k), b, residual, gamma, beta, 1e-12
-                    )[0],
+                    lambda a, k=kernel, b=bias: onednn_layer_norm(a, k, b, residual, gamma, beta),
                     a,
                 ),
             )
@@ -118,6 +135,7 @@ def product_pairs(batch: int):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
     p.add_argument("--pairs", type=int, default=20)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--out", default=os.path.join(HERE, "results", "native_products.md"))
@@ -125,11 +143,11 @@ def main(argv=None):
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
     from albert_tf import native_kernels
 
-    if not native_kernels.products_ready():
-        sys.exit("bench_products: no bfloat16 products here (no AVX512_BF16, or no C++ kernels)")
+    if not native_kernels.products_ready(args.dtype):
+        sys.exit(f"bench_products: no {args.dtype} products here (see products_ready)")
     load_start = bm._machine()[3]
     rows = []
-    for name, ours, onednn in product_pairs(args.batch):
+    for name, ours, onednn in product_pairs(args.batch, args.dtype):
         seconds = bm.paired_seconds({"ours": ours, "onednn": onednn}, args.pairs, warm=2)
         ratios = [o / u for o, u in zip(seconds["onednn"], seconds["ours"])]
         rows.append(
@@ -141,16 +159,16 @@ def main(argv=None):
         args.out,
         [
             *bm.result_header(
-                "Our bfloat16 products against oneDNN's product plus our kernel",
+                f"Our {args.dtype} products against oneDNN's product plus what it carries",
                 "bench_products.py",
                 argv,
                 load_start,
             ),
-            f"bfloat16, batch {args.batch} x seq {SEQ} rows, all threads; median ms per call "
+            f"{args.dtype}, batch {args.batch} x seq {SEQ} rows, all threads; median ms per call "
             f"over {args.pairs} pairs; ratio: the median of the per-pair ratios oneDNN time / "
             "our time, with its range.",
             "",
-            "| product and what it carries | ours ms | oneDNN + kernel ms | ratio (range) |",
+            "| product and what it carries | ours ms | oneDNN + the rest ms | ratio (range) |",
             "|---|---:|---:|---|",
             *rows,
         ],
