@@ -58,7 +58,7 @@ OP_CLASSES = {
         "MatMul",
         "BatchMatMulV2",
     ),
-    "matmul (our bfloat16 products, with what follows them)": (
+    "matmul (our products, with what follows them)": (
         "AlbertDenseBiasGelu",
         "AlbertDenseHeads",
         "AlbertDenseResidualLayerNorm",
