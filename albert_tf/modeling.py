@@ -203,7 +203,7 @@ class AlbertModel(keras.Model):
         adder = _attention_adder(input_mask)
         rows = None if output_positions is None else _cls_and(output_positions)
 
-        def layers(x, weights, last_rows):
+        def layers(x, weights, last_weights, last_rows):
             outputs = []
             for layer in range(self.config.num_hidden_layers):
                 blocks = self.blocks_of(layer)
@@ -213,7 +213,7 @@ class AlbertModel(keras.Model):
                         x,
                         adder,
                         training=training,
-                        block_weights=weights[block],
+                        block_weights=(last_weights if last else weights)[block],
                         query_positions=last_rows if last else None,
                     )
                     outputs.append(x)

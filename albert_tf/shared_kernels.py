@@ -168,11 +168,11 @@ class EncoderKernels:
       * Each block's kernels and biases are cast to the compute dtype once, not
         at every layer that applies it (mixed_bfloat16); a sublayer shared
         between blocks once, for all of them.
-      * `paths.fused_inference_qkv`, inference where every block computes all
-        rows: Q, K and V as one kernel [H, 3H] (`BlockWeights.fused_qkv`);
-        otherwise separate (selected rows take queries of those rows only; in
-        training the fused product's split and its gradient's concat cost more
-        than two extra oneDNN calls).
+      * `paths.fused_inference_qkv`, inference: Q, K and V as one kernel [H, 3H]
+        (`BlockWeights.fused_qkv`) in every application that computes all rows;
+        otherwise separate (the last application at selected rows takes queries of
+        those rows only, `last_names`; in training the fused product's split and
+        its gradient's concat cost more than two extra oneDNN calls).
       * `paths.last_layer_row_selection`, given output rows: the last block
         computes only those rows; otherwise it computes all S and they are
         gathered from its output.
@@ -194,11 +194,12 @@ class EncoderKernels:
     ):
         self.output_rows = output_rows
         self.select_rows = output_rows is not None and paths.last_layer_row_selection
-        fused_qkv = paths.fused_inference_qkv and not training and not self.select_rows
+        fused_qkv = paths.fused_inference_qkv and not training
         self.summed_gradients = training and paths.summed_kernel_gradients and shares_weights
         # key -> tensor; a key is (owning block's name, product name, "kernel" or "bias").
         self.tensors = {}
         self.names = {}  # block -> {product name: its tensors' key less the kind}
+        self.last_names = {}  # the same for the last application (selected rows: no "qkv")
         owners = {}  # id(sublayer) -> name of the first block that has it
         for block in blocks:
             dense = {name: getattr(block, name) for name in DENSE_SUBLAYERS}
@@ -206,11 +207,20 @@ class EncoderKernels:
                 owners.setdefault(id(sublayer), block.name)
             # product name -> the sublayers whose kernels, side by side, it multiplies by
             products = {name: [sublayer] for name, sublayer in dense.items()}
+            separate_qkv = {name: products[name] for name in _QKV}
             if fused_qkv:
                 products = {"qkv": [products.pop(name)[0] for name in _QKV], **products}
-            self.names[block] = {}
+            self.names[block] = self.last_names[block] = {
+                name: (owners[id(sublayers[0])], name) for name, sublayers in products.items()
+            }
+            if fused_qkv and self.select_rows:  # the last application takes Q, K, V apart
+                products = {**products, **separate_qkv}
+                self.last_names[block] = {
+                    name: (owners[id(products[name][0])], name)
+                    for name in [*_QKV, *(n for n in self.names[block] if n != "qkv")]
+                }
             for name, sublayers in products.items():
-                prefix = self.names[block][name] = (owners[id(sublayers[0])], name)
+                prefix = (owners[id(sublayers[0])], name)
                 if prefix + ("kernel",) in self.tensors:  # a shared sublayer, cast by its owner
                     continue
                 dtype = block.compute_dtype
@@ -231,33 +241,45 @@ class EncoderKernels:
                 self.tensors[prefix + ("bias",)] = bias
 
     def run(self, layers, x):
-        """Runs `layers(x, weights, last_rows)`, which applies the blocks to x
-        [B, S, H] with `weights[block]` (its `BlockWeights`), the last one at
-        `last_rows` [B, P] (None: all rows), and returns every application's
-        output. Returns that list, its last entry [B, P, H] at `output_rows`
-        when given."""
+        """Runs `layers(x, weights, last_weights, last_rows)`, which applies the blocks
+        to x [B, S, H] with `weights[block]` (its `BlockWeights`), the last application
+        with `last_weights[block]` at `last_rows` [B, P] (None: all rows), and returns
+        every application's output. Returns that list, its last entry [B, P, H] at
+        `output_rows` when given."""
         last_rows = self.output_rows if self.select_rows else None
         if self.summed_gradients:
             kernels = {k: t for k, t in self.tensors.items() if k[-1] == "kernel"}
             others = {k: t for k, t in self.tensors.items() if k[-1] != "kernel"}
             outputs = run_with_summed_kernel_gradients(
-                lambda x, tensors, matmul: layers(x, self._weights(tensors, matmul), last_rows),
+                lambda x, tensors, matmul: layers(
+                    x,
+                    self._weights(tensors, matmul, self.names),
+                    self._weights(tensors, matmul, self.last_names),
+                    last_rows,
+                ),
                 x,
                 kernels,
                 others,
             )
         else:
             tensors = self.tensors
+
+            def matmul(a, key):
+                return tf.matmul(a, tensors[key])
+
             outputs = layers(
-                x, self._weights(tensors, lambda a, key: tf.matmul(a, tensors[key])), last_rows
+                x,
+                self._weights(tensors, matmul, self.names),
+                self._weights(tensors, matmul, self.last_names),
+                last_rows,
             )
         if self.output_rows is not None and last_rows is None:
             outputs[-1] = tf.gather(outputs[-1], self.output_rows, batch_dims=1)
         return outputs
 
-    def _weights(self, tensors, matmul):
-        """block -> its BlockWeights: kernels by key through `matmul(a, key)`, biases
-        from `tensors`."""
+    def _weights(self, tensors, matmul, names_of):
+        """block -> its BlockWeights for the products `names_of[block]` (`names` or
+        `last_names`): kernels by key through `matmul(a, key)`, biases from `tensors`."""
         return {
             block: BlockWeights(
                 {name: key + ("kernel",) for name, key in names.items()},
@@ -269,5 +291,5 @@ class EncoderKernels:
                     if key + ("packed",) in tensors
                 },
             )
-            for block, names in self.names.items()
+            for block, names in names_of.items()
         }

@@ -818,6 +818,15 @@ def test_float32_inference_runs_its_dense_products_as_ours(float_products):
     assert ops.count("Transpose") == plain_ops.count("Transpose") - cfg.num_hidden_layers
     got = tf.function(lambda x: model(x)["sequence_output"])(inputs).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    # At selected rows (a classifier's [CLS], the masked positions) every layer but the
+    # last still writes its heads in one product; the last takes queries of its rows only.
+    positions = tf.constant([[1, 2]] * inputs["input_ids"].shape[0], tf.int32)
+    selected = tf.function(lambda x: model(x, output_positions=positions)["sequence_output"])
+    ops = [op.type for op in selected.get_concrete_function(inputs).graph.get_operations()]
+    assert ops.count("AlbertDenseHeads") == cfg.num_hidden_layers - 1
+    np.testing.assert_allclose(
+        selected(inputs).numpy(), got[:, 1:3], rtol=1e-5, atol=1e-5 * np.abs(want).max()
+    )
 
 
 def test_saved_model_has_none(tmp_path):

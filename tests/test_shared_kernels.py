@@ -265,19 +265,20 @@ def test_encoder_kernels_cast_a_shared_sublayer_once(fused_qkv):
 
 
 @pytest.mark.parametrize(
-    "training,with_rows,paths_name,fused,selected,summed",
+    "training,with_rows,paths_name,fused,last_fused,selected,summed",
     [
-        (False, False, "CPU_ONLY", True, False, False),
-        (False, True, "CPU_ONLY", False, True, False),
-        (True, False, "CPU_ONLY", False, False, True),
-        (True, True, "CPU_ONLY", False, True, True),
-        (False, False, "WITH_ACCELERATOR", False, False, False),
-        (False, True, "WITH_ACCELERATOR", False, False, False),
-        (True, True, "WITH_ACCELERATOR", False, False, False),
+        (False, False, "CPU_ONLY", True, True, False, False),
+        # Selected rows: Q, K and V fused where all rows are computed, apart in the last.
+        (False, True, "CPU_ONLY", True, False, True, False),
+        (True, False, "CPU_ONLY", False, False, False, True),
+        (True, True, "CPU_ONLY", False, False, True, True),
+        (False, False, "WITH_ACCELERATOR", False, False, False, False),
+        (False, True, "WITH_ACCELERATOR", False, False, False, False),
+        (True, True, "WITH_ACCELERATOR", False, False, False, False),
     ],
 )
 def test_encoder_kernels_choose_each_path_once_per_pass(
-    training, with_rows, paths_name, fused, selected, summed
+    training, with_rows, paths_name, fused, last_fused, selected, summed
 ):
     from albert_tf import speed_paths
 
@@ -285,6 +286,9 @@ def test_encoder_kernels_choose_each_path_once_per_pass(
     rows = tf.constant([[0, 2]], tf.int32) if with_rows else None
     kernels = _encoder_kernels(model, getattr(speed_paths, paths_name), training, rows)
     assert all(("qkv" in names) == fused for names in kernels.names.values())
+    for names in kernels.last_names.values():
+        assert ("qkv" in names) == last_fused
+        assert {"query", "key", "value"} <= set(names) or last_fused
     assert (kernels.select_rows, kernels.summed_gradients) == (selected, summed)
 
 
@@ -299,10 +303,10 @@ def test_unselected_rows_are_gathered_after_the_last_block():
     rows = tf.constant([[0, 3], [0, 1]], tf.int32)
     seen = []
 
-    def layers(x, weights, last_rows):
+    def layers(x, weights, last_weights, last_rows):
         seen.append(last_rows)
         block = model.groups[0][0]
-        return [block(x, adder, block_weights=weights[block], query_positions=last_rows)]
+        return [block(x, adder, block_weights=last_weights[block], query_positions=last_rows)]
 
     no_selection = dataclasses.replace(speed_paths.CPU_ONLY, last_layer_row_selection=False)
     full = _encoder_kernels(model, no_selection, False, rows).run(layers, x)[-1]
