@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -36,19 +35,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 IMPLS = ("ours", "keras_hub", "hf_torch")
 
-from bench_model import hf_albert_config, onednn_setting, worker_env  # noqa: E402  (same folder: shared helpers)
-
-
-def _inputs(batch, seq, vocab):
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    ids = rng.integers(5, vocab, size=(batch, seq)).astype("int32")
-    mask = np.zeros((batch, seq), "int32")
-    mask[:, : seq * 3 // 4] = 1
-    segments = np.zeros((batch, seq), "int32")
-    segments[:, seq // 2 : seq * 3 // 4] = 1
-    return ids * mask, mask, segments
+import bench_model as bm  # noqa: E402  (same folder: shared helpers)
+from bench_model import hf_albert_config, worker_env  # noqa: E402
 
 
 def _time(fn, runs):
@@ -68,42 +56,9 @@ def child(impl, config_name, seq, batch, runs, labels):
     from albert_tf.config import preset
 
     cfg = preset(config_name)
-    ids, mask, seg = _inputs(batch, seq, cfg.vocab_size)
-    if impl == "ours":
-        import tensorflow as tf
-
-        from albert_tf.classifier import AlbertClassifier
-
-        model = AlbertClassifier(cfg, labels)
-        model.build()
-        feats = {
-            "input_ids": tf.constant(ids),
-            "input_mask": tf.constant(mask),
-            "segment_ids": tf.constant(seg),
-        }
-        step = tf.function(lambda f: model(f, training=False)["probabilities"])
-        fn = lambda: step(feats).numpy()
-    elif impl == "keras_hub":
-        os.environ["KERAS_BACKEND"] = "tensorflow"
-        import keras_hub
-        import tensorflow as tf
-        from bench_model import keras_hub_backbone  # same folder; shared with the other benches
-
-        backbone = keras_hub_backbone(cfg)
-        model = keras_hub.models.AlbertTextClassifier(
-            backbone=backbone,
-            num_classes=labels,
-            preprocessor=None,
-            activation="softmax",
-            dropout=0.1,
-        )
-        feats = {
-            "token_ids": tf.constant(ids),
-            "padding_mask": tf.constant(mask),
-            "segment_ids": tf.constant(seg),
-        }
-        step = tf.function(lambda f: model(f, training=False))
-        fn = lambda: step(feats).numpy()
+    ids, mask, seg = bm.classifier_inputs(batch, seq, cfg.vocab_size)
+    if impl in ("ours", "keras_hub"):
+        fn = bm.classifier_call(impl, cfg, "float32", batch, seq, labels)
     elif impl == "hf_torch":
         import torch
         from transformers import AlbertForSequenceClassification
@@ -175,6 +130,7 @@ def main():
         child(args.child, args.config, args.seq, args.batch, args.runs, args.labels)
         return
     impls = args.impls.split(",")
+    load_start = bm._machine()[3]
     per_round = {impl: [] for impl in impls}  # examples/s, one per round
     notes = {}
     for round_index in range(args.rounds):
@@ -188,15 +144,14 @@ def main():
                 per_round[impl].append(eps)
             print(f"round {round_index + 1}/{args.rounds} {impl}: {eps or note}", flush=True)
     ours = per_round.get("ours") if "ours" not in notes else None
-    cmd = "python bench/bench_classifier.py " + " ".join(sys.argv[1:])
     text = [
-        f"# GLUE classifier eval throughput ({args.config}, seq {args.seq}, batch "
-        f"{args.batch}, float32, CPU)",
-        "",
-        f"Command: `{cmd.strip()}`",
-        "",
-        f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-        f"TF_ENABLE_ONEDNN_OPTS={onednn_setting()}; "
+        *bm.result_header(
+            f"GLUE classifier eval throughput ({args.config}, seq {args.seq}, batch "
+            f"{args.batch}, float32, CPU)",
+            "bench_classifier.py",
+            None,
+            load_start,
+        ),
         f"examples/s = batch / median of {args.runs} timed calls"
         + (
             f"; {args.rounds} rounds (each implementation once per round): the median over "
@@ -217,12 +172,7 @@ def main():
         spread = "" if len(runs) == 1 else f" ({min(runs):.1f}-{max(runs):.1f})"
         ratio = f"{statistics.median(a / b for a, b in zip(ours, runs)):.2f}" if ours else ""
         text.append(f"| {impl} | {statistics.median(runs):.1f}{spread} | {ratio} | |")
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    tmp = args.out + ".tmp"
-    with open(tmp, "w") as f:
-        f.write("\n".join(text) + "\n")
-    os.replace(tmp, args.out)
-    print("\n".join(text))
+    bm.write_markdown(args.out, text)
 
 
 if __name__ == "__main__":

@@ -255,11 +255,65 @@ def keras_hub_backbone(cfg):
     )
 
 
+def classifier_inputs(batch, seq, vocab):
+    """(ids, mask, segments) int32 [batch, seq]: random ids with a realistic mask (3/4 of
+    each sequence real, its second half of that a second segment)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, vocab, size=(batch, seq)).astype("int32")
+    mask = np.zeros((batch, seq), "int32")
+    mask[:, : seq * 3 // 4] = 1
+    segments = np.zeros((batch, seq), "int32")
+    segments[:, seq // 2 : seq * 3 // 4] = 1
+    return ids * mask, mask, segments
+
+
+def classifier_call(impl, cfg, dtype, batch, seq, labels=2):
+    """A GLUE classifier's eval call of `impl` ("ours": `AlbertClassifier`, the body of
+    albert_tf.classifier.predict_arrays' loop; "keras_hub": `AlbertTextClassifier` with
+    `preprocessor=None` and a softmax) as a zero-argument callable: class probabilities
+    for `batch` `classifier_inputs` of length `seq`, config `cfg` with random weights,
+    under the Keras dtype policy `dtype`, through a tf.function."""
+    import keras
+    import tensorflow as tf
+
+    keras.mixed_precision.set_global_policy(dtype)
+    ids, mask, seg = (tf.constant(x) for x in classifier_inputs(batch, seq, cfg.vocab_size))
+    if impl == "ours":
+        from albert_tf.classifier import AlbertClassifier
+
+        model = AlbertClassifier(cfg, labels)
+        model.build()
+        feats = {"input_ids": ids, "input_mask": mask, "segment_ids": seg}
+        step = tf.function(lambda f: model(f, training=False)["probabilities"])
+    elif impl == "keras_hub":
+        import keras_hub
+
+        model = keras_hub.models.AlbertTextClassifier(
+            backbone=keras_hub_backbone(cfg),
+            num_classes=labels,
+            preprocessor=None,
+            activation="softmax",
+            dropout=0.1,
+        )
+        feats = {"token_ids": ids, "padding_mask": mask, "segment_ids": seg}
+        step = tf.function(lambda f: model(f, training=False))
+    else:
+        raise ValueError(f"no classifier call for {impl!r}")
+    return lambda: step(feats).numpy()
+
+
 def model_call(impl, dtype, xla, mode, batch, seq, threads):
     """One benchmark call of `impl` ("ours", "keras_hub", "hf_torch") as a zero-argument
     callable: inference (mode "infer") or forward+backward ("train") of ALBERT-base with
     random weights, `batch` sequences of length `seq`, `dtype` "float32" or
-    "mixed_bfloat16", under XLA if `xla` (TensorFlow peers)."""
+    "mixed_bfloat16", under XLA if `xla` (TensorFlow peers); or a GLUE classifier's eval
+    ("classify", `classifier_call`; TensorFlow peers, no XLA)."""
+    if mode == "classify":
+        from albert_tf import config as albert_config
+
+        return classifier_call(impl, albert_config.preset("albert_base_v2"), dtype, batch, seq)
     train = mode == "train"
     if impl in ("ours", "keras_hub"):
         import keras

@@ -13,16 +13,17 @@ each pair's ratio sees the same machine state; tables give the median pair ratio
 range and each side's median rate.
 
   * Encoder cells (--dtypes x --modes): ours vs keras-hub (bench_model.model_call: the same
-    ALBERT-base, random weights, seq 128, inference batch 32 / forward+backward batch 16,
-    no XLA), with our MFU against tf.matmul peak probes of the dtype timed in the same
-    rotation (a 2048^3 product and the model's FFN product; each round's faster one): a
-    probe taken minutes or even a minute away from the model's calls read from 0.5x to 2x
-    of its neighbours on the bench machine. Each probe runs twice per round: once as a
-    burst (two products, tens of milliseconds) and once sustained, repeated for as long
-    as our model's call takes. The burst catches moments when a shared machine's
-    neighbours are idle (one round's burst read 2.6x another's); the sustained probe
-    averages over the same length of time as the call it is compared with, so its MFU
-    (the headline) moves far less from round to round.
+    ALBERT-base, random weights, seq 128, inference batch 32 / forward+backward batch 16, no
+    XLA; mode "classify": a GLUE classifier's eval at batch 32, class probabilities from
+    [CLS], no MFU as its FLOPs depend on what each side computes), with our MFU against
+    tf.matmul peak probes of the dtype timed in the same rotation (a 2048^3 product and the
+    model's FFN product; each round's faster one): a probe taken minutes or even a minute
+    away from the model's calls read from 0.5x to 2x of its neighbours on the bench machine.
+    Each probe runs twice per round: once as a burst (two products, tens of milliseconds)
+    and once sustained, repeated for as long as our model's call takes. The burst catches
+    moments when a shared machine's neighbours are idle (one round's burst read 2.6x
+    another's); the sustained probe averages over the same length of time as the call it is
+    compared with, so its MFU (the headline) moves far less from round to round.
   * --speed_paths_off: instead of keras-hub, each encoder cell pits ours against ours
     with those speed paths (albert_tf.speed_paths.SpeedPaths fields) switched off: what
     a path is worth, measured in one process.
@@ -47,6 +48,7 @@ sys.path.insert(0, HERE)
 import bench_model as bm  # noqa: E402  (model steps, FLOPs, peak probe, machine description)
 
 PEERS = ("ours", "keras_hub")
+MODE_NAMES = {"infer": "inference", "train": "fwd+bwd", "classify": "classifier eval"}
 
 
 def _ratio_summary(numerator, denominator):
@@ -80,7 +82,7 @@ def worker_encoder(dtype, mode, pairs):
     )
     calls.update({name: call for name, (call, _) in probes.items()})
     seconds = bm.paired_seconds(calls, pairs)
-    flops = bm.model_flops(cfg, batch, 128, mode == "train")
+    flops = None if mode == "classify" else bm.model_flops(cfg, batch, 128, mode == "train")
     probe_rates = {name: [f / s for s in seconds[name]] for name, (_, f) in probes.items()}
     ours_s = statistics.median(seconds["ours"])
     return {
@@ -91,7 +93,7 @@ def worker_encoder(dtype, mode, pairs):
         "keras_hub": batch / statistics.median(seconds["keras_hub"]),
         **_ratio_summary(seconds["keras_hub"], seconds["ours"]),
         **{
-            kind: _mfu_summary(flops, seconds["ours"], probe_rates, kind)
+            kind: flops and _mfu_summary(flops, seconds["ours"], probe_rates, kind)
             for kind in ("sustained", "burst")
         },
         "probes": {name: statistics.median(rates) for name, rates in probe_rates.items()},
@@ -214,7 +216,9 @@ def _run_worker(args, *worker_args):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--dtypes", default="float32,mixed_bfloat16", help="encoder cells' dtypes")
-    p.add_argument("--modes", default="infer,train", help="encoder cells' modes ('' for none)")
+    p.add_argument(
+        "--modes", default="infer,train", help="encoder cells' modes: infer, train, classify"
+    )
     p.add_argument(
         "--pretraining_seqs",
         default="",
@@ -303,7 +307,7 @@ def main(argv=None):
             "|---|---|---:|---:|---:|---|---|---|---|" + "---|" * len(encoder[0]["probes"]),
         ]
         for r in encoder:
-            mode = "inference" if r["mode"] == "infer" else "fwd+bwd"
+            mode = MODE_NAMES[r["mode"]]
             probes = [
                 f"{r['probes'][name] / 1e9:.0f} ({lo / 1e9:.0f}-{hi / 1e9:.0f})"
                 for name, (lo, hi) in r["probe_ranges"].items()
@@ -314,9 +318,11 @@ def main(argv=None):
                 f"| {_ratio_cell(r)} "
                 + "".join(
                     f"| {m['pooled']:.0%}, {m['mfu']:.0%} ({m['min']:.0%}-{m['max']:.0%}) "
+                    if m
+                    else "| - "
                     for m in (r["sustained"], r["burst"])
                 )
-                + f"| {_states_cell(r['sustained'])} "
+                + f"| {_states_cell(r['sustained']) if r['sustained'] else '-'} "
                 + f"| {' | '.join(probes)} |"
             )
     if ablations:
@@ -332,7 +338,7 @@ def main(argv=None):
             "|---|---|---:|---|---:|---:|---|",
         ]
         for r in ablations:
-            mode = "inference" if r["mode"] == "infer" else "fwd+bwd"
+            mode = MODE_NAMES[r["mode"]]
             lines.append(
                 f"| {r['dtype']} | {mode} | {r['batch']} | {r['paths']} | {r['on']:.2f} "
                 f"| {r['off']:.2f} | {_ratio_cell(r)} |"
