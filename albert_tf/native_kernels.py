@@ -1,7 +1,8 @@
-"""C++ CPU kernels for the bfloat16 encoder's elementwise work, built on this machine.
+"""C++ CPU kernels for the encoder's elementwise work and dense products, built on this
+machine.
 
-Some passes of the bfloat16 encoder are cheaper as hand-written loops than as anything
-TensorFlow 2.21 offers on CPU (docs/benchmarks.md):
+Some passes of the encoder (most of them bfloat16 only) are cheaper as hand-written loops
+than as anything TensorFlow 2.21 offers on CPU (docs/benchmarks.md):
 
   * `bias_gelu` and `bias_gelu_backward`: the FFN's bias and GELU after its plain
     bfloat16 product, and its gradient (with the bias's). XLA's CPU loops compute the
@@ -36,12 +37,14 @@ plain loops the compiler vectorises.
 
 The sources (albert_tf/native/) are compiled with the C++ compiler found here ($CXX,
 else c++ or g++) and TensorFlow's own headers, for this CPU (-march=native), once per
-machine, source and TensorFlow version: the first bfloat16 trace on a new machine
-takes about 15 s longer. The library is kept in $ALBERT_TF_KERNEL_CACHE, else
-$XDG_CACHE_HOME/albert_tf/kernels, else ~/.cache/albert_tf/kernels, under a name that
+machine, source and TensorFlow version: the first trace that uses them on a new machine
+(bfloat16, or float32 inference with AVX-512) takes about 15-25 s longer. The library is
+kept in $ALBERT_TF_KERNEL_CACHE, else $XDG_CACHE_HOME/albert_tf/kernels, else
+~/.cache/albert_tf/kernels, under a name that
 hashes all of these, written to a temporary name and renamed (concurrent builds are
 safe). Where no compiler is found or the build fails, one warning says why and
-`library()` is None: the callers (albert_tf.fused_elementwise) keep their XLA loops.
+`library()` is None: the callers (albert_tf.fused_elementwise) keep their XLA loops and
+oneDNN's products.
 
 Whether the kernels are used at all is the speed-path decision
 (`SpeedPaths.native_cpu_kernels`, albert_tf.speed_paths).
@@ -183,7 +186,7 @@ def built_library() -> str:
         raise BuildError("no C++ compiler found ($CXX, c++, g++)")
     target = library_path(cxx)
     if not os.path.exists(target):
-        logging.info("Building albert_tf's bfloat16 CPU kernels (once) into %s", target)
+        logging.info("Building albert_tf's C++ CPU kernels (once) into %s", target)
         build(cxx, target)
     return target
 
@@ -207,8 +210,8 @@ def library():
         return _loaded["module"]
     except (BuildError, OSError, tf.errors.OpError) as e:
         logging.warning(
-            "albert_tf's C++ CPU kernels are not available (%s); bfloat16 GELU and layer "
-            "norms run as XLA loops instead",
+            "albert_tf's C++ CPU kernels are not available (%s); the encoder's products "
+            "are oneDNN's and bfloat16 GELU and layer norms run as XLA loops instead",
             str(e).splitlines()[0] if str(e) else type(e).__name__,
         )
         return None

@@ -754,6 +754,13 @@ def test_float_products_are_the_float32_result(float_products):
         native_kernels.dense_bias_gelu(x[:, :32], kernel[:32], tf.zeros([8, 16, 32]), bias)
 
 
+def test_float_products_need_avx512(tmp_path):
+    # Without AVX-512 the library has neither kind of product (the model keeps oneDNN's).
+    lib = _loops_library(tmp_path, "avx2", "-mno-avx512f")
+    assert lib.albert_float_products_ready() == 0
+    assert lib.albert_products_ready() == 0
+
+
 def test_float_product_gradients_are_the_plain_ops(float_products):
     rng = np.random.default_rng(9)
     x = tf.constant(rng.normal(size=(40, 64)), tf.float32)
@@ -786,6 +793,19 @@ def test_float_product_gradients_are_the_plain_ops(float_products):
             lambda x, k, b: layer_norm(tf.matmul(x, k) + b + residual),
         ),
     ]
+    # The heads' product: 40 rows = 2 sequences of 20, one group of 2 heads of 16.
+    pairs.append(
+        (
+            lambda x, k, b: tf.reshape(
+                tf.transpose(
+                    fe.dense_heads(tf.reshape(x, [2, 20, 64]), k, fe.packed_kernel(k), b, 1, 2),
+                    [1, 3, 0, 2, 4],
+                ),
+                [40, 32],
+            ),
+            lambda x, k, b: tf.matmul(x, k) + b,
+        )
+    )
     for ours, plain in pairs:
         for g, w in zip(grads(ours), grads(plain)):
             np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-4, atol=1e-4)
