@@ -686,22 +686,31 @@ def test_product_gradient_equals_the_loops(products):
         np.testing.assert_allclose(_as64(g), _as64(w), rtol=2**-6, atol=0.05 * scale)
 
 
-def test_bfloat16_inference_runs_its_dense_products_as_ours(products):
-    # Sizes our products take (multiples of 32, heads of 16): each layer's query/key/value
-    # product with the biases, written as heads, its FFN product with its bias and GELU,
-    # and its two output products with bias, residual and layer norm, are products of
-    # ours, each shared kernel packed once; training keeps oneDNN's.
-    cfg = CONFIGS["shared_gelu"].replace(
-        hidden_size=32, intermediate_size=64, num_attention_heads=2
-    )
-    model, inputs = built_encoder(cfg, "mixed_bfloat16")
+# Sizes our products take: multiples of 32, heads of 16.
+PRODUCT_SIZED = CONFIGS["shared_gelu"].replace(
+    hidden_size=32, intermediate_size=64, num_attention_heads=2
+)
+
+
+def _inference_ops_with_our_products(cfg, model, inputs):
+    """The inference graph's op types, checked: each layer's query/key/value product with
+    the biases, written as heads, its FFN product with its bias and GELU, and its two
+    output products with bias, residual and layer norm are products of ours, each shared
+    kernel packed once; training keeps oneDNN's."""
     ops = _op_types(model, inputs)
     assert ops.count("AlbertDenseBiasGelu") == cfg.num_hidden_layers
     assert ops.count("AlbertDenseHeads") == cfg.num_hidden_layers
     assert ops.count("AlbertDenseResidualLayerNorm") == 2 * cfg.num_hidden_layers
     assert ops.count("AlbertPackKernel") == 4  # query/key/value, attention output, FFN x 2
-    assert not {"AlbertBiasGelu", "AlbertResidualLayerNorm"} & set(ops)
     assert "AlbertDenseBiasGelu" not in _training_op_types(model, inputs)
+    return ops
+
+
+def test_bfloat16_inference_runs_its_dense_products_as_ours(products):
+    cfg = PRODUCT_SIZED
+    model, inputs = built_encoder(cfg, "mixed_bfloat16")
+    ops = _inference_ops_with_our_products(cfg, model, inputs)
+    assert not {"AlbertBiasGelu", "AlbertResidualLayerNorm"} & set(ops)
     with speed_paths.forced(NO_NATIVE_PRODUCTS):
         assert "AlbertDenseBiasGelu" not in _op_types(model, inputs)
         want = tf.function(lambda x: model(x)["sequence_output"])(inputs).numpy()
@@ -817,19 +826,11 @@ def _gelu_tanh_ops(y):
 
 
 def test_float32_inference_runs_its_dense_products_as_ours(float_products):
-    # As test_bfloat16_inference_runs_its_dense_products_as_ours, in float32: the same four
-    # products per layer, the heads written by the product (no transpose of q, k, v), and
-    # the sequence output within float32 rounding of oneDNN's products.
-    cfg = CONFIGS["shared_gelu"].replace(
-        hidden_size=32, intermediate_size=64, num_attention_heads=2
-    )
+    # The same four products per layer as in bfloat16, the heads written by the product (no
+    # transpose of q, k, v), and the sequence output within float32 rounding of oneDNN's.
+    cfg = PRODUCT_SIZED
     model, inputs = built_encoder(cfg, "float32")
-    ops = _op_types(model, inputs)
-    assert ops.count("AlbertDenseBiasGelu") == cfg.num_hidden_layers
-    assert ops.count("AlbertDenseHeads") == cfg.num_hidden_layers
-    assert ops.count("AlbertDenseResidualLayerNorm") == 2 * cfg.num_hidden_layers
-    assert ops.count("AlbertPackKernel") == 4
-    assert "AlbertDenseBiasGelu" not in _training_op_types(model, inputs)
+    ops = _inference_ops_with_our_products(cfg, model, inputs)
     with speed_paths.forced(NO_NATIVE_PRODUCTS):
         plain_ops = _op_types(model, inputs)
         want = tf.function(lambda x: model(x)["sequence_output"])(inputs).numpy()
