@@ -150,7 +150,7 @@ def run_with_summed_kernel_gradients(
     return stack(x, *[kernels[k] for k in kernel_keys], *[tensors[k] for k in tensor_keys])
 
 
-# The dense sublayers (besides "qkv") that inference runs as our bfloat16 products
+# The dense sublayers (besides "qkv") that inference runs as our products
 # (albert_tf.native_kernels).
 NATIVE_PRODUCTS = ("intermediate", "attention_output", "ffn_output")
 
