@@ -204,6 +204,51 @@ def packed_kernel(kernel):
     return native_kernels.pack_kernel(kernel)
 
 
+def attention_usable(q):
+    """Whether inference may run its attention for the queries q [B, N, P, D] as
+    `attention`: `SpeedPaths.native_attention`, `_native_usable`, our products for q's
+    dtype on this CPU, D static and a multiple of 32."""
+    return (
+        q.dtype in (tf.bfloat16, tf.float32)
+        and q.shape.rank == 4
+        and q.shape[-1] is not None
+        and q.shape[-1] % 32 == 0
+        and speed_paths.choose().native_attention
+        and _native_usable()
+        and native_kernels.products_ready(q.dtype)
+    )
+
+
+def attention(q, k, v, adder, scale):
+    """softmax(q . k^T * scale + adder) . v per head as one kernel of ours (inference):
+    q [B, N, P, D], k and v [B, N, S, D], adder [B, 1, 1, S] float32 -> context rows
+    [B * P, N * D] in q's dtype, the scores and softmax in float32, the probabilities in
+    q's dtype before their product with v (as the layers' path rounds them); where
+    `attention_usable(q)`."""
+    context = native_kernels.attention(q, k, v, adder, scale)
+    return tf.reshape(context, [-1, context.shape[-1] or tf.shape(context)[-1]])
+
+
+@ops.RegisterGradient("AlbertAttention")
+def _attention_gradient(op, dcontext):
+    """Gradients of `attention` w.r.t. q, k, v and the adder (inference graphs
+    differentiated by a user), from the probabilities recomputed with TensorFlow's ops."""
+    q, k, v, adder = op.inputs
+    scale = op.get_attr("scale")
+    batch, heads, queries, size = (tf.shape(q)[i] for i in range(4))
+    scores = tf.matmul(tf.cast(q, tf.float32), tf.cast(k, tf.float32), transpose_b=True)
+    probs = tf.nn.softmax(scores * scale + adder, axis=-1)  # [B, N, P, S]
+    dheads = tf.transpose(tf.reshape(dcontext, [batch, queries, heads, size]), [0, 2, 1, 3])
+    dheads = tf.cast(dheads, tf.float32)
+    dv = tf.matmul(tf.cast(tf.cast(probs, q.dtype), tf.float32), dheads, transpose_a=True)
+    dprobs = tf.matmul(dheads, tf.cast(v, tf.float32), transpose_b=True)
+    dscores = probs * (dprobs - tf.reduce_sum(dprobs * probs, -1, keepdims=True))
+    dq = tf.matmul(dscores, tf.cast(k, tf.float32)) * scale
+    dk = tf.matmul(dscores, tf.cast(q, tf.float32), transpose_a=True) * scale
+    dadder = tf.reshape(tf.reduce_sum(dscores, [1, 2]), tf.shape(adder))
+    return tf.cast(dq, q.dtype), tf.cast(dk, k.dtype), tf.cast(dv, v.dtype), dadder
+
+
 def dense_bias_gelu(x, kernel, packed, bias):
     """GELU (tanh form) of x [rows, K] . kernel [K, N] + bias [N], bfloat16 or float32, as
     one product of ours whose float32 accumulators take the bias and the GELU before

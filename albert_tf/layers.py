@@ -593,9 +593,14 @@ class AlbertTransformerBlock(keras.layers.Layer):
         x_flat = fused_elementwise.reshape(x, [-1, self.hidden_size])
         rows_flat = x_flat if x_rows is x else tf.reshape(x_rows, [-1, self.hidden_size])
         q, k, v = self._query_key_value(x, x_flat, rows_flat, w, training)
-        scores = tf.matmul(q, k, transpose_b=True)  # [B, N, P, S]
         # The original scales the product (not q) by 1/sqrt(D).
         scale = 1.0 / math.sqrt(self.head_size)
+        if not training and fused_elementwise.attention_usable(q):  # one kernel of ours
+            context = fused_elementwise.attention(q, k, v, attention_adder, scale)
+            return self._output_sublayer(
+                context, "attention_output", rows_flat, self.attention_layer_norm, w, training
+            )
+        scores = tf.matmul(q, k, transpose_b=True)  # [B, N, P, S]
         dropout = training and self.attention_probs_dropout_prob > 0
         if float32_loops_for(self.compute_dtype) and not dropout:
             probs = attention_probs(scores, attention_adder, scale, training)

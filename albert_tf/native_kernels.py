@@ -342,3 +342,12 @@ def dense_residual_layer_norm(x, kernel, packed, bias, residual, gamma, beta, ep
             x, kernel, packed, bias, residual, gamma, beta, epsilon=epsilon
         )
     )
+
+
+def attention(q, k, v, adder, scale):
+    """softmax(q . k^T * scale + adder) . v for every head, written as rows: q [B, N, P, D],
+    k and v [B, N, S, D] (all bfloat16 or all float32), adder [B, 1, 1, S] float32 ->
+    context [B, P, N * D] in q's dtype; D a multiple of 32. Scores and softmax in
+    float32 (bfloat16 scores unrounded), the probabilities stored in q's dtype before their
+    product with v. `products_ready(q.dtype)` must be True."""
+    return library().albert_attention(q, k, v, adder, scale=scale)

@@ -59,6 +59,10 @@ class SpeedPaths:
         per pass (albert_tf.native_kernels): in bfloat16 on CPUs with AVX512_BF16 (on
         their AMX tiles where they have them), in float32 on CPUs with AVX-512. False:
         oneDNN's products and the kernels after them.
+      native_attention: with `native_cpu_kernels`, inference runs each layer's attention
+        (scores, softmax, the product with the values, the context written as rows) as
+        one kernel of ours on the same CPUs as `native_products`, for heads of a multiple
+        of 32. False: oneDNN's two batched products, the softmax and a transpose.
     """
 
     fused_elementwise: bool
@@ -68,6 +72,7 @@ class SpeedPaths:
     system_allocator_for_large_models: bool
     native_cpu_kernels: bool
     native_products: bool
+    native_attention: bool
 
 
 CPU_ONLY = SpeedPaths(
@@ -78,6 +83,7 @@ CPU_ONLY = SpeedPaths(
     system_allocator_for_large_models=True,
     native_cpu_kernels=True,
     native_products=True,
+    native_attention=True,
 )
 WITH_ACCELERATOR = SpeedPaths(
     fused_elementwise=False,
@@ -87,6 +93,7 @@ WITH_ACCELERATOR = SpeedPaths(
     system_allocator_for_large_models=False,
     native_cpu_kernels=False,
     native_products=False,
+    native_attention=False,
 )
 
 _forced: SpeedPaths | None = None

@@ -686,9 +686,9 @@ def test_product_gradient_equals_the_loops(products):
         np.testing.assert_allclose(_as64(g), _as64(w), rtol=2**-6, atol=0.05 * scale)
 
 
-# Sizes our products take: multiples of 32, heads of 16.
+# Sizes our products and attention take: multiples of 32, heads of 32.
 PRODUCT_SIZED = CONFIGS["shared_gelu"].replace(
-    hidden_size=32, intermediate_size=64, num_attention_heads=2
+    hidden_size=64, intermediate_size=64, num_attention_heads=2
 )
 
 
@@ -696,13 +696,15 @@ def _inference_ops_with_our_products(cfg, model, inputs):
     """The inference graph's op types, checked: each layer's query/key/value product with
     the biases, written as heads, its FFN product with its bias and GELU, and its two
     output products with bias, residual and layer norm are products of ours, each shared
-    kernel packed once; training keeps oneDNN's."""
+    kernel packed once, and its attention one kernel of ours; training keeps oneDNN's."""
     ops = _op_types(model, inputs)
+    assert ops.count("AlbertAttention") == cfg.num_hidden_layers
     assert ops.count("AlbertDenseBiasGelu") == cfg.num_hidden_layers
     assert ops.count("AlbertDenseHeads") == cfg.num_hidden_layers
     assert ops.count("AlbertDenseResidualLayerNorm") == 2 * cfg.num_hidden_layers
     assert ops.count("AlbertPackKernel") == 4  # query/key/value, attention output, FFN x 2
-    assert "AlbertDenseBiasGelu" not in _training_op_types(model, inputs)
+    training_ops = _training_op_types(model, inputs)
+    assert not {"AlbertDenseBiasGelu", "AlbertAttention"} & set(training_ops)
     return ops
 
 
@@ -761,6 +763,66 @@ def test_float_products_are_the_float32_result(float_products):
     )
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"packed must be \[1,32,16\]"):
         native_kernels.dense_bias_gelu(x[:, :32], kernel[:32], tf.zeros([8, 16, 32]), bias)
+
+
+def _attention_exact(q, k, v, adder, scale):
+    """The attention in float64: q [B, N, P, D], k, v [B, N, S, D] -> [B, P, N * D]."""
+    q, k, v = (_as64(t) for t in (q, k, v))
+    scores = q @ k.transpose(0, 1, 3, 2) * scale + _as64(adder)
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    context = probs @ v
+    return context.transpose(0, 2, 1, 3).reshape(q.shape[0], q.shape[2], -1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_attention_is_the_softmax_of_the_scores_times_the_values(float_products, dtype):
+    # 40 queries (a block of 32 and a part) over 50 keys (padded to 64 inside), one
+    # sequence's last 20 keys masked as the model's adder does; heads of 64.
+    if dtype == "bfloat16" and not native_kernels.products_ready(tf.bfloat16):
+        pytest.skip("no bfloat16 products here")
+    rng = np.random.default_rng(10)
+    q, k, v = (tf.cast(rng.normal(size=(2, 3, length, 64)), dtype) for length in (40, 50, 50))
+    adder = np.zeros((2, 1, 1, 50), np.float32)
+    adder[1, ..., 30:] = -10000.0
+    adder = tf.constant(adder)
+    got = native_kernels.attention(q, k, v, adder, 0.125)
+    assert got.shape == (2, 40, 3 * 64) and got.dtype == q.dtype
+    exact = _attention_exact(q, k, v, adder, 0.125)
+    # float32: within float32 rounding; bfloat16: the probabilities and the output are
+    # rounded once each (the scores are not).
+    tolerance = 1e-5 if dtype == "float32" else 2**-7
+    np.testing.assert_allclose(_as64(got), exact, rtol=tolerance, atol=tolerance)
+    # The masked keys take no weight: changing their values changes nothing.
+    v_changed = tf.concat([v[:, :, :30], v[:, :, 30:] + tf.cast(5.0, v.dtype)], axis=2)
+    changed = native_kernels.attention(q, k, v_changed, adder, 0.125)
+    np.testing.assert_array_equal(_as64(changed)[1], _as64(got)[1])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="heads' size must be"):
+        native_kernels.attention(q[..., :48], k[..., :48], v[..., :48], adder, 0.125)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"adder must be \[2, 1, 1, 50\]"):
+        native_kernels.attention(q, k, v, adder[:, :, :, :49], 0.125)
+
+
+def test_attention_gradient_is_the_plain_ops(float_products):
+    rng = np.random.default_rng(11)
+    q, k, v = (tf.constant(rng.normal(size=(2, 2, length, 32)), tf.float32) for length in (5, 7, 7))
+    adder = tf.constant(rng.normal(size=(2, 1, 1, 7)), tf.float32)
+    weights = tf.constant(rng.normal(size=(10, 64)), tf.float32)
+
+    def plain(q, k, v, adder):
+        probs = tf.nn.softmax(tf.matmul(q, k, transpose_b=True) * 0.25 + adder, -1)
+        return tf.reshape(tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3]), [10, 64])
+
+    @tf.function
+    def grads(attention):
+        with tf.GradientTape() as tape:
+            tape.watch([q, k, v, adder])
+            loss = tf.reduce_sum(attention(q, k, v, adder) * weights)
+        return tape.gradient(loss, [q, k, v, adder])
+
+    got = grads(lambda *a: fe.attention(*a, 0.25))
+    for g, w in zip(got, grads(plain)):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-4, atol=1e-4)
 
 
 def test_float_products_need_avx512(tmp_path):

@@ -676,6 +676,16 @@ void product_rows(const T* x, const T* packed, int64_t first, int64_t last, int6
   (void)on_tiles;
 }
 
+// albert_pack_columns or albert_pack_float_columns by element type.
+inline void pack_columns(const uint16_t* kernel, uint16_t* packed, int64_t k_size,
+                         int64_t n_size, int64_t first, int64_t last) {
+  albert_pack_columns(kernel, packed, k_size, n_size, first, last);
+}
+inline void pack_columns(const float* kernel, float* packed, int64_t k_size, int64_t n_size,
+                         int64_t first, int64_t last) {
+  albert_pack_float_columns(kernel, packed, k_size, n_size, first, last);
+}
+
 // 16 float32 results stored as T: rounded once to bfloat16, or as they are.
 inline void store_16(uint16_t* to, __m512 v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), pack_bfloat16(v));
@@ -783,6 +793,90 @@ void dense_residual_layer_norm(const T* x, const T* packed, const T* bias,
       });
 }
 
+// Attention of the heads (b, n) in [first, last) of B * N: context = softmax(q . k^T * scale
+// + adder) . v with q [B, N, P, D], k and v [B, N, S, D], all of T, adder [B, S] float32,
+// context [B, P, N * D] of T (the rows the attention output's product takes). D a multiple
+// of 32; S any length (the keys are padded to a multiple of 32 with zeros and an adder of
+// -inf, whose weights come out below 1e-37). Per head, k^T and v are packed as kernels [D,
+// S] and [S, D]; per block of 32 query rows the scores stay in float32 (bfloat16: unrounded,
+// where oneDNN's product rounds them), the softmax runs over each row in float32, the
+// probabilities are stored as T (as the layers' path casts them before their product with
+// v) and multiplied by v.
+template <typename T>
+void attention(const T* q, const T* k, const T* v, const float* adder, float scale, T* context,
+               int64_t first, int64_t last, int64_t heads, int64_t queries, int64_t keys,
+               int64_t head_size) {
+  const int64_t width = heads * head_size, padded = (keys + 31) / 32 * 32;
+  // k and v of one head, zero past the keys (to a multiple of 32), and their packs.
+  std::vector<T> key_columns(padded * head_size, T(0)), packed_keys(head_size * padded);
+  std::vector<T> value_rows(padded * head_size, T(0)), packed_values(padded * head_size);
+  std::vector<float> scores(32 * padded), adder_row(padded, -HUGE_VALF);
+  std::vector<T> probs(32 * padded);
+  for (int64_t bn = first; bn < last; ++bn) {
+    const int64_t b = bn / heads, n = bn % heads;
+    // k^T [D, S] packed straight from k [S, D]: each 16 keys' block of the layout is their
+    // rows [16, D] transposed in 32-bit units (a bfloat16 pair of D, or one float).
+    constexpr int64_t kPerUnit = 4 / sizeof(T);
+    const int64_t units = head_size / kPerUnit;
+    std::memcpy(key_columns.data(), k + bn * keys * head_size, keys * head_size * sizeof(T));
+    for (int64_t c = 0; c < padded / 16; ++c) {
+      const uint32_t* rows = reinterpret_cast<const uint32_t*>(key_columns.data()) + c * 16 * units;
+      uint32_t* to = reinterpret_cast<uint32_t*>(packed_keys.data()) + c * 16 * units;
+      for (int64_t u = 0; u < units; ++u) {
+        for (int64_t j = 0; j < 16; ++j) to[u * 16 + j] = rows[j * units + u];
+      }
+    }
+    std::memcpy(value_rows.data(), v + bn * keys * head_size, keys * head_size * sizeof(T));
+    pack_columns(value_rows.data(), packed_values.data(), padded, head_size, 0, head_size / 16);
+    std::memcpy(adder_row.data(), adder + b * keys, keys * sizeof(float));
+    // One block of 32 query rows at a time, the two products one after the other (not
+    // nested: each product_rows takes and gives back the AMX tiles).
+    for (int64_t i = 0; i < queries; i += 32) {
+      const int64_t rows = std::min<int64_t>(32, queries - i);
+      product_rows(
+          q + bn * queries * head_size, packed_keys.data(), i, i + rows, head_size, padded, padded,
+          [&](const float* block, int64_t, int64_t valid, int64_t j) {
+            for (int64_t r = 0; r < valid; ++r) {
+              std::memcpy(scores.data() + r * padded + j, block + r * 32, 32 * sizeof(float));
+            }
+          },
+          no_rows_step);
+      for (int64_t r = 0; r < rows; ++r) {
+        float* row = scores.data() + r * padded;
+        __m512 tops = _mm512_set1_ps(-HUGE_VALF);
+        for (int64_t j = 0; j < padded; j += 16) {
+          const __m512 s = _mm512_fmadd_ps(_mm512_loadu_ps(row + j), _mm512_set1_ps(scale),
+                                           _mm512_loadu_ps(adder_row.data() + j));
+          _mm512_storeu_ps(row + j, s);
+          tops = _mm512_max_ps(tops, s);
+        }
+        const __m512 top = _mm512_set1_ps(_mm512_reduce_max_ps(tops));
+        __m512 sums = _mm512_setzero_ps();
+        for (int64_t j = 0; j < padded; j += 16) {
+          const __m512 e = exp_vector(_mm512_sub_ps(_mm512_loadu_ps(row + j), top));
+          _mm512_storeu_ps(row + j, e);
+          sums = _mm512_add_ps(sums, e);
+        }
+        const __m512 inverse = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sums));
+        for (int64_t j = 0; j < padded; j += 16) {
+          store_16(probs.data() + r * padded + j,
+                   _mm512_mul_ps(_mm512_loadu_ps(row + j), inverse));
+        }
+      }
+      product_rows(
+          probs.data(), packed_values.data(), 0, rows, padded, head_size, head_size,
+          [&](const float* block, int64_t, int64_t valid, int64_t j) {
+            for (int64_t r = 0; r < valid; ++r) {
+              T* to = context + (b * queries + i + r) * width + n * head_size + j;
+              store_16(to, _mm512_load_ps(block + r * 32));
+              store_16(to + 16, _mm512_load_ps(block + r * 32 + 16));
+            }
+          },
+          no_rows_step);
+    }
+  }
+}
+
 }  // namespace
 #endif
 
@@ -850,4 +944,21 @@ extern "C" void albert_dense_residual_layer_norm_float_rows(
   ALBERT_FLOAT_PRODUCT(dense_residual_layer_norm(x, packed, bias, residual, gamma, beta,
                                                  epsilon, out, nullptr, first, last, k_size,
                                                  n_size));
+}
+
+extern "C" void albert_attention_rows(const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                      const float* adder, float scale, uint16_t* context,
+                                      int64_t first, int64_t last, int64_t heads,
+                                      int64_t queries, int64_t keys, int64_t head_size) {
+  ALBERT_BFLOAT16_PRODUCT(attention(q, k, v, adder, scale, context, first, last, heads,
+                                    queries, keys, head_size));
+}
+
+extern "C" void albert_attention_float_rows(const float* q, const float* k, const float* v,
+                                            const float* adder, float scale, float* context,
+                                            int64_t first, int64_t last, int64_t heads,
+                                            int64_t queries, int64_t keys,
+                                            int64_t head_size) {
+  ALBERT_FLOAT_PRODUCT(attention(q, k, v, adder, scale, context, first, last, heads, queries,
+                                 keys, head_size));
 }

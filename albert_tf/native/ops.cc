@@ -43,6 +43,15 @@ extern "C" void albert_pack_columns(const uint16_t* kernel, uint16_t* packed, in
                                     int64_t n_size, int64_t first, int64_t last);
 extern "C" void albert_pack_float_columns(const float* kernel, float* packed, int64_t k_size,
                                           int64_t n_size, int64_t first, int64_t last);
+extern "C" void albert_attention_rows(const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                      const float* adder, float scale, uint16_t* context,
+                                      int64_t first, int64_t last, int64_t heads,
+                                      int64_t queries, int64_t keys, int64_t head_size);
+extern "C" void albert_attention_float_rows(const float* q, const float* k, const float* v,
+                                            const float* adder, float scale, float* context,
+                                            int64_t first, int64_t last, int64_t heads,
+                                            int64_t queries, int64_t keys,
+                                            int64_t head_size);
 extern "C" void albert_dense_bias_gelu_float_rows(const float* x, const float* packed,
                                                   const float* bias, float* out,
                                                   int64_t first, int64_t last,
@@ -687,6 +696,18 @@ void pack_columns(const float* kernel, float* packed, int64_t k_size, int64_t n_
                   int64_t first, int64_t last) {
   albert_pack_float_columns(kernel, packed, k_size, n_size, first, last);
 }
+void attention_rows(const uint16_t* q, const uint16_t* k, const uint16_t* v, const float* adder,
+                    float scale, uint16_t* context, int64_t first, int64_t last, int64_t heads,
+                    int64_t queries, int64_t keys, int64_t head_size) {
+  albert_attention_rows(q, k, v, adder, scale, context, first, last, heads, queries, keys,
+                        head_size);
+}
+void attention_rows(const float* q, const float* k, const float* v, const float* adder,
+                    float scale, float* context, int64_t first, int64_t last, int64_t heads,
+                    int64_t queries, int64_t keys, int64_t head_size) {
+  albert_attention_float_rows(q, k, v, adder, scale, context, first, last, heads, queries,
+                              keys, head_size);
+}
 void dense_bias_gelu_rows(const uint16_t* x, const uint16_t* packed, const uint16_t* bias,
                           uint16_t* out, int64_t first, int64_t last, int64_t k_size,
                           int64_t n_size) {
@@ -1063,6 +1084,77 @@ class DenseResidualLayerNormOp : public OpKernel {
 };
 
 ALBERT_REGISTER_PRODUCT_KERNELS("AlbertDenseResidualLayerNorm", DenseResidualLayerNormOp);
+
+REGISTER_OP("AlbertAttention")
+    .Attr(ALBERT_PRODUCT_TYPES)
+    .Input("q: T")
+    .Input("k: T")
+    .Input("v: T")
+    .Input("adder: float")
+    .Attr("scale: float")
+    .Output("context: T")
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      shape_inference::ShapeHandle q;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &q));
+      shape_inference::DimensionHandle width;
+      TF_RETURN_IF_ERROR(c->Multiply(c->Dim(q, 1), c->Dim(q, 3), &width));
+      c->set_output(0, c->MakeShape({c->Dim(q, 0), c->Dim(q, 2), width}));
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("context = softmax(q . k^T * scale + adder) . v per head, written as rows: q [B, N, "
+         "P, D], k and v [B, N, S, D], adder [B, 1, 1, S] float32 (added to every query's "
+         "scores), context [B, P, N * D]; D a multiple of 32. Scores and softmax in "
+         "float32, the probabilities stored as T before their product with v.");
+
+template <typename T>
+class AttentionOp : public OpKernel {
+ public:
+  explicit AttentionOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("scale", &scale_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& q = ctx->input(0);
+    const Tensor& k = ctx->input(1);
+    const Tensor& v = ctx->input(2);
+    const Tensor& adder = ctx->input(3);
+    OP_REQUIRES(ctx, q.dims() == 4 && k.dims() == 4,
+                InvalidArgument("q and k must be [B, N, length, D], got shapes ",
+                                q.shape().DebugString(), " and ", k.shape().DebugString()));
+    const int64_t batch = q.dim_size(0), heads = q.dim_size(1), queries = q.dim_size(2);
+    const int64_t keys = k.dim_size(2), head_size = q.dim_size(3);
+    OP_REQUIRES(ctx, k.dim_size(0) == batch && k.dim_size(1) == heads &&
+                         k.dim_size(3) == head_size && v.shape() == k.shape(),
+                InvalidArgument("k and v must be [", batch, ", ", heads, ", S, ", head_size,
+                                "], got shapes ", k.shape().DebugString(), " and ",
+                                v.shape().DebugString()));
+    OP_REQUIRES(ctx, adder.NumElements() == batch * keys,
+                InvalidArgument("adder must be [", batch, ", 1, 1, ", keys, "], got shape ",
+                                adder.shape().DebugString()));
+    if (!products_usable<T>(ctx, head_size, "the heads' size")) return;
+    OP_REQUIRES(ctx, keys > 0, InvalidArgument("k and v must have keys, got none"));
+    Tensor* context = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(
+                            0, ::tensorflow::TensorShape({batch, queries, heads * head_size}),
+                            &context));
+    if (queries == 0 || batch == 0) return;
+    const Element<T>* q_data = data<Element<T>>(q);
+    const Element<T>* k_data = data<Element<T>>(k);
+    const Element<T>* v_data = data<Element<T>>(v);
+    const float* adder_data = data<float>(adder);
+    Element<T>* out = mutable_data<Element<T>>(context);
+    for_row_blocks(ctx, batch * heads, 4 * (queries + keys) * keys * head_size,
+                   [&](int64_t begin, int64_t end) {
+                     attention_rows(q_data, k_data, v_data, adder_data, scale_, out, begin, end,
+                                    heads, queries, keys, head_size);
+                   });
+  }
+
+ private:
+  float scale_;
+};
+
+ALBERT_REGISTER_PRODUCT_KERNELS("AlbertAttention", AttentionOp);
 
 }  // namespace
 }  // namespace albert_tf
