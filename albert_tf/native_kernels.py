@@ -30,6 +30,8 @@ than as anything TensorFlow 2.21 offers on CPU (docs/benchmarks.md):
     norm. The shared kernel is packed once per pass, where oneDNN prepares it at every
     product (and, in bfloat16, rounds the product before the bias) and leaves the rest
     to passes of their own.
+  * `attention`: each head's scores, softmax and product with the values in one pass
+    (bfloat16 or float32, on the same product engines), the context written as rows.
 
 With AVX-512 the loops work on 16 floats at a time with explicit vector code (exp by
 vscalefps, bfloat16 rounding by vcvtneps2bf16 where AVX512_BF16 is there), else as

@@ -11,6 +11,8 @@ product of an ALBERT-base layer at `--batch` x 128 rows, times in one process, i
   * ours: our product that finishes its float32 accumulators itself
     (`dense_heads`, `dense_bias_gelu`, `dense_residual_layer_norm`), its
     kernel packed beforehand (once per pass in the model, where all 12 layers share it);
+    and our attention kernel (`fused_elementwise.attention`) against the layers' path
+    with it off (two batched products, the softmax, the transpose into rows);
   * oneDNN: `tf.matmul` of the same operands, then what the model does after it with
     `SpeedPaths.native_products` off. bfloat16: our native kernel for the same finishing
     work (`bias_add_heads` over the three groups' heads, `bias_gelu`,
@@ -130,6 +132,27 @@ def product_pairs(batch: int, dtype: str):
                 ),
             )
         )
+    # The attention of a layer: our kernel against the layers' path with it off.
+    q, k, v = (operand(batch, HEADS, SEQ, HIDDEN // HEADS) for _ in range(3))
+    adder = tf.zeros([batch, 1, 1, SEQ])
+    scale = (HIDDEN // HEADS) ** -0.5
+
+    def onednn_attention(q, k, v):
+        scores = tf.matmul(q, k, transpose_b=True)
+        if bfloat16:  # the product fused with oneDNN's softmax
+            probs = layers.attention_probs(scores, adder, scale)
+        else:
+            probs = tf.nn.softmax(tf.cast(scores, tf.float32) * scale + adder, axis=-1)
+        context = tf.matmul(tf.cast(probs, q.dtype), v)
+        return tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, HIDDEN])
+
+    pairs.append(
+        (
+            f"attention: scores, softmax, . values, as rows `[{batch}, 12, 128, 64]`",
+            timed(lambda q, k, v: fe.attention(q, k, v, adder, scale), q, k, v),
+            timed(onednn_attention, q, k, v),
+        )
+    )
     return pairs
 
 

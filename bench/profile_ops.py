@@ -63,6 +63,7 @@ OP_CLASSES = {
         "AlbertDenseHeads",
         "AlbertDenseResidualLayerNorm",
     ),
+    "attention (our kernel: scores, softmax, . values)": ("AlbertAttention",),
     "fused matmul (oneDNN inner product)": (
         "_MklNativeFusedMatMul",
         "_MklFusedMatMul",
