@@ -585,7 +585,8 @@ void block_on_vectors(const uint16_t* a, const uint16_t* b0, const uint16_t* b1,
 // block [32, 32] = a [32, K] . the packed columns b0, b1 (16 each), float32 on the vector
 // units: as block_on_vectors, 8 rows at a time, their 16 accumulators in registers over the
 // whole of K, each step one value of x broadcast against a row of 32 kernel columns (FMA).
-// 8 rows measured fastest of 4, 8 and 16 on AMD Zen 5 (bench/results/float_products_zen5.md).
+// 8 rows measured fastest of 4, 8 and 16 on AMD Zen 5 (docs/benchmarks.md, "Float32
+// products of our own").
 void block_of_floats(const float* a, const float* b0, const float* b1, int64_t k_size,
                      float* block) {
   constexpr int kRows = 8;
@@ -613,7 +614,8 @@ void block_of_floats(const float* a, const float* b0, const float* b1, int64_t k
 // 1 MB of the packed kernel in L2 while the row blocks pass over it (the blocks are finished
 // one by one), in multiples of 32; for long rows, where that is under 128 columns, every
 // column (chunk = N): each row block of x then stays in L2 while the kernel streams past
-// it, which measured faster for float32 at K = 3072 (bench/results/float_products_zen5.md).
+// it, which measured faster for float32 at K = 3072 (docs/benchmarks.md, "Float32
+// products of our own").
 template <typename T>
 int64_t l2_columns(int64_t k_size, int64_t n_size) {
   const int64_t columns = ((1 << 20) / (k_size * int64_t(sizeof(T)))) / 32 * 32;
