@@ -253,8 +253,9 @@ static inline void row_sum_and_moments(const uint16_t* x_row, const uint16_t* bi
 }
 
 // One row of a layer norm from its sums s (cols values) and moments: out = (s - mean) rstd
-// gamma + beta, where out16 is not null out16 = out rounded to bfloat16, and where xhat is not null, xhat = (s -
-// mean) rstd. s may be out or xhat itself (each value is read before it is written).
+// gamma + beta, where out16 is not null out16 = out rounded to bfloat16, and where xhat is
+// not null, xhat = (s - mean) rstd. s may be out or xhat itself (each value is read before
+// it is written).
 static inline void normalise_row(const float* sums, float mean, float rstd, const float* gamma,
                                  const float* beta, float* out, uint16_t* out16, float* xhat,
                                  int64_t cols) {
@@ -444,12 +445,12 @@ extern "C" void albert_sum_terms(const uint16_t* const* terms, int64_t count, ui
   }
 }
 
-// Dense products of our own: a kernel [K, N] is packed once (albert_pack_columns) into
-// the layout the engines read, 16 columns per 64 bytes: bfloat16 as pairs of rows (the AMX
-// tile's rows, the vector units' bfloat16 pairs), float32 one row at a time; each 32 x 32
-// block of the output is accumulated in float32 over K and finished in float32 (bias,
-// GELU, layer norm) before its one store (rounded to bfloat16 where the output is).
-// K and N must be multiples of 32.
+// Dense products of our own: a kernel [K, N] is packed once (albert_pack_columns,
+// albert_pack_float_columns) into the layout the engines read, 16 columns per 64 bytes:
+// bfloat16 as pairs of rows (the AMX tile's rows, the vector units' bfloat16 pairs),
+// float32 one row at a time; each 32 x 32 block of the output is accumulated in float32
+// over K and finished in float32 (bias, GELU, layer norm) before its one store (rounded to
+// bfloat16 where the output is). K and N must be multiples of 32.
 
 // 1 if this build has the bfloat16 products (AVX512_BF16), else 0.
 extern "C" int albert_products_ready() {
