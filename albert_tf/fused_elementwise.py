@@ -193,15 +193,19 @@ def packed_kernel(kernel):
     static multiples of 32. Else None: the caller keeps the oneDNN product and what
     follows it."""
     static = kernel.shape.rank == 2 and all(d is not None and d % 32 == 0 for d in kernel.shape)
-    if not (
-        kernel.dtype in (tf.bfloat16, tf.float32)
-        and static
-        and speed_paths.choose().native_products
-        and _native_usable()
-        and native_kernels.products_ready(kernel.dtype)
-    ):
+    if not (static and speed_paths.choose().native_products and _products_run(kernel.dtype)):
         return None
     return native_kernels.pack_kernel(kernel)
+
+
+def _products_run(dtype):
+    """Whether our products (and attention) of `dtype` may run in the graph being traced:
+    bfloat16 or float32, `_native_usable`, and this CPU has them (`products_ready`)."""
+    return (
+        dtype in (tf.bfloat16, tf.float32)
+        and _native_usable()
+        and native_kernels.products_ready(dtype)
+    )
 
 
 def attention_usable(q):
@@ -209,13 +213,11 @@ def attention_usable(q):
     `attention`: `SpeedPaths.native_attention`, `_native_usable`, our products for q's
     dtype on this CPU, D static and a multiple of 32."""
     return (
-        q.dtype in (tf.bfloat16, tf.float32)
-        and q.shape.rank == 4
+        q.shape.rank == 4
         and q.shape[-1] is not None
         and q.shape[-1] % 32 == 0
         and speed_paths.choose().native_attention
-        and _native_usable()
-        and native_kernels.products_ready(q.dtype)
+        and _products_run(q.dtype)
     )
 
 
