@@ -189,9 +189,9 @@ def packed_kernel(kernel):
     """The kernel [K, N] (bfloat16 or float32) packed for `dense_bias_gelu`
     (albert_tf.native_kernels' product, the packing done once for every layer that shares
     the kernel) where this machine and graph can run it: `SpeedPaths.native_products`,
-    `_native_usable`, a CPU with AVX512_BF16 for bfloat16 or AVX-512 for float32, K and N
-    static multiples of 32. Else None: the caller keeps the oneDNN product and what
-    follows it."""
+    `_native_usable`, a CPU with AVX512_BF16 for bfloat16 or AVX-512 (or AVX2 with FMA)
+    for float32, K and N static multiples of 32. Else None: the caller keeps the oneDNN
+    product and what follows it."""
     static = kernel.shape.rank == 2 and all(d is not None and d % 32 == 0 for d in kernel.shape)
     if not (static and speed_paths.choose().native_products and _products_run(kernel.dtype)):
         return None

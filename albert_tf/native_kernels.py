@@ -24,10 +24,10 @@ than as anything TensorFlow 2.21 offers on CPU (docs/benchmarks.md):
   * `dense_heads`, `dense_bias_gelu` and `dense_residual_layer_norm` (with
     `pack_kernel`; `products_ready(dtype)`): matrix products of our own, bfloat16 on CPUs
     with AVX512_BF16 (on AMX tiles where the CPU has them, else its vector units) and
-    float32 on CPUs with AVX-512, each finishing its float32 accumulators itself: the
-    query/key/value product with its biases written as attention heads, the FFN's first
-    product with its bias and GELU, the output products with bias, residual and layer
-    norm. The shared kernel is packed once per pass, where oneDNN prepares it at every
+    float32 on CPUs with AVX-512 or AVX2 and FMA, each finishing its float32 accumulators
+    itself: the query/key/value product with its biases written as attention heads, the
+    FFN's first product with its bias and GELU, the output products with bias, residual
+    and layer norm. The shared kernel is packed once per pass, where oneDNN prepares it at every
     product (and, in bfloat16, rounds the product before the bias) and leaves the rest
     to passes of their own.
   * `attention`: each head's scores, softmax and product with the values in one pass
@@ -35,16 +35,19 @@ than as anything TensorFlow 2.21 offers on CPU (docs/benchmarks.md):
 
 With AVX-512 the loops work on 16 floats at a time with explicit vector code (exp by
 vscalefps, bfloat16 rounding by vcvtneps2bf16 where AVX512_BF16 is there), else as
-plain loops the compiler vectorises.
+plain loops the compiler vectorises; the float32 products and their finishing code have
+an AVX2 form of 8 floats as well.
 
 The sources (albert_tf/native/) are compiled with the C++ compiler found here ($CXX,
 else c++ or g++) and TensorFlow's own headers, for this CPU (-march=native), once per
 machine, source and TensorFlow version: the first trace that uses them on a new machine
-(bfloat16, or float32 inference with AVX-512) takes about 15-25 s longer. The library is
+(bfloat16, or float32 inference) takes about 15-25 s longer. The library is
 kept in $ALBERT_TF_KERNEL_CACHE, else $XDG_CACHE_HOME/albert_tf/kernels, else
-~/.cache/albert_tf/kernels, under a name that
-hashes all of these, written to a temporary name and renamed (concurrent builds are
-safe). Where no compiler is found or the build fails, one warning says why and
+~/.cache/albert_tf/kernels, under a name that hashes all of these, written to a temporary
+name and renamed (concurrent builds are safe). $ALBERT_TF_KERNEL_FLAGS, where set, adds
+compiler flags after -march=native (part of the name too): `-mno-avx512f` builds what a
+CPU with AVX2 and no AVX-512 gets, which the benches use to measure that kind of machine
+on this one. Where no compiler is found or the build fails, one warning says why and
 `library()` is None: the callers (albert_tf.fused_elementwise) keep their XLA loops and
 oneDNN's products.
 
@@ -116,6 +119,11 @@ def _tensorflow_flags():
     return list(tf.sysconfig.get_compile_flags()), list(tf.sysconfig.get_link_flags())
 
 
+def loop_flags() -> tuple:
+    """LOOP_FLAGS and then $ALBERT_TF_KERNEL_FLAGS (split on spaces), where set."""
+    return LOOP_FLAGS + tuple(os.environ.get("ALBERT_TF_KERNEL_FLAGS", "").split())
+
+
 def _sources():
     return [os.path.join(SOURCE_DIR, name) for name in ("loops.cc", "ops.cc")]
 
@@ -135,7 +143,7 @@ def library_path(cxx: str) -> str:
         cxx,
         version,
         _cpu_features(),
-        LOOP_FLAGS,
+        loop_flags(),
         OP_FLAGS,
         compile_flags,
         link_flags,
@@ -163,7 +171,7 @@ def build(cxx: str, target: str) -> None:
     with tempfile.TemporaryDirectory(dir=os.path.dirname(target)) as work:
         loops_o, ops_o = os.path.join(work, "loops.o"), os.path.join(work, "ops.o")
         library = os.path.join(work, "kernels.so")
-        _run([cxx, *LOOP_FLAGS, "-c", loops, "-o", loops_o], f"compiling {loops}")
+        _run([cxx, *loop_flags(), "-c", loops, "-o", loops_o], f"compiling {loops}")
         _run([cxx, *OP_FLAGS, *compile_flags, "-c", ops, "-o", ops_o], f"compiling {ops}")
         _run([cxx, "-shared", loops_o, ops_o, "-o", library, *link_flags], "linking")
         os.replace(library, target)
@@ -300,7 +308,7 @@ def products_ready(dtype="bfloat16") -> bool:
     """Whether the products below can run in this process for `dtype`: the library is
     there and was built for a CPU with AVX512_BF16 for bfloat16 (the products run on AMX
     tiles where the CPU has them and Linux lets the process use them, else on the vector
-    units), with AVX-512 for float32."""
+    units), with AVX-512 or AVX2 and FMA for float32."""
     import tensorflow as tf
 
     return _products_ready(tf.as_dtype(dtype).name)

@@ -57,8 +57,8 @@ class SpeedPaths:
         (query/key/value with biases, written as heads; FFN with bias and GELU; the
         output products with bias, residual and layer norm), each kernel packed once
         per pass (albert_tf.native_kernels): in bfloat16 on CPUs with AVX512_BF16 (on
-        their AMX tiles where they have them), in float32 on CPUs with AVX-512. False:
-        oneDNN's products and the kernels after them.
+        their AMX tiles where they have them), in float32 on CPUs with AVX-512 or AVX2
+        and FMA. False: oneDNN's products and the kernels after them.
       native_attention: with `native_cpu_kernels`, inference runs each layer's attention
         (scores, softmax, the product with the values, the context written as rows) as
         one kernel of ours on the same CPUs as `native_products`, for heads of a multiple

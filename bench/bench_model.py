@@ -479,6 +479,44 @@ def worker_env(**extra) -> dict:
     return env
 
 
+# What a CPU without AVX-512 runs, emulated on one that has it (bench_paired --emulate):
+# oneDNN's kernels, XLA's loops and our C++ kernels each held to AVX2 (and FMA).
+EMULATED_ISAS = {
+    "avx2": {
+        "ONEDNN_MAX_CPU_ISA": "AVX2",
+        "XLA_FLAGS": "--xla_cpu_max_isa=AVX2",
+        "ALBERT_TF_KERNEL_FLAGS": "-mno-avx512f",
+    },
+}
+
+
+def add_emulate_flag(parser):
+    """--emulate (bench_paired.py, bench_products.py)."""
+    parser.add_argument(
+        "--emulate",
+        choices=sorted(EMULATED_ISAS),
+        help="run as on a CPU with that ISA only: oneDNN, XLA and our C++ kernels held to it "
+        "(bench_model.EMULATED_ISAS); an emulation on this CPU's units, not such a CPU",
+    )
+
+
+def emulated_note(name) -> list:
+    """The lines a result file gives an --emulate run (none without one)."""
+    if not name:
+        return []
+    settings = " ".join(f"{k}={v}" for k, v in EMULATED_ISAS[name].items())
+    return [f"Emulated: {name} only, in the environment {settings}.", ""]
+
+
+def run_emulated(name):
+    """For a bench that measures in its own process: where --emulate asks for an ISA whose
+    settings this process lacks, runs this command again with them (they must be there
+    before TensorFlow loads)."""
+    if name and any(os.environ.get(k) != v for k, v in EMULATED_ISAS[name].items()):
+        env = dict(os.environ, **EMULATED_ISAS[name])
+        os.execve(sys.executable, [sys.executable, *sys.argv], env)
+
+
 def onednn_setting() -> str:
     return os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1")
 
@@ -720,10 +758,11 @@ def paired_seconds(calls, pairs, warm=0):
     return seconds
 
 
-def result_header(title, script, argv, load_start):
+def result_header(title, script, argv, load_start, emulate=None):
     """The first lines of a result file: its title, the command that wrote it (`script`
     in bench/ with `argv`, None for this process's), and the machine (CPU, ISA flags,
-    oneDNN setting, load average at `load_start` and now, versions)."""
+    oneDNN setting, load average at `load_start` and now, versions; the ISA `emulate`d,
+    if any)."""
     model, nproc, isa, load = _machine()
     command = shlex.join(sys.argv[1:] if argv is None else argv)
     return [
@@ -735,6 +774,7 @@ def result_header(title, script, argv, load_start):
         f"TF_ENABLE_ONEDNN_OPTS={onednn_setting()}, load average at start {load_start}, "
         f"at end {load}; {_versions()}.",
         "",
+        *emulated_note(emulate),
     ]
 
 

@@ -27,6 +27,10 @@ range and each side's median rate.
   * --speed_paths_off: instead of keras-hub, each encoder cell pits ours against ours
     with those speed paths (albert_tf.speed_paths.SpeedPaths fields) switched off: what
     a path is worth, measured in one process.
+  * --emulate avx2: every worker as on a CPU with AVX2 and no AVX-512, on one that has it:
+    oneDNN (ONEDNN_MAX_CPU_ISA), XLA's loops (--xla_cpu_max_isa) and our C++ kernels
+    ($ALBERT_TF_KERNEL_FLAGS=-mno-avx512f) held to AVX2. The vector units are the same
+    machine's at half their width: an emulation, not a measurement of such a CPU.
   * --pretraining_seqs: our full pretraining step (bench_pretraining's) in float32 vs
     mixed_bfloat16, the two models built side by side (each under its dtype policy).
 """
@@ -202,8 +206,9 @@ def worker_speed_paths(cell, names, pairs):
 def _run_worker(args, *worker_args):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", *map(str, worker_args)]
     cmd += ["--pairs", str(args.pairs)]
+    emulated = bm.EMULATED_ISAS[args.emulate] if args.emulate else {}
     proc = subprocess.run(
-        cmd, capture_output=True, text=True, timeout=args.timeout, env=bm.worker_env()
+        cmd, capture_output=True, text=True, timeout=args.timeout, env=bm.worker_env(**emulated)
     )
     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
     if not line:
@@ -230,6 +235,7 @@ def main(argv=None):
         help="SpeedPaths fields (comma-separated): instead of keras-hub, each encoder cell "
         "compares ours with them on and off (albert_tf.speed_paths)",
     )
+    bm.add_emulate_flag(p)
     p.add_argument("--pairs", type=int, default=10, help="timed pairs per configuration")
     p.add_argument("--timeout", type=int, default=1800, help="seconds per configuration")
     p.add_argument("--out", default=os.path.join(HERE, "results", "paired.md"))
@@ -279,6 +285,7 @@ def main(argv=None):
         f"TF_ENABLE_ONEDNN_OPTS={bm.onednn_setting()}, load average at start {load}; "
         f"{bm._versions()}.",
         "",
+        *bm.emulated_note(args.emulate),
         "ALBERT-base, random weights, no XLA. Rates: median over "
         f"{args.pairs} pairs. Ratios: median of the per-pair ratios with their range.",
     ]

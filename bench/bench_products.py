@@ -1,10 +1,11 @@
 """Our products against oneDNN's product plus the work they carry, per shape.
 
     python bench/bench_products.py [--dtype bfloat16|float32] [--pairs 20] [--batch 32]
-        [--out bench/results/native_products.md]
+        [--emulate avx2] [--out bench/results/native_products.md]
 
 Where this CPU has them (albert_tf.native_kernels.products_ready(dtype): bfloat16 with
-AVX512_BF16, on its AMX tiles where it has them; float32 with AVX-512), for each dense
+AVX512_BF16, on its AMX tiles where it has them; float32 with AVX-512 or AVX2; --emulate
+avx2 runs it as on a CPU without AVX-512, bench_model.EMULATED_ISAS), for each dense
 product of an ALBERT-base layer at `--batch` x 128 rows, times in one process, in pairs
 (ABBA...):
 
@@ -162,7 +163,9 @@ def main(argv=None):
     p.add_argument("--pairs", type=int, default=20)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--out", default=os.path.join(HERE, "results", "native_products.md"))
+    bm.add_emulate_flag(p)
     args = p.parse_args(argv)
+    bm.run_emulated(args.emulate)
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
     from albert_tf import native_kernels
 
@@ -186,6 +189,7 @@ def main(argv=None):
                 "bench_products.py",
                 argv,
                 load_start,
+                args.emulate,
             ),
             f"{args.dtype}, batch {args.batch} x seq {SEQ} rows, all threads; median ms per call "
             f"over {args.pairs} pairs; ratio: the median of the per-pair ratios oneDNN time / "

@@ -825,11 +825,100 @@ def test_attention_gradient_is_the_plain_ops(float_products):
         np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-4, atol=1e-4)
 
 
-def test_float_products_need_avx512(tmp_path):
-    # Without AVX-512 the library has neither kind of product (the model keeps oneDNN's).
-    lib = _loops_library(tmp_path, "avx2", "-mno-avx512f")
-    assert lib.albert_float_products_ready() == 0
-    assert lib.albert_products_ready() == 0
+def test_float_products_need_avx2_and_fma(tmp_path):
+    # AVX-512 or AVX2 with FMA brings the float32 products; without AVX-512 no bfloat16
+    # ones (the model keeps oneDNN's products where a kind is missing).
+    avx2 = _loops_library(tmp_path, "avx2", "-mno-avx512f")
+    assert avx2.albert_products_ready() == 0
+    if "avx2" in _cpu_flags() and "fma" in _cpu_flags():
+        assert avx2.albert_float_products_ready() == 1
+    no_fma = _loops_library(tmp_path, "no_fma", "-mno-avx512f", "-mno-fma")
+    assert no_fma.albert_float_products_ready() == 0
+    assert no_fma.albert_products_ready() == 0
+
+
+def _cpu_flags():
+    with open("/proc/cpuinfo") as f:
+        return next((line.split() for line in f if line.startswith("flags")), [])
+
+
+@pytest.mark.parametrize("build", ["avx2", "native"])
+def test_float_product_loops_are_the_float32_result(tmp_path, build):
+    # The loops the float32 ops call, as built for a CPU with AVX2 and no AVX-512 (8-lane
+    # blocks and finishing code) and for this machine (16 lanes where it has AVX-512),
+    # through ctypes against float64: every product with what it carries, and the
+    # attention over keys of no multiple of 32 with some masked.
+    import ctypes
+
+    lib = _loops_library(tmp_path, build, *(["-mno-avx512f"] if build == "avx2" else []))
+    if not lib.albert_float_products_ready():
+        pytest.skip("this CPU has neither AVX-512 nor AVX2 with FMA")
+    rng = np.random.default_rng(17)
+    rows, k_size, n_size = 70, 96, 128  # two whole row blocks and a part; K three steps
+
+    def ptr(a):
+        return a.ctypes.data_as(ctypes.c_void_p)
+
+    def c64(*values):
+        return [ctypes.c_int64(v) for v in values]
+
+    x = rng.normal(size=(rows, k_size)).astype(np.float32)
+    kernel = (rng.normal(size=(k_size, n_size)) * 0.3).astype(np.float32)
+    bias = rng.normal(size=n_size).astype(np.float32)
+    packed = np.zeros(k_size * n_size, np.float32)
+    lib.albert_pack_float_columns(ptr(kernel), ptr(packed), *c64(k_size, n_size, 0, n_size // 16))
+    y = x.astype(np.float64) @ kernel.astype(np.float64) + bias
+    blocks = ((0, 32), (32, 64), (64, rows))  # as ops.cc splits the rows
+
+    # GELU's limits through the bias: large of either sign, infinities, NaN.
+    gelu_bias = bias.copy()
+    gelu_bias[:5] = [200.0, -200.0, np.inf, -np.inf, np.nan]
+    out = np.zeros((rows, n_size), np.float32)
+    for first, last in blocks:
+        lib.albert_dense_bias_gelu_float_rows(
+            ptr(x), ptr(packed), ptr(gelu_bias), ptr(out), *c64(first, last, k_size, n_size)
+        )
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = albert_numpy.gelu_tanh(y - bias + gelu_bias)
+    assert np.isinf(out[:, 2]).all() and np.isnan(out[:, 3:5]).all()  # -inf / inf: NaN
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+    batch, seq, groups, num_heads, head_size = 2, 35, 2, 4, 16
+    heads = np.zeros((groups, batch, num_heads, seq, head_size), np.float32)
+    for first, last in blocks:
+        lib.albert_dense_heads_float_rows(
+            ptr(x), ptr(packed), ptr(bias), ptr(heads),
+            *c64(first, last, k_size, batch, seq, groups, num_heads, head_size),
+        )  # fmt: skip
+    want = y.reshape(batch, seq, groups, num_heads, head_size).transpose(2, 0, 3, 1, 4)
+    np.testing.assert_allclose(heads, want, rtol=1e-5, atol=1e-5)
+
+    residual = rng.normal(size=(rows, n_size)).astype(np.float32)
+    gamma, beta = rng.normal(size=(2, n_size)).astype(np.float32)
+    out = np.zeros((rows, n_size), np.float32)
+    for first, last in blocks:
+        lib.albert_dense_residual_layer_norm_float_rows(
+            ptr(x), ptr(packed), ptr(bias), ptr(residual), ptr(gamma), ptr(beta),
+            ctypes.c_float(1e-12), ptr(out), *c64(first, last, k_size, n_size),
+        )  # fmt: skip
+    centred = y + residual - (y + residual).mean(-1, keepdims=True)
+    want = centred / np.sqrt((centred**2).mean(-1, keepdims=True) + 1e-12) * gamma + beta
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+    num_heads, queries, keys, head_size = 3, 40, 50, 64
+    q, k, v = (
+        rng.normal(size=(2, num_heads, length, head_size)).astype(np.float32)
+        for length in (queries, keys, keys)
+    )
+    adder = np.zeros((2, keys), np.float32)
+    adder[1, 30:] = -10000.0
+    context = np.zeros((2, queries, num_heads * head_size), np.float32)
+    lib.albert_attention_float_rows(
+        ptr(q), ptr(k), ptr(v), ptr(adder), ctypes.c_float(0.125), ptr(context),
+        *c64(0, 2 * num_heads, num_heads, queries, keys, head_size),
+    )  # fmt: skip
+    want = _attention_exact(q, k, v, adder[:, None, None, :], 0.125)
+    np.testing.assert_allclose(context, want, rtol=1e-5, atol=1e-5)
 
 
 def test_float_product_gradients_are_the_plain_ops(float_products):
@@ -910,6 +999,63 @@ def test_float32_inference_runs_its_dense_products_as_ours(float_products):
     np.testing.assert_allclose(
         selected(inputs).numpy(), got[:, 1:3], rtol=1e-5, atol=1e-5 * np.abs(want).max()
     )
+
+
+_AVX2_INFERENCE = """
+import dataclasses
+import numpy as np
+import tensorflow as tf
+from albert_tf import native_kernels, speed_paths
+from test_modeling import built_encoder
+from test_native_kernels import PRODUCT_SIZED, NO_NATIVE_PRODUCTS, _op_types
+
+assert native_kernels.products_ready(tf.float32)
+assert not native_kernels.products_ready(tf.bfloat16)
+model, inputs = built_encoder(PRODUCT_SIZED, "float32")
+ops = _op_types(model, inputs)
+layers = PRODUCT_SIZED.num_hidden_layers
+assert ops.count("AlbertDenseBiasGelu") == ops.count("AlbertAttention") == layers, ops
+got = tf.function(lambda x: model(x)["sequence_output"])(inputs).numpy()
+off = dataclasses.replace(NO_NATIVE_PRODUCTS, native_attention=False)
+with speed_paths.forced(off):
+    want = tf.function(lambda x: model(x)["sequence_output"])(inputs).numpy()
+np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+print("AVX2 INFERENCE OK")
+"""
+
+
+@pytest.mark.slow
+def test_float32_inference_on_a_cpu_without_avx512():
+    # The library as a CPU with AVX2 and no AVX-512 builds it ($ALBERT_TF_KERNEL_FLAGS):
+    # float32 inference takes our products and attention (8-lane blocks) and gives
+    # oneDNN's sequence output to float32 rounding; no bfloat16 products. A subprocess,
+    # as one process loads one library.
+    import subprocess
+    import sys
+
+    flags = _cpu_flags()
+    if "avx2" not in flags or "fma" not in flags:
+        pytest.skip("this CPU has no AVX2 with FMA")
+    env = dict(os.environ, ALBERT_TF_KERNEL_FLAGS="-mno-avx512f")
+    tests = os.path.dirname(os.path.abspath(__file__))
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(tests), tests])
+    done = subprocess.run(
+        [sys.executable, "-c", _AVX2_INFERENCE], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "AVX2 INFERENCE OK" in done.stdout
+
+
+def test_extra_kernel_flags_name_another_library(monkeypatch):
+    cxx = native_kernels.compiler()
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    monkeypatch.delenv("ALBERT_TF_KERNEL_FLAGS", raising=False)
+    default = native_kernels.library_path(cxx)
+    assert native_kernels.loop_flags() == native_kernels.LOOP_FLAGS
+    monkeypatch.setenv("ALBERT_TF_KERNEL_FLAGS", " -mno-avx512f  -DX=1 ")
+    assert native_kernels.loop_flags() == (*native_kernels.LOOP_FLAGS, "-mno-avx512f", "-DX=1")
+    assert native_kernels.library_path(cxx) != default
 
 
 def test_saved_model_has_none(tmp_path):

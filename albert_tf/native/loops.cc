@@ -31,6 +31,13 @@
 // this process use them (Intel Sapphire Rapids and later), else on the vector units' bfloat16
 // dot products. Without AVX512_BF16 those functions are there but never called
 // (albert_products_ready says 0).
+// The float32 products (albert_dense_*_float_rows, albert_attention_float_rows) need
+// AVX-512, or AVX2 with FMA: their blocks and finishing code come in both widths below.
+#if defined(ALBERT_VECTOR_LOOPS) || (defined(__AVX2__) && defined(__FMA__))
+#define ALBERT_FLOAT_PRODUCTS 1
+#include <immintrin.h>
+#endif
+
 #if defined(ALBERT_VECTOR_LOOPS) && defined(__AVX512BF16__)
 #define ALBERT_PRODUCTS 1
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__)
@@ -461,9 +468,9 @@ extern "C" int albert_products_ready() {
 #endif
 }
 
-// 1 if this build has the float32 products (AVX-512), else 0.
+// 1 if this build has the float32 products (AVX-512, or AVX2 with FMA), else 0.
 extern "C" int albert_float_products_ready() {
-#ifdef ALBERT_VECTOR_LOOPS
+#ifdef ALBERT_FLOAT_PRODUCTS
   return 1;
 #else
   return 0;
@@ -497,8 +504,74 @@ extern "C" void albert_pack_float_columns(const float* kernel, float* packed, in
   }
 }
 
-#ifdef ALBERT_VECTOR_LOOPS
+#ifdef ALBERT_FLOAT_PRODUCTS
 namespace {
+
+// The float32 lanes the products' finishing code works on: one AVX-512 register of 16, or
+// one AVX2 register of 8, with the few operations that code needs under one set of names.
+#ifdef ALBERT_VECTOR_LOOPS
+using Floats = __m512;
+constexpr int kLanes = 16;
+inline Floats load(const float* p) { return _mm512_loadu_ps(p); }
+inline Floats splat(float value) { return _mm512_set1_ps(value); }
+inline Floats add(Floats a, Floats b) { return _mm512_add_ps(a, b); }
+inline Floats subtract(Floats a, Floats b) { return _mm512_sub_ps(a, b); }
+inline Floats multiply(Floats a, Floats b) { return _mm512_mul_ps(a, b); }
+inline Floats multiply_add(Floats a, Floats b, Floats c) { return _mm512_fmadd_ps(a, b, c); }
+inline Floats maximum(Floats a, Floats b) { return _mm512_max_ps(a, b); }
+inline float largest(Floats v) { return _mm512_reduce_max_ps(v); }
+inline float total(Floats v) { return _mm512_reduce_add_ps(v); }
+#else
+using Floats = __m256;
+constexpr int kLanes = 8;
+inline Floats load(const float* p) { return _mm256_loadu_ps(p); }
+inline Floats splat(float value) { return _mm256_set1_ps(value); }
+inline Floats add(Floats a, Floats b) { return _mm256_add_ps(a, b); }
+inline Floats subtract(Floats a, Floats b) { return _mm256_sub_ps(a, b); }
+inline Floats multiply(Floats a, Floats b) { return _mm256_mul_ps(a, b); }
+inline Floats multiply_add(Floats a, Floats b, Floats c) { return _mm256_fmadd_ps(a, b, c); }
+inline Floats maximum(Floats a, Floats b) { return _mm256_max_ps(a, b); }
+inline float largest(Floats v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+inline float total(Floats v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+// exp_approx on 8 lanes: the same clamp, reduction and polynomial, 2^k built in the
+// exponent bits, +inf above 88.7; NaN stays NaN.
+inline Floats exp_vector(Floats input) {
+  const Floats x = _mm256_min_ps(splat(88.0f), _mm256_max_ps(splat(-87.0f), input));
+  const Floats k = _mm256_round_ps(multiply(x, splat(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  Floats r = _mm256_fnmadd_ps(k, splat(0.693145751953125f), x);
+  r = _mm256_fnmadd_ps(k, splat(1.42860682028622680e-6f), r);
+  Floats p = splat(1.0f / 5040);
+  p = multiply_add(p, r, splat(1.0f / 720));
+  p = multiply_add(p, r, splat(1.0f / 120));
+  p = multiply_add(p, r, splat(1.0f / 24));
+  p = multiply_add(p, r, splat(1.0f / 6));
+  p = multiply_add(p, r, splat(1.0f / 2));
+  p = multiply_add(p, r, splat(1.0f));
+  p = multiply_add(p, r, splat(1.0f));
+  const __m256i exponent_bits =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+  const Floats value = multiply(p, _mm256_castsi256_ps(exponent_bits));
+  return _mm256_blendv_ps(value, splat(HUGE_VALF),
+                          _mm256_cmp_ps(input, splat(88.7f), _CMP_GT_OQ));
+}
+
+// gelu_vector's formula on 8 lanes.
+inline Floats gelu_vector(Floats x) {
+  const Floats inner = multiply_add(multiply(splat(0.044715f), x), x, splat(1.0f));
+  const Floats e = exp_vector(multiply(multiply(splat(-2.0f * 0.797884560802865355f), x), inner));
+  return _mm256_div_ps(x, add(splat(1.0f), e));
+}
+#endif
 
 #ifdef ALBERT_AMX
 // Whether Linux lets this process use the AMX tiles (asked once, for the whole process):
@@ -583,6 +656,7 @@ void block_on_vectors(const uint16_t* a, const uint16_t* b0, const uint16_t* b1,
 }
 #endif
 
+#ifdef ALBERT_VECTOR_LOOPS
 // block [32, 32] = a [32, K] . the packed columns b0, b1 (16 each), float32 on the vector
 // units: as block_on_vectors, 8 rows at a time, their 16 accumulators in registers over the
 // whole of K, each step one value of x broadcast against a row of 32 kernel columns (FMA).
@@ -610,6 +684,45 @@ void block_of_floats(const float* a, const float* b0, const float* b1, int64_t k
     }
   }
 }
+#else
+// The rows [0, kRows) of a [*, K] times one packed panel b of 16 columns, with AVX2: kRows
+// x 16 accumulators (two registers a row) over the whole of K, into block [*, 32] from
+// its column 0 (the caller offsets it). Six rows fill 12 of the 16 registers, with the
+// panel's two and a broadcast of x beside them (the shape BLIS gives AVX2's FMA).
+template <int kRows>
+void rows_of_floats(const float* a, const float* b, int64_t k_size, float* block) {
+  __m256 low[kRows], high[kRows];
+  for (int r = 0; r < kRows; ++r) low[r] = high[r] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < k_size; ++k) {
+    const __m256 left = _mm256_loadu_ps(b + k * 16);
+    const __m256 right = _mm256_loadu_ps(b + k * 16 + 8);
+    for (int r = 0; r < kRows; ++r) {
+      const __m256 x = _mm256_broadcast_ss(a + r * k_size + k);
+      low[r] = _mm256_fmadd_ps(x, left, low[r]);
+      high[r] = _mm256_fmadd_ps(x, right, high[r]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    _mm256_storeu_ps(block + r * 32, low[r]);
+    _mm256_storeu_ps(block + r * 32 + 8, high[r]);
+  }
+}
+
+// block [32, 32] = a [32, K] . the packed columns b0, b1 (16 each), float32 with AVX2:
+// each panel of 16 columns as four blocks of 6 rows and two of 4.
+void block_of_floats(const float* a, const float* b0, const float* b1, int64_t k_size,
+                     float* block) {
+  for (int half = 0; half < 2; ++half) {
+    const float* b = half == 0 ? b0 : b1;
+    float* columns = block + 16 * half;
+    for (int r0 = 0; r0 < 24; r0 += 6) {
+      rows_of_floats<6>(a + r0 * k_size, b, k_size, columns + r0 * 32);
+    }
+    rows_of_floats<4>(a + 24 * k_size, b, k_size, columns + 24 * 32);
+    rows_of_floats<4>(a + 28 * k_size, b, k_size, columns + 28 * 32);
+  }
+}
+#endif
 
 // The columns of a chunk in product_rows for a kernel [K, *] of T: as many as keep about
 // 1 MB of the packed kernel in L2 while the row blocks pass over it (the blocks are finished
@@ -689,11 +802,16 @@ inline void pack_columns(const float* kernel, float* packed, int64_t k_size, int
   albert_pack_float_columns(kernel, packed, k_size, n_size, first, last);
 }
 
-// 16 float32 results stored as T: rounded once to bfloat16, or as they are.
-inline void store_16(uint16_t* to, __m512 v) {
+// kLanes float32 results stored as T: rounded once to bfloat16 (AVX-512 builds only, as
+// are the bfloat16 products), or as they are.
+#ifdef ALBERT_VECTOR_LOOPS
+inline void store_lanes(uint16_t* to, Floats v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), pack_bfloat16(v));
 }
-inline void store_16(float* to, __m512 v) { _mm512_storeu_ps(to, v); }
+inline void store_lanes(float* to, Floats v) { _mm512_storeu_ps(to, v); }
+#else
+inline void store_lanes(float* to, Floats v) { _mm256_storeu_ps(to, v); }
+#endif
 
 inline float widen(uint16_t v) { return from_bfloat16(v); }
 inline float widen(float v) { return v; }
@@ -718,10 +836,9 @@ void dense_bias_gelu(const T* x, const T* packed, const T* bias, T* out, int64_t
       x, packed, first, last, k_size, n_size, l2_columns<T>(k_size, n_size),
       [&](const float* block, int64_t i, int64_t rows, int64_t j) {
         for (int64_t r = 0; r < rows; ++r) {
-          for (int64_t c = 0; c < 32; c += 16) {
-            const __m512 v = _mm512_add_ps(_mm512_load_ps(block + r * 32 + c),
-                                           _mm512_loadu_ps(bias32.data() + j + c));
-            store_16(out + (i + r) * n_size + j + c, gelu_vector(v));
+          for (int64_t c = 0; c < 32; c += kLanes) {
+            const Floats v = add(load(block + r * 32 + c), load(bias32.data() + j + c));
+            store_lanes(out + (i + r) * n_size + j + c, gelu_vector(v));
           }
         }
       },
@@ -745,13 +862,12 @@ void dense_heads(const T* x, const T* packed, const T* bias, T* heads, int64_t f
       [&](const float* block, int64_t i, int64_t rows, int64_t j) {
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t b = (i + r) / seq, s = (i + r) % seq;
-          for (int64_t c = 0; c < 32; c += 16) {
+          for (int64_t c = 0; c < 32; c += kLanes) {
             const int64_t column = j + c, g = column / group_width;
             const int64_t n = column % group_width / head_size;
             const int64_t d = column % head_size;
             T* to = heads + (((g * batch + b) * num_heads + n) * seq + s) * head_size + d;
-            store_16(to, _mm512_add_ps(_mm512_load_ps(block + r * 32 + c),
-                                       _mm512_loadu_ps(bias32.data() + column)));
+            store_lanes(to, add(load(block + r * 32 + c), load(bias32.data() + column)));
           }
         }
       },
@@ -846,24 +962,22 @@ void attention(const T* q, const T* k, const T* v, const float* adder, float sca
           no_rows_step);
       for (int64_t r = 0; r < rows; ++r) {
         float* row = scores.data() + r * padded;
-        __m512 tops = _mm512_set1_ps(-HUGE_VALF);
-        for (int64_t j = 0; j < padded; j += 16) {
-          const __m512 s = _mm512_fmadd_ps(_mm512_loadu_ps(row + j), _mm512_set1_ps(scale),
-                                           _mm512_loadu_ps(adder_row.data() + j));
-          _mm512_storeu_ps(row + j, s);
-          tops = _mm512_max_ps(tops, s);
+        Floats tops = splat(-HUGE_VALF);
+        for (int64_t j = 0; j < padded; j += kLanes) {
+          const Floats s = multiply_add(load(row + j), splat(scale), load(adder_row.data() + j));
+          store_lanes(row + j, s);
+          tops = maximum(tops, s);
         }
-        const __m512 top = _mm512_set1_ps(_mm512_reduce_max_ps(tops));
-        __m512 sums = _mm512_setzero_ps();
-        for (int64_t j = 0; j < padded; j += 16) {
-          const __m512 e = exp_vector(_mm512_sub_ps(_mm512_loadu_ps(row + j), top));
-          _mm512_storeu_ps(row + j, e);
-          sums = _mm512_add_ps(sums, e);
+        const Floats top = splat(largest(tops));
+        Floats sums = splat(0.0f);
+        for (int64_t j = 0; j < padded; j += kLanes) {
+          const Floats e = exp_vector(subtract(load(row + j), top));
+          store_lanes(row + j, e);
+          sums = add(sums, e);
         }
-        const __m512 inverse = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sums));
-        for (int64_t j = 0; j < padded; j += 16) {
-          store_16(probs.data() + r * padded + j,
-                   _mm512_mul_ps(_mm512_loadu_ps(row + j), inverse));
+        const Floats inverse = splat(1.0f / total(sums));
+        for (int64_t j = 0; j < padded; j += kLanes) {
+          store_lanes(probs.data() + r * padded + j, multiply(load(row + j), inverse));
         }
       }
       product_rows(
@@ -871,8 +985,9 @@ void attention(const T* q, const T* k, const T* v, const float* adder, float sca
           [&](const float* block, int64_t, int64_t valid, int64_t j) {
             for (int64_t r = 0; r < valid; ++r) {
               T* to = context + (b * queries + i + r) * width + n * head_size + j;
-              store_16(to, _mm512_load_ps(block + r * 32));
-              store_16(to + 16, _mm512_load_ps(block + r * 32 + 16));
+              for (int64_t c = 0; c < 32; c += kLanes) {
+                store_lanes(to + c, load(block + r * 32 + c));
+              }
             }
           },
           no_rows_step);
@@ -891,7 +1006,7 @@ void attention(const T* q, const T* k, const T* v, const float* adder, float sca
 #else
 #define ALBERT_BFLOAT16_PRODUCT(call) (void)0
 #endif
-#ifdef ALBERT_VECTOR_LOOPS
+#ifdef ALBERT_FLOAT_PRODUCTS
 #define ALBERT_FLOAT_PRODUCT(call) call
 #else
 #define ALBERT_FLOAT_PRODUCT(call) (void)0
