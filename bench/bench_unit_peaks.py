@@ -1,6 +1,6 @@
 """The arithmetic units' peak against tf.matmul's, on this CPU.
 
-    python bench/bench_unit_peaks.py [--rounds 5] [--seconds 1]
+    python bench/bench_unit_peaks.py [--rounds 5] [--seconds 1] [--emulate avx2]
         [--out bench/results/unit_peaks.md]
 
 MFU in the other benches is read against a tf.matmul probe of the dtype (the rate
@@ -9,7 +9,8 @@ built here with -march=native, runs independent multiply-adds in registers (floa
 bfloat16 pair dot products where the CPU has AVX512_BF16) on one thread and on all of
 them; interleaved with it, round by round, tf.matmul 2048^3 in float32 and bfloat16 on all
 threads. Medians over --rounds with their ranges; the ratio is the probe's median over the
-units' median on all threads.
+units' median on all threads. --emulate avx2: the units built as for a CPU without AVX-512
+and oneDNN held to AVX2 (bench_model.EMULATED_ISAS).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ UNITS = {"float32_fma": "float32", "bfloat16_dot": "bfloat16"}
 
 
 def build(directory: str) -> str:
-    """bench/unit_peaks.cc built for this CPU; its path."""
+    """bench/unit_peaks.cc built for this CPU (with $ALBERT_TF_KERNEL_FLAGS after
+    -march=native, as our kernels are); its path."""
     from albert_tf import native_kernels
 
     cxx = native_kernels.compiler()
@@ -40,7 +42,9 @@ def build(directory: str) -> str:
         sys.exit("bench_unit_peaks: no C++ compiler found ($CXX, c++, g++)")
     target = os.path.join(directory, "unit_peaks")
     source = os.path.join(HERE, "unit_peaks.cc")
-    subprocess.run([cxx, "-O2", "-march=native", source, "-o", target, "-lpthread"], check=True)
+    extra = os.environ.get("ALBERT_TF_KERNEL_FLAGS", "").split()
+    command = [cxx, "-O2", "-march=native", *extra, source, "-o", target, "-lpthread"]
+    subprocess.run(command, check=True)
     return target
 
 
@@ -54,13 +58,17 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--seconds", type=float, default=1.0, help="per unit and thread count")
     p.add_argument("--out", default=os.path.join(HERE, "results", "unit_peaks.md"))
+    bm.add_emulate_flag(p)
     args = p.parse_args(argv)
+    bm.run_emulated(args.emulate)
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
     nproc = os.cpu_count() or 1
     load_start = bm._machine()[3]
     with tempfile.TemporaryDirectory() as directory:
         binary = build(directory)
-        probes = {dtype: bm.matmul_probe(dtype, 2048, 2048, 2048) for dtype in UNITS.values()}
+        # oneDNN held to AVX2 has no bfloat16 product at all (it refuses the primitive).
+        dtypes = ["float32"] if args.emulate else UNITS.values()
+        probes = {dtype: bm.matmul_probe(dtype, 2048, 2048, 2048) for dtype in dtypes}
         for call, _ in probes.values():
             call()  # traced and warm
         units = {}  # (unit, threads) -> [GFLOP/s]
@@ -81,7 +89,8 @@ def main(argv=None):
     rows = []
     for unit, dtype in UNITS.items():
         if (unit, nproc) not in units:
-            rows.append(f"| {unit} | - | - | {_spread(matmul[dtype])} | no such unit here |")
+            probe = _spread(matmul[dtype]) if dtype in matmul else "-"
+            rows.append(f"| {unit} | - | - | {probe} | no such unit here |")
             continue
         peak = statistics.median(units[(unit, nproc)])
         rows.append(
@@ -96,6 +105,7 @@ def main(argv=None):
                 "bench_unit_peaks.py",
                 argv,
                 load_start,
+                args.emulate,
             ),
             f"GFLOP/s, median (range) over {args.rounds} rounds. Units: bench/unit_peaks.cc "
             f"(multiply-adds in registers, {args.seconds:g} s per count of threads); "

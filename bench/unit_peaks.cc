@@ -14,7 +14,13 @@
 
 namespace {
 
-constexpr int kChains = 16;  // more independent accumulators than latency x throughput
+// More independent accumulators than latency x throughput, and fewer than the registers:
+// AVX2 has 16, and 16 chains beside x spilled two of them to the stack (half the rate).
+#ifdef __AVX512F__
+constexpr int kChains = 16;
+#else
+constexpr int kChains = 12;
+#endif
 constexpr long kBatch = 1 << 16;
 
 template <typename Step>
