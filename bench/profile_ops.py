@@ -1,7 +1,7 @@
 """Where a step's time goes: TensorFlow profiler op breakdown and oneDNN primitives.
 
     python bench/profile_ops.py [--dtypes float32,mixed_bfloat16] [--modes infer,train,pretrain]
-        [--steps 3] [--out bench/results/profile.md]
+        [--steps 3] [--emulate avx2] [--out bench/results/profile.md]
 
 For each (dtype, mode), in its own subprocess, our model's step as the benchmarks run it:
 
@@ -348,7 +348,9 @@ def main(argv=None):
     p.add_argument("--timeout", type=int, default=1800, help="seconds per subprocess")
     p.add_argument("--out", default=os.path.join(HERE, "results", "profile.md"))
     p.add_argument("--worker", choices=("profile", "onednn"), help=argparse.SUPPRESS)
+    bm.add_emulate_flag(p)
     args = p.parse_args(argv)
+    bm.run_emulated(args.emulate)  # the subprocesses inherit its settings
     if args.worker:
         args.dtype, args.mode = args.dtypes, args.modes
         return (worker_profile if args.worker == "profile" else worker_onednn)(args)
@@ -364,6 +366,7 @@ def main(argv=None):
         f"TF_ENABLE_ONEDNN_OPTS={bm.onednn_setting()}, load average at start {load}; "
         f"{bm._versions()}.",
         "",
+        *bm.emulated_note(args.emulate),
     ]
     isa_line = None
     for dtype in args.dtypes.split(","):
