@@ -717,7 +717,8 @@ void rows_of_floats(const float* a, const float* b, int64_t k_size, float* block
 // block [32, 32] = a [32, K] . the packed columns b0, b1 (16 each), float32 with AVX2:
 // each panel of 16 columns as two blocks of 6 rows and four of 5. On AMD Zen 5 held to
 // AVX2, one thread: 87-101 GFLOP/s, about 90% of its FMA peak; with 6, 6, 6, 6, 4, 4 rows
-// 72-81 (the 4-row blocks wait on their sums), K in chunks of 256 no faster.
+// 72-81 (the 4-row blocks wait on their sums), K in chunks of 256 no faster
+// (docs/benchmarks.md, "Float32 products of our own on AVX2").
 void block_of_floats(const float* a, const float* b0, const float* b1, int64_t k_size,
                      float* block) {
   for (int half = 0; half < 2; ++half) {
