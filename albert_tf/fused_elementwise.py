@@ -311,8 +311,6 @@ def _dense_layer_norm_gradient(op, dy, dy_bfloat16):
     product's two gradient products. The packed kernel gets none, nor the empty second
     output of the float32 product."""
     x, kernel, _, bias, residual, gamma, beta = op.inputs
-    if x.dtype == tf.float32:
-        dy_bfloat16 = None
     dproduct, dbias, dresidual, dgamma, dbeta = _residual_layer_norm_gradients(
         tf.matmul(x, kernel),
         bias,
@@ -359,9 +357,13 @@ def sum_terms(terms):
 def _is_bfloat16_row_vector(v, x):
     """Whether v is a bfloat16 vector [H] of x's last dimension H, x bfloat16 (static
     shapes), as the native kernels need (they do not broadcast)."""
+    return x.dtype == tf.bfloat16 and _is_row_vector(v, x)
+
+
+def _is_row_vector(v, x):
+    """Whether v is a vector [H] of x's dtype and last dimension H (static shapes)."""
     return (
-        x.dtype == tf.bfloat16
-        and v.dtype == tf.bfloat16
+        v.dtype == x.dtype
         and v.shape.rank == 1
         and x.shape.rank is not None
         and x.shape.rank >= 1
@@ -420,13 +422,23 @@ def _native_residual_layer_norm_gradient(op, dy, dy_bfloat16):
 
 def _residual_layer_norm_gradients(x, bias, residual, gamma, beta, epsilon, dy, dy_bfloat16):
     """(dx, dbias, dresidual, dgamma, dbeta) of LN(x + bias + residual) for the gradients
-    dy of its float32 output and dy_bfloat16 of its bfloat16 copy (either may be None)."""
+    dy of its float32 output and dy_bfloat16 of its bfloat16 copy (either may be None;
+    for a float32 x the copy is an empty [0], and its gradient is ignored)."""
+    if x.dtype == tf.float32:
+        dy_bfloat16 = None
     if dy is None:  # only the bfloat16 copy was used
         dy, dy_bfloat16 = tf.cast(dy_bfloat16, tf.float32), None
     dy_bfloat16 = [] if dy_bfloat16 is None else [dy_bfloat16]
     _, xhat, rstd = layer_norm_forward(x, residual, gamma, beta, epsilon, bias)
     dx, dgamma, dbeta, dx_sum = layer_norm_backward(
-        dy, xhat, rstd, gamma, native=True, dy_bfloat16=dy_bfloat16, dx_sum=True
+        dy,
+        xhat,
+        rstd,
+        gamma,
+        native=True,
+        dy_bfloat16=dy_bfloat16,
+        dx_sum=True,
+        input_dtype=x.dtype,
     )
     return cast(dx, x.dtype), tf.cast(dx_sum, bias.dtype), dx, dgamma, dbeta
 
@@ -600,19 +612,27 @@ def layer_norm(x, residual, gamma, beta, epsilon, bias=None):
         out, out_bfloat16 = native_kernels.residual_layer_norm(
             x, bias, residual, gamma, beta, epsilon
         )
-        return with_bfloat16_copy(out, out_bfloat16)
+        return _with_copy_of(x, out, out_bfloat16)
     s = _sum_input(x, residual, bias)
     if _onednn_layer_norm_usable(s):
         return _onednn_layer_norm(s, gamma, beta, epsilon)
     return layer_norm_forward(s, None, gamma, beta, epsilon)[0]
 
 
+def native_layer_norms_for(dtype):
+    """Whether a dense sublayer's output of `dtype`, with its bias, goes to a native layer
+    norm in the graph being traced (`native_layer_norm_usable`, for a float32 residual)."""
+    return tf.as_dtype(dtype) in (tf.bfloat16, tf.float32) and _native_usable()
+
+
 def native_layer_norm_usable(x, residual, bias):
-    """Whether the native layer norms take x (bfloat16, with its bias and a float32
-    residual) in the graph being traced (then `layer_norm_backward(native=True)` too)."""
+    """Whether the native layer norms take x (bfloat16 or float32, with its bias of the
+    same dtype and a float32 residual) in the graph being traced (then
+    `layer_norm_backward(native=True)` too)."""
     return (
         bias is not None
-        and _is_bfloat16_row_vector(bias, x)
+        and x.dtype in (tf.bfloat16, tf.float32)
+        and _is_row_vector(bias, x)
         and residual is not None
         and residual.dtype == tf.float32
         and _native_usable()
@@ -630,6 +650,12 @@ def with_bfloat16_copy(x, *copies):
     if not tf.executing_eagerly():
         setattr(x, _BFLOAT16_COPY, copies)
     return x
+
+
+def _with_copy_of(x, out, out_bfloat16):
+    """out carrying out_bfloat16 (`with_bfloat16_copy`) where the native kernel wrote one,
+    for a bfloat16 input x; for a float32 one out alone (the kernel's copy is empty)."""
+    return with_bfloat16_copy(out, out_bfloat16) if x.dtype == tf.bfloat16 else out
 
 
 def bfloat16_copy(x):
@@ -668,15 +694,15 @@ def reshape(x, shape):
 
 def layer_norm_forward(x, residual, gamma, beta, epsilon, bias=None):
     """LN(x + bias + residual) -> (output, xhat, rstd): xhat [..., H] the normalised
-    input and rstd [..., 1] the reciprocal standard deviation, for the gradient. For a
-    bfloat16 x with its bias and a float32 residual, one native kernel where
-    `_native_usable`, the output carrying its bfloat16 copy (`bfloat16_copy`)."""
+    input and rstd [..., 1] the reciprocal standard deviation, for the gradient. For x
+    with its bias and a float32 residual (`native_layer_norm_usable`), one native
+    kernel, a bfloat16 x's output carrying its bfloat16 copy (`bfloat16_copy`)."""
     x = tf.convert_to_tensor(x)
     if native_layer_norm_usable(x, residual, bias):
         out, out_bfloat16, xhat, rstd = native_kernels.residual_layer_norm_moments(
             x, bias, residual, gamma, beta, epsilon
         )
-        return with_bfloat16_copy(out, out_bfloat16), xhat, rstd
+        return _with_copy_of(x, out, out_bfloat16), xhat, rstd
     s = _sum_input(x, residual, bias)
     mean = tf.reduce_mean(s, axis=-1, keepdims=True)
     centered = s - mean
@@ -694,23 +720,27 @@ def _layer_norm_input_gradient(dy, xhat, rstd, gamma, mean_g, mean_gxhat):
 _fused_layer_norm_input_gradient = _xla_or_plain(_layer_norm_input_gradient)
 
 
-def layer_norm_backward(dy, xhat, rstd, gamma, native=False, dy_bfloat16=(), dx_sum=False):
+def layer_norm_backward(
+    dy, xhat, rstd, gamma, native=False, dy_bfloat16=(), dx_sum=False, input_dtype=tf.bfloat16
+):
     """Closed-form layer-norm gradient, dy and xhat [..., H], rstd [..., 1]:
       dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dy * gamma,
       dgamma = sum(dy * xhat), dbeta = sum(dy) over all leading axes.
     The row means are matrix-vector products (mean(g) = dy . gamma / H), which
     read their input once on all cores; the rest is one fused loop.
     native: one pass of the native kernel instead, where `_native_usable` (for the
-    layer norms of `native_layer_norm_usable`), dx carrying its bfloat16 copy (`cast`).
+    layer norms of `native_layer_norm_usable`, whose input dtype is `input_dtype`), dx
+    of a bfloat16 input carrying its bfloat16 copy (`cast`).
     dy_bfloat16: the gradients of the output's bfloat16 copies (a list, maybe empty),
     added to dy (by the native kernel in its pass, in float32).
     dx_sum: also return dx summed over all leading axes [H] (the gradient of a bias
     added to the input; the native kernel sums it in its pass), as a fourth value."""
     if native and _native_usable():
         dx, dx_bfloat16, dgamma, dbeta, dx_total = native_kernels.layer_norm_backward(
-            dy, xhat, rstd, gamma, dy_bfloat16
+            dy, xhat, rstd, gamma, dy_bfloat16, dtype=input_dtype
         )
-        grads = (with_bfloat16_copy(dx, dx_bfloat16), dgamma, dbeta)
+        copies = (dx_bfloat16,) if input_dtype == tf.bfloat16 else ()
+        grads = (with_bfloat16_copy(dx, *copies), dgamma, dbeta)
         return grads + (dx_total,) if dx_sum else grads
     for copy_gradient in dy_bfloat16:
         dy = dy + tf.cast(copy_gradient, dy.dtype)

@@ -244,6 +244,7 @@ def _layer_norm_trainable(x, residual, gamma, beta, epsilon, bias=None, copies=1
                     g for g in dy_copies if g is not None and not fused_elementwise.known_zeros(g)
                 ],
                 dx_sum=bias is not None,
+                input_dtype=x.dtype,
             )
             d_extras = [dx] if residual is not None else []
             if bias is not None:
@@ -673,13 +674,18 @@ class AlbertTransformerBlock(keras.layers.Layer):
     def _output_sublayer(self, a, name, residual, layer_norm, w, training, copies=1):
         """layer_norm(dropout(a . kernel + bias) + residual) of the dense sublayer `name`,
         a [rows, in], residual [rows, H] float32 -> [rows, H] float32, read by `copies`
-        products (`LayerNorm.call`). Where the bias takes a float32 loop of its own
-        (`float32_loops_for`) and no dropout comes between, the layer norm's input loop
-        adds it with the residual instead."""
+        products (`LayerNorm.call`). Where the bias would take a float32 loop of its own
+        (`float32_loops_for`) or the layer norm is a native kernel, and no dropout comes
+        between, the layer norm's input pass adds it with the residual instead (and its
+        gradient pass sums the bias's)."""
         dropout = training and self.hidden_dropout_prob > 0
+        dtype = self.compute_dtype
         if name in w.packed and not training:  # our product, layer norm included
             return layer_norm(a, residual=residual, bias=w.biases[name], product_of=w.packed[name])
-        if float32_loops_for(self.compute_dtype) and not dropout:
+        bias_in_layer_norm = float32_loops_for(dtype) or fused_elementwise.native_layer_norms_for(
+            dtype
+        )
+        if bias_in_layer_norm and not dropout:
             bias = w.biases[name]
             product = w.product(a, name)
             return layer_norm(

@@ -13,7 +13,10 @@ than as anything TensorFlow 2.21 offers on CPU (docs/benchmarks.md):
     loop for the sum, oneDNN's layer norm and a cast; `residual_layer_norm_moments`,
     its training form, also writes what the gradient needs, and `layer_norm_backward`
     computes that gradient in one pass (with the bfloat16 copy of dx the product before
-    it takes, and adding the gradients of the output's bfloat16 copies).
+    it takes, and adding the gradients of the output's bfloat16 copies). These three
+    also take float32 inputs (no copies), where a float32 training step otherwise runs
+    a chain of TensorFlow ops for the moments and two row means, a loop and three
+    column sums for the gradient.
   * `bias_add_heads` and `heads_backward`: the query, key and value biases added and
     the product split into attention heads in one pass (an XLA loop and a transpose
     otherwise), and back, with the bias's gradient from the same pass.
@@ -243,7 +246,7 @@ def bias_gelu_backward(dz, y, bias):
 
 def residual_layer_norm_moments(x, bias, residual, gamma, beta, epsilon):
     """`residual_layer_norm`'s outputs with what its gradient needs: (out [..., H]
-    float32, out rounded to bfloat16, xhat [..., H] the normalised sum, rstd [..., 1]
+    float32, its bfloat16 copy as there, xhat [..., H] the normalised sum, rstd [..., 1]
     the reciprocal standard deviation of each row), float32 but the copy."""
     out, out_bfloat16, xhat, rstd = library().albert_residual_layer_norm_moments(
         x, bias, residual, gamma, beta, epsilon=epsilon
@@ -251,19 +254,27 @@ def residual_layer_norm_moments(x, bias, residual, gamma, beta, epsilon):
     return out, out_bfloat16, xhat, rstd[..., None]
 
 
-def layer_norm_backward(dy, xhat, rstd, gamma, dy_bfloat16=()):
+def layer_norm_backward(dy, xhat, rstd, gamma, dy_bfloat16=(), dtype="bfloat16"):
     """A layer norm's gradient: dy and xhat [..., H], rstd [..., 1], gamma [H], float32,
     and `dy_bfloat16`, a list of bfloat16 [..., H] (the gradients of the output's
-    bfloat16 copies, added to dy in float32 in the pass) -> (dx [..., H], the same
-    rounded to bfloat16, dgamma [H], dbeta [H], dx summed over all rows [H]). The column
-    sums add fixed blocks of rows in a fixed order (the same on any thread count)."""
-    return tuple(library().albert_layer_norm_backward(dy, list(dy_bfloat16), xhat, rstd, gamma))
+    bfloat16 copies, added to dy in float32 in the pass) -> (dx [..., H], for `dtype`
+    (the layer norm's input dtype) bfloat16 the same rounded to bfloat16, for float32 an
+    empty [0], dgamma [H], dbeta [H], dx summed over all rows [H]). The column sums add
+    fixed blocks of rows in a fixed order (the same on any thread count)."""
+    import tensorflow as tf
+
+    return tuple(
+        library().albert_layer_norm_backward(
+            dy, list(dy_bfloat16), xhat, rstd, gamma, T=tf.as_dtype(dtype)
+        )
+    )
 
 
 def residual_layer_norm(x, bias, residual, gamma, beta, epsilon):
-    """LN(x + bias + residual) over the last axis: x [..., H] and bias [H] bfloat16,
-    residual [..., H], gamma and beta [H] float32 -> (float32 [..., H], the same
-    rounded to bfloat16). `library()` must not be None."""
+    """LN(x + bias + residual) over the last axis: x [..., H] and bias [H] bfloat16 (or
+    both float32), residual [..., H], gamma and beta [H] float32 -> (float32 [..., H],
+    for bfloat16 x the same rounded to bfloat16, for float32 an empty [0]). Any CPU;
+    `library()` must not be None."""
     return library().albert_residual_layer_norm(x, bias, residual, gamma, beta, epsilon=epsilon)
 
 

@@ -1,4 +1,4 @@
-"""native_kernels: the C++ bfloat16 kernels against float64 references, their build,
+"""native_kernels: the C++ kernels against float64 references, their build,
 cache and fallback, their gradients, and where the model uses them."""
 
 import dataclasses
@@ -296,6 +296,91 @@ def test_layer_norm_backward_adds_the_gradients_of_the_bfloat16_copies():
         native_kernels.layer_norm_backward(dy, xhat, rstd, gamma, [copies[0], copies[1][:3]])
 
 
+def test_float32_layer_norms_against_float64():
+    # The same kernels for a float32 x and bias: no bfloat16 copies ([0] in their place).
+    rng = np.random.default_rng(11)
+    x, residual = (tf.constant(rng.normal(size=(3, 7, 40)), tf.float32) for _ in range(2))
+    bias, gamma, beta = (tf.constant(rng.normal(size=40), tf.float32) for _ in range(3))
+    s = _as64(x) + _as64(bias) + _as64(residual)
+    want = albert_numpy.layer_norm(s, beta.numpy(), gamma.numpy(), eps=1e-12)
+    out, no_copy = native_kernels.residual_layer_norm(x, bias, residual, gamma, beta, 1e-12)
+    assert out.dtype == tf.float32 and out.shape == (3, 7, 40) and no_copy.shape == (0,)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
+    out2, no_copy, xhat, rstd = native_kernels.residual_layer_norm_moments(
+        x, bias, residual, gamma, beta, 1e-12
+    )
+    centred = s - s.mean(-1, keepdims=True)
+    want_rstd = 1 / np.sqrt((centred**2).mean(-1, keepdims=True) + 1e-12)
+    assert no_copy.shape == (0,) and rstd.shape == (3, 7, 1)
+    np.testing.assert_allclose(out2.numpy(), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(rstd.numpy(), want_rstd, rtol=1e-5)
+    np.testing.assert_allclose(xhat.numpy(), centred * want_rstd, rtol=1e-5, atol=1e-5)
+    # The gradient against float64: dx = rstd (g - mean(g) - xhat mean(g xhat)).
+    dy = tf.constant(rng.normal(size=(3, 7, 40)), tf.float32)
+    dx, no_copy, dgamma, dbeta, dx_sum = native_kernels.layer_norm_backward(
+        dy, xhat, rstd, gamma, dtype=tf.float32
+    )
+    xhat64, dy64 = centred * want_rstd, _as64(dy)
+    g = dy64 * _as64(gamma)
+    want_dx = want_rstd * (
+        g - g.mean(-1, keepdims=True) - xhat64 * (g * xhat64).mean(-1, keepdims=True)
+    )
+    assert dx.shape == (3, 7, 40) and no_copy.shape == (0,)
+    np.testing.assert_allclose(dx.numpy(), want_dx, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dgamma.numpy(), (dy64 * xhat64).sum((0, 1)), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dbeta.numpy(), dy64.sum((0, 1)), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(dx_sum.numpy(), want_dx.sum((0, 1)), rtol=1e-4, atol=1e-4)
+    # A float32 layer norm takes no gradients of bfloat16 copies: it wrote none.
+    with pytest.raises(tf.errors.InvalidArgumentError, match="writes no bfloat16 copy"):
+        native_kernels.layer_norm_backward(
+            dy, xhat, rstd, gamma, [_bf16(dy.numpy())], dtype=tf.float32
+        )
+
+
+def test_float32_training_uses_the_layer_norm_kernels():
+    # A float32 training step: the layer norms (with the dense biases before them) and
+    # their gradients as one kernel each, the gradients those of the op chains they
+    # replace to float32 rounding.
+    cfg = CONFIGS["shared_gelu"]
+    model, inputs = built_encoder(cfg, "float32")
+    train_ops = _training_op_types(model, inputs)
+    layer_norms = 2 * cfg.num_hidden_layers
+    assert train_ops.count("AlbertResidualLayerNormMoments") == layer_norms
+    assert train_ops.count("AlbertLayerNormBackward") == layer_norms
+    with speed_paths.forced(NO_NATIVE_KERNELS):
+        loop_ops = _training_op_types(model, inputs)
+    assert not {"AlbertResidualLayerNormMoments", "AlbertLayerNormBackward"} & set(loop_ops)
+    # The moments' chain (two means, a square, rsqrt, ...) and the gradient's column sums.
+    assert len(train_ops) < len(loop_ops) - 8 * layer_norms
+
+    @tf.function
+    def grads(x):
+        with tf.GradientTape() as tape:
+            out = model(x, training=True)
+            loss = tf.reduce_sum(out["sequence_output"] * tf.sin(tf.range(16.0)))
+        return tape.gradient(loss, model.trainable_variables)
+
+    native = grads(inputs)
+    with speed_paths.forced(NO_NATIVE_KERNELS):
+        loops = tf.function(grads.python_function)(inputs)
+    compared = {}
+    for variable, got, want in zip(model.trainable_variables, native, loops):
+        if want is None:  # the pooler's
+            assert got is None, variable.name
+            continue
+        got, want = (tf.convert_to_tensor(g).numpy().astype(np.float64) for g in (got, want))
+        compared[variable.path] = got
+        if variable.path.endswith("key/bias"):  # zero but for rounding noise (see above)
+            continue
+        np.testing.assert_allclose(
+            got, want, rtol=1e-4, atol=1e-5 * np.max(np.abs(want)), err_msg=variable.name
+        )
+    assert len(compared) == len(model.trainable_variables) - 2
+    key_bias = [g for p, g in compared.items() if p.endswith("key/bias")][0]
+    query_bias = [g for p, g in compared.items() if p.endswith("query/bias")][0]
+    assert np.max(np.abs(key_bias)) <= 1e-5 * np.max(np.abs(query_bias))
+
+
 def _heads_by_transpose(y, bias, num_heads):
     """The loops' way: the sum rounded once, reshaped and transposed to heads."""
     b, s_, h = y.shape
@@ -463,7 +548,7 @@ def _training_op_types(model, inputs):
     return [op.type for op in step.get_concrete_function(inputs).graph.get_operations()]
 
 
-def test_bfloat16_graphs_use_them_float32_and_accelerators_not():
+def test_bfloat16_graphs_use_them_accelerators_not():
     cfg = CONFIGS["shared_gelu"]
     model, inputs = built_encoder(cfg, "mixed_bfloat16")
     ops = _op_types(model, inputs)
@@ -509,8 +594,10 @@ def test_bfloat16_graphs_use_them_float32_and_accelerators_not():
         loops = tf.function(lambda x: model(x)["sequence_output"])(inputs)
     native = tf.function(lambda x: model(x)["sequence_output"])(inputs)
     np.testing.assert_allclose(native.numpy(), loops.numpy(), rtol=0.05, atol=0.05)
+    # float32 takes the layer norms (test_float32_training_uses_the_layer_norm_kernels),
+    # not the bfloat16 GELU.
     model32, inputs32 = built_encoder(cfg, "float32")
-    assert not {"AlbertBiasGelu", "AlbertResidualLayerNorm"} & set(_op_types(model32, inputs32))
+    assert "AlbertBiasGelu" not in _op_types(model32, inputs32)
 
 
 @pytest.fixture

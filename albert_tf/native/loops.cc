@@ -64,6 +64,10 @@ inline uint16_t to_bfloat16(float f) {
   return nan ? uint16_t((bits >> 16) | 0x40u) : uint16_t(rounded);
 }
 
+// A value of either element type (bfloat16 as uint16_t, or float) as float32.
+inline float widen(uint16_t v) { return from_bfloat16(v); }
+inline float widen(float v) { return v; }
+
 // exp(x) to about 1e-8 relative, +inf above 88.7 (beyond float32) and exp(-87) below
 // -87: x = k ln2 + r with |r| <= ln2 / 2 (ln2 in two parts so that k ln2 is exact),
 // exp(r) by its Taylor polynomial to r^7 (remainder below 6e-9), and 2^k built in the
@@ -245,14 +249,15 @@ static inline void row_moments(const float* sums, float total, float epsilon, in
   *rstd = 1.0f / std::sqrt(squares / float(cols) + epsilon);
 }
 
-// Writes s = x + bias + residual of one row (cols values) to `sums` and returns its
-// moments (row_moments): two passes.
-static inline void row_sum_and_moments(const uint16_t* x_row, const uint16_t* bias,
-                                const float* residual_row, float epsilon, int64_t cols,
-                                float* sums, float* mean, float* rstd) {
+// Writes s = x + bias + residual of one row (cols values; x and bias bfloat16 or float32)
+// to `sums` and returns its moments (row_moments): two passes.
+template <typename T>
+inline void row_sum_and_moments(const T* x_row, const T* bias, const float* residual_row,
+                                float epsilon, int64_t cols, float* sums, float* mean,
+                                float* rstd) {
   float sum = 0.0f;
   for (int64_t j = 0; j < cols; ++j) {
-    const float s = from_bfloat16(x_row[j]) + from_bfloat16(bias[j]) + residual_row[j];
+    const float s = widen(x_row[j]) + widen(bias[j]) + residual_row[j];
     sums[j] = s;
     sum += s;
   }
@@ -275,16 +280,16 @@ static inline void normalise_row(const float* sums, float mean, float rstd, cons
   }
 }
 
-// out = LN(x + bias + residual) over each row, in float32, and out16 = out rounded to
-// bfloat16: x [rows, cols] bfloat16, bias [cols] bfloat16, residual, out [rows, cols]
-// float32, gamma and beta [cols] float32.
-extern "C" void albert_residual_layer_norm_rows(const uint16_t* x, const uint16_t* bias,
-                                                const float* residual, const float* gamma,
-                                                const float* beta, float epsilon, float* out,
-                                                uint16_t* out16, int64_t rows, int64_t cols) {
+// out = LN(x + bias + residual) over each row, in float32, and where out16 is not null
+// out16 = out rounded to bfloat16: x [rows, cols] and bias [cols] of T (bfloat16 or
+// float32), residual, out [rows, cols] float32, gamma and beta [cols] float32.
+template <typename T>
+void residual_layer_norm_rows(const T* x, const T* bias, const float* residual,
+                              const float* gamma, const float* beta, float epsilon, float* out,
+                              uint16_t* out16, int64_t rows, int64_t cols) {
   for (int64_t row = 0; row < rows; ++row) {
     float* out_row = out + row * cols;
-    uint16_t* out16_row = out16 + row * cols;
+    uint16_t* out16_row = out16 == nullptr ? nullptr : out16 + row * cols;
     float mean, rstd;
     row_sum_and_moments(x + row * cols, bias, residual + row * cols, epsilon, cols, out_row,
                         &mean, &rstd);
@@ -292,15 +297,16 @@ extern "C" void albert_residual_layer_norm_rows(const uint16_t* x, const uint16_
   }
 }
 
-// The training form of albert_residual_layer_norm_rows: out and out16 as there, and
-// what the gradient needs, xhat = (s - mean) * rstd [rows, cols] and rstd [rows].
-extern "C" void albert_residual_layer_norm_moments_rows(
-    const uint16_t* x, const uint16_t* bias, const float* residual, const float* gamma,
-    const float* beta, float epsilon, float* out, uint16_t* out16, float* xhat, float* rstd,
-    int64_t rows, int64_t cols) {
+// The training form of residual_layer_norm_rows: out and out16 as there, and what the
+// gradient needs, xhat = (s - mean) * rstd [rows, cols] and rstd [rows].
+template <typename T>
+void residual_layer_norm_moments_rows(const T* x, const T* bias, const float* residual,
+                                      const float* gamma, const float* beta, float epsilon,
+                                      float* out, uint16_t* out16, float* xhat, float* rstd,
+                                      int64_t rows, int64_t cols) {
   for (int64_t row = 0; row < rows; ++row) {
     float* out_row = out + row * cols;
-    uint16_t* out16_row = out16 + row * cols;
+    uint16_t* out16_row = out16 == nullptr ? nullptr : out16 + row * cols;
     float* xhat_row = xhat + row * cols;
     float mean;
     row_sum_and_moments(x + row * cols, bias, residual + row * cols, epsilon, cols, xhat_row,
@@ -309,11 +315,43 @@ extern "C" void albert_residual_layer_norm_moments_rows(
   }
 }
 
+// residual_layer_norm_rows for bfloat16 x and bias (out16 written), and for float32 ones
+// (no copy).
+extern "C" void albert_residual_layer_norm_rows(const uint16_t* x, const uint16_t* bias,
+                                                const float* residual, const float* gamma,
+                                                const float* beta, float epsilon, float* out,
+                                                uint16_t* out16, int64_t rows, int64_t cols) {
+  residual_layer_norm_rows(x, bias, residual, gamma, beta, epsilon, out, out16, rows, cols);
+}
+extern "C" void albert_residual_layer_norm_float_rows(const float* x, const float* bias,
+                                                      const float* residual,
+                                                      const float* gamma, const float* beta,
+                                                      float epsilon, float* out, int64_t rows,
+                                                      int64_t cols) {
+  residual_layer_norm_rows(x, bias, residual, gamma, beta, epsilon, out, nullptr, rows, cols);
+}
+
+// residual_layer_norm_moments_rows for bfloat16 x and bias, and for float32 ones.
+extern "C" void albert_residual_layer_norm_moments_rows(
+    const uint16_t* x, const uint16_t* bias, const float* residual, const float* gamma,
+    const float* beta, float epsilon, float* out, uint16_t* out16, float* xhat, float* rstd,
+    int64_t rows, int64_t cols) {
+  residual_layer_norm_moments_rows(x, bias, residual, gamma, beta, epsilon, out, out16, xhat,
+                                   rstd, rows, cols);
+}
+extern "C" void albert_residual_layer_norm_moments_float_rows(
+    const float* x, const float* bias, const float* residual, const float* gamma,
+    const float* beta, float epsilon, float* out, float* xhat, float* rstd, int64_t rows,
+    int64_t cols) {
+  residual_layer_norm_moments_rows(x, bias, residual, gamma, beta, epsilon, out, nullptr,
+                                   xhat, rstd, rows, cols);
+}
+
 // The layer norm's gradient for a block of rows: dy, xhat [rows, cols] float32, rstd
 // [rows], gamma [cols] -> dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dy gamma,
-// in float32 and rounded to bfloat16 (dx16), and this block's column sums of dy xhat
-// (dgamma), dy (dbeta) and dx (dx_sum, the gradient of a bias added to the input),
-// [cols] each, overwritten. dy16[0..copies) (bfloat16 [rows, cols] each, the gradients of
+// in float32 and, where dx16 is not null, rounded to bfloat16 (dx16), and this block's
+// column sums of dy xhat (dgamma), dy (dbeta) and dx (dx_sum, the gradient of a bias
+// added to the input), [cols] each, overwritten. dy16[0..copies) (bfloat16 [rows, cols] each, the gradients of
 // the output's bfloat16 copies): dy stands for dy plus all of them, added in float32.
 extern "C" void albert_layer_norm_backward_rows(const float* dy, const uint16_t* const* dy16,
                                                 int64_t copies, const float* xhat,
@@ -326,7 +364,6 @@ extern "C" void albert_layer_norm_backward_rows(const float* dy, const uint16_t*
     const float* dy_row = dy + row * cols;
     const float* xhat_row = xhat + row * cols;
     float* dx_row = dx + row * cols;
-    uint16_t* dx16_row = dx16 + row * cols;
     // The row's whole dy, kept in dx_row until dx overwrites it.
     for (int64_t j = 0; j < cols; ++j) dx_row[j] = dy_row[j];
     for (int64_t c = 0; c < copies; ++c) {
@@ -347,9 +384,11 @@ extern "C" void albert_layer_norm_backward_rows(const float* dy, const uint16_t*
     for (int64_t j = 0; j < cols; ++j) {
       const float v = r * (dx_row[j] * gamma[j] - mean_g - xhat_row[j] * mean_gx);
       dx_row[j] = v;
-      dx16_row[j] = to_bfloat16(v);
       dx_sum[j] += v;
     }
+    if (dx16 == nullptr) continue;
+    uint16_t* dx16_row = dx16 + row * cols;
+    for (int64_t j = 0; j < cols; ++j) dx16_row[j] = to_bfloat16(dx_row[j]);
   }
 }
 
@@ -821,9 +860,6 @@ inline void store_lanes(float* to, Floats v) { _mm512_storeu_ps(to, v); }
 #else
 inline void store_lanes(float* to, Floats v) { _mm256_storeu_ps(to, v); }
 #endif
-
-inline float widen(uint16_t v) { return from_bfloat16(v); }
-inline float widen(float v) { return v; }
 
 inline void no_rows_step(int64_t, int64_t) {}
 

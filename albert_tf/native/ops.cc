@@ -19,6 +19,15 @@ extern "C" void albert_residual_layer_norm_moments_rows(
     const uint16_t* x, const uint16_t* bias, const float* residual, const float* gamma,
     const float* beta, float epsilon, float* out, uint16_t* out16, float* xhat, float* rstd,
     int64_t rows, int64_t cols);
+extern "C" void albert_residual_layer_norm_moments_float_rows(
+    const float* x, const float* bias, const float* residual, const float* gamma,
+    const float* beta, float epsilon, float* out, float* xhat, float* rstd, int64_t rows,
+    int64_t cols);
+extern "C" void albert_residual_layer_norm_float_rows(const float* x, const float* bias,
+                                                      const float* residual,
+                                                      const float* gamma, const float* beta,
+                                                      float epsilon, float* out, int64_t rows,
+                                                      int64_t cols);
 extern "C" void albert_layer_norm_backward_rows(const float* dy, const uint16_t* const* dy16,
                                                 int64_t copies, const float* xhat,
                                                 const float* rstd, const float* gamma,
@@ -167,6 +176,46 @@ bool has_rows(OpKernelContext* ctx, const Tensor& t) {
   return ::tensorflow::OkStatus();
 }
 
+// Ops with two element types take the attribute T: bfloat16 (uint16_t in loops.cc) or
+// float. The products need a CPU with AVX512_BF16 for bfloat16, AVX-512 or AVX2 with FMA
+// for float; their packed kernels differ in layout: [N / 16, K / 2, 32] and [N / 16, K, 16].
+// The layer norms run on any CPU, and write their output's bfloat16 copy for bfloat16
+// only (for float an empty [0] in its place).
+#define ALBERT_ELEMENT_TYPES "T: {bfloat16, float} = DT_BFLOAT16"
+
+template <typename T>
+using Element = std::conditional_t<std::is_same_v<T, float>, float, uint16_t>;
+
+// Registers the CPU kernel `op` templated on T for both element types.
+#define ALBERT_REGISTER_TYPED_KERNELS(name, op)                                           \
+  REGISTER_KERNEL_BUILDER(Name(name)                                                      \
+                              .Device(::tensorflow::DEVICE_CPU)                           \
+                              .TypeConstraint<::tensorflow::bfloat16>("T"),               \
+                          op<::tensorflow::bfloat16>);                                    \
+  REGISTER_KERNEL_BUILDER(                                                                \
+      Name(name).Device(::tensorflow::DEVICE_CPU).TypeConstraint<float>("T"), op<float>)
+
+// The shape of the bfloat16 copy of a [..., H] output `like`: the same, or [0] for float.
+::tensorflow::Status copy_shape(shape_inference::InferenceContext* c,
+                                shape_inference::ShapeHandle like,
+                                shape_inference::ShapeHandle* out) {
+  ::tensorflow::DataType type;
+  TF_RETURN_IF_ERROR(c->GetAttr("T", &type));
+  *out = type == ::tensorflow::DT_FLOAT ? c->Vector(0) : like;
+  return ::tensorflow::OkStatus();
+}
+
+template <typename T>
+::tensorflow::TensorShape copy_shape(const ::tensorflow::TensorShape& like) {
+  return std::is_same_v<T, float> ? ::tensorflow::TensorShape({0}) : like;
+}
+
+// The copy's data for bfloat16, null for float (nothing to write).
+template <typename T>
+uint16_t* copy_data(Tensor* copy) {
+  return std::is_same_v<T, float> ? nullptr : mutable_data<uint16_t>(copy);
+}
+
 REGISTER_OP("AlbertBiasGelu")
     .Input("y: bfloat16")
     .Input("bias: bfloat16")
@@ -250,21 +299,59 @@ REGISTER_KERNEL_BUILDER(Name("AlbertBiasGeluBackward").Device(::tensorflow::DEVI
                         BiasGeluBackwardOp);
 
 REGISTER_OP("AlbertResidualLayerNorm")
-    .Input("x: bfloat16")
-    .Input("bias: bfloat16")
+    .Attr(ALBERT_ELEMENT_TYPES)
+    .Input("x: T")
+    .Input("bias: T")
     .Input("residual: float")
     .Input("gamma: float")
     .Input("beta: float")
     .Attr("epsilon: float")
     .Output("y: float")
     .Output("y_bfloat16: bfloat16")
-    .SetShapeFn(two_of_input_shape)
-    .Doc("y = LN(x + bias + residual) over the last axis in float32, and y in bfloat16.");
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      c->set_output(0, c->input(0));
+      shape_inference::ShapeHandle copy;
+      TF_RETURN_IF_ERROR(copy_shape(c, c->input(0), &copy));
+      c->set_output(1, copy);
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("y = LN(x + bias + residual) over the last axis in float32, and for T = bfloat16 "
+         "y in bfloat16 (for float an empty [0]).");
+
+// The loops.cc layer norms by element type (the float ones write no copy).
+void residual_layer_norm_rows(const uint16_t* x, const uint16_t* bias, const float* residual,
+                              const float* gamma, const float* beta, float epsilon, float* out,
+                              uint16_t* out16, int64_t rows, int64_t cols) {
+  albert_residual_layer_norm_rows(x, bias, residual, gamma, beta, epsilon, out, out16, rows,
+                                  cols);
+}
+void residual_layer_norm_rows(const float* x, const float* bias, const float* residual,
+                              const float* gamma, const float* beta, float epsilon, float* out,
+                              uint16_t*, int64_t rows, int64_t cols) {
+  albert_residual_layer_norm_float_rows(x, bias, residual, gamma, beta, epsilon, out, rows,
+                                        cols);
+}
+void residual_layer_norm_moments_rows(const uint16_t* x, const uint16_t* bias,
+                                      const float* residual, const float* gamma,
+                                      const float* beta, float epsilon, float* out,
+                                      uint16_t* out16, float* xhat, float* rstd, int64_t rows,
+                                      int64_t cols) {
+  albert_residual_layer_norm_moments_rows(x, bias, residual, gamma, beta, epsilon, out, out16,
+                                          xhat, rstd, rows, cols);
+}
+void residual_layer_norm_moments_rows(const float* x, const float* bias, const float* residual,
+                                      const float* gamma, const float* beta, float epsilon,
+                                      float* out, uint16_t*, float* xhat, float* rstd,
+                                      int64_t rows, int64_t cols) {
+  albert_residual_layer_norm_moments_float_rows(x, bias, residual, gamma, beta, epsilon, out,
+                                                xhat, rstd, rows, cols);
+}
 
 // The inputs both layer-norm ops share (x, bias, residual, gamma, beta; epsilon).
+template <typename T>
 struct LayerNormInputs {
-  const uint16_t* x;
-  const uint16_t* bias;
+  const Element<T>* x;
+  const Element<T>* bias;
   const float* residual;
   const float* gamma;
   const float* beta;
@@ -272,6 +359,7 @@ struct LayerNormInputs {
   int64_t cols;
 };
 
+template <typename T>
 class ResidualLayerNormBase : public OpKernel {
  public:
   explicit ResidualLayerNormBase(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -280,7 +368,7 @@ class ResidualLayerNormBase : public OpKernel {
 
  protected:
   // True (else sets the error): the inputs have matching shapes; fills `in`.
-  bool checked_inputs(OpKernelContext* ctx, LayerNormInputs* in) {
+  bool checked_inputs(OpKernelContext* ctx, LayerNormInputs<T>* in) {
     const Tensor& x = ctx->input(0);
     const Tensor& residual = ctx->input(2);
     if (!has_rows(ctx, x)) return false;
@@ -295,7 +383,7 @@ class ResidualLayerNormBase : public OpKernel {
         !is_vector_of(ctx, ctx->input(3), cols, "gamma") ||
         !is_vector_of(ctx, ctx->input(4), cols, "beta"))
       return false;
-    *in = {data<uint16_t>(x),       data<uint16_t>(ctx->input(1)), data<float>(residual),
+    *in = {data<Element<T>>(x),      data<Element<T>>(ctx->input(1)), data<float>(residual),
            data<float>(ctx->input(3)), data<float>(ctx->input(4)),
            cols ? x.NumElements() / cols : 0, cols};
     return true;
@@ -304,35 +392,39 @@ class ResidualLayerNormBase : public OpKernel {
   float epsilon_;
 };
 
-class ResidualLayerNormOp : public ResidualLayerNormBase {
+template <typename T>
+class ResidualLayerNormOp : public ResidualLayerNormBase<T> {
  public:
-  using ResidualLayerNormBase::ResidualLayerNormBase;
+  using ResidualLayerNormBase<T>::ResidualLayerNormBase;
 
   void Compute(OpKernelContext* ctx) override {
-    LayerNormInputs in;
-    if (!checked_inputs(ctx, &in)) return;
+    LayerNormInputs<T> in;
+    if (!this->checked_inputs(ctx, &in)) return;
+    const ::tensorflow::TensorShape& shape = ctx->input(0).shape();
     Tensor* y = nullptr;
     Tensor* y16 = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ctx->input(0).shape(), &y));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, ctx->input(0).shape(), &y16));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, shape, &y));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, copy_shape<T>(shape), &y16));
     if (in.cols == 0) return;
     float* out = mutable_data<float>(y);
-    uint16_t* out16 = mutable_data<uint16_t>(y16);
+    uint16_t* out16 = copy_data<T>(y16);
     const int64_t cols = in.cols;
+    const float epsilon = this->epsilon_;
     for_row_blocks(ctx, in.rows, 20 * cols, [&](int64_t begin, int64_t end) {
-      albert_residual_layer_norm_rows(in.x + begin * cols, in.bias, in.residual + begin * cols,
-                                      in.gamma, in.beta, epsilon_, out + begin * cols,
-                                      out16 + begin * cols, end - begin, cols);
+      residual_layer_norm_rows(in.x + begin * cols, in.bias, in.residual + begin * cols,
+                               in.gamma, in.beta, epsilon, out + begin * cols,
+                               out16 == nullptr ? nullptr : out16 + begin * cols, end - begin,
+                               cols);
     });
   }
 };
 
-REGISTER_KERNEL_BUILDER(Name("AlbertResidualLayerNorm").Device(::tensorflow::DEVICE_CPU),
-                        ResidualLayerNormOp);
+ALBERT_REGISTER_TYPED_KERNELS("AlbertResidualLayerNorm", ResidualLayerNormOp);
 
 REGISTER_OP("AlbertResidualLayerNormMoments")
-    .Input("x: bfloat16")
-    .Input("bias: bfloat16")
+    .Attr(ALBERT_ELEMENT_TYPES)
+    .Input("x: T")
+    .Input("bias: T")
     .Input("residual: float")
     .Input("gamma: float")
     .Input("beta: float")
@@ -343,51 +435,55 @@ REGISTER_OP("AlbertResidualLayerNormMoments")
     .Output("rstd: float")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       c->set_output(0, c->input(0));
-      c->set_output(1, c->input(0));
+      shape_inference::ShapeHandle copy;
+      TF_RETURN_IF_ERROR(copy_shape(c, c->input(0), &copy));
+      c->set_output(1, copy);
       c->set_output(2, c->input(0));
       shape_inference::ShapeHandle rows;
       TF_RETURN_IF_ERROR(c->Subshape(c->input(0), 0, -1, &rows));
       c->set_output(3, rows);
       return ::tensorflow::OkStatus();
     })
-    .Doc("y = LN(x + bias + residual) as AlbertResidualLayerNorm (also in bfloat16), with "
-         "xhat (the normalised sum) and rstd (the reciprocal standard deviation of each row, "
-         "x's shape but the last axis) for the gradient.");
+    .Doc("y = LN(x + bias + residual) as AlbertResidualLayerNorm (and its bfloat16 copy), "
+         "with xhat (the normalised sum) and rstd (the reciprocal standard deviation of "
+         "each row, x's shape but the last axis) for the gradient.");
 
-class ResidualLayerNormMomentsOp : public ResidualLayerNormBase {
+template <typename T>
+class ResidualLayerNormMomentsOp : public ResidualLayerNormBase<T> {
  public:
-  using ResidualLayerNormBase::ResidualLayerNormBase;
+  using ResidualLayerNormBase<T>::ResidualLayerNormBase;
 
   void Compute(OpKernelContext* ctx) override {
-    LayerNormInputs in;
-    if (!checked_inputs(ctx, &in)) return;
+    LayerNormInputs<T> in;
+    if (!this->checked_inputs(ctx, &in)) return;
     const ::tensorflow::TensorShape& shape = ctx->input(0).shape();
     ::tensorflow::TensorShape row_shape = shape;
     row_shape.RemoveLastDims(1);
     Tensor *y = nullptr, *y16 = nullptr, *xhat = nullptr, *rstd = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, shape, &y));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, shape, &y16));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, copy_shape<T>(shape), &y16));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, shape, &xhat));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(3, row_shape, &rstd));
     if (in.cols == 0) return;
     float* out = mutable_data<float>(y);
-    uint16_t* out16 = mutable_data<uint16_t>(y16);
+    uint16_t* out16 = copy_data<T>(y16);
     float* normalised = mutable_data<float>(xhat);
     float* r = mutable_data<float>(rstd);
     const int64_t cols = in.cols;
+    const float epsilon = this->epsilon_;
     for_row_blocks(ctx, in.rows, 22 * cols, [&](int64_t begin, int64_t end) {
-      albert_residual_layer_norm_moments_rows(
-          in.x + begin * cols, in.bias, in.residual + begin * cols, in.gamma, in.beta, epsilon_,
-          out + begin * cols, out16 + begin * cols, normalised + begin * cols, r + begin,
-          end - begin, cols);
+      residual_layer_norm_moments_rows(
+          in.x + begin * cols, in.bias, in.residual + begin * cols, in.gamma, in.beta, epsilon,
+          out + begin * cols, out16 == nullptr ? nullptr : out16 + begin * cols,
+          normalised + begin * cols, r + begin, end - begin, cols);
     });
   }
 };
 
-REGISTER_KERNEL_BUILDER(Name("AlbertResidualLayerNormMoments").Device(::tensorflow::DEVICE_CPU),
-                        ResidualLayerNormMomentsOp);
+ALBERT_REGISTER_TYPED_KERNELS("AlbertResidualLayerNormMoments", ResidualLayerNormMomentsOp);
 
 REGISTER_OP("AlbertLayerNormBackward")
+    .Attr(ALBERT_ELEMENT_TYPES)
     .Input("dy: float")
     .Input("dy_bfloat16: copies * bfloat16")
     .Input("xhat: float")
@@ -402,17 +498,21 @@ REGISTER_OP("AlbertLayerNormBackward")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       const int gamma = c->num_inputs() - 1;
       c->set_output(0, c->input(0));
-      c->set_output(1, c->input(0));
+      shape_inference::ShapeHandle copy;
+      TF_RETURN_IF_ERROR(copy_shape(c, c->input(0), &copy));
+      c->set_output(1, copy);
       c->set_output(2, c->input(gamma));
       c->set_output(3, c->input(gamma));
       c->set_output(4, c->input(gamma));
       return ::tensorflow::OkStatus();
     })
     .Doc("The gradient of a layer norm from dy, xhat and rstd (x's shape but the last axis): "
-         "dx (also in bfloat16), and the sums of dy xhat, of dy and of dx over all rows. "
-         "dy_bfloat16 (any number, dy's shape): the gradients of the output's bfloat16 "
-         "copies, added to dy.");
+         "dx (for T = bfloat16, the layer norm's input type, also in bfloat16; for float an "
+         "empty [0]), and the sums of dy xhat, of dy and of dx over all rows. dy_bfloat16 "
+         "(any number, dy's shape): the gradients of the output's bfloat16 copies, added to "
+         "dy.");
 
+template <typename T>
 class LayerNormBackwardOp : public OpKernel {
  public:
   explicit LayerNormBackwardOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
@@ -428,6 +528,9 @@ class LayerNormBackwardOp : public OpKernel {
     OP_REQUIRES(ctx, xhat.shape() == dy.shape(),
                 InvalidArgument("xhat must have the shape of dy ", dy.shape().DebugString(),
                                 ", got ", xhat.shape().DebugString()));
+    OP_REQUIRES(ctx, (copies == 0 || !std::is_same_v<T, float>),
+                InvalidArgument("a float32 layer norm writes no bfloat16 copy: dy_bfloat16 "
+                                "must be empty, got ", copies));
     for (int c = 1; c <= copies; ++c) {
       OP_REQUIRES(ctx, ctx->input(c).shape() == dy.shape(),
                   InvalidArgument("dy_bfloat16 must have the shape of dy ",
@@ -443,7 +546,7 @@ class LayerNormBackwardOp : public OpKernel {
     Tensor *dx = nullptr, *dx16 = nullptr, *dgamma = nullptr, *dbeta = nullptr;
     Tensor* dx_sum = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, dy.shape(), &dx));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, dy.shape(), &dx16));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, copy_shape<T>(dy.shape()), &dx16));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, gamma_in.shape(), &dgamma));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(3, gamma_in.shape(), &dbeta));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(4, gamma_in.shape(), &dx_sum));
@@ -454,7 +557,7 @@ class LayerNormBackwardOp : public OpKernel {
     const float* rstd_data = data<float>(rstd);
     const float* gamma = data<float>(gamma_in);
     float* dx_data = mutable_data<float>(dx);
-    uint16_t* dx16_data = mutable_data<uint16_t>(dx16);
+    uint16_t* dx16_data = copy_data<T>(dx16);
     // Each block's sums: dgamma's cols values, then dbeta's, then dx_sum's.
     std::vector<float> totals(3 * cols);
     if (!column_sums_over_row_blocks(
@@ -464,8 +567,9 @@ class LayerNormBackwardOp : public OpKernel {
               for (int c = 0; c < copies; ++c) dy16_rows[c] = dy16_data[c] + first * cols;
               albert_layer_norm_backward_rows(
                   dy_data + first * cols, dy16_rows.data(), copies, xhat_data + first * cols,
-                  rstd_data + first, gamma, dx_data + first * cols, dx16_data + first * cols,
-                  sums, sums + cols, sums + 2 * cols, last - first, cols);
+                  rstd_data + first, gamma, dx_data + first * cols,
+                  dx16_data == nullptr ? nullptr : dx16_data + first * cols, sums,
+                  sums + cols, sums + 2 * cols, last - first, cols);
             }))
       return;
     std::copy(totals.begin(), totals.begin() + cols, mutable_data<float>(dgamma));
@@ -474,8 +578,7 @@ class LayerNormBackwardOp : public OpKernel {
   }
 };
 
-REGISTER_KERNEL_BUILDER(Name("AlbertLayerNormBackward").Device(::tensorflow::DEVICE_CPU),
-                        LayerNormBackwardOp);
+ALBERT_REGISTER_TYPED_KERNELS("AlbertLayerNormBackward", LayerNormBackwardOp);
 
 REGISTER_OP("AlbertBiasAddHeads")
     .Input("y: bfloat16")
@@ -670,14 +773,6 @@ class SumTermsOp : public OpKernel {
 
 REGISTER_KERNEL_BUILDER(Name("AlbertSumTerms").Device(::tensorflow::DEVICE_CPU), SumTermsOp);
 
-// Our dense products come in two element types, the op attribute T: bfloat16 (uint16_t in
-// loops.cc; a CPU with AVX512_BF16) and float (AVX-512). Their packed kernels differ in
-// layout: [N / 16, K / 2, 32] and [N / 16, K, 16].
-#define ALBERT_PRODUCT_TYPES "T: {bfloat16, float} = DT_BFLOAT16"
-
-template <typename T>
-using Element = std::conditional_t<std::is_same_v<T, float>, float, uint16_t>;
-
 template <typename T>
 constexpr int64_t kPackedWidth = std::is_same_v<T, float> ? 16 : 32;
 
@@ -747,17 +842,8 @@ void dense_residual_layer_norm_rows(const float* x, const float* packed, const f
                                               epsilon, out, first, last, k_size, n_size);
 }
 
-// Registers the CPU kernel `op` templated on T for both element types.
-#define ALBERT_REGISTER_PRODUCT_KERNELS(name, op)                                         \
-  REGISTER_KERNEL_BUILDER(Name(name)                                                      \
-                              .Device(::tensorflow::DEVICE_CPU)                           \
-                              .TypeConstraint<::tensorflow::bfloat16>("T"),               \
-                          op<::tensorflow::bfloat16>);                                    \
-  REGISTER_KERNEL_BUILDER(                                                                \
-      Name(name).Device(::tensorflow::DEVICE_CPU).TypeConstraint<float>("T"), op<float>)
-
 REGISTER_OP("AlbertProductsReady")
-    .Attr(ALBERT_PRODUCT_TYPES)
+    .Attr(ALBERT_ELEMENT_TYPES)
     .Output("ready: bool")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       c->set_output(0, c->Scalar());
@@ -779,7 +865,7 @@ class ProductsReadyOp : public OpKernel {
   }
 };
 
-ALBERT_REGISTER_PRODUCT_KERNELS("AlbertProductsReady", ProductsReadyOp);
+ALBERT_REGISTER_TYPED_KERNELS("AlbertProductsReady", ProductsReadyOp);
 
 // True (else sets the error): our products of T can run here and `size` (what) is a
 // positive multiple of 32.
@@ -846,7 +932,7 @@ void for_product_row_blocks(OpKernelContext* ctx, int64_t rows, int64_t k_size, 
 }
 
 REGISTER_OP("AlbertPackKernel")
-    .Attr(ALBERT_PRODUCT_TYPES)
+    .Attr(ALBERT_ELEMENT_TYPES)
     .Input("kernel: T")
     .Output("packed: T")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
@@ -890,10 +976,10 @@ class PackKernelOp : public OpKernel {
   }
 };
 
-ALBERT_REGISTER_PRODUCT_KERNELS("AlbertPackKernel", PackKernelOp);
+ALBERT_REGISTER_TYPED_KERNELS("AlbertPackKernel", PackKernelOp);
 
 REGISTER_OP("AlbertDenseBiasGelu")
-    .Attr(ALBERT_PRODUCT_TYPES)
+    .Attr(ALBERT_ELEMENT_TYPES)
     .Input("x: T")
     .Input("kernel: T")
     .Input("packed: T")
@@ -937,10 +1023,10 @@ class DenseBiasGeluOp : public OpKernel {
   }
 };
 
-ALBERT_REGISTER_PRODUCT_KERNELS("AlbertDenseBiasGelu", DenseBiasGeluOp);
+ALBERT_REGISTER_TYPED_KERNELS("AlbertDenseBiasGelu", DenseBiasGeluOp);
 
 REGISTER_OP("AlbertDenseHeads")
-    .Attr(ALBERT_PRODUCT_TYPES)
+    .Attr(ALBERT_ELEMENT_TYPES)
     .Input("x: T")
     .Input("kernel: T")
     .Input("packed: T")
@@ -1010,10 +1096,10 @@ class DenseHeadsOp : public OpKernel {
   int64_t groups_, num_heads_;
 };
 
-ALBERT_REGISTER_PRODUCT_KERNELS("AlbertDenseHeads", DenseHeadsOp);
+ALBERT_REGISTER_TYPED_KERNELS("AlbertDenseHeads", DenseHeadsOp);
 
 REGISTER_OP("AlbertDenseResidualLayerNorm")
-    .Attr(ALBERT_PRODUCT_TYPES)
+    .Attr(ALBERT_ELEMENT_TYPES)
     .Input("x: T")
     .Input("kernel: T")
     .Input("packed: T")
@@ -1025,10 +1111,10 @@ REGISTER_OP("AlbertDenseResidualLayerNorm")
     .Output("y: float")
     .Output("y_bfloat16: bfloat16")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
-      ::tensorflow::DataType type;
-      TF_RETURN_IF_ERROR(c->GetAttr("T", &type));
       c->set_output(0, c->input(4));
-      c->set_output(1, type == ::tensorflow::DT_FLOAT ? c->Vector(0) : c->input(4));
+      shape_inference::ShapeHandle copy;
+      TF_RETURN_IF_ERROR(copy_shape(c, c->input(4), &copy));
+      c->set_output(1, copy);
       return ::tensorflow::OkStatus();
     })
     .Doc("y = LN(x . kernel + bias + residual) over each row in float32, and for T = "
@@ -1058,11 +1144,10 @@ class DenseResidualLayerNormOp : public OpKernel {
     if (!is_vector_of(ctx, ctx->input(5), n_size, "gamma") ||
         !is_vector_of(ctx, ctx->input(6), n_size, "beta"))
       return;
-    constexpr bool with_copy = !std::is_same_v<T, float>;
     Tensor *y = nullptr, *y16 = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, residual.shape(), &y));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(
-                            1, with_copy ? residual.shape() : ::tensorflow::TensorShape({0}),
+                            1, copy_shape<T>(residual.shape()),
                             &y16));
     if (rows == 0) return;
     const Element<T>* in = data<Element<T>>(x);
@@ -1072,7 +1157,7 @@ class DenseResidualLayerNormOp : public OpKernel {
     const float* gamma = data<float>(ctx->input(5));
     const float* beta = data<float>(ctx->input(6));
     float* out = mutable_data<float>(y);
-    uint16_t* out16 = with_copy ? mutable_data<uint16_t>(y16) : nullptr;
+    uint16_t* out16 = copy_data<T>(y16);
     for_product_row_blocks(ctx, rows, k_size, n_size, [&](int64_t first, int64_t last) {
       dense_residual_layer_norm_rows(in, packed, bias, res, gamma, beta, epsilon_, out, out16,
                                      first, last, k_size, n_size);
@@ -1083,10 +1168,10 @@ class DenseResidualLayerNormOp : public OpKernel {
   float epsilon_;
 };
 
-ALBERT_REGISTER_PRODUCT_KERNELS("AlbertDenseResidualLayerNorm", DenseResidualLayerNormOp);
+ALBERT_REGISTER_TYPED_KERNELS("AlbertDenseResidualLayerNorm", DenseResidualLayerNormOp);
 
 REGISTER_OP("AlbertAttention")
-    .Attr(ALBERT_PRODUCT_TYPES)
+    .Attr(ALBERT_ELEMENT_TYPES)
     .Input("q: T")
     .Input("k: T")
     .Input("v: T")
@@ -1154,7 +1239,7 @@ class AttentionOp : public OpKernel {
   float scale_;
 };
 
-ALBERT_REGISTER_PRODUCT_KERNELS("AlbertAttention", AttentionOp);
+ALBERT_REGISTER_TYPED_KERNELS("AlbertAttention", AttentionOp);
 
 }  // namespace
 }  // namespace albert_tf
