@@ -296,6 +296,22 @@ def test_layer_norm_backward_adds_the_gradients_of_the_bfloat16_copies():
         native_kernels.layer_norm_backward(dy, xhat, rstd, gamma, [copies[0], copies[1][:3]])
 
 
+def _gradients_with_and_without_kernels(model, inputs):
+    """A training step's gradients of all trainable variables, with the native kernels
+    and with the loops and ops they replace (each traced on its own)."""
+
+    def grads(x):
+        with tf.GradientTape() as tape:
+            out = model(x, training=True)
+            loss = tf.reduce_sum(out["sequence_output"] * tf.sin(tf.range(16.0)))
+        return tape.gradient(loss, model.trainable_variables)
+
+    native = tf.function(grads)(inputs)
+    with speed_paths.forced(NO_NATIVE_KERNELS):
+        loops = tf.function(grads)(inputs)
+    return native, loops
+
+
 def test_float32_layer_norms_against_float64():
     # The same kernels for a float32 x and bias: no bfloat16 copies ([0] in their place).
     rng = np.random.default_rng(11)
@@ -353,16 +369,7 @@ def test_float32_training_uses_the_layer_norm_kernels():
     # The moments' chain (two means, a square, rsqrt, ...) and the gradient's column sums.
     assert len(train_ops) < len(loop_ops) - 8 * layer_norms
 
-    @tf.function
-    def grads(x):
-        with tf.GradientTape() as tape:
-            out = model(x, training=True)
-            loss = tf.reduce_sum(out["sequence_output"] * tf.sin(tf.range(16.0)))
-        return tape.gradient(loss, model.trainable_variables)
-
-    native = grads(inputs)
-    with speed_paths.forced(NO_NATIVE_KERNELS):
-        loops = tf.function(grads.python_function)(inputs)
+    native, loops = _gradients_with_and_without_kernels(model, inputs)
     compared = {}
     for variable, got, want in zip(model.trainable_variables, native, loops):
         if want is None:  # the pooler's
@@ -483,16 +490,7 @@ def test_model_gradients_equal_the_loops():
     # heads, softmax, the shared kernels' sums) against the loops they replace.
     model, inputs = built_encoder(CONFIGS["shared_gelu"], "mixed_bfloat16")
 
-    @tf.function
-    def grads(x):
-        with tf.GradientTape() as tape:
-            out = model(x, training=True)
-            loss = tf.reduce_sum(out["sequence_output"] * tf.sin(tf.range(16.0)))
-        return tape.gradient(loss, model.trainable_variables)
-
-    native = grads(inputs)
-    with speed_paths.forced(NO_NATIVE_KERNELS):
-        loops = tf.function(grads.python_function)(inputs)
+    native, loops = _gradients_with_and_without_kernels(model, inputs)
     compared = 0
     largest = {}
     for variable, got, want in zip(model.trainable_variables, native, loops):
