@@ -170,12 +170,6 @@ bool has_rows(OpKernelContext* ctx, const Tensor& t) {
   return ::tensorflow::OkStatus();
 }
 
-::tensorflow::Status two_of_input_shape(shape_inference::InferenceContext* c) {
-  c->set_output(0, c->input(0));
-  c->set_output(1, c->input(0));
-  return ::tensorflow::OkStatus();
-}
-
 // Ops with two element types take the attribute T: bfloat16 (uint16_t in loops.cc) or
 // float. The products need a CPU with AVX512_BF16 for bfloat16, AVX-512 or AVX2 with FMA
 // for float; their packed kernels differ in layout: [N / 16, K / 2, 32] and [N / 16, K, 16].
@@ -195,13 +189,14 @@ using Element = std::conditional_t<std::is_same_v<T, float>, float, uint16_t>;
   REGISTER_KERNEL_BUILDER(                                                                \
       Name(name).Device(::tensorflow::DEVICE_CPU).TypeConstraint<float>("T"), op<float>)
 
-// The shape of the bfloat16 copy of a [..., H] output `like`: the same, or [0] for float.
-::tensorflow::Status copy_shape(shape_inference::InferenceContext* c,
-                                shape_inference::ShapeHandle like,
-                                shape_inference::ShapeHandle* out) {
+// Outputs 0 and 1 of an op with a bfloat16 copy: a float32 output shaped `like`, and its
+// copy, the same for bfloat16 or [0] for float.
+::tensorflow::Status set_output_and_copy(shape_inference::InferenceContext* c,
+                                         shape_inference::ShapeHandle like) {
   ::tensorflow::DataType type;
   TF_RETURN_IF_ERROR(c->GetAttr("T", &type));
-  *out = type == ::tensorflow::DT_FLOAT ? c->Vector(0) : like;
+  c->set_output(0, like);
+  c->set_output(1, type == ::tensorflow::DT_FLOAT ? c->Vector(0) : like);
   return ::tensorflow::OkStatus();
 }
 
@@ -309,11 +304,7 @@ REGISTER_OP("AlbertResidualLayerNorm")
     .Output("y: float")
     .Output("y_bfloat16: bfloat16")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
-      c->set_output(0, c->input(0));
-      shape_inference::ShapeHandle copy;
-      TF_RETURN_IF_ERROR(copy_shape(c, c->input(0), &copy));
-      c->set_output(1, copy);
-      return ::tensorflow::OkStatus();
+      return set_output_and_copy(c, c->input(0));
     })
     .Doc("y = LN(x + bias + residual) over the last axis in float32, and for T = bfloat16 "
          "y in bfloat16 (for float an empty [0]).");
@@ -434,10 +425,7 @@ REGISTER_OP("AlbertResidualLayerNormMoments")
     .Output("xhat: float")
     .Output("rstd: float")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
-      c->set_output(0, c->input(0));
-      shape_inference::ShapeHandle copy;
-      TF_RETURN_IF_ERROR(copy_shape(c, c->input(0), &copy));
-      c->set_output(1, copy);
+      TF_RETURN_IF_ERROR(set_output_and_copy(c, c->input(0)));
       c->set_output(2, c->input(0));
       shape_inference::ShapeHandle rows;
       TF_RETURN_IF_ERROR(c->Subshape(c->input(0), 0, -1, &rows));
@@ -497,10 +485,7 @@ REGISTER_OP("AlbertLayerNormBackward")
     .Attr("copies: int >= 0 = 0")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       const int gamma = c->num_inputs() - 1;
-      c->set_output(0, c->input(0));
-      shape_inference::ShapeHandle copy;
-      TF_RETURN_IF_ERROR(copy_shape(c, c->input(0), &copy));
-      c->set_output(1, copy);
+      TF_RETURN_IF_ERROR(set_output_and_copy(c, c->input(0)));
       c->set_output(2, c->input(gamma));
       c->set_output(3, c->input(gamma));
       c->set_output(4, c->input(gamma));
@@ -1111,11 +1096,7 @@ REGISTER_OP("AlbertDenseResidualLayerNorm")
     .Output("y: float")
     .Output("y_bfloat16: bfloat16")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
-      c->set_output(0, c->input(4));
-      shape_inference::ShapeHandle copy;
-      TF_RETURN_IF_ERROR(copy_shape(c, c->input(4), &copy));
-      c->set_output(1, copy);
-      return ::tensorflow::OkStatus();
+      return set_output_and_copy(c, c->input(4));
     })
     .Doc("y = LN(x . kernel + bias + residual) over each row in float32, and for T = "
          "bfloat16 y in bfloat16 (for float an empty [0]), the product ours: x [M, K], "
