@@ -165,11 +165,11 @@ _bias_gelu_tanh_backward_loop = _xla_or_plain(_bias_gelu_tanh_backward)
 
 
 def bias_gelu_tanh(y, bias):
-    """GELU (tanh form) of y [..., N] + bias [N]: for bfloat16 y and bias the native
-    kernel where `_native_usable` (albert_tf.native_kernels: computed in float32 as
-    the equal x sigmoid(2u), rounded once; 1.3-1.5x faster than the loop), else one
-    XLA loop (float32 inside for bfloat16)."""
-    if _is_bfloat16_row_vector(bias, y) and _native_usable():
+    """GELU (tanh form) of y [..., N] + bias [N]: for bfloat16 or float32 y and bias the
+    native kernel where `_native_elementwise` (albert_tf.native_kernels: computed in
+    float32 as the equal x sigmoid(2u), bfloat16 rounded once; 1.3-1.5x faster than the
+    loop), else one XLA loop (float32 inside for bfloat16)."""
+    if _native_elementwise(bias, y):
         return native_kernels.bias_gelu(y, bias)
     return _bias_gelu_tanh_loop(y, bias)
 
@@ -177,10 +177,10 @@ def bias_gelu_tanh(y, bias):
 def bias_gelu_tanh_backward(dz, y, bias):
     """(dy, dbias): dy = dz times GELU' at y + bias (dz, y [..., N], bias [N]), the
     gradient of `bias_gelu_tanh` w.r.t. y, and the bias's gradient where it came with
-    it, else None (the caller sums dy). The native kernel for bfloat16 where
-    `_native_usable` (it sums dy over the rows in the same pass, in float32), else one
-    XLA loop."""
-    if dz.dtype == tf.bfloat16 and _is_bfloat16_row_vector(bias, y) and _native_usable():
+    it, else None (the caller sums dy). The native kernel for bfloat16 or float32 where
+    `_native_elementwise` (it sums dy over the rows in the same pass, in float32), else
+    one XLA loop."""
+    if dz.dtype == y.dtype and _native_elementwise(bias, y):
         return native_kernels.bias_gelu_backward(dz, y, bias)
     return _bias_gelu_tanh_backward_loop(dz, y, bias), None
 
@@ -341,23 +341,45 @@ def known_zeros(t):
     return False
 
 
+# A float32 `sum_terms` adds at most this many terms in one native pass.
+FLOAT32_TERMS_PER_PASS = 4
+
+
 def sum_terms(terms):
-    """The sum of `terms`, tensors of one shape and dtype, in their order: for bfloat16
-    where `_native_usable` one native pass (added in float32, rounded once; 3.7x faster
-    than TensorFlow's bfloat16 AddN for twelve [768, 3072] terms, and more exact), else a
-    running sum (each term can be freed once added)."""
-    if all(t.dtype == tf.bfloat16 for t in terms) and len(terms) > 1 and _native_usable():
+    """The sum of `terms`, tensors of one shape and dtype, in their order. Where
+    `_native_usable`: bfloat16 in one native pass (added in float32, rounded once; 3.7x
+    faster than TensorFlow's bfloat16 AddN for twelve [768, 3072] terms, and more exact);
+    float32 in passes of up to `FLOAT32_TERMS_PER_PASS` terms, each after the first
+    starting from the sum so far: the running sum's numbers to the bit, in about half its
+    memory traffic (twelve terms: 19 reads and writes of a term's size against 33),
+    with no more terms kept waiting than a pass takes. Else a running sum (each term can
+    be freed once added)."""
+    dtype = terms[0].dtype
+    native = (
+        len(terms) > 1
+        and dtype in (tf.bfloat16, tf.float32)
+        and all(t.dtype == dtype for t in terms)
+        and _native_usable()
+    )
+    if native and dtype == tf.bfloat16:
         return native_kernels.sum_terms(terms)
+    if native:
+        total, rest = terms[0], list(terms[1:])
+        while rest:
+            count = FLOAT32_TERMS_PER_PASS - 1
+            total, rest = native_kernels.sum_terms([total, *rest[:count]]), rest[count:]
+        return total
     total = terms[0]
     for term in terms[1:]:
         total = total + term
     return total
 
 
-def _is_bfloat16_row_vector(v, x):
-    """Whether v is a bfloat16 vector [H] of x's last dimension H, x bfloat16 (static
-    shapes), as the native kernels need (they do not broadcast)."""
-    return x.dtype == tf.bfloat16 and _is_row_vector(v, x)
+def _native_elementwise(v, x):
+    """Whether an elementwise native kernel may take x (bfloat16 or float32) with v, a
+    vector [H] of x's dtype and last dimension H (static shapes; the kernels do not
+    broadcast), in the graph being traced (`_native_usable`)."""
+    return x.dtype in (tf.bfloat16, tf.float32) and _is_row_vector(v, x) and _native_usable()
 
 
 def _is_row_vector(v, x):
@@ -379,10 +401,11 @@ def leading_sum(t):
 
 def bias_add_heads(y, bias, num_heads, batch):
     """y [batch * S, H] + bias [H] split into attention heads -> [batch, num_heads, S, H /
-    num_heads], where the native kernel takes them (bfloat16, `_native_usable`: one pass
-    instead of the bias's loop and a transpose, and a gradient in one pass with the
-    bias's sum); else None, and the caller adds the bias and transposes."""
-    if not (_is_bfloat16_row_vector(bias, y) and y.shape.rank == 2 and _native_usable()):
+    num_heads], where the native kernel takes them (bfloat16 or float32,
+    `_native_elementwise`: one pass instead of the bias's loop or the product's bias and a
+    transpose, and a gradient in one pass with the bias's sum); else None, and the caller
+    adds the bias and transposes."""
+    if not (y.shape.rank == 2 and _native_elementwise(bias, y)):
         return None
     y = tf.reshape(y, [batch, -1, y.shape[-1]])
     return native_kernels.bias_add_heads(y, bias, num_heads)
@@ -463,40 +486,45 @@ _attention_softmax_backward_loop = _xla_or_plain(_attention_softmax_backward)
 def attention_softmax_backward(dprobs, probs, scale):
     """The gradient of `attention_softmax` (or `product_attention_softmax`) w.r.t. the
     scores, dprobs and probs [B, N, P, S], scale a Python float: the native kernel for
-    bfloat16 where `_native_usable` (one pass over each row, in float32, rounded once;
-    about 3x faster than the loop at [16, 12, 128, 128]), else one XLA loop (float32
-    inside for bfloat16)."""
-    if dprobs.dtype == tf.bfloat16 and probs.dtype == tf.bfloat16 and _native_usable():
+    bfloat16 or float32 where `_native_usable` (one pass over each row, in float32,
+    bfloat16 rounded once; about 3x faster than the loop at [16, 12, 128, 128]), else
+    one XLA loop (float32 inside for bfloat16)."""
+    if dprobs.dtype == probs.dtype and native_kernels_for(probs.dtype):
         return native_kernels.softmax_backward(dprobs, probs, scale)
     return _attention_softmax_backward_loop(dprobs, probs, tf.constant(scale, tf.float32))
 
 
 def product_attention_softmax(scores, adder, scale):
     """softmax(scores * scale + adder) over the last axis, fused into the scores'
-    product: scores [B, N, P, S] the bfloat16 output of a batch matrix product and
-    nothing else, adder [B, 1, 1, S] float32 (0 or the mask's large negative), scale
-    a Python float -> bfloat16 probabilities; None where `product_fusable` is not.
+    product: scores [B, N, P, S] the bfloat16 or float32 output of a batch matrix product
+    and nothing else, adder [B, 1, 1, S] float32 (0 or the mask's large negative), scale
+    a Python float -> probabilities in the scores' dtype; None where `product_fusable` is
+    not.
 
-    The scale and the mask as bfloat16 ops on the product: the pattern Grappler's
-    remapper fuses into the product itself (oneDNN's AMX matmul with post-ops, computed
-    in float32 on the accumulator before its one rounding); then oneDNN's softmax
-    (float32 inside). For every row with a real key the softmax's input equals the
-    float32 loop's (the scale is a power of two; the mask's -10000 rounds to -9984 in
-    bfloat16, and exp gives 0 either way). A whole step is about 6% faster in
-    inference than with product + `attention_softmax` (docs/benchmarks.md)."""
+    The scale and the mask as ops of the scores' dtype on the product: the pattern
+    Grappler's remapper fuses into the product itself (oneDNN's matmul with post-ops,
+    computed in float32 on the accumulator before a bfloat16 product's one rounding);
+    then oneDNN's softmax (float32 inside). For float32 these are the plain ops' numbers.
+    For bfloat16, for every row with a real key the softmax's input equals the float32
+    loop's (the scale is a power of two; the mask's -10000 rounds to -9984 in bfloat16,
+    and exp gives 0 either way); a whole step is about 6% faster in inference than with
+    product + `attention_softmax` (docs/benchmarks.md)."""
     if not product_fusable(scores, scale):
         return None
     # Grappler's shape inference can lose the mask's shape, and the remapper fuses
     # only a mask whose broadcast dimensions it knows.
-    mask = tf.ensure_shape(tf.cast(adder, tf.bfloat16), [None, 1, 1, None])
-    return tf.nn.softmax(scores * tf.constant(scale, tf.bfloat16) + mask, axis=-1)
+    mask = tf.ensure_shape(tf.cast(adder, scores.dtype), [None, 1, 1, None])
+    return tf.nn.softmax(scores * tf.constant(scale, scores.dtype) + mask, axis=-1)
 
 
 def product_fusable(scores, scale):
-    """Whether `product_attention_softmax` applies: bfloat16 scores in a oneDNN graph
-    (`_onednn_graph`) and a scale exact in bfloat16 (a power of two: 1/8 for the head
-    size 64 of every released model)."""
-    return scores.dtype == tf.bfloat16 and _exact_in_bfloat16(scale) and _onednn_graph()
+    """Whether `product_attention_softmax` applies: scores in a oneDNN graph
+    (`_onednn_graph`), float32 or bfloat16 with a scale exact in bfloat16 (a power of
+    two: 1/8 for the head size 64 of every released model)."""
+    exact = scores.dtype == tf.float32 or (
+        scores.dtype == tf.bfloat16 and _exact_in_bfloat16(scale)
+    )
+    return exact and _onednn_graph()
 
 
 def _exact_in_bfloat16(value):
@@ -619,9 +647,11 @@ def layer_norm(x, residual, gamma, beta, epsilon, bias=None):
     return layer_norm_forward(s, None, gamma, beta, epsilon)[0]
 
 
-def native_layer_norms_for(dtype):
-    """Whether a dense sublayer's output of `dtype`, with its bias, goes to a native layer
-    norm in the graph being traced (`native_layer_norm_usable`, for a float32 residual)."""
+def native_kernels_for(dtype):
+    """Whether the graph being traced runs the native elementwise kernels for tensors of
+    `dtype` (bfloat16 or float32, `_native_usable`): then a dense sublayer's output, with
+    its bias, goes to a native layer norm (`native_layer_norm_usable`, for a float32
+    residual), and a training graph's GELU, heads and softmax gradient are native too."""
     return tf.as_dtype(dtype) in (tf.bfloat16, tf.float32) and _native_usable()
 
 

@@ -95,13 +95,18 @@ def bias_and_activation(y, bias, activation=None, training=False):
     `_FusedMatMul` (with the GELU too in inference graphs). bfloat16 on that path:
     one XLA loop in float32 after the plain MatMul (`fused_elementwise.bias_add`,
     `bias_gelu_tanh`; oneDNN's fused bfloat16 product does not use AMX), with
-    hand-written gradients when training.
+    hand-written gradients when training. float32 training with a GELU, where the
+    native kernels run (`fused_elementwise.native_kernels_for`): the bias and GELU as
+    one native pass after the plain MatMul, and their gradient as one with the bias's
+    sum (in place of the GELU's loop and a `BiasAddGrad`).
     """
     if bias is None:
         return apply_activation(activation, y, training)
-    if not float32_loops_for(y.dtype):
+    gelu = get_activation(activation) is gelu_tanh
+    native_gelu = training and gelu and fused_elementwise.native_kernels_for(y.dtype)
+    if not (float32_loops_for(y.dtype) or native_gelu):
         return apply_activation(activation, tf.nn.bias_add(y, bias), training)
-    if get_activation(activation) is gelu_tanh:
+    if gelu:
         if training:
             return _bias_gelu_tanh_trainable(y, bias)
         return fused_elementwise.bias_gelu_tanh(y, bias)
@@ -118,11 +123,11 @@ def float32_loops_for(dtype):
 
 def attention_probs(scores, adder, scale, training=False):
     """softmax(scores * scale + adder) over the last axis: scores [B, N, P, S] (a
-    bfloat16 product), adder [B, 1, 1, S] float32, scale a Python float ->
+    bfloat16 or float32 product), adder [B, 1, 1, S] float32, scale a Python float ->
     probabilities in the scores' dtype, computed in float32: in oneDNN graphs fused
     into the product and oneDNN's softmax (`fused_elementwise.product_attention_softmax`),
-    elsewhere by one XLA loop (`float32_loops_for`); when training, with a
-    hand-written gradient (one loop too)."""
+    elsewhere by one XLA loop; when training, with a hand-written gradient (one native
+    pass or loop, `fused_elementwise.attention_softmax_backward`)."""
     scale_tensor = tf.constant(scale, tf.float32)
     if not training:
         probs = fused_elementwise.product_attention_softmax(scores, adder, scale)
@@ -603,7 +608,9 @@ class AlbertTransformerBlock(keras.layers.Layer):
             )
         scores = tf.matmul(q, k, transpose_b=True)  # [B, N, P, S]
         dropout = training and self.attention_probs_dropout_prob > 0
-        if float32_loops_for(self.compute_dtype) and not dropout:
+        # Training takes the native softmax gradient where the kernels run.
+        native = training and fused_elementwise.native_kernels_for(self.compute_dtype)
+        if (float32_loops_for(self.compute_dtype) or native) and not dropout:
             probs = attention_probs(scores, attention_adder, scale, training)
         else:
             scores = tf.cast(scores, tf.float32) * scale
@@ -682,9 +689,7 @@ class AlbertTransformerBlock(keras.layers.Layer):
         dtype = self.compute_dtype
         if name in w.packed and not training:  # our product, layer norm included
             return layer_norm(a, residual=residual, bias=w.biases[name], product_of=w.packed[name])
-        bias_in_layer_norm = float32_loops_for(dtype) or fused_elementwise.native_layer_norms_for(
-            dtype
-        )
+        bias_in_layer_norm = float32_loops_for(dtype) or fused_elementwise.native_kernels_for(dtype)
         if bias_in_layer_norm and not dropout:
             bias = w.biases[name]
             product = w.product(a, name)

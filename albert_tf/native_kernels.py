@@ -180,14 +180,15 @@ def build(cxx: str, target: str) -> None:
         os.replace(library, target)
 
 
-def build_loops(target: str, *flags: str) -> None:
+def build_loops(target: str, *flags: str, source: str | None = None) -> None:
     """loops.cc alone (no TensorFlow) as the shared library `target`, with the kernels'
     loop flags and then `flags` (e.g. -DALBERT_PLAIN_LOOPS): for tests and benches that
-    call the loops through ctypes. Raises BuildError where it cannot be built."""
+    call the loops through ctypes. `source`: another copy of loops.cc to build (a bench
+    comparing versions). Raises BuildError where it cannot be built."""
     cxx = compiler()
     if cxx is None:
         raise BuildError("no C++ compiler found ($CXX, c++, g++)")
-    loops = _sources()[0]
+    loops = source or _sources()[0]
     _run([cxx, *LOOP_FLAGS, *flags, "-shared", loops, "-o", target], f"compiling {loops}")
 
 

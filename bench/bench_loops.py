@@ -1,6 +1,6 @@
 """The bfloat16 CPU kernels' loops against the memory traffic they cannot avoid.
 
-    python bench/bench_loops.py [--rounds 15] [--out bench/results/loops.md]
+    python bench/bench_loops.py [--rounds 15] [--against REV] [--out bench/results/loops.md]
 
 Builds albert_tf/native/loops.cc twice as a plain shared library (no TensorFlow; as the
 tests do): as the kernels run it (`-march=native`, AVX-512 vector code where the CPU has
@@ -9,7 +9,9 @@ thread through ctypes at ALBERT-base's shapes (hidden 768, intermediate 3072, 12
 seq 128; forward+backward at batch 16, inference at batch 32), --rounds interleaved
 rounds, and reports the median time per call of both builds next to a floor: the bytes
 the loop must read and write, at the rate of a plain copy (numpy, one thread) of the
-same size measured in the same rounds. A loop near its floor is bound by memory and no
+same size measured in the same rounds. --against REV adds a third build, loops.cc as
+git revision REV has it (the same flags as `vector`), timed in the same rounds: what a
+change to the loops gained. A loop near its floor is bound by memory and no
 rewriting of its arithmetic will speed it up; only fusing it into a neighbouring pass
 (or into a matrix product, which TensorFlow's oneDNN products do not offer for these
 passes) removes its traffic. The last lines sum the loops per step (calls per step as in
@@ -211,6 +213,19 @@ def _heads_call(x, b, out):
     )
 
 
+def _source_at(revision: str) -> str:
+    """albert_tf/native/loops.cc as git revision `revision` of this checkout has it."""
+    import subprocess
+
+    return subprocess.run(
+        ["git", "show", f"{revision}:albert_tf/native/loops.cc"],
+        cwd=os.path.dirname(HERE),
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
 def copy_rate(nbytes: int):
     """fn() -> seconds of one numpy copy of nbytes (so 2 * nbytes moved)."""
     src = np.ones(nbytes, np.uint8)
@@ -249,15 +264,22 @@ def measure(libs, calls, rounds):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--against", help="git revision whose loops.cc is timed beside ours")
     p.add_argument("--out", default=os.path.join(HERE, "results", "loops.md"))
     args = p.parse_args(argv)
     start = time.strftime("%Y-%m-%d %H:%M:%S")
     load_start = bm._machine()[3]
     with tempfile.TemporaryDirectory() as work:
         libs = {}
-        for variant, flags in (("vector", ()), ("plain", ("-DALBERT_PLAIN_LOOPS",))):
+        builds = [("vector", (), None), ("plain", ("-DALBERT_PLAIN_LOOPS",), None)]
+        if args.against:
+            source = os.path.join(work, "against.cc")
+            with open(source, "w") as f:
+                f.write(_source_at(args.against))
+            builds.append(("against", (), source))
+        for variant, flags, source in builds:
             target = os.path.join(work, f"{variant}.so")
-            native_kernels.build_loops(target, *flags)
+            native_kernels.build_loops(target, *flags, source=source)
             libs[variant] = ctypes.CDLL(target)
         sections = []
         for title, batch, training in (
@@ -276,19 +298,22 @@ def main(argv=None):
         f"Machine: {model}, nproc {nproc}, ISA flags {' '.join(isa)}, load average at start "
         f"{load_start}, at end {load}; started {start}. One thread, median of {args.rounds} "
         "interleaved rounds. `vector`: loops.cc as the kernels build it here; `plain`: "
-        "with -DALBERT_PLAIN_LOOPS. Floor: the loop's bytes read and written at the rate "
-        "of a numpy copy of the same size in the same rounds.",
+        "with -DALBERT_PLAIN_LOOPS"
+        + (f"; `against`: loops.cc of {args.against}" if args.against else "")
+        + ". Floor: the loop's bytes read and written at the rate of a numpy copy of the "
+        "same size in the same rounds.",
     ]
+    against = ("against",) if args.against else ()
     for title, rows, calls, times in sections:
         lines += [
             "",
             f"## {title} ({rows} rows)",
             "",
             "| loop | calls / step | MB moved | vector ms | plain ms | floor ms | vector / floor | "
-            "plain / vector |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|",
+            "plain / vector |" + (" against ms | against / vector |" if against else ""),
+            "|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if against else ""),
         ]
-        step = {"vector": 0.0, "plain": 0.0, "floor": 0.0}
+        step = {"vector": 0.0, "plain": 0.0, "floor": 0.0, **{a: 0.0 for a in against}}
         for name, count, nbytes, _ in calls:
             t = {v: times[(name, v)] for v in step}
             for v in step:
@@ -297,11 +322,14 @@ def main(argv=None):
                 f"| {name} | {count} | {nbytes / 1e6:.1f} | {t['vector'] * 1e3:.2f} | "
                 f"{t['plain'] * 1e3:.2f} | {t['floor'] * 1e3:.2f} | "
                 f"{t['vector'] / t['floor']:.2f} | {t['plain'] / t['vector']:.2f} |"
+                + "".join(f" {t[a] * 1e3:.2f} | {t[a] / t['vector']:.2f} |" for a in against)
             )
         lines += [
             "",
             f"Per step, one thread: vector {step['vector'] * 1e3:.0f} ms, plain "
-            f"{step['plain'] * 1e3:.0f} ms, floor {step['floor'] * 1e3:.0f} ms.",
+            f"{step['plain'] * 1e3:.0f} ms, floor {step['floor'] * 1e3:.0f} ms"
+            + "".join(f", against {step[a] * 1e3:.0f} ms" for a in against)
+            + ".",
         ]
     bm.write_markdown(args.out, lines)
 

@@ -194,6 +194,10 @@ def test_vector_and_plain_loops_agree(tmp_path):
     results = {}
     terms = [bits(rng.normal(size=(rows, cols))) for _ in range(5)]
     pointers = (ctypes.c_void_p * 5)(*[t.ctypes.data for t in terms])
+    # The same loops for float32: the values of the bfloat16 inputs above.
+    y32, dz32, bias32, p32 = (a.view(BF16).astype(np.float32) for a in (y, dz, bias, p))
+    terms32 = [t.view(BF16).astype(np.float32) for t in terms]
+    pointers32 = (ctypes.c_void_p * 5)(*[t.ctypes.data for t in terms32])
     for name, lib in (("vector", vector), ("plain", plain), ("integer", integer_rounding)):
         z, dy, dx = (np.zeros((rows, cols), np.uint16) for _ in range(3))
         dbias = np.zeros(cols, np.float32)
@@ -217,9 +221,23 @@ def test_vector_and_plain_loops_agree(tmp_path):
             *common, ptr(out), ptr(out16), ptr(xhat), ptr(rstd), n, c
         )
         results[name] += [out, out16.view(BF16).astype(np.float64), xhat, rstd]
+        z32, dy32, dx32, total32 = (np.zeros((rows, cols), np.float32) for _ in range(4))
+        dbias32 = np.zeros(cols, np.float32)
+        lib.albert_bias_gelu_float_rows(ptr(y32), ptr(bias32), ptr(z32), n, c)
+        lib.albert_bias_gelu_backward_float_rows(
+            ptr(dz32), ptr(y32), ptr(bias32), ptr(dy32), ptr(dbias32), n, c
+        )
+        lib.albert_softmax_backward_float_rows(
+            ptr(dz32), ptr(p32), ctypes.c_float(0.125), ptr(dx32), n, c
+        )
+        lib.albert_sum_float_terms(
+            pointers32, ctypes.c_int64(5), ptr(total32), ctypes.c_int64(0), size
+        )
+        results[name] += [z32, dy32, dbias32, dx32, total32]
     # Output name -> whether bfloat16 (else float32, compared to float32 rounding).
     names = {"gelu": 1, "dy": 1, "dx": 1, "sum": 1, "db": 0, "ln": 0, "ln16": 1}
     names.update({"moments ln": 0, "moments ln16": 1, "xhat": 0, "rstd": 0})
+    names.update({"gelu32": 0, "dy32": 0, "db32": 0, "dx32": 0, "sum32": 0})
     for got, want, (what, bfloat16) in zip(results["vector"], results["plain"], names.items()):
         both_nan = np.isnan(got) & np.isnan(want)
         np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=what)
@@ -229,6 +247,12 @@ def test_vector_and_plain_loops_agree(tmp_path):
             assert np.mean(got != want) < 0.02, what
         else:
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=what)
+    # The float32 sums are the sequential ones to the bit in either build.
+    sequential = terms32[0].copy()
+    for term in terms32[1:]:
+        sequential += term
+    for build in ("vector", "plain"):
+        np.testing.assert_array_equal(results[build][-1], sequential, err_msg=build)
     # The two roundings agree but on float32 subnormals, which vcvtneps2bf16 flushes.
     for got, want, what in zip(results["integer"], results["vector"], names):
         normal = ~(np.abs(got) < 2**-126)
@@ -353,21 +377,75 @@ def test_float32_layer_norms_against_float64():
         )
 
 
-def test_float32_training_uses_the_layer_norm_kernels():
-    # A float32 training step: the layer norms (with the dense biases before them) and
-    # their gradients as one kernel each, the gradients those of the op chains they
-    # replace to float32 rounding.
+def test_float32_elementwise_kernels_against_float64():
+    # The GELU, heads, softmax-gradient and sum kernels for float32 tensors: float32
+    # results (no rounding to bfloat16), the heads exact, the sums the sequential ones.
+    rng = np.random.default_rng(15)
+    y = tf.constant(rng.normal(scale=3.0, size=(33, 200)), tf.float32)
+    bias = tf.constant(rng.normal(scale=0.5, size=200), tf.float32)
+    z = native_kernels.bias_gelu(y, bias)
+    x = _as64(y) + _as64(bias)
+    with np.errstate(over="ignore"):
+        exact = x / (1.0 + np.exp(-2.0 * np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
+    assert z.dtype == tf.float32
+    np.testing.assert_allclose(_as64(z), exact, rtol=1e-5, atol=1e-7)
+    dz = tf.constant(rng.normal(size=(33, 200)), tf.float32)
+    dy, dbias = native_kernels.bias_gelu_backward(dz, y, bias)
+    c, a = np.sqrt(2.0 / np.pi), 0.044715
+    t = np.tanh(c * (x + a * x**3))
+    want_dy = _as64(dz) * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * a * x * x))
+    assert dy.dtype == dbias.dtype == tf.float32
+    np.testing.assert_allclose(_as64(dy), want_dy, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(_as64(dbias), want_dy.sum(0), rtol=1e-5, atol=1e-5)
+    rows = tf.constant(rng.normal(size=(5, 30, 24)), tf.float32)  # 150 rows: uneven blocks
+    heads = native_kernels.bias_add_heads(rows, bias[:24], 4)
+    np.testing.assert_array_equal(
+        heads.numpy(), tf.transpose(tf.reshape(rows + bias[:24], [5, 30, 4, 6]), [0, 2, 1, 3])
+    )
+    back, dbias = native_kernels.heads_backward(heads)
+    np.testing.assert_array_equal(back.numpy(), (rows + bias[:24]).numpy())
+    np.testing.assert_allclose(_as64(dbias), _as64(back).sum((0, 1)), rtol=1e-5, atol=1e-5)
+    probs = tf.nn.softmax(tf.constant(rng.normal(size=(3, 2, 5, 37)) * 3, tf.float32))
+    dprobs = tf.constant(rng.normal(size=(3, 2, 5, 37)), tf.float32)
+    got = native_kernels.softmax_backward(dprobs, probs, 0.125)
+    p, dp = _as64(probs), _as64(dprobs)
+    exact = 0.125 * p * (dp - (dp * p).sum(-1, keepdims=True))
+    np.testing.assert_allclose(_as64(got), exact, rtol=1e-5, atol=1e-7)
+    # Twelve terms in passes of at most FLOAT32_TERMS_PER_PASS: each pass starts from the
+    # sum so far, so the result is the sequential sum to the bit.
+    terms = [tf.constant(rng.normal(size=(33, 70)) * 10.0 ** rng.integers(-2, 3), tf.float32)]
+    terms += [tf.constant(rng.normal(size=(33, 70)), tf.float32) for _ in range(11)]
+    sequential = terms[0].numpy()
+    for term in terms[1:]:
+        sequential = sequential + term.numpy()
+    np.testing.assert_array_equal(native_kernels.sum_terms(terms).numpy(), sequential)
+    passes = tf.function(fe.sum_terms).get_concrete_function(terms).graph.get_operations()
+    assert [op.type for op in passes].count("AlbertSumTerms") == 4  # 4 + 3 + 3 + 2 terms
+    np.testing.assert_array_equal(tf.function(fe.sum_terms)(terms).numpy(), sequential)
+
+
+def test_float32_training_uses_the_native_kernels():
+    # A float32 training step: the layer norms (with the dense biases before them), the
+    # FFN's bias and GELU, the query/key/value biases and heads, the softmax's gradient and
+    # the shared kernels' gradient sums as kernels, the gradients those of the op chains
+    # they replace to float32 rounding.
     cfg = CONFIGS["shared_gelu"]
     model, inputs = built_encoder(cfg, "float32")
     train_ops = _training_op_types(model, inputs)
-    layer_norms = 2 * cfg.num_hidden_layers
+    layers, layer_norms = cfg.num_hidden_layers, 2 * cfg.num_hidden_layers
     assert train_ops.count("AlbertResidualLayerNormMoments") == layer_norms
     assert train_ops.count("AlbertLayerNormBackward") == layer_norms
+    assert train_ops.count("AlbertBiasGelu") == train_ops.count("AlbertBiasGeluBackward") == layers
+    assert train_ops.count("AlbertBiasAddHeads") == 3 * layers
+    assert train_ops.count("AlbertHeadsBackward") == 3 * layers
+    assert train_ops.count("AlbertSoftmaxBackward") == layers
+    assert train_ops.count("AlbertSumTerms") >= 6  # six shared kernels, in passes of 4
     with speed_paths.forced(NO_NATIVE_KERNELS):
         loop_ops = _training_op_types(model, inputs)
-    assert not {"AlbertResidualLayerNormMoments", "AlbertLayerNormBackward"} & set(loop_ops)
-    # The moments' chain (two means, a square, rsqrt, ...) and the gradient's column sums.
-    assert len(train_ops) < len(loop_ops) - 8 * layer_norms
+    assert not {op for op in loop_ops if op.startswith("Albert")}
+    # The moments' chain (two means, a square, rsqrt, ...), the gradient's column sums,
+    # the heads' transposes and biases' sums, the softmax gradient's chain.
+    assert len(train_ops) < len(loop_ops) - 8 * layer_norms - 8 * layers
 
     native, loops = _gradients_with_and_without_kernels(model, inputs)
     compared = {}

@@ -68,6 +68,17 @@ inline uint16_t to_bfloat16(float f) {
 inline float widen(uint16_t v) { return from_bfloat16(v); }
 inline float widen(float v) { return v; }
 
+// Stores a float32 result as the element type (bfloat16 rounded as to_bfloat16) and returns
+// the value stored, as float32.
+inline float store_value(uint16_t* p, float v) {
+  *p = to_bfloat16(v);
+  return from_bfloat16(*p);
+}
+inline float store_value(float* p, float v) {
+  *p = v;
+  return v;
+}
+
 // exp(x) to about 1e-8 relative, +inf above 88.7 (beyond float32) and exp(-87) below
 // -87: x = k ln2 + r with |r| <= ln2 / 2 (ln2 in two parts so that k ln2 is exact),
 // exp(r) by its Taylor polynomial to r^7 (remainder below 6e-9), and 2^k built in the
@@ -89,18 +100,18 @@ inline float exp_approx(float input) {
 }
 
 #ifdef ALBERT_VECTOR_LOOPS
-// The lanes of the columns [j, cols) among the next 16.
+constexpr __mmask16 kAllLanes = 0xFFFF;
+
+// The lanes of the columns [j, cols) among the next 16. Loads and stores of all 16 take
+// the unmasked instructions: masked stores of full vectors ran the float32 loops at 0.6x
+// the speed on the Zen 5 (docs/benchmarks.md).
 inline __mmask16 lanes(int64_t j, int64_t cols) {
   const int64_t left = cols - j;
-  return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1u);
+  return left >= 16 ? kAllLanes : __mmask16((1u << left) - 1u);
 }
 
 inline __m512 widen_bfloat16(__m256i packed) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(packed), 16));
-}
-
-inline __m512 load_bfloat16(const uint16_t* p, __mmask16 m) {
-  return widen_bfloat16(_mm256_maskz_loadu_epi16(m, p));
 }
 
 // to_bfloat16 on 16 lanes. vcvtneps2bf16 (AVX512_BF16) rounds the same way, but flushes
@@ -121,8 +132,37 @@ inline __m256i pack_bfloat16(__m512 v) {
 #endif
 }
 
-inline void store_bfloat16(uint16_t* p, __m512 v, __mmask16 m) {
-  _mm256_mask_storeu_epi16(p, m, pack_bfloat16(v));
+// 16 bfloat16 values to p, the lanes m of them.
+inline void store_packed(uint16_t* p, __m256i packed, __mmask16 m) {
+  if (m == kAllLanes) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), packed);
+  } else {
+    _mm256_mask_storeu_epi16(p, m, packed);
+  }
+}
+
+// The lanes m of 16 values of either element type as float32, and back: store_lanes
+// returns the values stored (bfloat16: rounded), as float32.
+inline __m512 load_lanes(const uint16_t* p, __mmask16 m) {
+  return widen_bfloat16(m == kAllLanes
+                            ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))
+                            : _mm256_maskz_loadu_epi16(m, p));
+}
+inline __m512 load_lanes(const float* p, __mmask16 m) {
+  return m == kAllLanes ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(m, p);
+}
+inline __m512 store_lanes(uint16_t* p, __m512 v, __mmask16 m) {
+  const __m256i packed = pack_bfloat16(v);
+  store_packed(p, packed, m);
+  return widen_bfloat16(packed);
+}
+inline __m512 store_lanes(float* p, __m512 v, __mmask16 m) {
+  if (m == kAllLanes) {
+    _mm512_storeu_ps(p, v);
+  } else {
+    _mm512_mask_storeu_ps(p, m, v);
+  }
+  return v;
 }
 
 // exp_approx on 16 lanes: the same reduction and polynomial, with 2^k applied by vscalefps,
@@ -162,50 +202,53 @@ extern "C" void albert_round_to_bfloat16(const float* values, uint16_t* out, int
   for (int64_t i = 0; i < count; ++i) out[i] = to_bfloat16(values[i]);
 }
 
-// z = gelu(y + bias) row by row, y and z [rows, cols] bfloat16, bias [cols] bfloat16;
-// computed in float32 and rounded once. GELU in ALBERT's tanh form,
-// 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3), evaluated as the equal
-// x / (1 + exp(-2u)), which avoids the cancellation of 1 + tanh(u) for negative x.
-extern "C" void albert_bias_gelu_rows(const uint16_t* y, const uint16_t* bias, uint16_t* z,
-                                      int64_t rows, int64_t cols) {
+namespace {
+
+// z = gelu(y + bias) row by row, y and z [rows, cols] and bias [cols] of one element type
+// (bfloat16 or float32); computed in float32 and, for bfloat16, rounded once. GELU in
+// ALBERT's tanh form, 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3), evaluated
+// as the equal x / (1 + exp(-2u)), which avoids the cancellation of 1 + tanh(u) for
+// negative x.
+template <typename E>
+void bias_gelu_rows(const E* y, const E* bias, E* z, int64_t rows, int64_t cols) {
   const float minus_two_c = -2.0f * 0.797884560802865355f;  // -2 sqrt(2/pi)
   const float a = 0.044715f;
   for (int64_t row = 0; row < rows; ++row) {
-    const uint16_t* in = y + row * cols;
-    uint16_t* out = z + row * cols;
+    const E* in = y + row * cols;
+    E* out = z + row * cols;
 #ifdef ALBERT_VECTOR_LOOPS
     for (int64_t j = 0; j < cols; j += 16) {
       const __mmask16 m = lanes(j, cols);
-      const __m512 x = _mm512_add_ps(load_bfloat16(in + j, m), load_bfloat16(bias + j, m));
-      store_bfloat16(out + j, gelu_vector(x), m);
+      const __m512 x = _mm512_add_ps(load_lanes(in + j, m), load_lanes(bias + j, m));
+      store_lanes(out + j, gelu_vector(x), m);
     }
     continue;
 #endif
     for (int64_t j = 0; j < cols; ++j) {
-      const float x = from_bfloat16(in[j]) + from_bfloat16(bias[j]);
-      out[j] = to_bfloat16(x / (1.0f + exp_approx(minus_two_c * x * (1.0f + a * x * x))));
+      const float x = widen(in[j]) + widen(bias[j]);
+      store_value(out + j, x / (1.0f + exp_approx(minus_two_c * x * (1.0f + a * x * x))));
     }
   }
 }
 
-// dy = dz * gelu'(y + bias), the gradient of albert_bias_gelu_rows w.r.t. y: dz, y, dy
-// [rows, cols] bfloat16, bias [cols]. With s = sigmoid(2u) = (1 + tanh(u)) / 2,
+// dy = dz * gelu'(y + bias), the gradient of bias_gelu_rows w.r.t. y: dz, y, dy [rows,
+// cols] and bias [cols] of one element type. With s = sigmoid(2u) = (1 + tanh(u)) / 2,
 // gelu' = s + x s (1 - s) 2 sqrt(2/pi) (1 + 3 * 0.044715 x^2), the tanh form's derivative.
-// dbias [cols] (overwritten): these rows' column sums of dy (the rounded values), float32.
-extern "C" void albert_bias_gelu_backward_rows(const uint16_t* dz, const uint16_t* y,
-                                               const uint16_t* bias, uint16_t* dy, float* dbias,
-                                               int64_t rows, int64_t cols) {
+// dbias [cols] (overwritten): these rows' column sums of dy (the values stored), float32.
+template <typename E>
+void bias_gelu_backward_rows(const E* dz, const E* y, const E* bias, E* dy, float* dbias,
+                             int64_t rows, int64_t cols) {
   const float two_c = 2.0f * 0.797884560802865355f;
   const float a = 0.044715f;
   for (int64_t j = 0; j < cols; ++j) dbias[j] = 0.0f;
   for (int64_t row = 0; row < rows; ++row) {
-    const uint16_t* dz_row = dz + row * cols;
-    const uint16_t* y_row = y + row * cols;
-    uint16_t* dy_row = dy + row * cols;
+    const E* dz_row = dz + row * cols;
+    const E* y_row = y + row * cols;
+    E* dy_row = dy + row * cols;
 #ifdef ALBERT_VECTOR_LOOPS
     for (int64_t j = 0; j < cols; j += 16) {
       const __mmask16 m = lanes(j, cols);
-      const __m512 x = _mm512_add_ps(load_bfloat16(y_row + j, m), load_bfloat16(bias + j, m));
+      const __m512 x = _mm512_add_ps(load_lanes(y_row + j, m), load_lanes(bias + j, m));
       const __m512 x2 = _mm512_mul_ps(x, x);
       const __m512 inner = _mm512_fmadd_ps(_mm512_set1_ps(a), x2, _mm512_set1_ps(1.0f));
       const __m512 e = exp_vector(_mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(-two_c), x), inner));
@@ -216,23 +259,42 @@ extern "C" void albert_bias_gelu_backward_rows(const uint16_t* dz, const uint16_
           _mm512_mul_ps(_mm512_set1_ps(two_c), _mm512_fmadd_ps(_mm512_set1_ps(3.0f * a), x2,
                                                                 _mm512_set1_ps(1.0f))));
       const __m512 slope = _mm512_add_ps(s, tail);
-      const __m256i packed = pack_bfloat16(_mm512_mul_ps(load_bfloat16(dz_row + j, m), slope));
-      _mm256_mask_storeu_epi16(dy_row + j, m, packed);
-      const __m512 rounded = widen_bfloat16(packed);
-      const __m512 sums = _mm512_maskz_loadu_ps(m, dbias + j);
-      _mm512_mask_storeu_ps(dbias + j, m, _mm512_add_ps(sums, rounded));
+      const __m512 product = _mm512_mul_ps(load_lanes(dz_row + j, m), slope);
+      const __m512 stored = store_lanes(dy_row + j, product, m);
+      store_lanes(dbias + j, _mm512_add_ps(load_lanes(dbias + j, m), stored), m);
     }
     continue;
 #endif
     for (int64_t j = 0; j < cols; ++j) {
-      const float x = from_bfloat16(y_row[j]) + from_bfloat16(bias[j]);
+      const float x = widen(y_row[j]) + widen(bias[j]);
       const float x2 = x * x;
       const float s = 1.0f / (1.0f + exp_approx(-two_c * x * (1.0f + a * x2)));
       const float slope = s + x * s * (1.0f - s) * two_c * (1.0f + 3.0f * a * x2);
-      dy_row[j] = to_bfloat16(from_bfloat16(dz_row[j]) * slope);
-      dbias[j] += from_bfloat16(dy_row[j]);
+      dbias[j] += store_value(dy_row + j, widen(dz_row[j]) * slope);
     }
   }
+}
+
+}  // namespace
+
+// bias_gelu_rows and bias_gelu_backward_rows for bfloat16 and for float32.
+extern "C" void albert_bias_gelu_rows(const uint16_t* y, const uint16_t* bias, uint16_t* z,
+                                      int64_t rows, int64_t cols) {
+  bias_gelu_rows(y, bias, z, rows, cols);
+}
+extern "C" void albert_bias_gelu_float_rows(const float* y, const float* bias, float* z,
+                                            int64_t rows, int64_t cols) {
+  bias_gelu_rows(y, bias, z, rows, cols);
+}
+extern "C" void albert_bias_gelu_backward_rows(const uint16_t* dz, const uint16_t* y,
+                                               const uint16_t* bias, uint16_t* dy, float* dbias,
+                                               int64_t rows, int64_t cols) {
+  bias_gelu_backward_rows(dz, y, bias, dy, dbias, rows, cols);
+}
+extern "C" void albert_bias_gelu_backward_float_rows(const float* dz, const float* y,
+                                                     const float* bias, float* dy,
+                                                     float* dbias, int64_t rows, int64_t cols) {
+  bias_gelu_backward_rows(dz, y, bias, dy, dbias, rows, cols);
 }
 
 // The mean and reciprocal standard deviation of one row of sums (cols values, `total`
@@ -351,8 +413,9 @@ extern "C" void albert_residual_layer_norm_moments_float_rows(
 // [rows], gamma [cols] -> dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dy gamma,
 // in float32 and, where dx16 is not null, rounded to bfloat16 (dx16), and this block's
 // column sums of dy xhat (dgamma), dy (dbeta) and dx (dx_sum, the gradient of a bias
-// added to the input), [cols] each, overwritten. dy16[0..copies) (bfloat16 [rows, cols] each, the gradients of
-// the output's bfloat16 copies): dy stands for dy plus all of them, added in float32.
+// added to the input), [cols] each, overwritten. dy16[0..copies) (bfloat16 [rows, cols]
+// each, the gradients of the output's bfloat16 copies): dy stands for dy plus all of them,
+// added in float32.
 extern "C" void albert_layer_norm_backward_rows(const float* dy, const uint16_t* const* dy16,
                                                 int64_t copies, const float* xhat,
                                                 const float* rstd, const float* gamma,
@@ -392,103 +455,150 @@ extern "C" void albert_layer_norm_backward_rows(const float* dy, const uint16_t*
   }
 }
 
+namespace {
+
 // Attention heads from a product: for the rows [first, last) of y [batch * seq, heads *
 // head_size] (row r is position r % seq of sequence r / seq), out[b, n, s, d] = y[r, n *
-// head_size + d] + bias[n * head_size + d], bfloat16, added in float32 and rounded once;
-// out is [batch, heads, seq, head_size].
-extern "C" void albert_bias_add_heads_rows(const uint16_t* y, const uint16_t* bias,
-                                           uint16_t* out, int64_t first, int64_t last,
-                                           int64_t seq, int64_t heads, int64_t head_size) {
+// head_size + d] + bias[n * head_size + d], of one element type (bfloat16: added in float32
+// and rounded once); out is [batch, heads, seq, head_size].
+template <typename E>
+void bias_add_heads_rows(const E* y, const E* bias, E* out, int64_t first, int64_t last,
+                         int64_t seq, int64_t heads, int64_t head_size) {
   const int64_t width = heads * head_size;
   for (int64_t r = first; r < last; ++r) {
-    const uint16_t* in = y + r * width;
+    const E* in = y + r * width;
     const int64_t b = r / seq, s = r % seq;
     for (int64_t n = 0; n < heads; ++n) {
-      uint16_t* to = out + ((b * heads + n) * seq + s) * head_size;
-      const uint16_t* from = in + n * head_size;
-      const uint16_t* bias_n = bias + n * head_size;
+      E* to = out + ((b * heads + n) * seq + s) * head_size;
+      const E* from = in + n * head_size;
+      const E* bias_n = bias + n * head_size;
       for (int64_t d = 0; d < head_size; ++d) {
-        to[d] = to_bfloat16(from_bfloat16(from[d]) + from_bfloat16(bias_n[d]));
+        store_value(to + d, widen(from[d]) + widen(bias_n[d]));
       }
     }
   }
 }
 
-// The gradient of albert_bias_add_heads_rows for the same rows: dy[r, n * head_size + d] =
+// The gradient of bias_add_heads_rows for the same rows: dy[r, n * head_size + d] =
 // dout[b, n, s, d], and this block's column sums of dy in float32 (dbias [heads *
 // head_size], overwritten).
-extern "C" void albert_heads_backward_rows(const uint16_t* dout, uint16_t* dy, float* dbias,
-                                           int64_t first, int64_t last, int64_t seq,
-                                           int64_t heads, int64_t head_size) {
+template <typename E>
+void heads_backward_rows(const E* dout, E* dy, float* dbias, int64_t first, int64_t last,
+                         int64_t seq, int64_t heads, int64_t head_size) {
   const int64_t width = heads * head_size;
   for (int64_t j = 0; j < width; ++j) dbias[j] = 0.0f;
   for (int64_t r = first; r < last; ++r) {
-    uint16_t* to = dy + r * width;
+    E* to = dy + r * width;
     const int64_t b = r / seq, s = r % seq;
     for (int64_t n = 0; n < heads; ++n) {
-      const uint16_t* from = dout + ((b * heads + n) * seq + s) * head_size;
+      const E* from = dout + ((b * heads + n) * seq + s) * head_size;
       float* sums = dbias + n * head_size;
-      uint16_t* to_n = to + n * head_size;
+      E* to_n = to + n * head_size;
       for (int64_t d = 0; d < head_size; ++d) {
         to_n[d] = from[d];
-        sums[d] += from_bfloat16(from[d]);
+        sums[d] += widen(from[d]);
       }
     }
   }
 }
 
 // The gradient of a softmax over each row w.r.t. the scores it was given times `scale`:
-// dx = scale p (dp - sum(dp p)), dp and p [rows, cols] bfloat16 (p the softmax's
-// output), dx bfloat16, in float32 and rounded once.
-extern "C" void albert_softmax_backward_rows(const uint16_t* dprobs, const uint16_t* probs,
-                                             float scale, uint16_t* dx, int64_t rows,
-                                             int64_t cols) {
+// dx = scale p (dp - sum(dp p)), dp, p (the softmax's output) and dx [rows, cols] of one
+// element type, in float32 (bfloat16: rounded once).
+template <typename E>
+void softmax_backward_rows(const E* dprobs, const E* probs, float scale, E* dx, int64_t rows,
+                           int64_t cols) {
   for (int64_t row = 0; row < rows; ++row) {
-    const uint16_t* dp = dprobs + row * cols;
-    const uint16_t* p = probs + row * cols;
-    uint16_t* out = dx + row * cols;
+    const E* dp = dprobs + row * cols;
+    const E* p = probs + row * cols;
+    E* out = dx + row * cols;
 #ifdef ALBERT_VECTOR_LOOPS
     __m512 sums = _mm512_setzero_ps();
     for (int64_t j = 0; j < cols; j += 16) {
       const __mmask16 m = lanes(j, cols);
-      sums = _mm512_fmadd_ps(load_bfloat16(dp + j, m), load_bfloat16(p + j, m), sums);
+      sums = _mm512_fmadd_ps(load_lanes(dp + j, m), load_lanes(p + j, m), sums);
     }
     const __m512 inner = _mm512_set1_ps(_mm512_reduce_add_ps(sums));
     const __m512 scales = _mm512_set1_ps(scale);
     for (int64_t j = 0; j < cols; j += 16) {
       const __mmask16 m = lanes(j, cols);
-      const __m512 scaled_p = _mm512_mul_ps(scales, load_bfloat16(p + j, m));
-      const __m512 centred = _mm512_sub_ps(load_bfloat16(dp + j, m), inner);
-      store_bfloat16(out + j, _mm512_mul_ps(scaled_p, centred), m);
+      const __m512 scaled_p = _mm512_mul_ps(scales, load_lanes(p + j, m));
+      const __m512 centred = _mm512_sub_ps(load_lanes(dp + j, m), inner);
+      store_lanes(out + j, _mm512_mul_ps(scaled_p, centred), m);
     }
     continue;
 #endif
     float dot = 0.0f;
-    for (int64_t j = 0; j < cols; ++j) dot += from_bfloat16(dp[j]) * from_bfloat16(p[j]);
+    for (int64_t j = 0; j < cols; ++j) dot += widen(dp[j]) * widen(p[j]);
     for (int64_t j = 0; j < cols; ++j) {
-      out[j] = to_bfloat16(scale * from_bfloat16(p[j]) * (from_bfloat16(dp[j]) - dot));
+      store_value(out + j, scale * widen(p[j]) * (widen(dp[j]) - dot));
     }
   }
 }
 
-// out[i] = the sum of terms[0][i], ..., terms[count - 1][i] for i in [first, last):
-// bfloat16 values added in float32 in the order given, rounded once.
-extern "C" void albert_sum_terms(const uint16_t* const* terms, int64_t count, uint16_t* out,
-                                 int64_t first, int64_t last) {
+// out[i] = the sum of terms[0][i], ..., terms[count - 1][i] for i in [first, last), of
+// one element type: added in float32 in the order given (bfloat16: rounded once).
+template <typename E>
+void sum_terms(const E* const* terms, int64_t count, E* out, int64_t first, int64_t last) {
 #ifdef ALBERT_VECTOR_LOOPS
-  for (int64_t i = first; i < last; i += 16) {
-    const __mmask16 m = lanes(i, last);
-    __m512 sum = load_bfloat16(terms[0] + i, m);
-    for (int64_t t = 1; t < count; ++t) sum = _mm512_add_ps(sum, load_bfloat16(terms[t] + i, m));
-    store_bfloat16(out + i, sum, m);
-  }
+  // Whole vectors with a constant mask (no test per load), then the tail.
+  const auto add_terms = [&](int64_t i, __mmask16 m) {
+    __m512 sum = load_lanes(terms[0] + i, m);
+    for (int64_t t = 1; t < count; ++t) sum = _mm512_add_ps(sum, load_lanes(terms[t] + i, m));
+    store_lanes(out + i, sum, m);
+  };
+  int64_t i = first;
+  for (; i + 16 <= last; i += 16) add_terms(i, kAllLanes);
+  if (i < last) add_terms(i, lanes(i, last));
   return;
 #endif
   for (int64_t i = first; i < last; ++i) {
-    float sum = from_bfloat16(terms[0][i]);
-    for (int64_t t = 1; t < count; ++t) sum += from_bfloat16(terms[t][i]);
-    out[i] = to_bfloat16(sum);
+    float sum = widen(terms[0][i]);
+    for (int64_t t = 1; t < count; ++t) sum += widen(terms[t][i]);
+    store_value(out + i, sum);
   }
+}
+
+}  // namespace
+
+// The loops above for bfloat16 and for float32.
+extern "C" void albert_bias_add_heads_rows(const uint16_t* y, const uint16_t* bias,
+                                           uint16_t* out, int64_t first, int64_t last,
+                                           int64_t seq, int64_t heads, int64_t head_size) {
+  bias_add_heads_rows(y, bias, out, first, last, seq, heads, head_size);
+}
+extern "C" void albert_bias_add_heads_float_rows(const float* y, const float* bias, float* out,
+                                                 int64_t first, int64_t last, int64_t seq,
+                                                 int64_t heads, int64_t head_size) {
+  bias_add_heads_rows(y, bias, out, first, last, seq, heads, head_size);
+}
+extern "C" void albert_heads_backward_rows(const uint16_t* dout, uint16_t* dy, float* dbias,
+                                           int64_t first, int64_t last, int64_t seq,
+                                           int64_t heads, int64_t head_size) {
+  heads_backward_rows(dout, dy, dbias, first, last, seq, heads, head_size);
+}
+extern "C" void albert_heads_backward_float_rows(const float* dout, float* dy, float* dbias,
+                                                 int64_t first, int64_t last, int64_t seq,
+                                                 int64_t heads, int64_t head_size) {
+  heads_backward_rows(dout, dy, dbias, first, last, seq, heads, head_size);
+}
+extern "C" void albert_softmax_backward_rows(const uint16_t* dprobs, const uint16_t* probs,
+                                             float scale, uint16_t* dx, int64_t rows,
+                                             int64_t cols) {
+  softmax_backward_rows(dprobs, probs, scale, dx, rows, cols);
+}
+extern "C" void albert_softmax_backward_float_rows(const float* dprobs, const float* probs,
+                                                   float scale, float* dx, int64_t rows,
+                                                   int64_t cols) {
+  softmax_backward_rows(dprobs, probs, scale, dx, rows, cols);
+}
+extern "C" void albert_sum_terms(const uint16_t* const* terms, int64_t count, uint16_t* out,
+                                 int64_t first, int64_t last) {
+  sum_terms(terms, count, out, first, last);
+}
+extern "C" void albert_sum_float_terms(const float* const* terms, int64_t count, float* out,
+                                       int64_t first, int64_t last) {
+  sum_terms(terms, count, out, first, last);
 }
 
 // Dense products of our own: a kernel [K, N] is packed once (albert_pack_columns,

@@ -15,6 +15,11 @@ extern "C" void albert_bias_gelu_rows(const uint16_t* y, const uint16_t* bias, u
 extern "C" void albert_bias_gelu_backward_rows(const uint16_t* dz, const uint16_t* y,
                                                const uint16_t* bias, uint16_t* dy, float* dbias,
                                                int64_t rows, int64_t cols);
+extern "C" void albert_bias_gelu_float_rows(const float* y, const float* bias, float* z,
+                                            int64_t rows, int64_t cols);
+extern "C" void albert_bias_gelu_backward_float_rows(const float* dz, const float* y,
+                                                     const float* bias, float* dy,
+                                                     float* dbias, int64_t rows, int64_t cols);
 extern "C" void albert_residual_layer_norm_moments_rows(
     const uint16_t* x, const uint16_t* bias, const float* residual, const float* gamma,
     const float* beta, float epsilon, float* out, uint16_t* out16, float* xhat, float* rstd,
@@ -45,6 +50,17 @@ extern "C" void albert_softmax_backward_rows(const uint16_t* dprobs, const uint1
                                              int64_t cols);
 extern "C" void albert_sum_terms(const uint16_t* const* terms, int64_t count, uint16_t* out,
                                  int64_t first, int64_t last);
+extern "C" void albert_bias_add_heads_float_rows(const float* y, const float* bias, float* out,
+                                                 int64_t first, int64_t last, int64_t seq,
+                                                 int64_t heads, int64_t head_size);
+extern "C" void albert_heads_backward_float_rows(const float* dout, float* dy, float* dbias,
+                                                 int64_t first, int64_t last, int64_t seq,
+                                                 int64_t heads, int64_t head_size);
+extern "C" void albert_softmax_backward_float_rows(const float* dprobs, const float* probs,
+                                                   float scale, float* dx, int64_t rows,
+                                                   int64_t cols);
+extern "C" void albert_sum_float_terms(const float* const* terms, int64_t count, float* out,
+                                       int64_t first, int64_t last);
 extern "C" void albert_round_to_bfloat16(const float* values, uint16_t* out, int64_t count);
 extern "C" int albert_products_ready();
 extern "C" int albert_float_products_ready();
@@ -173,8 +189,9 @@ bool has_rows(OpKernelContext* ctx, const Tensor& t) {
 // Ops with two element types take the attribute T: bfloat16 (uint16_t in loops.cc) or
 // float. The products need a CPU with AVX512_BF16 for bfloat16, AVX-512 or AVX2 with FMA
 // for float; their packed kernels differ in layout: [N / 16, K / 2, 32] and [N / 16, K, 16].
-// The layer norms run on any CPU, and write their output's bfloat16 copy for bfloat16
-// only (for float an empty [0] in its place).
+// The elementwise ops (GELU, layer norms, heads, softmax gradient, sums) run on any CPU; the
+// layer norms write their output's bfloat16 copy for bfloat16 only (for float an empty [0]
+// in its place).
 #define ALBERT_ELEMENT_TYPES "T: {bfloat16, float} = DT_BFLOAT16"
 
 template <typename T>
@@ -211,13 +228,46 @@ uint16_t* copy_data(Tensor* copy) {
   return std::is_same_v<T, float> ? nullptr : mutable_data<uint16_t>(copy);
 }
 
+// The elementwise loops of loops.cc by element type (uint16_t for bfloat16, or float), and
+// how float32 column sums become an output of that type (bfloat16: rounded once).
+template <typename E>
+struct Loops;
+
+template <>
+struct Loops<uint16_t> {
+  static constexpr auto bias_gelu = albert_bias_gelu_rows;
+  static constexpr auto bias_gelu_backward = albert_bias_gelu_backward_rows;
+  static constexpr auto bias_add_heads = albert_bias_add_heads_rows;
+  static constexpr auto heads_backward = albert_heads_backward_rows;
+  static constexpr auto softmax_backward = albert_softmax_backward_rows;
+  static constexpr auto sum_terms = albert_sum_terms;
+  static void store_sums(const float* sums, uint16_t* out, int64_t count) {
+    albert_round_to_bfloat16(sums, out, count);
+  }
+};
+
+template <>
+struct Loops<float> {
+  static constexpr auto bias_gelu = albert_bias_gelu_float_rows;
+  static constexpr auto bias_gelu_backward = albert_bias_gelu_backward_float_rows;
+  static constexpr auto bias_add_heads = albert_bias_add_heads_float_rows;
+  static constexpr auto heads_backward = albert_heads_backward_float_rows;
+  static constexpr auto softmax_backward = albert_softmax_backward_float_rows;
+  static constexpr auto sum_terms = albert_sum_float_terms;
+  static void store_sums(const float* sums, float* out, int64_t count) {
+    std::copy(sums, sums + count, out);
+  }
+};
+
 REGISTER_OP("AlbertBiasGelu")
-    .Input("y: bfloat16")
-    .Input("bias: bfloat16")
-    .Output("z: bfloat16")
+    .Attr(ALBERT_ELEMENT_TYPES)
+    .Input("y: T")
+    .Input("bias: T")
+    .Output("z: T")
     .SetShapeFn(same_shape_as_input)
     .Doc("z = gelu(y + bias), GELU in its tanh form, computed in float32; y [..., F].");
 
+template <typename T>
 class BiasGeluOp : public OpKernel {
  public:
   explicit BiasGeluOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
@@ -231,31 +281,34 @@ class BiasGeluOp : public OpKernel {
     Tensor* z = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, y.shape(), &z));
     if (cols == 0) return;
-    const uint16_t* in = data<uint16_t>(y);
-    const uint16_t* b = data<uint16_t>(bias);
-    uint16_t* out = mutable_data<uint16_t>(z);
+    const Element<T>* in = data<Element<T>>(y);
+    const Element<T>* b = data<Element<T>>(bias);
+    Element<T>* out = mutable_data<Element<T>>(z);
     for_row_blocks(ctx, y.NumElements() / cols, 30 * cols, [&](int64_t begin, int64_t end) {
-      albert_bias_gelu_rows(in + begin * cols, b, out + begin * cols, end - begin, cols);
+      Loops<Element<T>>::bias_gelu(in + begin * cols, b, out + begin * cols, end - begin, cols);
     });
   }
 };
 
-REGISTER_KERNEL_BUILDER(Name("AlbertBiasGelu").Device(::tensorflow::DEVICE_CPU), BiasGeluOp);
+ALBERT_REGISTER_TYPED_KERNELS("AlbertBiasGelu", BiasGeluOp);
 
 REGISTER_OP("AlbertBiasGeluBackward")
-    .Input("dz: bfloat16")
-    .Input("y: bfloat16")
-    .Input("bias: bfloat16")
-    .Output("dy: bfloat16")
-    .Output("dbias: bfloat16")
+    .Attr(ALBERT_ELEMENT_TYPES)
+    .Input("dz: T")
+    .Input("y: T")
+    .Input("bias: T")
+    .Output("dy: T")
+    .Output("dbias: T")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       c->set_output(0, c->input(0));
       c->set_output(1, c->input(2));
       return ::tensorflow::OkStatus();
     })
     .Doc("dy = dz * gelu'(y + bias), the gradient of AlbertBiasGelu w.r.t. y, and dbias, "
-         "its sum over all rows (the bias's gradient, summed in float32, rounded once).");
+         "its sum over all rows (the bias's gradient, summed in float32; bfloat16 rounded "
+         "once).");
 
+template <typename T>
 class BiasGeluBackwardOp : public OpKernel {
  public:
   explicit BiasGeluBackwardOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
@@ -274,24 +327,24 @@ class BiasGeluBackwardOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, y.shape(), &dy));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, bias.shape(), &dbias));
     if (cols == 0) return;
-    const uint16_t* dz_data = data<uint16_t>(dz);
-    const uint16_t* y_data = data<uint16_t>(y);
-    const uint16_t* b = data<uint16_t>(bias);
-    uint16_t* out = mutable_data<uint16_t>(dy);
+    using E = Element<T>;
+    const E* dz_data = data<E>(dz);
+    const E* y_data = data<E>(y);
+    const E* b = data<E>(bias);
+    E* out = mutable_data<E>(dy);
     std::vector<float> totals(cols);
     if (!column_sums_over_row_blocks(
             ctx, y.NumElements() / cols, cols, 40 * cols, totals.data(),
             [&](int64_t first, int64_t last, float* sums) {
-              albert_bias_gelu_backward_rows(dz_data + first * cols, y_data + first * cols, b,
-                                             out + first * cols, sums, last - first, cols);
+              Loops<E>::bias_gelu_backward(dz_data + first * cols, y_data + first * cols, b,
+                                           out + first * cols, sums, last - first, cols);
             }))
       return;
-    albert_round_to_bfloat16(totals.data(), mutable_data<uint16_t>(dbias), cols);
+    Loops<E>::store_sums(totals.data(), mutable_data<E>(dbias), cols);
   }
 };
 
-REGISTER_KERNEL_BUILDER(Name("AlbertBiasGeluBackward").Device(::tensorflow::DEVICE_CPU),
-                        BiasGeluBackwardOp);
+ALBERT_REGISTER_TYPED_KERNELS("AlbertBiasGeluBackward", BiasGeluBackwardOp);
 
 REGISTER_OP("AlbertResidualLayerNorm")
     .Attr(ALBERT_ELEMENT_TYPES)
@@ -566,10 +619,11 @@ class LayerNormBackwardOp : public OpKernel {
 ALBERT_REGISTER_TYPED_KERNELS("AlbertLayerNormBackward", LayerNormBackwardOp);
 
 REGISTER_OP("AlbertBiasAddHeads")
-    .Input("y: bfloat16")
-    .Input("bias: bfloat16")
+    .Attr(ALBERT_ELEMENT_TYPES)
+    .Input("y: T")
+    .Input("bias: T")
     .Attr("num_heads: int >= 1")
-    .Output("heads: bfloat16")
+    .Output("heads: T")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       shape_inference::ShapeHandle y;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 3, &y));
@@ -584,6 +638,7 @@ REGISTER_OP("AlbertBiasAddHeads")
     .Doc("heads[b, n, s, d] = y[b, s, n * D + d] + bias[n * D + d]: y [B, S, H] plus its "
          "bias [H], split into num_heads heads of D = H / num_heads, [B, num_heads, S, D].");
 
+template <typename T>
 class BiasAddHeadsOp : public OpKernel {
  public:
   explicit BiasAddHeadsOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -606,11 +661,12 @@ class BiasAddHeadsOp : public OpKernel {
                             0, ::tensorflow::TensorShape({batch, num_heads_, seq, head_size}),
                             &heads));
     if (heads->NumElements() == 0) return;
-    const uint16_t* in = data<uint16_t>(y);
-    const uint16_t* bias = data<uint16_t>(ctx->input(1));
-    uint16_t* out = mutable_data<uint16_t>(heads);
+    using E = Element<T>;
+    const E* in = data<E>(y);
+    const E* bias = data<E>(ctx->input(1));
+    E* out = mutable_data<E>(heads);
     for_row_blocks(ctx, batch * seq, 3 * width, [&](int64_t begin, int64_t end) {
-      albert_bias_add_heads_rows(in, bias, out, begin, end, seq, num_heads_, head_size);
+      Loops<E>::bias_add_heads(in, bias, out, begin, end, seq, num_heads_, head_size);
     });
   }
 
@@ -618,13 +674,13 @@ class BiasAddHeadsOp : public OpKernel {
   int64_t num_heads_;
 };
 
-REGISTER_KERNEL_BUILDER(Name("AlbertBiasAddHeads").Device(::tensorflow::DEVICE_CPU),
-                        BiasAddHeadsOp);
+ALBERT_REGISTER_TYPED_KERNELS("AlbertBiasAddHeads", BiasAddHeadsOp);
 
 REGISTER_OP("AlbertHeadsBackward")
-    .Input("dheads: bfloat16")
-    .Output("dy: bfloat16")
-    .Output("dbias: bfloat16")
+    .Attr(ALBERT_ELEMENT_TYPES)
+    .Input("dheads: T")
+    .Output("dy: T")
+    .Output("dbias: T")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       shape_inference::ShapeHandle dheads;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &dheads));
@@ -635,9 +691,10 @@ REGISTER_OP("AlbertHeadsBackward")
       return ::tensorflow::OkStatus();
     })
     .Doc("The gradient of AlbertBiasAddHeads: dheads [B, N, S, D] back in y's layout "
-         "[B, S, N * D], and its sum over B and S (the bias's gradient, summed in float32 "
-         "and rounded once).");
+         "[B, S, N * D], and its sum over B and S (the bias's gradient, summed in float32; "
+         "bfloat16 rounded once).");
 
+template <typename T>
 class HeadsBackwardOp : public OpKernel {
  public:
   explicit HeadsBackwardOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
@@ -654,32 +711,34 @@ class HeadsBackwardOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({batch, seq, width}),
                                              &dy));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, ::tensorflow::TensorShape({width}), &dbias));
-    const uint16_t* in = data<uint16_t>(dheads);
-    uint16_t* out = mutable_data<uint16_t>(dy);
+    using E = Element<T>;
+    const E* in = data<E>(dheads);
+    E* out = mutable_data<E>(dy);
     std::vector<float> totals(width);
     if (!column_sums_over_row_blocks(ctx, rows, width, 3 * width, totals.data(),
                                      [&](int64_t first, int64_t last, float* sums) {
-                                       albert_heads_backward_rows(in, out, sums, first, last,
-                                                                  seq, heads, head_size);
+                                       Loops<E>::heads_backward(in, out, sums, first, last, seq,
+                                                                heads, head_size);
                                      }))
       return;
-    albert_round_to_bfloat16(totals.data(), mutable_data<uint16_t>(dbias), width);
+    Loops<E>::store_sums(totals.data(), mutable_data<E>(dbias), width);
   }
 };
 
-REGISTER_KERNEL_BUILDER(Name("AlbertHeadsBackward").Device(::tensorflow::DEVICE_CPU),
-                        HeadsBackwardOp);
+ALBERT_REGISTER_TYPED_KERNELS("AlbertHeadsBackward", HeadsBackwardOp);
 
 REGISTER_OP("AlbertSoftmaxBackward")
-    .Input("dprobs: bfloat16")
-    .Input("probs: bfloat16")
-    .Output("dx: bfloat16")
+    .Attr(ALBERT_ELEMENT_TYPES)
+    .Input("dprobs: T")
+    .Input("probs: T")
+    .Output("dx: T")
     .Attr("scale: float = 1.0")
     .SetShapeFn(same_shape_as_input)
     .Doc("dx = scale probs (dprobs - sum(dprobs probs)) over the last axis: the gradient of "
          "a softmax (probs its output) w.r.t. the scores that were scaled by scale before "
-         "it. In float32, rounded once.");
+         "it. In float32 (bfloat16 rounded once).");
 
+template <typename T>
 class SoftmaxBackwardOp : public OpKernel {
  public:
   explicit SoftmaxBackwardOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -698,12 +757,13 @@ class SoftmaxBackwardOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, probs.shape(), &dx));
     const int64_t cols = probs.dim_size(probs.dims() - 1);
     if (cols == 0) return;
-    const uint16_t* dp = data<uint16_t>(dprobs);
-    const uint16_t* p = data<uint16_t>(probs);
-    uint16_t* out = mutable_data<uint16_t>(dx);
+    using E = Element<T>;
+    const E* dp = data<E>(dprobs);
+    const E* p = data<E>(probs);
+    E* out = mutable_data<E>(dx);
     for_row_blocks(ctx, probs.NumElements() / cols, 8 * cols, [&](int64_t begin, int64_t end) {
-      albert_softmax_backward_rows(dp + begin * cols, p + begin * cols, scale_,
-                                   out + begin * cols, end - begin, cols);
+      Loops<E>::softmax_backward(dp + begin * cols, p + begin * cols, scale_,
+                                 out + begin * cols, end - begin, cols);
     });
   }
 
@@ -711,12 +771,12 @@ class SoftmaxBackwardOp : public OpKernel {
   float scale_;
 };
 
-REGISTER_KERNEL_BUILDER(Name("AlbertSoftmaxBackward").Device(::tensorflow::DEVICE_CPU),
-                        SoftmaxBackwardOp);
+ALBERT_REGISTER_TYPED_KERNELS("AlbertSoftmaxBackward", SoftmaxBackwardOp);
 
 REGISTER_OP("AlbertSumTerms")
-    .Input("terms: count * bfloat16")
-    .Output("sum: bfloat16")
+    .Attr(ALBERT_ELEMENT_TYPES)
+    .Input("terms: count * T")
+    .Output("sum: T")
     .Attr("count: int >= 1")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       shape_inference::ShapeHandle shape = c->input(0);
@@ -726,37 +786,39 @@ REGISTER_OP("AlbertSumTerms")
       c->set_output(0, shape);
       return ::tensorflow::OkStatus();
     })
-    .Doc("The sum of the terms (all of one shape), added in float32 in the order given and "
-         "rounded once.");
+    .Doc("The sum of the terms (all of one shape), added in float32 in the order given "
+         "(bfloat16 rounded once).");
 
+template <typename T>
 class SumTermsOp : public OpKernel {
  public:
   explicit SumTermsOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
 
   void Compute(OpKernelContext* ctx) override {
+    using E = Element<T>;
     const int count = ctx->num_inputs();
     const Tensor& first = ctx->input(0);
-    std::vector<const uint16_t*> terms(count);
+    std::vector<const E*> terms(count);
     for (int t = 0; t < count; ++t) {
       OP_REQUIRES(ctx, ctx->input(t).shape() == first.shape(),
                   InvalidArgument("every term must have the shape of the first ",
                                   first.shape().DebugString(), ", term ", t, " has ",
                                   ctx->input(t).shape().DebugString()));
-      terms[t] = data<uint16_t>(ctx->input(t));
+      terms[t] = data<E>(ctx->input(t));
     }
     Tensor* sum = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, first.shape(), &sum));
-    uint16_t* out = mutable_data<uint16_t>(sum);
+    E* out = mutable_data<E>(sum);
     // Blocks of 1024 values, split over the threads.
     const int64_t size = first.NumElements(), block = 1024;
     for_row_blocks(ctx, (size + block - 1) / block, 2 * count * block, [&](int64_t begin,
                                                                           int64_t end) {
-      albert_sum_terms(terms.data(), count, out, begin * block, std::min(end * block, size));
+      Loops<E>::sum_terms(terms.data(), count, out, begin * block, std::min(end * block, size));
     });
   }
 };
 
-REGISTER_KERNEL_BUILDER(Name("AlbertSumTerms").Device(::tensorflow::DEVICE_CPU), SumTermsOp);
+ALBERT_REGISTER_TYPED_KERNELS("AlbertSumTerms", SumTermsOp);
 
 template <typename T>
 constexpr int64_t kPackedWidth = std::is_same_v<T, float> ? 16 : 32;
