@@ -40,9 +40,12 @@ What is fused, and what is not (measured on the bench machine):
     gradient) and each dense sublayer's bias + residual + layer norm (in inference
     with the bfloat16 copy the next product reads, see `cast`; in training with the
     moments its gradient needs), the layer-norm gradient (with dx's bfloat16 copy),
-    the attention softmax's gradient and the sums of bfloat16 terms (`sum_terms`)
-    are C++ kernels instead (albert_tf.native_kernels; speed path
-    `native_cpu_kernels`).
+    the query/key/value biases with the heads, the attention softmax's gradient and
+    the sums of bfloat16 terms (`sum_terms`) are C++ kernels instead
+    (albert_tf.native_kernels; speed path `native_cpu_kernels`). float32 training
+    takes the same kernels (no bfloat16 copies); float32 inference its layer norms,
+    and the heads where Q, K and V are apart (the GELU stays in oneDNN's fused product
+    or ours).
 
 Results equal the plain ops to float32 rounding (XLA's tanh differs in the
 last bits). Whether these kernels are used is the speed-path decision

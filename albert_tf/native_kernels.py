@@ -1,29 +1,32 @@
 """C++ CPU kernels for the encoder's elementwise work and dense products, built on this
 machine.
 
-Some passes of the encoder (most of them bfloat16 only) are cheaper as hand-written loops
-than as anything TensorFlow 2.21 offers on CPU (docs/benchmarks.md):
+Some passes of the encoder are cheaper as hand-written loops than as anything TensorFlow
+2.21 offers on CPU (docs/benchmarks.md). Each takes bfloat16 or float32 tensors (one type
+per call; bfloat16 computed in float32 and rounded once):
 
   * `bias_gelu` and `bias_gelu_backward`: the FFN's bias and GELU after its plain
-    bfloat16 product, and its gradient (with the bias's). XLA's CPU loops compute the
-    tanh with 8-lane vectors; these use the machine's widest and an exp-based form
+    product, and its gradient (with the bias's). XLA's CPU loops compute the tanh with
+    8-lane vectors; these use the machine's widest and an exp-based form
     (albert_tf/native/loops.cc).
   * `residual_layer_norm`: LN(x + bias + residual) and its bfloat16 copy for the next
     product, in one pass over the rows, where an inference graph otherwise runs an XLA
     loop for the sum, oneDNN's layer norm and a cast; `residual_layer_norm_moments`,
     its training form, also writes what the gradient needs, and `layer_norm_backward`
     computes that gradient in one pass (with the bfloat16 copy of dx the product before
-    it takes, and adding the gradients of the output's bfloat16 copies). These three
-    also take float32 inputs (no copies), where a float32 training step otherwise runs
-    a chain of TensorFlow ops for the moments and two row means, a loop and three
-    column sums for the gradient.
+    it takes, and adding the gradients of the output's bfloat16 copies). For float32
+    inputs there are no copies; a float32 training step otherwise runs a chain of
+    TensorFlow ops for the moments and two row means, a loop and three column sums for
+    the gradient.
   * `bias_add_heads` and `heads_backward`: the query, key and value biases added and
-    the product split into attention heads in one pass (an XLA loop and a transpose
-    otherwise), and back, with the bias's gradient from the same pass.
+    the product split into attention heads in one pass (an XLA loop or the product's
+    bias, and a transpose otherwise), and back, with the bias's gradient from the same
+    pass.
   * `softmax_backward`: the attention softmax's gradient, one pass over each row (an
-    XLA loop otherwise).
-  * `sum_terms`: bfloat16 tensors added in float32 and rounded once (the shared kernels'
-    gradients over the layers), where TensorFlow's bfloat16 AddN rounds as it goes.
+    XLA loop or a chain of TensorFlow ops otherwise).
+  * `sum_terms`: tensors added in float32 in their order (the shared kernels' gradients
+    over the layers), bfloat16 rounded once, where TensorFlow's bfloat16 AddN rounds as
+    it goes; float32 in fewer passes over memory than a running sum.
   * `dense_heads`, `dense_bias_gelu` and `dense_residual_layer_norm` (with
     `pack_kernel`; `products_ready(dtype)`): matrix products of our own, bfloat16 on CPUs
     with AVX512_BF16 (on AMX tiles where the CPU has them, else its vector units) and
@@ -37,9 +40,9 @@ than as anything TensorFlow 2.21 offers on CPU (docs/benchmarks.md):
     (bfloat16 or float32, on the same product engines), the context written as rows.
 
 With AVX-512 the loops work on 16 floats at a time with explicit vector code (exp by
-vscalefps, bfloat16 rounding by vcvtneps2bf16 where AVX512_BF16 is there), else as
-plain loops the compiler vectorises; the float32 products and their finishing code have
-an AVX2 form of 8 floats as well.
+vscalefps, bfloat16 rounding by vcvtneps2bf16 where AVX512_BF16 is there; masked loads
+and stores only for a row's last columns), else as plain loops the compiler vectorises;
+the float32 products and their finishing code have an AVX2 form of 8 floats as well.
 
 The sources (albert_tf/native/) are compiled with the C++ compiler found here ($CXX,
 else c++ or g++) and TensorFlow's own headers, for this CPU (-march=native), once per
@@ -232,16 +235,17 @@ def library():
 
 
 def bias_gelu(y, bias):
-    """gelu(y + bias) in GELU's tanh form, y [..., F] and bias [F] bfloat16 -> bfloat16
-    [..., F], computed in float32 and rounded once. `library()` must not be None."""
+    """gelu(y + bias) in GELU's tanh form, y [..., F] and bias [F] bfloat16 (or both
+    float32) -> [..., F] of their dtype, computed in float32 (bfloat16 rounded once).
+    `library()` must not be None."""
     return library().albert_bias_gelu(y, bias)
 
 
 def bias_gelu_backward(dz, y, bias):
     """(dy, dbias): dy = dz * gelu'(y + bias), the gradient of `bias_gelu` w.r.t. y, all
-    bfloat16 ([..., F], bias [F]), computed in float32 and rounded once; dbias [F] the
-    sum of dy over all rows, the bias's gradient (float32 sums over fixed blocks of rows
-    in a fixed order, rounded once)."""
+    bfloat16 or all float32 ([..., F], bias [F]), computed in float32 (bfloat16 rounded
+    once); dbias [F] the sum of dy over all rows, the bias's gradient (float32 sums over
+    fixed blocks of rows in a fixed order, bfloat16 rounded once)."""
     return tuple(library().albert_bias_gelu_backward(dz, y, bias))
 
 
@@ -280,29 +284,31 @@ def residual_layer_norm(x, bias, residual, gamma, beta, epsilon):
 
 
 def bias_add_heads(y, bias, num_heads):
-    """y [B, S, H] + bias [H], bfloat16, split into attention heads -> [B, num_heads, S,
-    H / num_heads] (each sum in float32, rounded once). Its gradient: `heads_backward`."""
+    """y [B, S, H] + bias [H], both bfloat16 or both float32, split into attention heads
+    -> [B, num_heads, S, H / num_heads] (each sum in float32, bfloat16 rounded once). Its
+    gradient: `heads_backward`."""
     return library().albert_bias_add_heads(y, bias, num_heads=num_heads)
 
 
 def heads_backward(dheads):
-    """The gradient of `bias_add_heads`: dheads [B, N, S, D] bfloat16 -> (dy [B, S, N * D],
-    dbias [N * D], the sum over B and S in float32 over fixed blocks of rows in a fixed
-    order, rounded once)."""
+    """The gradient of `bias_add_heads`: dheads [B, N, S, D] bfloat16 or float32 -> (dy
+    [B, S, N * D], dbias [N * D], the sum over B and S in float32 over fixed blocks of
+    rows in a fixed order, bfloat16 rounded once), of dheads' dtype."""
     return tuple(library().albert_heads_backward(dheads))
 
 
 def softmax_backward(dprobs, probs, scale=1.0):
     """scale * probs * (dprobs - sum(dprobs * probs)) over the last axis: the gradient of
     a softmax (probs its output) w.r.t. scores it took times `scale` (a Python float),
-    all bfloat16 [..., S], in float32, rounded once."""
+    all bfloat16 or all float32 [..., S], in float32 (bfloat16 rounded once)."""
     return library().albert_softmax_backward(dprobs, probs, scale=scale)
 
 
 def sum_terms(terms):
-    """The sum of a list of bfloat16 tensors of one shape, added in float32 in the order
-    given and rounded once (TensorFlow's bfloat16 AddN rounds as it goes, and moves about
-    4 GB/s here)."""
+    """The sum of a list of tensors of one shape and dtype (bfloat16 or float32), added in
+    float32 in the order given, bfloat16 rounded once (TensorFlow's bfloat16 AddN rounds
+    as it goes, and moves about 4 GB/s here); float32 sums are the sequential sums to
+    the bit."""
     return library().albert_sum_terms(terms)
 
 

@@ -51,8 +51,10 @@ class SpeedPaths:
         their gradients, and the query/key/value biases with the split into heads
         and its gradient as C++ kernels built on this machine
         (albert_tf.native_kernels), where it has a C++ compiler; float32 graphs the
-        layer norms after a dense sublayer (with its bias) and their gradients. False:
-        the XLA loops, transposes, TensorFlow's ops and oneDNN's layer norm.
+        layer norms after a dense sublayer (with its bias) and their gradients, and in
+        training the same GELU, heads and softmax-gradient kernels and the sums of the
+        shared kernels' gradients. False: the XLA loops, transposes, TensorFlow's ops and
+        oneDNN's layer norm.
       native_products: with `native_cpu_kernels`, inference runs its dense products as
         products of our own that finish their float32 accumulators themselves
         (query/key/value with biases, written as heads; FFN with bias and GELU; the
