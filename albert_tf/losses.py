@@ -23,10 +23,16 @@ MLM_DENOMINATOR_EPSILON = 1e-5
 
 
 def _per_example_cross_entropy(logits, labels):
-    logits = tf.cast(logits, tf.float32)
-    log_probs = tf.nn.log_softmax(logits, axis=-1)
-    labels = tf.convert_to_tensor(labels)
-    return -tf.gather(log_probs, tf.cast(labels, tf.int32), batch_dims=labels.shape.rank)
+    """-log softmax(logits)[label]: logits [..., C], labels [...] -> float32 [...].
+
+    The original sums log_softmax(logits) times a one-hot of the labels; TensorFlow's fused
+    op gives the same numbers to float32 rounding, and its gradient is one pass (softmax
+    minus the one-hot). Picking the log-probabilities with a gather instead differentiates
+    into a scatter over all [..., C] of them: for the masked-LM head's [B * 20, 30000],
+    about 30 ms of a pretraining step on a 2-core CPU (docs/benchmarks.md)."""
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=tf.cast(labels, tf.int32), logits=tf.cast(logits, tf.float32)
+    )
 
 
 def masked_lm_loss(mlm_logits, masked_lm_ids, masked_lm_weights, weight_total=None):

@@ -122,3 +122,26 @@ def test_metric_sums_add_up_over_batches(batch):
     np.testing.assert_allclose(got["sentence_order_accuracy"], sop_correct.mean(), rtol=1e-6)
     np.testing.assert_allclose(got["sentence_order_loss"], sop, rtol=1e-6)
     assert losses.finalize_pretraining_metrics({k: 0.0 for k in sums})["masked_lm_accuracy"] == 0.0
+
+
+def test_masked_lm_gradient_is_softmax_minus_one_hot(batch):
+    # The gradient w.r.t. the logits, w (softmax - one_hot) / (sum(w) + 1e-5), computed in
+    # one pass: no scatter of the picked log-probabilities over all of them.
+    outputs, features = batch
+    logits = tf.constant(outputs["mlm_logits"])
+    ids, weights = features["masked_lm_ids"], features["masked_lm_weights"]
+
+    @tf.function
+    def gradient(logits):
+        with tf.GradientTape() as tape:
+            tape.watch(logits)
+            loss = losses.masked_lm_loss(logits, ids, weights)
+        return tape.gradient(loss, logits)
+
+    x = outputs["mlm_logits"].astype(np.float64)
+    probs = np.exp(log_softmax(x))
+    one_hot = np.eye(x.shape[-1])[ids]
+    want = weights[..., None] * (probs - one_hot) / (weights.sum() + 1e-5)
+    np.testing.assert_allclose(gradient(logits).numpy(), want, rtol=1e-5, atol=1e-7)
+    graph = gradient.get_concrete_function(logits).graph
+    assert not {"UnsortedSegmentSum", "ScatterNd"} & {op.type for op in graph.get_operations()}
