@@ -170,8 +170,9 @@ _bias_gelu_tanh_backward_loop = _xla_or_plain(_bias_gelu_tanh_backward)
 def bias_gelu_tanh(y, bias):
     """GELU (tanh form) of y [..., N] + bias [N]: for bfloat16 or float32 y and bias the
     native kernel where `_native_elementwise` (albert_tf.native_kernels: computed in
-    float32 as the equal x sigmoid(2u), bfloat16 rounded once; 1.3-1.5x faster than the
-    loop), else one XLA loop (float32 inside for bfloat16)."""
+    float32 as the equal x sigmoid(2u), bfloat16 rounded once; 1.4x (float32) and 1.9x
+    (bfloat16) faster than the loop, bench/bench_kernels.py), else one XLA loop (float32
+    inside for bfloat16)."""
     if _native_elementwise(bias, y):
         return native_kernels.bias_gelu(y, bias)
     return _bias_gelu_tanh_loop(y, bias)
