@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -128,34 +127,16 @@ def main(argv=None):
 
     if native_kernels.library() is None:
         sys.exit("bench_kernels: the native kernels could not be built here")
-    load_start = bm._machine()[3]
-    rows = []
-    for name, ours, without in kernel_pairs(args.batch, args.dtype):
-        seconds = bm.paired_seconds({"ours": ours, "without": without}, args.pairs, warm=2)
-        ratios = [w / o for w, o in zip(seconds["without"], seconds["ours"])]
-        rows.append(
-            f"| {name} | {statistics.median(seconds['ours']) * 1e3:.2f} "
-            f"| {statistics.median(seconds['without']) * 1e3:.2f} "
-            f"| {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |"
-        )
-    bm.write_markdown(
-        args.out,
-        [
-            *bm.result_header(
-                f"Our {args.dtype} elementwise kernels against what the step runs without them",
-                "bench_kernels.py",
-                argv,
-                load_start,
-                args.emulate,
-            ),
-            f"{args.dtype}, batch {args.batch} x seq {SEQ}, all threads; median ms per call "
-            f"over {args.pairs} pairs; ratio: the median of the per-pair ratios (time without "
-            "/ our time), with its range.",
-            "",
-            "| kernel | ours ms | without ms | ratio (range) |",
-            "|---|---:|---:|---|",
-            *rows,
-        ],
+    bm.write_paired_table(
+        args,
+        argv,
+        "bench_kernels.py",
+        f"Our {args.dtype} elementwise kernels against what the step runs without them",
+        f"{args.dtype}, batch {args.batch} x seq {SEQ}, all threads; median ms per call over "
+        f"{args.pairs} pairs; ratio: the median of the per-pair ratios (time without / our "
+        "time), with its range.",
+        ("kernel", "ours", "without"),
+        kernel_pairs(args.batch, args.dtype),
     )
 
 

@@ -758,6 +758,41 @@ def paired_seconds(calls, pairs, warm=0):
     return seconds
 
 
+def paired_row(name, ours, other, pairs):
+    """A result table's row "| name | ours ms | other ms | ratio (range) |" from `pairs`
+    paired calls of the zero-argument callables `ours` and `other` (after two untimed
+    calls of each): median milliseconds per call, and the median of the per-pair ratios
+    other time / our time with their range."""
+    seconds = paired_seconds({"ours": ours, "other": other}, pairs, warm=2)
+    ratios = [o / u for o, u in zip(seconds["other"], seconds["ours"])]
+    return (
+        f"| {name} | {statistics.median(seconds['ours']) * 1e3:.2f} "
+        f"| {statistics.median(seconds['other']) * 1e3:.2f} "
+        f"| {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |"
+    )
+
+
+def write_paired_table(args, argv, script, title, description, columns, pairs):
+    """Writes args.out: the result header, `description`, and a table of `columns` (the
+    first column's name, ours, the other side) with a `paired_row` of args.pairs pairs for
+    each (name, ours, other) in `pairs` (args: the script's parsed flags, with `out`,
+    `pairs` and `emulate`)."""
+    load_start = _machine()[3]
+    rows = [paired_row(name, ours, other, args.pairs) for name, ours, other in pairs]
+    first, ours, other = columns
+    write_markdown(
+        args.out,
+        [
+            *result_header(title, script, argv, load_start, args.emulate),
+            description,
+            "",
+            f"| {first} | {ours} ms | {other} ms | ratio (range) |",
+            "|---|---:|---:|---|",
+            *rows,
+        ],
+    )
+
+
 def result_header(title, script, argv, load_start, emulate=None):
     """The first lines of a result file: its title, the command that wrote it (`script`
     in bench/ with `argv`, None for this process's), and the machine (CPU, ISA flags,

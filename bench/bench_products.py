@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -171,34 +170,16 @@ def main(argv=None):
 
     if not native_kernels.products_ready(args.dtype):
         sys.exit(f"bench_products: no {args.dtype} products here (see products_ready)")
-    load_start = bm._machine()[3]
-    rows = []
-    for name, ours, onednn in product_pairs(args.batch, args.dtype):
-        seconds = bm.paired_seconds({"ours": ours, "onednn": onednn}, args.pairs, warm=2)
-        ratios = [o / u for o, u in zip(seconds["onednn"], seconds["ours"])]
-        rows.append(
-            f"| {name} | {statistics.median(seconds['ours']) * 1e3:.2f} "
-            f"| {statistics.median(seconds['onednn']) * 1e3:.2f} "
-            f"| {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |"
-        )
-    bm.write_markdown(
-        args.out,
-        [
-            *bm.result_header(
-                f"Our {args.dtype} products against oneDNN's product plus what it carries",
-                "bench_products.py",
-                argv,
-                load_start,
-                args.emulate,
-            ),
-            f"{args.dtype}, batch {args.batch} x seq {SEQ} rows, all threads; median ms per call "
-            f"over {args.pairs} pairs; ratio: the median of the per-pair ratios oneDNN time / "
-            "our time, with its range.",
-            "",
-            "| product and what it carries | ours ms | oneDNN + the rest ms | ratio (range) |",
-            "|---|---:|---:|---|",
-            *rows,
-        ],
+    bm.write_paired_table(
+        args,
+        argv,
+        "bench_products.py",
+        f"Our {args.dtype} products against oneDNN's product plus what it carries",
+        f"{args.dtype}, batch {args.batch} x seq {SEQ} rows, all threads; median ms per call "
+        f"over {args.pairs} pairs; ratio: the median of the per-pair ratios oneDNN time / "
+        "our time, with its range.",
+        ("product and what it carries", "ours", "oneDNN + the rest"),
+        product_pairs(args.batch, args.dtype),
     )
 
 
