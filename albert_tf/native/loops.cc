@@ -427,6 +427,42 @@ extern "C" void albert_layer_norm_backward_rows(const float* dy, const uint16_t*
     const float* dy_row = dy + row * cols;
     const float* xhat_row = xhat + row * cols;
     float* dx_row = dx + row * cols;
+#ifdef ALBERT_VECTOR_LOOPS
+    // Two passes over the row on 16 lanes: dy (with its copies' gradients) kept in dx_row,
+    // its sums, then dx over it (and dx's bfloat16 copy) with the column sums.
+    __m512 sums_g = _mm512_setzero_ps(), sums_gx = _mm512_setzero_ps();
+    for (int64_t j = 0; j < cols; j += 16) {
+      const __mmask16 m = lanes(j, cols);
+      __m512 d = load_lanes(dy_row + j, m);
+      for (int64_t c = 0; c < copies; ++c) {
+        d = _mm512_add_ps(d, load_lanes(dy16[c] + row * cols + j, m));
+      }
+      store_lanes(dx_row + j, d, m);
+      const __m512 x = load_lanes(xhat_row + j, m);
+      const __m512 g = _mm512_mul_ps(d, load_lanes(gamma + j, m));
+      sums_g = _mm512_add_ps(sums_g, g);
+      sums_gx = _mm512_fmadd_ps(g, x, sums_gx);
+      store_lanes(dgamma + j, _mm512_fmadd_ps(d, x, load_lanes(dgamma + j, m)), m);
+      store_lanes(dbeta + j, _mm512_add_ps(load_lanes(dbeta + j, m), d), m);
+    }
+    {
+      const __m512 mean_g = _mm512_set1_ps(_mm512_reduce_add_ps(sums_g) / float(cols));
+      const __m512 mean_gx = _mm512_set1_ps(_mm512_reduce_add_ps(sums_gx) / float(cols));
+      const __m512 r = _mm512_set1_ps(rstd[row]);
+      uint16_t* dx16_row = dx16 == nullptr ? nullptr : dx16 + row * cols;
+      for (int64_t j = 0; j < cols; j += 16) {
+        const __mmask16 m = lanes(j, cols);
+        const __m512 centred = _mm512_sub_ps(
+            _mm512_mul_ps(load_lanes(dx_row + j, m), load_lanes(gamma + j, m)), mean_g);
+        const __m512 v = _mm512_mul_ps(
+            r, _mm512_sub_ps(centred, _mm512_mul_ps(load_lanes(xhat_row + j, m), mean_gx)));
+        store_lanes(dx_row + j, v, m);
+        store_lanes(dx_sum + j, _mm512_add_ps(load_lanes(dx_sum + j, m), v), m);
+        if (dx16_row != nullptr) store_lanes(dx16_row + j, v, m);
+      }
+    }
+    continue;
+#endif
     // The row's whole dy, kept in dx_row until dx overwrites it.
     for (int64_t j = 0; j < cols; ++j) dx_row[j] = dy_row[j];
     for (int64_t c = 0; c < copies; ++c) {
