@@ -588,10 +588,19 @@ void sum_terms(const E* const* terms, int64_t count, E* out, int64_t first, int6
   if (i < last) add_terms(i, lanes(i, last));
   return;
 #endif
-  for (int64_t i = first; i < last; ++i) {
-    float sum = widen(terms[0][i]);
-    for (int64_t t = 1; t < count; ++t) sum += widen(terms[t][i]);
-    store_value(out + i, sum);
+  // A chunk of the elements at a time, each term added to all of them before the next: the
+  // same additions per element, in loops the compiler vectorises (term by term per element,
+  // it did not: 4-5x slower).
+  constexpr int64_t kChunk = 256;
+  float sums[kChunk];
+  for (int64_t start = first; start < last; start += kChunk) {
+    const int64_t n = std::min(kChunk, last - start);
+    for (int64_t j = 0; j < n; ++j) sums[j] = widen(terms[0][start + j]);
+    for (int64_t t = 1; t < count; ++t) {
+      const E* term = terms[t] + start;
+      for (int64_t j = 0; j < n; ++j) sums[j] += widen(term[j]);
+    }
+    for (int64_t j = 0; j < n; ++j) store_value(out + start + j, sums[j]);
   }
 }
 
