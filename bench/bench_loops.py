@@ -214,16 +214,20 @@ def _heads_call(x, b, out):
 
 
 def _source_at(revision: str) -> str:
-    """albert_tf/native/loops.cc as git revision `revision` of this checkout has it."""
+    """albert_tf/native/loops.cc as git revision `revision` of this checkout has it; exits
+    with one line naming --against where git cannot show it."""
     import subprocess
 
-    return subprocess.run(
+    shown = subprocess.run(
         ["git", "show", f"{revision}:albert_tf/native/loops.cc"],
         cwd=os.path.dirname(HERE),
-        check=True,
         capture_output=True,
         text=True,
-    ).stdout
+    )
+    if shown.returncode != 0:
+        reason = (shown.stderr.strip().splitlines() or ["git failed"])[-1]
+        sys.exit(f"bench_loops: --against {revision}: no loops.cc there ({reason})")
+    return shown.stdout
 
 
 def copy_rate(nbytes: int):
