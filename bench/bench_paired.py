@@ -33,6 +33,8 @@ range and each side's median rate.
     machine's at half their width: an emulation, not a measurement of such a CPU.
   * --pretraining_seqs: our full pretraining step (bench_pretraining's) in float32 vs
     mixed_bfloat16, the two models built side by side (each under its dtype policy).
+  * Every run ends with a "Targets" table: each speed goal of docs/benchmarks.md that its
+    cells measured (ENCODER_TARGETS, PRETRAINING_TARGET), the measured value and met or not.
 """
 
 from __future__ import annotations
@@ -53,6 +55,16 @@ import bench_model as bm  # noqa: E402  (model steps, FLOPs, peak probe, machine
 
 PEERS = ("ours", "keras_hub")
 MODE_NAMES = {"infer": "inference", "train": "fwd+bwd", "classify": "classifier eval"}
+# The speed goals of docs/benchmarks.md ("Targets by machine"), checked by every run against
+# what it measured. Encoder cells (dtype, mode): ratio to keras-hub, and our MFU against the
+# sustained peak probe of the dtype, pooled over the run (None: no goal for that cell).
+ENCODER_TARGETS = {
+    ("float32", "infer"): {"ratio": 1.1, "mfu": 0.85},
+    ("float32", "train"): {"ratio": 1.1, "mfu": None},
+    ("mixed_bfloat16", "infer"): {"ratio": 1.2, "mfu": 0.80},
+    ("mixed_bfloat16", "train"): {"ratio": 1.2, "mfu": 0.80},
+}
+PRETRAINING_TARGET = 2.2  # our bfloat16 pretraining step's speed over our float32 step's
 
 
 def _ratio_summary(numerator, denominator):
@@ -160,6 +172,57 @@ def _states_cell(summary):
         "-" if summary[state] is None else f"{summary[state][0]:.0%} ({summary[state][1]})"
         for state in ("slow", "fast")
     )
+
+
+def target_lines(encoder, pretraining):
+    """Markdown rows "| goal | measured | met |" for each goal of ENCODER_TARGETS and
+    PRETRAINING_TARGET that the run's results (worker_encoder's and
+    worker_pretraining's) measured; [] when they measured none."""
+    rows = []
+    for r in encoder:
+        goals = ENCODER_TARGETS.get((r["dtype"], r["mode"]), {})
+        cell = f"{r['dtype']} {MODE_NAMES[r['mode']]}"
+        if goals.get("ratio"):
+            rows.append(
+                (
+                    f"{cell} >= {goals['ratio']}x keras-hub",
+                    r["ratio"] >= goals["ratio"],
+                    _ratio_cell(r),
+                )
+            )
+        if goals.get("mfu") and r["sustained"]:
+            pooled = r["sustained"]["pooled"]
+            rows.append(
+                (
+                    f"{cell} >= {goals['mfu']:.0%} of the sustained peak probe (pooled)",
+                    pooled >= goals["mfu"],
+                    f"{pooled:.0%}",
+                )
+            )
+    for r in pretraining:
+        rows.append(
+            (
+                f"pretraining step at seq {r['seq']}: bfloat16 >= {PRETRAINING_TARGET}x "
+                "our float32",
+                r["ratio"] >= PRETRAINING_TARGET,
+                _ratio_cell(r),
+            )
+        )
+    if not rows:
+        return []
+    return [
+        "",
+        "## Targets",
+        "",
+        "The goals of docs/benchmarks.md against this run's medians (ranges: the pairs').",
+        "",
+        "| goal | measured | met |",
+        "|---|---|---|",
+        *(
+            f"| {goal} | {measured} | {'yes' if met else '**no**'} |"
+            for goal, met, measured in rows
+        ),
+    ]
 
 
 def worker_pretraining(seq, batch, pairs):
@@ -366,6 +429,7 @@ def main(argv=None):
                 f"| {r['seq']} | {r['batch']} | {r['float32']:.2f} | {r['mixed_bfloat16']:.2f} "
                 f"| {_ratio_cell(r)} |"
             )
+    lines += target_lines(encoder, pretraining)
     bm.write_markdown(args.out, lines)
 
 
