@@ -16,6 +16,7 @@ Two looks at the same step:
     TensorFlow's compute threads, by op class (`OP_CLASSES`), as a share of the summed
     kernel time (kernels on the two inter-op threads overlap, so the sum exceeds the wall
     time; shares stay comparable under background load). XLA loops count as one class.
+    Also how long 0, 1 or 2 kernels ran at once on those threads (0: all idle).
   * ONEDNN_VERBOSE=1 over one step: every oneDNN primitive that ran, by kind,
     implementation (the ISA: `brg_matmul:avx10_1_512_amx` is AMX, `x64:gemm:jit` a
     non-AMX GEMM, `ref` a reference fallback) and source dtype, with calls and time
@@ -144,6 +145,7 @@ def worker_profile(args):
         space.ParseFromString(f.read())
     seconds, calls = collections.Counter(), collections.Counter()
     sites, site_calls = collections.Counter(), collections.Counter()
+    intervals = []
     for plane in space.planes:
         for line in plane.lines:
             if not line.name.startswith("tf_Compute"):
@@ -163,9 +165,25 @@ def worker_profile(args):
                         site_calls[site] += 1 / args.steps
                 seconds[kind] += event.duration_ps / 1e12 / args.steps
                 calls[kind] += 1 / args.steps
+                start = line.timestamp_ns * 1000 + event.offset_ps
+                intervals.append((start, start + event.duration_ps))
     result = {"wall_s": wall, "seconds": seconds, "calls": calls, "flops": flops}
+    result["concurrency"] = {
+        count: ps / 1e12 / args.steps for count, ps in kernels_running(intervals).items()
+    }
     result["sites"] = [(site, sec, site_calls[site]) for site, sec in sites.most_common(TOP_SITES)]
     print("RESULT " + json.dumps({**result, "peak": sum(peaks) / 2}))
+
+
+def kernels_running(intervals):
+    """{number of kernels running at once: picoseconds} over the span of `intervals`
+    [(start_ps, end_ps)] of kernels on the compute threads; 0 is time with none."""
+    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    spans, running = collections.Counter(), 0
+    for (t, change), (t_next, _) in zip(edges, edges[1:]):
+        running += change
+        spans[running] += t_next - t
+    return spans
 
 
 def dense_product_shapes(mode, pretrain_shape):
@@ -290,7 +308,13 @@ def _profile_table(result):
         f"Model {flops / wall / 1e9:.0f} GFLOP/s against a tf.matmul 2048^3 peak of "
         f"{peak / 1e9:.0f} GFLOP/s measured right before and after (MFU "
         f"{100 * flops / wall / peak:.0f}%); the matrix-product kernels alone run the "
-        f"model's FLOPs at {100 * flops / max(matmul, 1e-9) / peak:.0f}% of that peak.",
+        f"model's FLOPs at {100 * flops / max(matmul, 1e-9) / peak:.0f}% of that peak. "
+        "Kernels running at once on the compute threads, per step: "
+        + ", ".join(
+            f"{count}: {1000 * sec:.0f} ms"
+            for count, sec in sorted((int(k), v) for k, v in result["concurrency"].items())
+        )
+        + " (0: the compute threads idle).",
         "",
         "| op class | kernel s / step | share | calls / step |",
         "|---|---|---|---|",
