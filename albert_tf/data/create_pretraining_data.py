@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import glob
 import itertools
 import logging
@@ -101,18 +102,40 @@ class Unit:
     end: int
 
 
-def resolve_input_files(input_file: str) -> list[str]:
+class LocalInputs:
+    """How the builder reaches its input files: the local filesystem. The Beam pipeline
+    (albert_tf/data/beam_pipeline.py) passes the same four functions on Beam's filesystems."""
+
+    @staticmethod
+    def glob(pattern: str) -> list[str]:
+        return glob.glob(pattern)
+
+    @staticmethod
+    def isdir(path: str) -> bool:
+        return os.path.isdir(path)
+
+    @staticmethod
+    def size(path: str) -> int:
+        return os.path.getsize(path)
+
+    @staticmethod
+    def open(path: str):
+        """A seekable binary file."""
+        return open(path, "rb")
+
+
+def resolve_input_files(input_file: str, inputs=LocalInputs) -> list[str]:
     """Comma-separated globs -> sorted, de-duplicated file list; errors name the bad pattern."""
     files: list[str] = []
     seen = set()
     for pattern in [p.strip() for p in input_file.split(",") if p.strip()]:
-        matches = sorted(glob.glob(pattern))
+        matches = sorted(inputs.glob(pattern))
         if not matches:
             if glob.has_magic(pattern):
                 raise InputDataError(f"--input_file: pattern {pattern!r} matches no file")
             raise InputDataError(f"--input_file: file {pattern!r} does not exist")
         for m in matches:
-            if os.path.isdir(m):
+            if inputs.isdir(m):
                 raise InputDataError(f"--input_file: {m!r} is a directory, expected a text file")
             if m not in seen:
                 seen.add(m)
@@ -122,16 +145,16 @@ def resolve_input_files(input_file: str) -> list[str]:
     return files
 
 
-def plan_units(files: Sequence[str], chunk_bytes: int) -> list[Unit]:
+def plan_units(files: Sequence[str], chunk_bytes: int, inputs=LocalInputs) -> list[Unit]:
     """Splits files into units of about `chunk_bytes`, cutting after a blank line if one is found
     within 1 MiB of the nominal cut (else after a line end). Depends only on the files and
     `chunk_bytes`, so outputs do not depend on the number of workers."""
     units = []
     for fi, path in enumerate(files):
-        size = os.path.getsize(path)
+        size = inputs.size(path)
         cuts = [0]
         if chunk_bytes > 0 and size > chunk_bytes:
-            with open(path, "rb") as f:
+            with inputs.open(path) as f:
                 pos = chunk_bytes
                 while pos < size:
                     f.seek(pos)
@@ -265,16 +288,16 @@ class FastTokenizer:
         return flat, lens
 
 
-def _line_number(path: str, start: int, rel: int) -> int:
+def _line_number(path: str, start: int, rel: int, inputs=LocalInputs) -> int:
     """1-based line number of byte `start + rel` of `path`."""
-    with open(path, "rb") as f:
+    with inputs.open(path) as f:
         return f.read(start + rel).count(b"\n") + 1
 
 
-def read_unit(unit: Unit, fast: FastTokenizer) -> pi.Corpus:
+def read_unit(unit: Unit, fast: FastTokenizer, inputs=LocalInputs) -> pi.Corpus:
     """Reads and tokenizes one unit into a `Corpus` (documents split at blank lines, §8.2)."""
     try:
-        with open(unit.path, "rb") as f:
+        with inputs.open(unit.path) as f:
             f.seek(unit.start)
             data = f.read(unit.end - unit.start)
     except OSError as e:
@@ -282,7 +305,7 @@ def read_unit(unit: Unit, fast: FastTokenizer) -> pi.Corpus:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = _line_number(unit.path, unit.start, e.start)
+        line = _line_number(unit.path, unit.start, e.start, inputs)
         raise InputDataError(
             f"{unit.path}:{line}: invalid UTF-8 byte {data[e.start : e.start + 1]!r} "
             f"(byte offset {unit.start + e.start}); input files must be UTF-8 text"
@@ -323,6 +346,7 @@ class Settings:
     random_seed: int
     tmp_dir: str
     num_shards: int
+    inputs: type = LocalInputs
 
 
 _WORKER: dict = {}
@@ -378,9 +402,9 @@ def process_unit(unit: Unit, sinks: Sequence | None = None) -> dict:
     """
     s: Settings = _WORKER["settings"]
     cfg = s.config
-    corpus = read_unit(unit, _WORKER["fast"])
+    corpus = read_unit(unit, _WORKER["fast"], s.inputs)
     if corpus.num_documents == 0:
-        if unit.chunk_index == 0 and unit.end == os.path.getsize(unit.path):
+        if unit.chunk_index == 0 and unit.end == s.inputs.size(unit.path):
             raise InputDataError(
                 f"input file {unit.path!r} contains no documents "
                 "(expected one sentence per line, blank lines between documents)"
@@ -490,27 +514,15 @@ def _check_outputs(output_files: Sequence[str]) -> None:
         fileio.check_writable_folder("output_file", out, d)  # read-only, no permission
 
 
-def create_pretraining_data(
-    input_file: str,
-    output_file: str | Sequence[str],
+def check_flags(
     config: pi.MaskingConfig,
     *,
-    vocab_file: str | None = None,
-    spm_model_file: str | None = None,
-    do_lower_case: bool = True,
-    digit_comma: str = tokenization.DEFAULT_DIGIT_COMMA,
-    dupe_factor: int = 40,
-    random_seed: int = 12345,
-    num_workers: int | None = None,
-    chunk_size_mb: float = DEFAULT_CHUNK_SIZE_MB,
-    log_every_s: float = 30.0,
-) -> dict:
-    """Library entry point of the CLI. Returns stats: documents, instances, tokens, masked,
-    units, seconds, and long_lines, long_tokens, longest_line (lines longer than
-    max_seq_length - 3 tokens, which every instance cuts; a warning reports them). Raises
-    InputDataError on bad input or when no instance can be made; then no output file exists.
-    Temporaries of killed earlier runs next to the outputs are removed first.
-    `digit_comma`: the SentencePiece digit-comma rule (`albert_tf.tokenization`)."""
+    vocab_file: str | None,
+    spm_model_file: str | None,
+    digit_comma: str,
+    dupe_factor: int,
+) -> None:
+    """The checks of the flags that need no input file (InputDataError naming the flag)."""
     if digit_comma not in tokenization.DIGIT_COMMA_MODES:
         raise InputDataError(
             f"--digit_comma={digit_comma!r}: expected one of "
@@ -532,11 +544,68 @@ def create_pretraining_data(
             raise InputDataError(f"{flag}: file {path!r} does not exist")
     if spm_model_file:
         tokenization.load_spm_model(spm_model_file, flag="spm_model_file")
-    outputs = (
-        [o.strip() for o in output_file.split(",") if o.strip()]
-        if isinstance(output_file, str)
-        else list(output_file)
+
+
+def output_files(output_file: str | Sequence[str]) -> list[str]:
+    """--output_file (comma-separated, or a list) -> the output files, in order."""
+    if isinstance(output_file, str):
+        return [o.strip() for o in output_file.split(",") if o.strip()]
+    return list(output_file)
+
+
+def check_totals(
+    stats: dict, input_file: str, num_files: int, config: pi.MaskingConfig, longest_in
+) -> None:
+    """After all units: InputDataError when no instance was made; a warning about lines longer
+    than a whole sequence (`longest_in`: the file of the longest, or None where unknown)."""
+    if stats["instances"] == 0:
+        raise InputDataError(
+            f"--input_file={input_file}: no instance could be made from "
+            f"{num_files} file(s) ({stats['documents']} documents)"
+        )
+    if stats["long_lines"]:
+        logger.warning(
+            "%d input line(s) are longer than a whole sequence (max_seq_length - 3 = %d "
+            "tokens); every instance cuts them: %d tokens beyond %d (longest line: %d "
+            "tokens%s). Split such lines into sentences.",
+            stats["long_lines"],
+            config.max_seq_length - 3,
+            stats["long_tokens"],
+            config.max_seq_length - 3,
+            stats["longest_line"],
+            f", in {longest_in}" if longest_in else "",
+        )
+
+
+def create_pretraining_data(
+    input_file: str,
+    output_file: str | Sequence[str],
+    config: pi.MaskingConfig,
+    *,
+    vocab_file: str | None = None,
+    spm_model_file: str | None = None,
+    do_lower_case: bool = True,
+    digit_comma: str = tokenization.DEFAULT_DIGIT_COMMA,
+    dupe_factor: int = 40,
+    random_seed: int = 12345,
+    num_workers: int | None = None,
+    chunk_size_mb: float = DEFAULT_CHUNK_SIZE_MB,
+    log_every_s: float = 30.0,
+) -> dict:
+    """Library entry point of the CLI. Returns stats: documents, instances, tokens, masked,
+    units, seconds, and long_lines, long_tokens, longest_line (lines longer than
+    max_seq_length - 3 tokens, which every instance cuts; a warning reports them). Raises
+    InputDataError on bad input or when no instance can be made; then no output file exists.
+    Temporaries of killed earlier runs next to the outputs are removed first.
+    `digit_comma`: the SentencePiece digit-comma rule (`albert_tf.tokenization`)."""
+    check_flags(
+        config,
+        vocab_file=vocab_file,
+        spm_model_file=spm_model_file,
+        digit_comma=digit_comma,
+        dupe_factor=dupe_factor,
     )
+    outputs = output_files(output_file)
     _check_outputs(outputs)
     files = resolve_input_files(input_file)
     units = plan_units(files, int(chunk_size_mb * (1 << 20)))
@@ -633,23 +702,7 @@ def create_pretraining_data(
                     stats["instances"] / max(el, 1e-9),
                     eta,
                 )
-        if stats["instances"] == 0:
-            raise InputDataError(
-                f"--input_file={input_file}: no instance could be made from "
-                f"{len(files)} file(s) ({stats['documents']} documents)"
-            )
-        if stats["long_lines"]:
-            logger.warning(
-                "%d input line(s) are longer than a whole sequence (max_seq_length - 3 = %d "
-                "tokens); every instance cuts them: %d tokens beyond %d (longest line: %d "
-                "tokens, in %s). Split such lines into sentences.",
-                stats["long_lines"],
-                config.max_seq_length - 3,
-                stats["long_tokens"],
-                config.max_seq_length - 3,
-                stats["longest_line"],
-                longest_in,
-            )
+        check_totals(stats, input_file, len(files), config, longest_in)
         while shards:
             shards.pop().close()
         for t, o in zip(tmp_outputs, outputs):
@@ -734,11 +787,30 @@ class CreatePretrainingDataOptions(Options):
         "(for dynamic masking in the input pipeline).",
     )
     digit_comma: str = tokenization.digit_comma_option()
+    runner: str | None = option(
+        None,
+        "Build with Apache Beam on this runner (FnApiRunner, DirectRunner, DataflowRunner, "
+        "FlinkRunner, ...) instead of local worker processes; Beam's pipeline options follow "
+        "this flag (docs/pretraining.md).",
+    )
 
 
-def run(opts: CreatePretrainingDataOptions) -> None:
+def split_pipeline_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """[prog, our flags, --runner=R, Beam's pipeline options] -> (everything up to and
+    including --runner, Beam's options). Without --runner: (argv, [])."""
+    argv = list(argv)
+    for i, arg in enumerate(argv[1:], 1):
+        if arg.startswith("--runner="):
+            return argv[: i + 1], argv[i + 1 :]
+        if arg == "--runner":
+            return argv[: i + 2], argv[i + 2 :]
+    return argv, []
+
+
+def run(opts: CreatePretrainingDataOptions, pipeline_args: Sequence[str] = ()) -> None:
     """Checks the options and writes the TFRecords they ask for (UserError naming the
-    flag, file or line otherwise)."""
+    flag, file or line otherwise). With --runner, a Beam pipeline does (`pipeline_args`:
+    Beam's pipeline options)."""
     check(opts)
     missing = [n for n in ("input_file", "output_file") if not getattr(opts, n)]
     if missing:
@@ -760,18 +832,34 @@ def run(opts: CreatePretrainingDataOptions) -> None:
         random_next_sentence=opts.random_next_sentence,
         do_masking=not opts.write_unmasked,
     )
-    create_pretraining_data(
-        opts.input_file,
-        opts.output_file,
-        config,
+    common = dict(
         vocab_file=opts.vocab_file,
         spm_model_file=opts.spm_model_file,
         do_lower_case=opts.do_lower_case,
         digit_comma=opts.digit_comma,
         dupe_factor=opts.dupe_factor,
         random_seed=opts.random_seed,
-        num_workers=opts.num_workers,
         chunk_size_mb=opts.chunk_size_mb,
+    )
+    if not opts.runner:
+        create_pretraining_data(
+            opts.input_file, opts.output_file, config, num_workers=opts.num_workers, **common
+        )
+        return
+    try:  # Beam is an optional extra: only this path imports it
+        from albert_tf.data import beam_pipeline
+    except ModuleNotFoundError as e:
+        if not (e.name or "").startswith("apache_beam"):
+            raise
+        raise InputDataError(
+            f"--runner={opts.runner}: Apache Beam is not installed (pip install -e '.[beam]')"
+        ) from None
+    beam_pipeline.create_pretraining_data_beam(
+        opts.input_file,
+        opts.output_file,
+        config,
+        pipeline_args=[f"--runner={opts.runner}", *pipeline_args],
+        **common,
     )
 
 
@@ -781,9 +869,10 @@ def main(argv=None) -> int:
     main() can run in a process that has other absl flags (a test session, a notebook)."""
     argv = list(argv if argv is not None else sys.argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    argv, pipeline_args = split_pipeline_args(argv)
     return cli.execute(
         CreatePretrainingDataOptions,
-        run,
+        functools.partial(run, pipeline_args=pipeline_args),
         argv,
         description="Create masked SOP pretraining TFRecords (docs/pretraining.md).",
     )

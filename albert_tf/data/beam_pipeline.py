@@ -1,0 +1,346 @@
+"""The pretraining-data builder as an Apache Beam pipeline, for corpora beyond one machine.
+
+    python -m albert_tf.data.create_pretraining_data --input_file='gs://b/corpus/*.txt' \\
+        --output_file=gs://b/data/train-0.tfrecord,... --spm_model_file=... \\
+        --runner=DataflowRunner --project=... --region=... --temp_location=gs://b/tmp
+
+Only `create_pretraining_data --runner=...` imports this module (Beam is the optional extra
+`pip install -e ".[beam]"`). It runs the local builder's own algorithm
+(albert_tf/data/create_pretraining_data.py): the same flag checks, the same units (a file, or
+a byte range of a large file cut at a document boundary, per --chunk_size_mb), the same
+per-unit seeds from (random_seed, file index, chunk index) and the same per-unit function
+(`process_unit`), so the records are byte-identical to the local builder's.
+
+What differs is where records land: unit u (in plan order) sends record k of its shuffled
+instances to output file (u + k) mod N, where the local builder continues one round-robin over
+all units (record j of the whole output to file j mod N). Either way every file is a mix of all
+units, and the multiset of records over all files is the same; within a file, Beam decides the
+order of the pieces of different units.
+
+Files go through Beam's filesystems (apache_beam.io.filesystems): the corpus globs, the unit
+reads (on the workers) and the outputs, so `gs://` works with Beam's GCP extra. Each output file
+is written by Beam's file sink: into a `beam-temp-<name>-<id>` folder next to it, then renamed
+into place once every piece is written, so each file appears complete or not at all. If the
+pipeline fails, the launcher removes the temporary folders that the run created.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import re
+import shutil
+import tempfile
+import time
+from typing import Sequence
+
+import apache_beam as beam
+from apache_beam.io import filebasedsink
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.io.localfilesystem import LocalFileSystem
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from albert_tf import tokenization
+from albert_tf.data import create_pretraining_data as cpd
+from albert_tf.data import pretraining_instances as pi
+from albert_tf.errors import UserError
+
+logger = logging.getLogger(__name__)
+
+# Largest element the unit step emits: records of one (unit, output file) pair are grouped into
+# pieces of about this many bytes (a runner moves them whole; 64 MiB keeps shuffles efficient).
+PIECE_BYTES = 64 << 20
+# Counters of the unit step, summed by the runner (the local builder's stats).
+_COUNTERS = ("documents", "instances", "tokens", "masked", "long_lines", "long_tokens")
+_METRICS_NAMESPACE = "albert_tf.create_pretraining_data"
+
+
+def _is_local(path: str) -> bool:
+    return isinstance(FileSystems.get_filesystem(path), LocalFileSystem)
+
+
+class BeamInputs:
+    """`cpd.LocalInputs` on Beam's filesystems. Local paths keep the local builder's glob
+    (so its errors, e.g. for a folder, are the same); other schemes use Beam's match."""
+
+    @staticmethod
+    def glob(pattern: str) -> list[str]:
+        if _is_local(pattern):
+            return cpd.LocalInputs.glob(pattern)
+        return [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
+
+    @staticmethod
+    def isdir(path: str) -> bool:
+        return _is_local(path) and os.path.isdir(path)  # Beam's match lists only files
+
+    @staticmethod
+    def size(path: str) -> int:
+        return FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+
+    @staticmethod
+    def open(path: str):
+        """A seekable binary file, read as stored (no decompression by file name)."""
+        return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+
+def _local_copy(path: str | None, folder: str) -> str | None:
+    """A worker-local copy of a (possibly remote) model or vocabulary file."""
+    if not path:
+        return path
+    local = os.path.join(folder, os.path.basename(path))
+    with BeamInputs.open(path) as src, open(local, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return local
+
+
+def _pieces(f, size: int, limit: int):
+    """Reads `size` bytes of TFRecord-framed records from `f` and yields them in pieces of
+    whole records, each of about `limit` bytes at most (one record if it is longer)."""
+    parts, part_bytes, left = [], 0, size
+    while left:
+        header = f.read(12)  # uint64 length, uint32 masked CRC of the length
+        record = header + f.read(int.from_bytes(header[:8], "little") + 4)  # data + its CRC
+        left -= len(record)
+        if part_bytes and part_bytes + len(record) > limit:
+            yield b"".join(parts)
+            parts, part_bytes = [], 0
+        parts.append(record)
+        part_bytes += len(record)
+    if parts:
+        yield b"".join(parts)
+
+
+class _BuildUnit(beam.DoFn):
+    """Unit -> (output index, piece of TFRecord-framed records), by the local builder's
+    `process_unit`; the unit's records k go to output (unit.index + k) mod N."""
+
+    def __init__(self, settings: cpd.Settings, piece_bytes: int):
+        self._settings = settings
+        self._piece_bytes = piece_bytes
+        self._counters = {k: beam.metrics.Metrics.counter(_METRICS_NAMESPACE, k) for k in _COUNTERS}
+        self._longest = beam.metrics.Metrics.distribution(_METRICS_NAMESPACE, "longest_line")
+
+    def setup(self):
+        self._tmp = tempfile.mkdtemp(prefix="albert_tf-beam-")
+        s = self._settings
+        self._worker_settings = dataclasses.replace(
+            s,
+            tmp_dir=self._tmp,
+            spm_model_file=_local_copy(s.spm_model_file, self._tmp),
+            vocab_file=_local_copy(None if s.spm_model_file else s.vocab_file, self._tmp),
+        )
+
+    def process(self, unit):
+        if cpd._WORKER.get("settings") is not self._worker_settings:
+            cpd._init_worker(self._worker_settings)  # tokenizer and vocabulary, once
+        res = cpd.process_unit(unit)
+        if res["path"] is not None:
+            n = len(res["sizes"])
+            try:
+                with open(res["path"], "rb", buffering=1 << 20) as f:
+                    for r, size in enumerate(res["sizes"]):
+                        for piece in _pieces(f, size, self._piece_bytes):
+                            yield (unit.index + r) % n, piece
+            finally:
+                os.remove(res["path"])
+        for k in _COUNTERS:
+            self._counters[k].inc(res[k])
+        self._longest.update(res["longest_line"])
+
+    def teardown(self):
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+class _FramedRecordsSink(filebasedsink.FileBasedSink):
+    """Beam's file sink for one output file whose elements are already TFRecord-framed
+    records (length, CRCs): written unchanged, then renamed into place by Beam."""
+
+    def __init__(self, path: str):
+        super().__init__(
+            path,
+            coder=beam.coders.BytesCoder(),
+            num_shards=1,
+            shard_name_template="",
+            compression_type=CompressionTypes.UNCOMPRESSED,
+        )
+
+    def write_encoded_record(self, file_handle, encoded_value):
+        file_handle.write(encoded_value)
+
+
+def _check_outputs(outputs: Sequence[str]) -> None:
+    """The local builder's output checks for local paths; for other filesystems the same
+    checks that need no folder (Beam creates what a remote path needs)."""
+    local = [o for o in outputs if _is_local(o)]
+    if len(local) == len(outputs):
+        cpd._check_outputs(outputs)
+    elif not outputs:
+        raise cpd.InputDataError("--output_file is empty")
+    elif len(set(outputs)) != len(outputs):
+        raise cpd.InputDataError(f"--output_file lists a file twice: {list(outputs)}")
+    elif local:
+        cpd._check_outputs(local)
+
+
+def _temp_folders(outputs: Sequence[str]) -> set[str]:
+    """Beam's temporary folders of `outputs` that exist (on local disk; a remote filesystem
+    lists only files, so there: the folders that hold one)."""
+    found = set()
+    for out in outputs:
+        folder, name = FileSystems.split(out)
+        pattern = FileSystems.join(folder, f"beam-temp-{name}-*")
+        if _is_local(out):
+            found.update(cpd.LocalInputs.glob(pattern))
+        else:
+            for r in FileSystems.match([FileSystems.join(pattern, "*")]):
+                found.update(FileSystems.split(m.path)[0] for m in r.metadata_list)
+    return found
+
+
+class _DropUserErrors(logging.Filter):
+    """Drops the traceback that a runner logs for a step that raised our one-line bad-input
+    error (the launcher reports it as one line); every other error keeps its log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], UserError))
+
+
+# The logger with which Beam's in-process runners log an exception raised in a step.
+_STEP_ERROR_LOGGER = "apache_beam.runners.common"
+
+
+def _user_error(err: UserError) -> cpd.InputDataError:
+    """The message of a bad-input error raised in a step, without the runner's
+    " [while running '<step>']" suffixes."""
+    return cpd.InputDataError(re.sub(r" \[while running '[^']*'\]", "", str(err)))
+
+
+def build_pipeline(
+    pipeline: beam.Pipeline,
+    units: Sequence[cpd.Unit],
+    settings: cpd.Settings,
+    outputs: Sequence[str],
+    piece_bytes: int = PIECE_BYTES,
+) -> None:
+    """Adds the steps: units -> (output index, piece) -> one file sink per output."""
+    pieces = (
+        pipeline
+        | "Units" >> beam.Create(list(units))
+        | "Spread units" >> beam.Reshuffle()  # one unit per worker at a time, not one bundle
+        | "Build units" >> beam.ParDo(_BuildUnit(settings, piece_bytes))
+    )
+    per_output = pieces | "By output" >> beam.Partition(lambda kv, n: kv[0], len(outputs))
+    for i, out in enumerate(outputs):
+        (
+            per_output[i]
+            | f"Pieces {i}" >> beam.Values()
+            | f"Write {i}" >> beam.io.Write(_FramedRecordsSink(out))
+        )
+
+
+def create_pretraining_data_beam(
+    input_file: str,
+    output_file: str | Sequence[str],
+    config: pi.MaskingConfig,
+    *,
+    pipeline_args: Sequence[str],
+    vocab_file: str | None = None,
+    spm_model_file: str | None = None,
+    do_lower_case: bool = True,
+    digit_comma: str = tokenization.DEFAULT_DIGIT_COMMA,
+    dupe_factor: int = 40,
+    random_seed: int = 12345,
+    chunk_size_mb: float = cpd.DEFAULT_CHUNK_SIZE_MB,
+    piece_bytes: int = PIECE_BYTES,
+) -> dict:
+    """`cpd.create_pretraining_data` as a Beam pipeline (`pipeline_args`: Beam's pipeline
+    options, --runner among them); runs it to the end and returns the same stats (longest
+    line without its file). Bad flags and inputs that can be known up front (flags, globs,
+    folders, the plan of units) raise InputDataError before the pipeline starts; a bad unit
+    (invalid UTF-8, a file without documents) raises the local builder's error once the
+    runner reports it. Then no output file exists (on runners in this process; a remote job
+    that fails is reported by the runner)."""
+    cpd.check_flags(
+        config,
+        vocab_file=vocab_file,
+        spm_model_file=spm_model_file,
+        digit_comma=digit_comma,
+        dupe_factor=dupe_factor,
+    )
+    outputs = cpd.output_files(output_file)
+    _check_outputs(outputs)
+    files = cpd.resolve_input_files(input_file, BeamInputs)
+    units = cpd.plan_units(files, int(chunk_size_mb * (1 << 20)), BeamInputs)
+    logger.info(
+        "%d input file(s) -> %d unit(s), %d output file(s), Beam pipeline options %s",
+        len(files),
+        len(units),
+        len(outputs),
+        list(pipeline_args),
+    )
+    settings = cpd.Settings(
+        vocab_file,
+        spm_model_file,
+        do_lower_case,
+        digit_comma,
+        config,
+        dupe_factor,
+        random_seed,
+        tmp_dir="",  # each worker makes its own
+        num_shards=len(outputs),
+        inputs=BeamInputs,
+    )
+    temp_before = _temp_folders(outputs)
+    t0 = time.time()
+    ok = False
+    drop_user_errors = _DropUserErrors()
+    logging.getLogger(_STEP_ERROR_LOGGER).addFilter(drop_user_errors)
+    try:
+        pipeline = beam.Pipeline(options=PipelineOptions(list(pipeline_args)))
+        build_pipeline(pipeline, units, settings, outputs, piece_bytes)
+        result = pipeline.run()
+        result.wait_until_finish()
+        stats = _stats(result, len(units))
+        try:
+            cpd.check_totals(stats, input_file, len(files), config, None)
+        except cpd.InputDataError:
+            FileSystems.delete([o for o in outputs if FileSystems.exists(o)])
+            raise
+        ok = True
+    except UserError as e:
+        raise _user_error(e) from None
+    finally:
+        logging.getLogger(_STEP_ERROR_LOGGER).removeFilter(drop_user_errors)
+        if not ok:
+            stale = sorted(_temp_folders(outputs) - temp_before)
+            if stale:
+                FileSystems.delete(stale)
+    stats["seconds"] = time.time() - t0
+    logger.info(
+        "wrote %d instances from %d documents to %d file(s) in %.1f s (%.0f instances/s);"
+        " masked %.2f%% of tokens",
+        stats["instances"],
+        stats["documents"],
+        len(outputs),
+        stats["seconds"],
+        stats["instances"] / max(stats["seconds"], 1e-9),
+        100.0 * stats["masked"] / max(stats["tokens"], 1),
+    )
+    return stats
+
+
+def _stats(result, num_units: int) -> dict:
+    """The local builder's stats from the runner's committed metrics."""
+    metrics = result.metrics().query(MetricsFilter().with_namespace(_METRICS_NAMESPACE))
+    stats = dict.fromkeys(_COUNTERS, 0)
+    stats["longest_line"] = 0
+    for c in metrics["counters"]:
+        stats[c.key.metric.name] += c.committed or 0
+    for d in metrics["distributions"]:
+        if d.committed is not None:
+            stats["longest_line"] = max(stats["longest_line"], d.committed.max or 0)
+    stats["units"] = num_units
+    return stats
