@@ -841,6 +841,11 @@ def run(opts: CreatePretrainingDataOptions, pipeline_args: Sequence[str] = ()) -
         random_seed=opts.random_seed,
         chunk_size_mb=opts.chunk_size_mb,
     )
+    if opts.runner and opts.num_workers:
+        logger.warning(
+            "--num_workers applies to the local builder; with --runner, Beam's pipeline options "
+            "set the parallelism (e.g. --direct_num_workers, --max_num_workers)"
+        )
     if not opts.runner:
         create_pretraining_data(
             opts.input_file, opts.output_file, config, num_workers=opts.num_workers, **common
