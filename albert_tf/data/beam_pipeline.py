@@ -18,7 +18,9 @@ units, and the multiset of records over all files is the same; within a file, Be
 order of the pieces of different units.
 
 Files go through Beam's filesystems (apache_beam.io.filesystems): the corpus globs, the unit
-reads (on the workers) and the outputs, so `gs://` works with Beam's GCP extra. Each output file
+reads (on the workers) and the outputs, so `gs://` works with Beam's GCP extra; the
+SentencePiece model (or vocabulary) is read where the command runs and sent with the step, so
+the workers need not reach its path. Each output file
 is written by Beam's file sink: into a `beam-temp-<name>-<id>` folder next to it, then renamed
 into place once every piece is written, so each file appears complete or not at all. If the
 pipeline fails, the launcher removes the temporary folders that the run created.
@@ -86,14 +88,13 @@ class BeamInputs:
         return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
-def _local_copy(path: str | None, folder: str) -> str | None:
-    """A worker-local copy of a (possibly remote) model or vocabulary file."""
+def _read_model_file(path: str | None) -> bytes | None:
+    """The bytes of the SentencePiece model or vocabulary, read where the command runs and sent
+    to the workers with the step (so the path need not be reachable from them)."""
     if not path:
-        return path
-    local = os.path.join(folder, os.path.basename(path))
-    with BeamInputs.open(path) as src, open(local, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    return local
+        return None
+    with BeamInputs.open(path) as f:
+        return f.read()
 
 
 def _pieces(f, size: int, limit: int):
@@ -120,18 +121,20 @@ class _BuildUnit(beam.DoFn):
     def __init__(self, settings: cpd.Settings, piece_bytes: int):
         self._settings = settings
         self._piece_bytes = piece_bytes
+        self._spm_model = _read_model_file(settings.spm_model_file)
+        self._vocab = None if settings.spm_model_file else _read_model_file(settings.vocab_file)
         self._counters = {k: beam.metrics.Metrics.counter(_METRICS_NAMESPACE, k) for k in _COUNTERS}
         self._longest = beam.metrics.Metrics.distribution(_METRICS_NAMESPACE, "longest_line")
 
     def setup(self):
         self._tmp = tempfile.mkdtemp(prefix="albert_tf-beam-")
-        s = self._settings
-        self._worker_settings = dataclasses.replace(
-            s,
-            tmp_dir=self._tmp,
-            spm_model_file=_local_copy(s.spm_model_file, self._tmp),
-            vocab_file=_local_copy(None if s.spm_model_file else s.vocab_file, self._tmp),
-        )
+        local = {}
+        for name, data in (("spm_model_file", self._spm_model), ("vocab_file", self._vocab)):
+            if data is not None:
+                local[name] = os.path.join(self._tmp, name)
+                with open(local[name], "wb") as f:
+                    f.write(data)
+        self._worker_settings = dataclasses.replace(self._settings, tmp_dir=self._tmp, **local)
 
     def process(self, unit):
         if cpd._WORKER.get("settings") is not self._worker_settings:

@@ -41,6 +41,8 @@ Scaling design and deviations from the original (which reads *all* files into me
 
 Output files are first written under temporary names and renamed at the end; on any error none
 of them remain, and the temporaries of a killed run are removed by the next run.
+With `--runner=<Beam runner>` (Beam's pipeline options after it), albert_tf/data/beam_pipeline.py
+runs the same units, seeds and `process_unit` as an Apache Beam pipeline instead.
 """
 
 from __future__ import annotations
