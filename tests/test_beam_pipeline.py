@@ -126,26 +126,33 @@ def test_units_of_a_large_file_give_the_local_builders_records_in_mixed_shards(
     )
 
 
-@pytest.mark.parametrize("case", ["empty glob", "undecodable file", "no documents"])
+@pytest.mark.parametrize(
+    "case", ["empty glob", "undecodable file", "no documents", "no instance in any unit"]
+)
 def test_bad_input_gives_the_local_builders_error_and_no_output(
     tmp_path, case, capsys, beam_pipeline, monkeypatch
 ):
-    inputs = {
-        "empty glob": str(tmp_path / "none-*.txt"),
-        "undecodable file": str(tmp_path / "bad.txt"),
-        "no documents": str(tmp_path / "blank.txt"),
-    }[case]
     (tmp_path / "bad.txt").write_bytes(b"one sentence.\nbad \xff byte.\n\nnext document.\n")
     (tmp_path / "blank.txt").write_bytes(b"\n\n\n")
+    # Lines of characters that SentencePiece drops, in several units: no document anywhere.
+    (tmp_path / "dropped.txt").write_text("\u200b\n\u200b\n\n" * 4000)
+    inputs, *extra = {
+        "empty glob": [str(tmp_path / "none-*.txt")],
+        "undecodable file": [str(tmp_path / "bad.txt")],
+        "no documents": [str(tmp_path / "blank.txt")],
+        "no instance in any unit": [str(tmp_path / "dropped.txt"), "--chunk_size_mb=0.004"],
+    }[case]
     out = str(tmp_path / "out.tfrecord")
-    assert _main(f"--input_file={inputs}", f"--output_file={out}", "--num_workers=1") == 1
+    args = [f"--input_file={inputs}", f"--output_file={out}", *extra]
+    assert _main(*args, "--num_workers=1") == 1
     local_error = capsys.readouterr().err.strip().splitlines()[-1]
     if case == "empty glob":  # known up front: no pipeline is built
         monkeypatch.setattr(beam_pipeline, "build_pipeline", None)
-    assert _main(f"--input_file={inputs}", f"--output_file={out}", *RUNNER) == 1
+    assert _main(*args, *RUNNER) == 1
     err = capsys.readouterr().err
     assert err.strip().splitlines() == [local_error] and "Traceback" not in err
-    assert sorted(os.listdir(tmp_path)) == ["bad.txt", "blank.txt"]  # nor Beam's temporaries
+    # No output, nor Beam's temporary folders.
+    assert sorted(os.listdir(tmp_path)) == ["bad.txt", "blank.txt", "dropped.txt"]
 
 
 def test_runner_without_beam_is_a_one_line_error(tmp_path, capsys, monkeypatch):
