@@ -14,16 +14,16 @@ per-unit seeds from (random_seed, file index, chunk index) and the same per-unit
 What differs is where records land: unit u (in plan order) sends record k of its shuffled
 instances to output file (u + k) mod N, where the local builder continues one round-robin over
 all units (record j of the whole output to file j mod N). Either way every file is a mix of all
-units, and the multiset of records over all files is the same; within a file, Beam decides the
-order of the pieces of different units.
+units, the multiset of records over all files is the same, and each file holds the same records
+on every run; within a file, Beam decides the order of the pieces of different units.
 
 Files go through Beam's filesystems (apache_beam.io.filesystems): the corpus globs, the unit
 reads (on the workers) and the outputs, so `gs://` works with Beam's GCP extra; the
 SentencePiece model (or vocabulary) is read where the command runs and sent with the step, so
-the workers need not reach its path. Each output file
-is written by Beam's file sink: into a `beam-temp-<name>-<id>` folder next to it, then renamed
-into place once every piece is written, so each file appears complete or not at all. If the
-pipeline fails, the launcher removes the temporary folders that the run created.
+the workers need not reach its path. Each output file is written by Beam's file sink: into a
+`beam-temp-<name>-<id>` folder next to it, then renamed into place once every piece is
+written, so each file appears complete or not at all. If the pipeline fails, the launcher
+removes the temporary folders that the run created.
 """
 
 from __future__ import annotations
@@ -178,14 +178,10 @@ def _check_outputs(outputs: Sequence[str]) -> None:
     """The local builder's output checks for local paths; for other filesystems the same
     checks that need no folder (Beam creates what a remote path needs)."""
     local = [o for o in outputs if _is_local(o)]
-    if len(local) == len(outputs):
-        cpd._check_outputs(outputs)
-    elif not outputs:
-        raise cpd.InputDataError("--output_file is empty")
-    elif len(set(outputs)) != len(outputs):
+    if len(local) < len(outputs) and len(set(outputs)) != len(outputs):
         raise cpd.InputDataError(f"--output_file lists a file twice: {list(outputs)}")
-    elif local:
-        cpd._check_outputs(local)
+    if local or not outputs:
+        cpd._check_outputs(local)  # also: "--output_file is empty"
 
 
 def _temp_folders(outputs: Sequence[str]) -> set[str]:
@@ -232,7 +228,7 @@ def build_pipeline(
     pieces = (
         pipeline
         | "Units" >> beam.Create(list(units))
-        | "Spread units" >> beam.Reshuffle()  # one unit per worker at a time, not one bundle
+        | "Spread units" >> beam.Reshuffle()  # not fused with Create: units spread over workers
         | "Build units" >> beam.ParDo(_BuildUnit(settings, piece_bytes))
     )
     per_output = pieces | "By output" >> beam.Partition(lambda kv, n: kv[0], len(outputs))
