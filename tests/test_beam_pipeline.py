@@ -3,6 +3,7 @@ in-process runner: the local builder's records byte for byte, its shard rule, th
 builder's one-line errors, and the package without Beam."""
 
 import glob
+import io
 import os
 import re
 import shutil
@@ -153,6 +154,117 @@ def test_bad_input_gives_the_local_builders_error_and_no_output(
     assert err.strip().splitlines() == [local_error] and "Traceback" not in err
     # No output, nor Beam's temporary folders.
     assert sorted(os.listdir(tmp_path)) == ["bad.txt", "blank.txt", "dropped.txt"]
+
+
+def _memory_filesystem():
+    """A Beam filesystem for `memtest://` paths, held in this process (a stand-in for gs://:
+    no folders, objects named by their full path)."""
+    from apache_beam.io.filesystem import FileMetadata, FileSystem
+
+    class MemoryFileSystem(FileSystem):
+        files: dict = {}
+
+        @classmethod
+        def scheme(cls):
+            return "memtest"
+
+        def join(self, basepath, *paths):
+            return "/".join([basepath.rstrip("/"), *paths])
+
+        def split(self, path):
+            head, _, tail = path.rstrip("/").rpartition("/")
+            return head, tail
+
+        def mkdirs(self, path):
+            pass
+
+        def has_dirs(self):
+            return False
+
+        def _list(self, dir_or_prefix):
+            for path, data in list(self.files.items()):
+                if path.startswith(dir_or_prefix):
+                    yield FileMetadata(path, len(data), 0.0)
+
+        def create(self, path, mime_type=None, compression_type=None):
+            files = self.files
+
+            class Writer(io.BytesIO):
+                def close(self):
+                    files[path] = self.getvalue()
+                    super().close()
+
+            return Writer()
+
+        def open(self, path, mime_type=None, compression_type=None):
+            return io.BytesIO(self.files[path])
+
+        def copy(self, source_file_names, destination_file_names):
+            for src, dst in zip(source_file_names, destination_file_names):
+                self.files[dst] = self.files[src]
+
+        def rename(self, source_file_names, destination_file_names):
+            for src, dst in zip(source_file_names, destination_file_names):
+                self.files[dst] = self.files.pop(src)
+
+        def exists(self, path):
+            return path in self.files or any(
+                p.startswith(path.rstrip("/") + "/") for p in self.files
+            )
+
+        def size(self, path):
+            return len(self.files[path])
+
+        def last_updated(self, path):
+            return 0.0
+
+        def checksum(self, path):
+            return str(len(self.files[path]))
+
+        def metadata(self, path):
+            return FileMetadata(path, len(self.files[path]), 0.0)
+
+        def delete(self, paths):
+            for path in paths:
+                for p in list(self.files):
+                    if p == path or p.startswith(path.rstrip("/") + "/"):
+                        del self.files[p]
+
+    return MemoryFileSystem
+
+
+def test_corpus_and_outputs_on_another_beam_filesystem(tmp_path, beam_pipeline):
+    memory = _memory_filesystem()
+    with open(DEMO, "rb") as f:
+        text = f.read()
+    (tmp_path / "a.txt").write_bytes(text)
+    memory.files = {"memtest://bucket/corpus/a.txt": text}
+    config = pi.MaskingConfig(max_seq_length=64, max_predictions_per_seq=8)
+    flags = dict(spm_model_file=SPM, dupe_factor=1, chunk_size_mb=0.06)
+    local = [str(tmp_path / f"local-{i}.tfrecord") for i in range(2)]
+    remote = [f"memtest://bucket/out/train-{i}.tfrecord" for i in range(2)]
+    cpd.create_pretraining_data(str(tmp_path / "*.txt"), local, config, num_workers=1, **flags)
+    stats = beam_pipeline.create_pretraining_data_beam(
+        "memtest://bucket/corpus/*.txt", remote, config, pipeline_args=RUNNER, **flags
+    )
+    assert stats["units"] == 5
+    assert sorted(memory.files) == ["memtest://bucket/corpus/a.txt", *remote]  # no temporaries
+    local_records = sorted(r for p in local for r in _framed_records(p))
+    assert sorted(r for p in remote for r in _split_records(memory.files[p])) == local_records
+    # A bad unit: the local builder's error with this path and line, no output, no temporaries.
+    memory.files = {
+        "memtest://bucket/corpus/a.txt": text,
+        "memtest://bucket/corpus/b.txt": b"x\n\xff\n",
+    }
+    with pytest.raises(cpd.InputDataError) as err:
+        beam_pipeline.create_pretraining_data_beam(
+            "memtest://bucket/corpus/*.txt", remote, config, pipeline_args=RUNNER, **flags
+        )
+    assert str(err.value).startswith("memtest://bucket/corpus/b.txt:2: invalid UTF-8 byte b'\\xff'")
+    assert sorted(memory.files) == [
+        "memtest://bucket/corpus/a.txt",
+        "memtest://bucket/corpus/b.txt",
+    ]
 
 
 def test_runner_without_beam_is_a_one_line_error(tmp_path, capsys, monkeypatch):
