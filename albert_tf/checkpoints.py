@@ -23,7 +23,7 @@ import tensorflow as tf
 from google.protobuf.message import DecodeError
 from tensorflow.core.protobuf import tensor_bundle_pb2
 
-from albert_tf import fileio
+from albert_tf import fileio, weights
 from albert_tf.errors import UserError
 from albert_tf.heads import MaskedLMHead, OutputProjection, SquadV2Head
 from albert_tf.modeling import AlbertModel
@@ -357,7 +357,8 @@ def load_original_checkpoint(
 
     Args:
       model: an AlbertModel, AlbertPretrainer or task model (built if needed).
-      path: any path form of `resolve_checkpoint_path`.
+      path: any path form of `resolve_checkpoint_path`, or a Hugging Face folder or
+        keras-hub preset (albert_tf/weights: its tensors under the original names).
       allow_missing: regexes (searched in the original name) of model
         variables that may be absent from the checkpoint, or present in another
         shape (a head fine-tuned for another number of labels), e.g. `("^cls/",
@@ -377,6 +378,16 @@ def load_original_checkpoint(
         or with a different shape (not allowed to be missing). Nothing is
         assigned in that case.
     """
+    foreign = weights.open_foreign(path)
+    if foreign is not None:
+        return load_by_name(
+            model,
+            foreign,
+            foreign.description,
+            allow_missing=allow_missing,
+            init_from_group0=init_from_group0,
+            optimizer=optimizer,
+        )
     prefix = check_checkpoint_readable(path)
     return load_by_name(
         model,
@@ -635,15 +646,20 @@ def _original_names_of(model, attribute):
 
 
 def init_from_checkpoint(model, path, *, allow_missing=(), init_from_group0=False) -> LoadReport:
-    """Initial weights from an original-format checkpoint or one of ours.
+    """Initial weights from an original-format checkpoint, one of ours, or a Hugging Face
+    folder or keras-hub preset.
 
-    Original format: `load_original_checkpoint` (same arguments). Ours
+    Original format, Hugging Face, keras-hub: `load_original_checkpoint` (same arguments). Ours
     (object-based `ckpt-<step>`): `restore_object_checkpoint`; a head it does
     not hold must match `allow_missing`. Raises CheckpointMismatchError when
     the model cannot be filled (nothing is then assigned from an original
     checkpoint; an object checkpoint fails before any head is read). Raises
     UserError when its files are unreadable or truncated.
     """
+    if weights.foreign_format(path) is not None:
+        return load_original_checkpoint(
+            model, path, allow_missing=allow_missing, init_from_group0=init_from_group0
+        )
     prefix = check_checkpoint_readable(path)
     if not is_object_based(prefix):
         return load_original_checkpoint(

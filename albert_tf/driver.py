@@ -572,10 +572,10 @@ def mismatch_summary(err: checkpoints.CheckpointMismatchError, shown: int = 2) -
 def check_init_checkpoint(path) -> str:
     """Checks that --init_checkpoint names a checkpoint (any form, or a release folder)
     whose files are complete, without reading its tensors; returns its prefix."""
-    from albert_tf import hub, release
+    from albert_tf import hub, release, weights
 
-    if hub.is_hub_module(path):
-        return path  # read (and checked) by albert_tf.hub when the model is filled
+    if hub.is_hub_module(path) or weights.foreign_format(path):
+        return path  # read (and checked) when the model is filled
     try:
         if release.is_release_folder(path):
             prefix = release.release_files(path).checkpoint
@@ -643,11 +643,12 @@ def init_from_checkpoint(
     Accepts an original-format checkpoint (a pretraining one: the task head stays fresh;
     a fine-tuned one: head restored), one of our object-based checkpoints (encoder
     restored, head where present), a release folder (albert_config.json +
-    model.ckpt-best) or a TF-Hub module folder (albert_tf/hub.py; the head stays fresh).
+    model.ckpt-best), a TF-Hub module folder (albert_tf/hub.py; the head stays fresh) or
+    a Hugging Face folder / keras-hub preset (albert_tf/weights; its head where it has one).
     `head_patterns`: regexes of the head's original names, which may be missing. Raises
     UserError when the checkpoint cannot fill the encoder.
     """
-    from albert_tf import hub, release
+    from albert_tf import hub, release, weights
 
     allow_missing = list(head_patterns)
     try:
@@ -655,6 +656,11 @@ def init_from_checkpoint(
             module = hub.open_module(path, flag)
             kind, where = "TF-Hub module", module.description
             load = lambda: hub.load_module(model, module, allow_missing)
+        elif weights.foreign_format(path):
+            kind, where = weights.FORMAT_NAMES[weights.foreign_format(path)], path
+            load = lambda: checkpoints.load_original_checkpoint(
+                model, path, allow_missing=allow_missing, init_from_group0=init_from_group0
+            )
         else:
             if release.is_release_folder(path):
                 where = release.release_files(path).checkpoint

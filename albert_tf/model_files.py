@@ -3,11 +3,12 @@ and the initial checkpoint, and their validation.
 
 A release folder given as --init_checkpoint (an unpacked released model, or a folder
 run_pretraining.py wrote) supplies albert_config.json and the SentencePiece model unless
-they are given (albert_tf/release.py). A TF-Hub module folder given as
---albert_hub_module_handle (albert_tf/hub.py) supplies the initial weights, the
-SentencePiece model and do_lower_case, as the original's from_hub_module did, and the
-config (--albert_config_file, else the module's own, else the released shape its
-variables match).
+they are given (albert_tf/release.py); so do a Hugging Face folder and a keras-hub preset
+(albert_tf/weights: their config translated, their SentencePiece model). A TF-Hub
+module folder given as --albert_hub_module_handle (albert_tf/hub.py) supplies the
+initial weights, the SentencePiece model and do_lower_case, as the original's
+from_hub_module did, and the config (--albert_config_file, else the module's own, else
+the released shape its variables match).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import logging
 
 import tensorflow as tf
 
-from albert_tf import checkpoints
+from albert_tf import checkpoints, weights
 from albert_tf.errors import UserError
 from albert_tf.options import Options, option
 from albert_tf.tokenization import digit_comma_option
@@ -72,6 +73,9 @@ def resolve_model_files(
             "--albert_hub_module_handle"
         )
     config_file, spm, vocab = opts.albert_config_file, opts.spm_model_file, opts.vocab_file
+    foreign = weights.open_foreign(init, "--init_checkpoint", tensors=False) if init else None
+    if foreign is not None:
+        return _resolve_foreign(opts, foreign, max_seq_length, require_spm, token_types)
     is_release = bool(init) and release.is_release_folder(init)
     if is_release:
         try:
@@ -116,6 +120,45 @@ def resolve_model_files(
             checkpoints.resolve_checkpoint_path(init)
         except FileNotFoundError as err:
             raise UserError(f"--init_checkpoint={init}: {err}") from None
+    return ModelFiles(config, spm, vocab, config_file)
+
+
+def _resolve_foreign(opts, foreign, max_seq_length, require_spm, token_types) -> ModelFiles:
+    """ModelFiles of a Hugging Face folder or keras-hub preset as --init_checkpoint: its
+    config unless --albert_config_file is given, its SentencePiece model unless
+    --spm_model_file is."""
+    from albert_tf import tokenization
+    from albert_tf.config import AlbertConfig
+
+    config, config_file = foreign.config, foreign.config_file
+    if opts.albert_config_file:
+        config_file = opts.albert_config_file
+        if not tf.io.gfile.exists(config_file):
+            raise UserError(f"--albert_config_file={config_file}: file not found")
+        try:
+            config = AlbertConfig.from_json_file(config_file)
+        except (ValueError, TypeError, KeyError) as err:
+            raise UserError(f"--albert_config_file={config_file}: {err}") from None
+    if foreign.do_lower_case is not None and foreign.do_lower_case != opts.do_lower_case:
+        raise UserError(
+            f"--do_lower_case={opts.do_lower_case}, but the tokenizer of {foreign.description} "
+            f"says do_lower_case={foreign.do_lower_case}; pass --do_lower_case="
+            f"{foreign.do_lower_case}"
+        )
+    spm = opts.spm_model_file or foreign.spm_model_file
+    vocab = None if spm else opts.vocab_file
+    if not spm and not vocab:
+        raise UserError(
+            f"--spm_model_file is required: {foreign.description} holds no SentencePiece model"
+        )
+    if require_spm and not spm:
+        raise UserError("--spm_model_file is required: SQuAD features are SentencePiece only")
+    for flag, path in (("spm_model_file", spm), ("vocab_file", vocab)):
+        if path and not tf.io.gfile.exists(path):
+            raise UserError(f"--{flag}={path}: file not found")
+    if spm and "://" not in spm:
+        tokenization.load_spm_model(spm, flag="spm_model_file")
+    _check_config_fits(config, config_file, max_seq_length, token_types)
     return ModelFiles(config, spm, vocab, config_file)
 
 
