@@ -1,8 +1,10 @@
 """Exports: SavedModels of a fine-tuned GLUE classifier (`export_classifier`) and of a
 SQuAD v1.1 model (+ TFLite, `export_squad`), the pretrained encoder as a TF2 SavedModel
-(`export_encoder`, the role of the original's export_to_tfhub.py) and a checkpoint
-without optimizer state (`export_checkpoint`, its export_checkpoints.py). The last two
-are also the CLI `python -m albert_tf.export` (`main`).
+(`export_encoder`, the role of the original's export_to_tfhub.py), a checkpoint
+without optimizer state (`export_checkpoint`, its export_checkpoints.py; also the
+conversion of a Hugging Face folder or keras-hub preset to the original format), a
+Hugging Face folder (`export_huggingface`) and a keras-hub preset (`export_keras_hub`).
+The last four are also the CLI `python -m albert_tf.export` (`main`).
 
 What a loader needs is written into every export's `assets.extra/export_info.json`
 (`load_imports`) and logged: a SavedModel whose graph tokenizes raw text holds
@@ -443,7 +445,41 @@ class EncoderServing(tf.Module):
 
 def _load_pretrainer(albert_directory, checkpoint_name):
     """(release files, config, AlbertPretrainer filled from the folder's checkpoint, the
-    heads it held); UserError for a folder or checkpoint that cannot be used."""
+    heads it held, the load report); UserError for a folder or checkpoint that cannot be
+    used. A Hugging Face folder or keras-hub preset is read through albert_tf.weights
+    (its files: config_file None, checkpoint its description)."""
+    from albert_tf import checkpoints, release, weights
+    from albert_tf.modeling import AlbertPretrainer
+
+    foreign = weights.open_foreign(albert_directory, "--albert_directory")
+    if foreign is not None:
+        files = release.ReleaseFiles(
+            albert_directory, None, foreign.description, foreign.spm_model_file, None
+        )
+        config = foreign.config
+        model = AlbertPretrainer(config)
+        model.build()
+        try:
+            report = checkpoints.load_by_name(
+                model, foreign, foreign.description, allow_missing=["^cls/"]
+            )
+        except checkpoints.CheckpointMismatchError as err:
+            raise UserError(f"--albert_directory={albert_directory}: {err}") from None
+    else:
+        files, config, model, report = _load_release_pretrainer(albert_directory, checkpoint_name)
+    absent = set(report.missing_allowed)
+    heads = {
+        attribute
+        for attribute, (scope, _) in _HEADS.items()
+        if not any(name.startswith(scope + "/") for name in absent)
+    }
+    for attribute in sorted(set(_HEADS) - heads):
+        _logger.warning("%s holds no %s head: not exported", files.checkpoint, _HEADS[attribute][0])
+    return files, config, model, heads, report
+
+
+def _load_release_pretrainer(albert_directory, checkpoint_name):
+    """(release files, config, filled AlbertPretrainer, load report) of a release folder."""
     from albert_tf import checkpoints, release
     from albert_tf.config import AlbertConfig
     from albert_tf.modeling import AlbertPretrainer
@@ -459,15 +495,7 @@ def _load_pretrainer(albert_directory, checkpoint_name):
         report = checkpoints.init_from_checkpoint(model, files.checkpoint, allow_missing=["^cls/"])
     except checkpoints.CheckpointMismatchError as err:
         raise UserError(f"{files.checkpoint}: {str(err).splitlines()[0]} ...") from None
-    absent = set(report.missing_allowed)
-    heads = {
-        attribute
-        for attribute, (scope, _) in _HEADS.items()
-        if not any(name.startswith(scope + "/") for name in absent)
-    }
-    for attribute in sorted(set(_HEADS) - heads):
-        _logger.warning("%s holds no %s head: not exported", files.checkpoint, _HEADS[attribute][0])
-    return files, config, model, heads, report
+    return files, config, model, report
 
 
 def export_encoder(
@@ -493,6 +521,12 @@ def export_encoder(
     Returns {"encoder": path, "preprocess": path, "signatures": [...]}.
     """
     files, config, model, heads, _ = _load_pretrainer(albert_directory, checkpoint_name)
+    if files.config_file is None:
+        raise UserError(
+            f"--albert_directory={albert_directory}: the SavedModel export takes a release "
+            f"folder, not a {files.checkpoint}; convert it with --export_format=checkpoint "
+            "first and export that folder"
+        )
     if files.spm_model_file is None:
         raise UserError(
             f"--albert_directory={albert_directory}: no SentencePiece model (30k-clean.model "
@@ -555,28 +589,107 @@ def export_checkpoint(albert_directory, export_path, *, checkpoint_name=None) ->
     """What export_checkpoints.py wrote: the checkpoint of `albert_directory` without
     optimizer state, in the original format: the encoder, the pretraining heads the
     checkpoint holds (a missing head is left out, where the original wrote a random one)
-    and `global_step` 0, as the original's fresh graph had it.
+    and `global_step` 0, as the original's fresh graph had it. `albert_directory` may also
+    be a Hugging Face folder or keras-hub preset (albert_tf/weights): the conversion to
+    the original format.
 
-    `export_path`: the prefix to write, or an existing folder (then
-    `<folder>/model.ckpt-best`); the folder's `checkpoint` file names it, and
-    albert_config.json and the SentencePiece model are copied beside it when absent,
-    so the folder is a release folder (--init_checkpoint=<folder>).
+    `export_path`: a folder (then `<folder>/model.ckpt-best`; created if needed), or the
+    prefix to write when its name contains "ckpt" and it is no folder; the folder's
+    `checkpoint` file names it, and albert_config.json (when absent), 30k-clean.model and
+    30k-clean.vocab (the source's SentencePiece model) are put beside it, so the folder is
+    a release folder
+    (--init_checkpoint=<folder>, the original's export_to_tfhub.py).
     Returns {"checkpoint": prefix, "variables": number written}.
     """
     from albert_tf import checkpoints, release
 
-    files, _, model, _, report = _load_pretrainer(albert_directory, checkpoint_name)
+    files, config, model, _, report = _load_pretrainer(albert_directory, checkpoint_name)
     export_path = os.fspath(export_path)
-    if os.path.isdir(export_path):
+    if tf.io.gfile.isdir(export_path) or "ckpt" not in os.path.basename(export_path.rstrip("/")):
         export_path = os.path.join(export_path, release.CHECKPOINT_NAME)
     checkpoints.save_original_checkpoint(model, export_path, global_step=0, names=report.loaded)
-    folder = os.path.dirname(os.path.abspath(export_path))
-    for source in (files.config_file, files.spm_model_file):
-        target = os.path.join(folder, os.path.basename(source or ""))
-        if source and not os.path.exists(target):
-            shutil.copyfile(source, target)
+    folder = os.path.dirname(export_path) or "."
+    config_target = os.path.join(folder, release.CONFIG_NAME)
+    if not tf.io.gfile.exists(config_target):
+        if files.config_file:
+            tf.io.gfile.copy(files.config_file, config_target)
+        else:
+            config.to_json_file(config_target)
+    if files.spm_model_file:
+        release.write_tokenizer_files(folder, files.spm_model_file)
+    else:
+        _logger.warning("%s has no SentencePiece model: none written", albert_directory)
     _logger.info("wrote %s: %d variables, no optimizer state", export_path, len(report.loaded) + 1)
     return {"checkpoint": export_path, "variables": len(report.loaded) + 1}
+
+
+def _classifier_values(files, report) -> dict:
+    """output_weights/output_bias of a fine-tuned classifier's original-format checkpoint
+    (run_classifier.py's model.ckpt-best), which the pretrainer left unread; {} if none."""
+    names = ("output_weights", "output_bias")
+    if not all(n in report.ignored for n in names):
+        return {}
+    reader = tf.train.load_checkpoint(files.checkpoint)
+    return {n: reader.get_tensor(n) for n in names}
+
+
+def export_huggingface(
+    albert_directory, export_path, *, checkpoint_name=None, do_lower_case=True
+) -> dict:
+    """The model of `albert_directory` as a Hugging Face folder (albert_tf/weights/
+    huggingface.py): config.json, model.safetensors and the tokenizer (spiece.model,
+    tokenizer_config.json) that transformers' from_pretrained and AutoTokenizer load.
+    AlbertForPreTraining with the pretraining heads the checkpoint holds; a fine-tuned
+    classifier (output_weights/output_bias in the checkpoint) goes out as
+    AlbertForSequenceClassification instead. An existing `export_path` is replaced.
+    Returns {"export_path", "architecture", "tensors"}."""
+    from albert_tf.weights import huggingface
+
+    files, config, model, _, report = _load_pretrainer(albert_directory, checkpoint_name)
+    values = _loaded_values(model, report)
+    values.update(_classifier_values(files, report))
+    export_path = os.fspath(export_path).rstrip("/")
+    with _staged(export_path) as tmp:
+        written = huggingface.write_folder(
+            tmp, config, values, files.spm_model_file, do_lower_case=do_lower_case
+        )
+    _logger.info("exported %s to %s (%s)", files.checkpoint, export_path, written["architecture"])
+    return {
+        "export_path": export_path,
+        "architecture": written["architecture"],
+        "tensors": written["tensors"],
+    }
+
+
+def export_keras_hub(albert_directory, export_path, *, checkpoint_name=None) -> dict:
+    """The encoder of `albert_directory` as a keras-hub AlbertBackbone preset
+    (albert_tf/weights/keras_hub.py): config.json, model.weights.h5, metadata.json and the
+    AlbertTokenizer (tokenizer.json, assets/tokenizer/vocabulary.spm), which
+    keras_hub.models.AlbertBackbone.from_preset and AlbertTokenizer.from_preset load. The
+    pretraining and task heads are not carried (a backbone preset has none). An existing
+    `export_path` is replaced. Returns {"export_path", "tensors", "left_out"}."""
+    from albert_tf.weights import keras_hub
+
+    files, config, model, _, report = _load_pretrainer(albert_directory, checkpoint_name)
+    values = _loaded_values(model, report)
+    export_path = os.fspath(export_path).rstrip("/")
+    with _staged(export_path) as tmp:
+        written = keras_hub.write_folder(tmp, config, values, files.spm_model_file)
+    if written["left_out"]:
+        _logger.warning("not in a keras-hub backbone preset: %s", ", ".join(written["left_out"]))
+    return {
+        "export_path": export_path,
+        "tensors": written["tensors"],
+        "left_out": len(written["left_out"]),
+    }
+
+
+def _loaded_values(model, report) -> dict:
+    """{original name: array} of the variables the checkpoint filled."""
+    from albert_tf.checkpoints import original_variable_map
+
+    variables = original_variable_map(model)
+    return {name: variables[name].numpy() for name in report.loaded}
 
 
 # --------------------------------------------------------------------------------------
@@ -590,20 +703,24 @@ class ExportOptions(Options):
     albert_directory: str = option(
         REQUIRED,
         "Folder with albert_config.json, the checkpoint and 30k-clean.model (a release, or "
-        "a training run's output folder).",
+        "a training run's output folder); or a Hugging Face folder or keras-hub preset "
+        "(not for saved_model).",
     )
     checkpoint_name: str = option("model.ckpt-best", "Checkpoint in --albert_directory.")
     export_path: str = option(
         REQUIRED,
         "saved_model: the SavedModel folder (the raw-text model goes to its preprocess/); "
-        "checkpoint: the prefix to write (a folder: <folder>/model.ckpt-best).",
+        "checkpoint: the folder to write (its model.ckpt-best), or the prefix to write when "
+        "its name contains 'ckpt'; "
+        "huggingface, keras_hub: the folder to write.",
         output="folder",
     )
     export_format: str = option(
         "saved_model",
         "saved_model: the pretrained encoder as a TF2 SavedModel (export_to_tfhub.py); "
-        "checkpoint: the checkpoint without optimizer state (export_checkpoints.py).",
-        choices=("saved_model", "checkpoint"),
+        "checkpoint: the checkpoint without optimizer state (export_checkpoints.py); "
+        "huggingface: a transformers folder (safetensors); keras_hub: a keras-hub preset.",
+        choices=("saved_model", "checkpoint", "huggingface", "keras_hub"),
     )
     do_lower_case: bool = option(True, "Lower-case the input (tokenization_info, preprocess).")
     max_seq_length: int = option(
@@ -622,6 +739,17 @@ def run(opts: ExportOptions) -> dict:
     check(opts)
     if opts.export_format == "checkpoint":
         return export_checkpoint(
+            opts.albert_directory, opts.export_path, checkpoint_name=opts.checkpoint_name
+        )
+    if opts.export_format == "huggingface":
+        return export_huggingface(
+            opts.albert_directory,
+            opts.export_path,
+            checkpoint_name=opts.checkpoint_name,
+            do_lower_case=opts.do_lower_case,
+        )
+    if opts.export_format == "keras_hub":
+        return export_keras_hub(
             opts.albert_directory, opts.export_path, checkpoint_name=opts.checkpoint_name
         )
     return export_encoder(
@@ -651,8 +779,9 @@ def main(argv=None) -> int:
         run,
         list(argv if argv is not None else sys.argv),
         report=_print_result,
-        description="Export a pretrained ALBERT: a TF2 SavedModel of the encoder or a "
-        "checkpoint without optimizer state (docs/checkpoints.md).",
+        description="Export a pretrained ALBERT: a TF2 SavedModel of the encoder, a "
+        "checkpoint without optimizer state, a Hugging Face folder or a keras-hub preset "
+        "(docs/checkpoints.md).",
     )
 
 
@@ -665,6 +794,8 @@ __all__ = [
     "export_squad",
     "export_encoder",
     "export_checkpoint",
+    "export_huggingface",
+    "export_keras_hub",
     "load_note",
     "main",
     "run",

@@ -167,6 +167,12 @@ class PretrainingOptions(driver.RunOptions):
     eval_file: str | None = option(None, "Eval TFRecords (default: --input_file, as the original).")
     dupe_factor: int = option(10, "Demo only: passes over the demo corpus.", minimum=1)
     digit_comma: str = digit_comma_option()
+    spm_model_file: str | None = option(
+        None,
+        "The SentencePiece model the --input_file records were made with (the demo: its "
+        "own): copied into --output_dir as 30k-clean.model and .vocab, so the folder is a "
+        "release folder (albert_tf.export, the original's export_to_tfhub.py).",
+    )
     sentence_order_loss_weight: float = option(
         1.0,
         "Factor on the sentence-order (or NSP) loss; 0 = masked LM only (the paper's "
@@ -275,7 +281,36 @@ class PretrainingTask(driver.Task):
                     ids,
                 )
         self._check_output_config(config)
+        self._check_spm_model(config)
         return config
+
+    def tokenizer_model(self) -> str | None:
+        """The SentencePiece model of the run: --spm_model_file, the demo's, else None."""
+        if self.options.spm_model_file:
+            return self.options.spm_model_file
+        return str(DEMO_DIR / "spm.model") if self.demo else None
+
+    def _check_spm_model(self, config):
+        """--spm_model_file: a SentencePiece model with the config's vocabulary size."""
+        import sentencepiece as spm
+
+        path = self.options.spm_model_file
+        if not path:
+            return
+        flag = f"--spm_model_file={path}"
+        if not tf.io.gfile.exists(path):
+            raise UserError(f"{flag}: file not found")
+        with tf.io.gfile.GFile(path, "rb") as f:
+            proto = f.read()
+        try:
+            size = spm.SentencePieceProcessor(model_proto=proto).get_piece_size()
+        except RuntimeError:
+            raise UserError(f"{flag}: not a SentencePiece model") from None
+        if size != config.vocab_size:
+            raise UserError(
+                f"{flag}: {size} pieces, but vocab_size={config.vocab_size} in "
+                f"{self._config_name()}; expected the model the records were made with"
+            )
 
     def _config_name(self):
         o = self.options
@@ -352,8 +387,11 @@ class PretrainingTask(driver.Task):
             self.train_file, self.eval_file = o.input_file, o.eval_file or o.input_file
 
     def describe_weights(self, run):
-        # The config of the weights, so that the folder is a release folder (release.py).
+        # The config and tokenizer of the weights, so that the folder is a release folder
+        # (release.py) that the original's export_to_tfhub.py takes.
         run.config.to_json_file(os.path.join(self.options.output_dir, release.CONFIG_NAME))
+        if self.tokenizer_model():
+            release.write_tokenizer_files(self.options.output_dir, self.tokenizer_model())
 
     def _dataset_fn(self, pattern, global_batch, is_training, config):
         from albert_tf.data.input_pipeline import MaskingOptions, pretraining_dataset

@@ -87,6 +87,48 @@ def release_files(folder, checkpoint_name: str | None = None) -> ReleaseFiles:
     )
 
 
+def _vocab_text(spm_model_file) -> str:
+    """The `.vocab` SentencePiece writes beside a model: a piece, a tab, its score per id."""
+    import sentencepiece as spm
+    import tensorflow as tf
+
+    with tf.io.gfile.GFile(spm_model_file, "rb") as f:
+        processor = spm.SentencePieceProcessor(model_proto=f.read())
+    return "".join(
+        f"{processor.id_to_piece(i)}\t{processor.get_score(i):g}\n"
+        for i in range(processor.get_piece_size())
+    )
+
+
+def write_tokenizer_files(folder, spm_model_file) -> list[str]:
+    """Puts the SentencePiece model into `folder` as a release has it: 30k-clean.model
+    (a copy) and 30k-clean.vocab (the `.vocab` file beside the model, else written from
+    the model). What the original's export_to_tfhub.py opens; files already there with
+    the same bytes are left alone. Returns the paths written."""
+    import tensorflow as tf
+
+    from albert_tf import fileio
+
+    def read(path):
+        with tf.io.gfile.GFile(path, "rb") as f:
+            return f.read()
+
+    model = read(spm_model_file)
+    stem = os.path.splitext(os.fspath(spm_model_file))[0]
+    beside = stem + ".vocab"
+    vocab = read(beside) if tf.io.gfile.exists(beside) else _vocab_text(spm_model_file).encode()
+    written = []
+    for name, data in ((SPM_MODEL_NAME, model), (VOCAB_NAME, vocab)):
+        target = os.path.join(os.fspath(folder), name)
+        if tf.io.gfile.exists(target) and read(target) == data:
+            continue
+        with fileio.atomic_path(target) as tmp:
+            with tf.io.gfile.GFile(tmp, "wb") as f:
+                f.write(data)
+        written.append(target)
+    return written
+
+
 def load_release(
     folder,
     model_cls=None,
@@ -143,6 +185,7 @@ __all__ = [
     "release_files",
     "is_release_folder",
     "ReleaseFiles",
+    "write_tokenizer_files",
     "CONFIG_NAME",
     "SPM_MODEL_NAME",
     "VOCAB_NAME",

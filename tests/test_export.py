@@ -385,3 +385,61 @@ def test_export_cli_errors_are_one_line(tmp_path, capsys):
     assert "--albert_directory" in capsys.readouterr().err
     assert main(["export", "--help"]) == 0
     assert "--export_format" in capsys.readouterr().out
+
+
+def _export(folder, out, export_format, *extra):
+    from albert_tf.export import main
+
+    argv = [f"--albert_directory={folder}", f"--export_path={out}"]
+    return main(["export", *argv, f"--export_format={export_format}", *extra])
+
+
+def test_huggingface_export_converts_back_to_a_release_folder_bit_exact(tmp_path, capsys):
+    """ours -> Hugging Face -> original format (export --export_format=checkpoint of the
+    Hugging Face folder): every variable bit-exact, and a release folder comes out."""
+    from albert_tf import checkpoints, release
+    from albert_tf.config import AlbertConfig
+
+    folder, model = _release_folder(tmp_path / "release")
+    hf = tmp_path / "hf"
+    assert _export(folder, hf, "huggingface") == 0
+    assert "architecture: AlbertForPreTraining" in capsys.readouterr().out
+    assert sorted(os.listdir(hf)) == [
+        "config.json",
+        "model.safetensors",
+        "special_tokens_map.json",
+        "spiece.model",
+        "tokenizer_config.json",
+    ]
+    out = tmp_path / "converted"
+    assert _export(hf, out, "checkpoint") == 0
+    values = checkpoints.read_checkpoint_values(str(out / "model.ckpt-best"))
+    want = {n: v.numpy() for n, v in checkpoints.original_variable_map(model).items()}
+    assert sorted(values) == sorted([*want, "global_step"])
+    for name, value in want.items():
+        np.testing.assert_array_equal(values[name], value, err_msg=name)
+    assert AlbertConfig.from_json_file(str(out / "albert_config.json")) == tiny_config()
+    files = release.release_files(str(out))
+    assert files.spm_model_file == str(out / "30k-clean.model")
+    assert (out / "30k-clean.model").read_bytes() == open(DEMO_SPM, "rb").read()
+    vocab = (out / "30k-clean.vocab").read_text(encoding="utf-8").splitlines()
+    assert vocab[:3] == ["<pad>\t0", "<unk>\t0", "[CLS]\t0"] and len(vocab) == 1211
+    # The SavedModel export needs a release folder: one line saying how to get one.
+    assert _export(hf, tmp_path / "sm", "saved_model") == 1
+    assert "convert it with --export_format=checkpoint first" in capsys.readouterr().err
+
+
+def test_fine_tuned_classifier_exports_as_sequence_classification(tmp_path):
+    from safetensors.numpy import load_file
+
+    from albert_tf.export import export_huggingface
+
+    head = {"output_weights": np.ones([3, 32], np.float32), "output_bias": np.ones([3], np.float32)}
+    folder, _ = _release_folder(tmp_path / "glue", extra=head)
+    result = export_huggingface(folder, str(tmp_path / "hf"))
+    assert result["architecture"] == "AlbertForSequenceClassification"
+    stored = load_file(str(tmp_path / "hf" / "model.safetensors"))
+    assert stored["classifier.weight"].tolist() == head["output_weights"].tolist()
+    assert not [n for n in stored if n.startswith(("predictions.", "sop_classifier."))]
+    with open(tmp_path / "hf" / "config.json") as f:
+        assert json.load(f)["id2label"] == {"0": "LABEL_0", "1": "LABEL_1", "2": "LABEL_2"}

@@ -1,5 +1,6 @@
 """run_pretraining.py end to end: tiny config, resume after SIGKILL, errors."""
 
+import dataclasses
 import json
 import os
 import re
@@ -314,9 +315,13 @@ def test_masked_lm_only(tiny_data, tmp_path):
 def test_albert_config_json_comes_with_the_first_checkpoint(tiny_data, tmp_path, monkeypatch):
     """A run stopped before its first checkpoint leaves neither albert_config.json nor
     train/ (the folder's config always describes its checkpoints); the first checkpoint
-    brings the config along."""
-    from albert_tf import pretraining, training
+    brings the config along, and --spm_model_file as 30k-clean.model/.vocab: the files
+    the original's export_to_tfhub.py opens (albert_config.json, 30k-clean.model,
+    30k-clean.vocab, <checkpoint_name>.*)."""
+    from albert_tf import checkpoints, pretraining, release, training
     from albert_tf.config import AlbertConfig
+    from albert_tf.errors import UserError
+    from albert_tf.modeling import AlbertPretrainer
 
     out = tmp_path / "out"
     opts = pretraining.PretrainingOptions(
@@ -330,7 +335,13 @@ def test_albert_config_json_comes_with_the_first_checkpoint(tiny_data, tmp_path,
         num_warmup_steps=0,
         save_checkpoints_steps=2,
         iterations_per_loop=2,
+        spm_model_file=os.path.join(DEMO, "spm.model"),
     )
+    config = json.loads((tiny_data / "albert_config.json").read_text())
+    (tmp_path / "wider.json").write_text(json.dumps({**config, "vocab_size": 9000}))
+    wider = dataclasses.replace(opts, albert_config_file=str(tmp_path / "wider.json"))
+    with pytest.raises(UserError, match=r"spm.model: \d+ pieces, but vocab_size=9000"):
+        pretraining.run(wider)
 
     def stop(self, *args, **kwargs):
         raise RuntimeError("stopped before the first checkpoint")
@@ -344,3 +355,12 @@ def test_albert_config_json_comes_with_the_first_checkpoint(tiny_data, tmp_path,
     assert (out / "model.ckpt-2.index").exists() and os.listdir(out / "train")
     written = AlbertConfig.from_json_file(str(out / "albert_config.json"))
     assert written == AlbertConfig.from_json_file(str(tiny_data / "albert_config.json"))
+    for name, source in (("30k-clean.model", "spm.model"), ("30k-clean.vocab", "spm.vocab")):
+        assert (out / name).read_bytes() == open(os.path.join(DEMO, source), "rb").read()
+    # export_to_tfhub.py's graph: the pretrainer's original names, all in the checkpoint.
+    model = AlbertPretrainer(written)
+    model.build()
+    shapes = checkpoints.checkpoint_variable_shapes(str(out / "model.ckpt-2"))
+    for name, variable in checkpoints.original_variable_map(model).items():
+        assert shapes[name] == list(variable.shape), name
+    assert release.release_files(str(out)).spm_model_file == str(out / "30k-clean.model")

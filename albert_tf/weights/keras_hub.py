@@ -1,0 +1,512 @@
+"""keras-hub ALBERT presets: `config.json` (keras_hub>AlbertBackbone), `model.weights.h5`
+(Keras 3's weights file), `tokenizer.json` + `assets/tokenizer/vocabulary.spm` (the
+SentencePiece model) and `metadata.json`. Read and written with h5py (keras-hub itself is
+not needed); files go through tf.io.gfile, a non-local weights file through a local copy.
+
+Layout of model.weights.h5: `layers/<path>/vars/<k>` datasets, one group per layer of the
+functional model; `<path>` is Keras' own generated path (`dense`, `transformer_encoder_1`,
+...), and each layer's `vars` group carries the layer's name as attribute `name`. Reading
+goes by those names (token_embedding, group_<g>_inner_layer_<i>, ...); writing repeats
+the paths Keras generates for AlbertBackbone (`_BACKBONE_PATHS`), so `from_preset`
+finds every variable. Only the backbone is carried: the pretraining heads have no place
+in a keras-hub backbone preset and are left out.
+
+Names: `_TABLE` maps each original name to "<layer name>/<sub-path>/<k>". The attention
+kernels are stored per head, [H, N, D] for query/key/value (bias [N, D]) and [N, D, H] for
+the output, the row-major reshape of the original's [H, H] (column c = head c // D).
+keras-hub always applies its embedding projection and computes the tanh GELU
+("gelu_approximate") with one dropout rate; layer l runs group l // (L / G), which must
+agree with the original's rule (checked).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+import shutil
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.errors import UserError
+from albert_tf.weights import (
+    KERAS_HUB,
+    ForeignWeights,
+    check_all_named,
+    group_mapping_problem,
+    read_json,
+    write_json,
+)
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.weights.h5"
+TOKENIZER_NAME = "tokenizer.json"
+METADATA_NAME = "metadata.json"
+SPM_ASSET = os.path.join("assets", "tokenizer", "vocabulary.spm")
+KERAS_HUB_VERSION = "0.32.0"
+
+_PROJECTION = "bert/encoder/embedding_hidden_mapping_in"
+_BLOCK = "bert/encoder/transformer/group_{g}/inner_group_{i}/"
+_LAYER = "group_{g}_inner_layer_{i}/"
+_ATTENTION = _LAYER + "_self_attention_layer/"
+# Layouts: "same", or the per-head reshapes of the attention (module docstring).
+SAME, HEADS_IN, HEADS_BIAS, HEADS_OUT = "same", "heads_in", "heads_bias", "heads_out"
+_TABLE = [
+    ("bert/embeddings/word_embeddings", "token_embedding/0", SAME),
+    ("bert/embeddings/position_embeddings", "position_embedding/0", SAME),
+    ("bert/embeddings/token_type_embeddings", "segment_embedding/0", SAME),
+    ("bert/embeddings/LayerNorm/gamma", "embeddings_layer_norm/0", SAME),
+    ("bert/embeddings/LayerNorm/beta", "embeddings_layer_norm/1", SAME),
+    (f"{_PROJECTION}/kernel", "embedding_projection/0", SAME),
+    (f"{_PROJECTION}/bias", "embedding_projection/1", SAME),
+    *[
+        (f"{_BLOCK}attention_1/self/{part}/{kind}", f"{_ATTENTION}{part}_dense/{k}", layout)
+        for part in ("query", "key", "value")
+        for kind, k, layout in (("kernel", 0, HEADS_IN), ("bias", 1, HEADS_BIAS))
+    ],
+    (f"{_BLOCK}attention_1/output/dense/kernel", f"{_ATTENTION}output_dense/0", HEADS_OUT),
+    (f"{_BLOCK}attention_1/output/dense/bias", f"{_ATTENTION}output_dense/1", SAME),
+    (f"{_BLOCK}LayerNorm/gamma", f"{_LAYER}_self_attention_layer_norm/0", SAME),
+    (f"{_BLOCK}LayerNorm/beta", f"{_LAYER}_self_attention_layer_norm/1", SAME),
+    (
+        f"{_BLOCK}ffn_1/intermediate/dense/kernel",
+        f"{_LAYER}_feedforward_intermediate_dense/0",
+        SAME,
+    ),
+    (f"{_BLOCK}ffn_1/intermediate/dense/bias", f"{_LAYER}_feedforward_intermediate_dense/1", SAME),
+    (
+        f"{_BLOCK}ffn_1/intermediate/output/dense/kernel",
+        f"{_LAYER}_feedforward_output_dense/0",
+        SAME,
+    ),
+    (f"{_BLOCK}ffn_1/intermediate/output/dense/bias", f"{_LAYER}_feedforward_output_dense/1", SAME),
+    (f"{_BLOCK}LayerNorm_1/gamma", f"{_LAYER}_feedforward_layer_norm/0", SAME),
+    (f"{_BLOCK}LayerNorm_1/beta", f"{_LAYER}_feedforward_layer_norm/1", SAME),
+    ("bert/pooler/dense/kernel", "pooled_dense/0", SAME),
+    ("bert/pooler/dense/bias", "pooled_dense/1", SAME),
+]
+
+
+def _pattern(template):
+    escaped = re.escape(template).replace(r"\{g\}", "{g}").replace(r"\{i\}", "{i}")
+    return re.compile("^" + escaped.format(g=r"(?P<g>\d+)", i=r"(?P<i>\d+)") + "$")
+
+
+_TO_KERAS_HUB = [(_pattern(o), k, layout) for o, k, layout in _TABLE]
+_TO_ORIGINAL = [(_pattern(k), o, layout) for o, k, layout in _TABLE]
+
+
+def _translate(rows, name):
+    for pattern, template, layout in rows:
+        match = pattern.match(name)
+        if match:
+            return template.format(**match.groupdict()), layout
+    return None
+
+
+def keras_hub_name(original: str) -> tuple[str, str] | None:
+    """("<layer name>/<sub-path>/<k>", layout) of an original name, or None."""
+    return _translate(_TO_KERAS_HUB, original)
+
+
+def original_name(keras_hub: str) -> tuple[str, str] | None:
+    """(original name, layout) of a "<layer name>/<sub-path>/<k>" name, or None."""
+    return _translate(_TO_ORIGINAL, keras_hub)
+
+
+def _to_keras_hub_layout(value, layout, heads):
+    h = value.shape[-1]
+    if layout == HEADS_IN:
+        return value.reshape(value.shape[0], heads, h // heads)
+    if layout == HEADS_BIAS:
+        return value.reshape(heads, h // heads)
+    if layout == HEADS_OUT:
+        return value.reshape(heads, value.shape[0] // heads, h)
+    return value
+
+
+def _to_original_layout(value, layout):
+    if layout == HEADS_IN:
+        return value.reshape(value.shape[0], -1)
+    if layout == HEADS_BIAS:
+        return value.reshape(-1)
+    if layout == HEADS_OUT:
+        return value.reshape(-1, value.shape[-1])
+    return value
+
+
+# --- config ----------------------------------------------------------------------------
+def _keras_hub_group(config, layer):
+    """keras-hub's AlbertBackbone: each group runs num_layers // num_groups times in turn."""
+    return layer // (config.num_hidden_layers // config.num_hidden_groups)
+
+
+def config_from_keras_hub(values: dict, source: str):
+    """The AlbertConfig of a keras-hub AlbertBackbone config.json."""
+    from albert_tf.config import AlbertConfig
+
+    inner = values.get("config")
+    if not isinstance(inner, dict):
+        raise UserError(f"{source}: expected a `config` object (keras-hub AlbertBackbone)")
+    names = {
+        "vocab_size": "vocabulary_size",
+        "num_hidden_layers": "num_layers",
+        "num_attention_heads": "num_heads",
+        "embedding_size": "embedding_dim",
+        "hidden_size": "hidden_dim",
+        "intermediate_size": "intermediate_dim",
+    }
+    missing = [k for k in names.values() if k not in inner]
+    if missing:
+        raise UserError(f"{source}: config has no {', '.join(missing)}")
+    dtype = inner.get("dtype")
+    dtype_name = dtype.get("config", {}).get("name") if isinstance(dtype, dict) else dtype
+    if dtype_name not in (None, "float32"):
+        raise UserError(f"{source}: dtype {dtype_name!r}; expected float32")
+    dropout = inner.get("dropout", 0.0)
+    config = AlbertConfig.from_dict(
+        {
+            **{ours: inner[theirs] for ours, theirs in names.items()},
+            "num_hidden_groups": inner.get("num_groups", 1),
+            "inner_group_num": inner.get("num_inner_repetitions", 1),
+            "hidden_act": "gelu",
+            "hidden_dropout_prob": dropout,
+            "attention_probs_dropout_prob": dropout,
+            "max_position_embeddings": inner.get("max_sequence_length", 512),
+            "type_vocab_size": inner.get("num_segments", 2),
+            "initializer_range": 0.02,
+            "down_scale_factor": 1,
+        },
+        source,
+    )
+    _check_groups(config, source)
+    return config
+
+
+def _check_groups(config, source):
+    if config.num_hidden_layers % config.num_hidden_groups:
+        raise UserError(
+            f"{source}: num_hidden_layers={config.num_hidden_layers} is not a multiple of "
+            f"num_hidden_groups={config.num_hidden_groups}, as keras-hub's AlbertBackbone needs"
+        )
+    problem = group_mapping_problem(config, lambda l: _keras_hub_group(config, l), "keras-hub")
+    if problem:
+        raise UserError(f"{source}: {problem}")
+
+
+def config_to_keras_hub(config) -> dict:
+    """config.json of a keras-hub AlbertBackbone preset; UserError for a config keras-hub
+    cannot run the same way."""
+    source = "config"
+    if config.hidden_act.lower() != "gelu":
+        raise UserError(
+            f"{source}: hidden_act {config.hidden_act!r}; keras-hub's AlbertBackbone "
+            "computes the tanh GELU only"
+        )
+    if config.hidden_dropout_prob != config.attention_probs_dropout_prob:
+        raise UserError(
+            f"{source}: hidden_dropout_prob {config.hidden_dropout_prob} != "
+            f"attention_probs_dropout_prob {config.attention_probs_dropout_prob}; keras-hub's "
+            "AlbertBackbone has one dropout rate"
+        )
+    if config.cross_layer_sharing != "all":
+        raise UserError(
+            f"{source}: cross_layer_sharing {config.cross_layer_sharing!r}; keras-hub "
+            "shares whole blocks only"
+        )
+    _check_groups(config, source)
+    return {
+        "module": "keras_hub.src.models.albert.albert_backbone",
+        "class_name": "AlbertBackbone",
+        "config": {
+            "name": "albert_backbone",
+            "trainable": True,
+            "dtype": {
+                "module": "keras",
+                "class_name": "DTypePolicy",
+                "config": {"name": "float32"},
+                "registered_name": None,
+            },
+            "vocabulary_size": config.vocab_size,
+            "num_layers": config.num_hidden_layers,
+            "num_heads": config.num_attention_heads,
+            "num_groups": config.num_hidden_groups,
+            "num_inner_repetitions": config.inner_group_num,
+            "embedding_dim": config.embedding_size,
+            "hidden_dim": config.hidden_size,
+            "intermediate_dim": config.intermediate_size,
+            "dropout": config.hidden_dropout_prob,
+            "max_sequence_length": config.max_position_embeddings,
+            "num_segments": config.type_vocab_size,
+        },
+        "registered_name": "keras_hub>AlbertBackbone",
+    }
+
+
+def tokenizer_json() -> dict:
+    """tokenizer.json of a keras-hub AlbertTokenizer whose proto is the asset."""
+    return {
+        "module": "keras_hub.src.models.albert.albert_tokenizer",
+        "class_name": "AlbertTokenizer",
+        "config": {
+            "name": "albert_tokenizer",
+            "trainable": True,
+            "dtype": {
+                "module": "keras",
+                "class_name": "DTypePolicy",
+                "config": {"name": "int32"},
+                "registered_name": None,
+            },
+            "config_file": TOKENIZER_NAME,
+            "proto": None,
+            "sequence_length": None,
+            "add_bos": False,
+            "add_eos": False,
+        },
+        "registered_name": "keras_hub>AlbertTokenizer",
+    }
+
+
+# --- reading ---------------------------------------------------------------------------
+def _local_copy(path, stack):
+    """A local path of `path` (itself when local; else a temporary copy, removed by
+    `stack`)."""
+    if "://" not in path:
+        return path
+    folder = tempfile.mkdtemp(prefix="albert-keras-hub-")
+    stack.callback(shutil.rmtree, folder, ignore_errors=True)
+    local = os.path.join(folder, os.path.basename(path))
+    tf.io.gfile.copy(path, local)
+    return local
+
+
+def read_weights_file(path) -> dict:
+    """{"<layer name>/<sub-path>/<k>": array} of a Keras 3 weights file."""
+    import contextlib
+
+    import h5py
+
+    tensors = {}
+    with contextlib.ExitStack() as stack:
+        try:
+            file = stack.enter_context(h5py.File(_local_copy(path, stack), "r"))
+        except OSError as err:
+            raise UserError(f"{path}: not an HDF5 weights file ({err})") from None
+        layers = file.get("layers")
+        if not isinstance(layers, h5py.Group):
+            raise UserError(f"{path}: no `layers` group (not a Keras 3 weights file)")
+
+        def visit(group, layer_name, sub_path):
+            for key, item in group.items():
+                if key == "vars":
+                    for index, dataset in item.items():
+                        name = "/".join(p for p in (layer_name, sub_path, index) if p)
+                        tensors[name] = np.asarray(dataset[()])
+                elif isinstance(item, h5py.Group):
+                    visit(item, layer_name, f"{sub_path}/{key}" if sub_path else key)
+
+        for key, group in layers.items():
+            vars_group = group.get("vars")
+            layer_name = vars_group.attrs.get("name", key) if vars_group is not None else key
+            visit(group, str(layer_name), "")
+    return tensors
+
+
+def values_from_keras_hub(tensors: dict, config, source: str) -> dict:
+    values, unknown = {}, []
+    for name, value in tensors.items():
+        found = original_name(name)
+        if found is None:
+            unknown.append(name)
+            continue
+        original, layout = found
+        values[original] = np.ascontiguousarray(
+            _to_original_layout(np.asarray(value, np.float32), layout)
+        )
+    check_all_named("keras-hub", source, unknown)
+    if config.embedding_size == config.hidden_size:
+        kernel = values.pop(f"{_PROJECTION}/kernel", None)
+        bias = values.pop(f"{_PROJECTION}/bias", None)
+        if kernel is not None and not (
+            np.array_equal(kernel, np.eye(config.hidden_size, dtype=np.float32))
+            and (bias is None or not np.any(bias))
+        ):
+            raise UserError(
+                f"{source}: embedding_dim = hidden_dim, where ALBERT has no embedding "
+                "projection, but the preset's is not the identity"
+            )
+    return values
+
+
+def read_folder(folder, tensors: bool = True) -> ForeignWeights:
+    """The weights (without `tensors`: none), config and tokenizer of a keras-hub
+    AlbertBackbone preset folder."""
+    folder = os.fspath(folder)
+    config_file = os.path.join(folder, CONFIG_NAME)
+    config = config_from_keras_hub(read_json(config_file), config_file)
+    weights_file = os.path.join(folder, WEIGHTS_NAME)
+    if not tf.io.gfile.exists(weights_file):
+        sharded = tf.io.gfile.exists(os.path.join(folder, "model.weights.json"))
+        raise UserError(
+            f"{folder}: no {WEIGHTS_NAME}"
+            + (" (sharded weights are not read; save the preset unsharded)" if sharded else "")
+        )
+    values = {}
+    if tensors:
+        values = values_from_keras_hub(read_weights_file(weights_file), config, weights_file)
+    spm = os.path.join(folder, SPM_ASSET)
+    return ForeignWeights(
+        format=KERAS_HUB,
+        folder=folder,
+        config=config,
+        config_file=config_file,
+        values=values,
+        spm_model_file=spm if tf.io.gfile.exists(spm) else None,
+    )
+
+
+# --- writing ---------------------------------------------------------------------------
+def _backbone_paths(config) -> list[tuple[str, str, dict]]:
+    """(path under layers/, layer name, {sub-path: name attribute}) of every layer of
+    keras-hub's AlbertBackbone, in the order Keras names them."""
+    paths = [
+        ("input_layer", "token_ids", {}),
+        ("input_layer_1", "segment_ids", {}),
+        ("input_layer_2", "padding_mask", {}),
+        ("reversible_embedding", "token_embedding", {}),
+        ("position_embedding", "position_embedding", {}),
+        ("embedding", "segment_embedding", {}),
+        ("add", "embeddings_add", {}),
+        ("layer_normalization", "embeddings_layer_norm", {}),
+        ("dropout", "embeddings_dropout", {}),
+        ("dense", "embedding_projection", {}),
+    ]
+    encoder_parts = {
+        "_feedforward_dropout": "feedforward_dropout",
+        "_feedforward_intermediate_dense": "feedforward_intermediate_dense",
+        "_feedforward_layer_norm": "feedforward_layer_norm",
+        "_feedforward_output_dense": "feedforward_output_dense",
+        "_self_attention_dropout": "self_attention_dropout",
+        "_self_attention_layer": "self_attention_layer",
+        "_self_attention_layer/_dropout_layer": "dropout",
+        "_self_attention_layer/_softmax": "softmax",
+        "_self_attention_layer/key_dense": "key",
+        "_self_attention_layer/output_dense": "attention_output",
+        "_self_attention_layer/query_dense": "query",
+        "_self_attention_layer/value_dense": "value",
+        "_self_attention_layer_norm": "self_attention_layer_norm",
+    }
+    count = 0
+    for g in range(config.num_hidden_groups):
+        for i in range(config.inner_group_num):
+            path = "transformer_encoder" + (f"_{count}" if count else "")
+            paths.append((path, f"group_{g}_inner_layer_{i}", encoder_parts))
+            count += 1
+    paths.append(("dense_1", "pooled_dense", {}))
+    return paths
+
+
+def write_weights_file(path, config, tensors: dict) -> None:
+    """A Keras 3 weights file of AlbertBackbone from {"<layer name>/<sub-path>/<k>": array}."""
+    import h5py
+
+    unused = set(tensors)
+    with h5py.File(path, "w") as file:
+        layers = file.create_group("layers")
+        for layer_path, layer_name, parts in _backbone_paths(config):
+            group = layers.create_group(layer_path)
+            for sub_path, name in [("", layer_name), *parts.items()]:
+                vars_group = group.require_group(f"{sub_path}/vars" if sub_path else "vars")
+                vars_group.attrs["name"] = name
+                prefix = "/".join(p for p in (layer_name, sub_path) if p) + "/"
+                for k in range(2):
+                    if prefix + str(k) in tensors:
+                        vars_group.create_dataset(str(k), data=tensors[prefix + str(k)])
+                        unused.discard(prefix + str(k))
+        file.create_group("vars").attrs["name"] = "albert_backbone"
+    if unused:  # a table row with no layer: our bug, not the user's
+        raise AssertionError(f"keras-hub tensors without a layer: {sorted(unused)}")
+
+
+def values_to_keras_hub(values: dict, config) -> dict:
+    """{"<layer name>/<sub-path>/<k>": array} of {original name: array} (encoder only:
+    anything outside `bert/` is left out, see the module docstring)."""
+    tensors, unknown = {}, []
+    for name, value in values.items():
+        if not name.startswith("bert/"):
+            continue
+        found = keras_hub_name(name)
+        if found is None:
+            unknown.append(name)
+            continue
+        target, layout = found
+        value = np.asarray(value, np.float32)
+        tensors[target] = np.ascontiguousarray(
+            _to_keras_hub_layout(value, layout, config.num_attention_heads)
+        )
+    check_all_named("keras-hub", "the model", unknown)
+    if "embedding_projection/0" not in tensors:  # embedding_size = hidden_size
+        tensors["embedding_projection/0"] = np.eye(config.hidden_size, dtype=np.float32)
+        tensors["embedding_projection/1"] = np.zeros([config.hidden_size], np.float32)
+    return tensors
+
+
+def write_folder(folder, config, values: dict, spm_model_file=None) -> dict:
+    """Writes a keras-hub AlbertBackbone preset of `values` ({original name: array}):
+    config.json, model.weights.h5, metadata.json, and with `spm_model_file` the
+    AlbertTokenizer (tokenizer.json, assets/tokenizer/vocabulary.spm). Returns {"config":
+    path, "weights": path, "tensors": count, "left_out": original names not carried}."""
+    import keras
+
+    backbone_config = config_to_keras_hub(config)
+    tensors = values_to_keras_hub(values, config)
+    tf.io.gfile.makedirs(folder)
+    config_path = os.path.join(folder, CONFIG_NAME)
+    write_json(config_path, backbone_config)
+    weights_path = os.path.join(folder, WEIGHTS_NAME)
+    with tempfile.TemporaryDirectory(prefix="albert-keras-hub-") as local:
+        local_file = os.path.join(local, WEIGHTS_NAME)
+        write_weights_file(local_file, config, tensors)
+        tf.io.gfile.copy(local_file, weights_path, overwrite=True)
+    if spm_model_file:
+        tf.io.gfile.makedirs(os.path.dirname(os.path.join(folder, SPM_ASSET)))
+        tf.io.gfile.copy(spm_model_file, os.path.join(folder, SPM_ASSET), overwrite=True)
+        write_json(os.path.join(folder, TOKENIZER_NAME), tokenizer_json())
+    write_json(
+        os.path.join(folder, METADATA_NAME),
+        {
+            "keras_version": keras.__version__,
+            "keras_hub_version": KERAS_HUB_VERSION,
+            "parameter_count": int(sum(np.size(v) for v in tensors.values())),
+            "date_saved": datetime.datetime.now(datetime.timezone.utc).strftime(
+                "%Y-%m-%d@%H:%M:%S"
+            ),
+            "tasks": ["MaskedLM", "TextClassifier"],
+        },
+    )
+    return {
+        "config": config_path,
+        "weights": weights_path,
+        "tensors": len(tensors),
+        "left_out": sorted(n for n in values if not n.startswith("bert/")),
+    }
+
+
+__all__ = [
+    "CONFIG_NAME",
+    "WEIGHTS_NAME",
+    "SPM_ASSET",
+    "keras_hub_name",
+    "original_name",
+    "config_from_keras_hub",
+    "config_to_keras_hub",
+    "read_weights_file",
+    "write_weights_file",
+    "values_from_keras_hub",
+    "values_to_keras_hub",
+    "read_folder",
+    "write_folder",
+    "tokenizer_json",
+]
