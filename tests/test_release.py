@@ -87,3 +87,33 @@ def test_run_classifier_takes_config_and_spm_from_release(release, tmp_path):
     )
     assert task.resolve() == config
     assert os.path.basename(task.files.spm_model_file) == "30k-clean.model"
+
+
+def test_tokenizer_files_are_written_as_a_release_names_them(tmp_path):
+    from albert_tf.release import write_tokenizer_files
+
+    spm_vocab = open(DEMO_SPM.replace(".model", ".vocab"), "rb").read()
+    lone = tmp_path / "lone.model"  # no .vocab beside it: the vocab comes from the model
+    shutil.copy(DEMO_SPM, lone)
+    out = tmp_path / "out"
+    out.mkdir()
+    assert write_tokenizer_files(str(out), str(lone)) == [
+        str(out / "30k-clean.model"),
+        str(out / "30k-clean.vocab"),
+    ]
+    assert (out / "30k-clean.model").read_bytes() == open(DEMO_SPM, "rb").read()
+    assert (out / "30k-clean.vocab").read_bytes() == spm_vocab  # as spm_train wrote it
+    assert write_tokenizer_files(str(out), DEMO_SPM) == []  # the same bytes: left alone
+
+
+def test_requirements_txt_lists_the_package_dependencies():
+    """The original's run_glue.sh installs requirements.txt; it must say what pyproject
+    does."""
+    import tomllib
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+        dependencies = tomllib.load(f)["project"]["dependencies"]
+    with open(os.path.join(root, "requirements.txt"), encoding="utf-8") as f:
+        lines = [line.strip() for line in f if line.strip() and not line.startswith("#")]
+    assert sorted(lines) == sorted(dependencies)
