@@ -597,8 +597,7 @@ def export_checkpoint(albert_directory, export_path, *, checkpoint_name=None) ->
     prefix to write when its name contains "ckpt" and it is no folder; the folder's
     `checkpoint` file names it, and albert_config.json (when absent), 30k-clean.model and
     30k-clean.vocab (the source's SentencePiece model) are put beside it, so the folder is
-    a release folder
-    (--init_checkpoint=<folder>, the original's export_to_tfhub.py).
+    a release folder (--init_checkpoint=<folder>, the original's export_to_tfhub.py).
     Returns {"checkpoint": prefix, "variables": number written}.
     """
     from albert_tf import checkpoints, release

@@ -443,3 +443,33 @@ def test_fine_tuned_classifier_exports_as_sequence_classification(tmp_path):
     assert not [n for n in stored if n.startswith(("predictions.", "sop_classifier."))]
     with open(tmp_path / "hf" / "config.json") as f:
         assert json.load(f)["id2label"] == {"0": "LABEL_0", "1": "LABEL_1", "2": "LABEL_2"}
+
+
+def test_keras_hub_export_converts_back_to_a_release_folder_bit_exact(tmp_path, capsys):
+    """ours -> keras-hub preset -> original format: the encoder bit-exact (a backbone
+    preset has no heads: the converted folder has none either)."""
+    from albert_tf import checkpoints
+
+    folder, model = _release_folder(tmp_path / "release")
+    preset = tmp_path / "preset"
+    assert _export(folder, preset, "keras_hub") == 0
+    assert "left_out: 7" in capsys.readouterr().out  # the MLM (5) and SOP (2) heads
+    assert sorted(os.listdir(preset)) == [
+        "assets",
+        "config.json",
+        "metadata.json",
+        "model.weights.h5",
+        "tokenizer.json",
+    ]
+    out = tmp_path / "converted"
+    assert _export(preset, out, "checkpoint") == 0
+    values = checkpoints.read_checkpoint_values(str(out / "model.ckpt-best"))
+    want = {
+        n: v.numpy()
+        for n, v in checkpoints.original_variable_map(model).items()
+        if n.startswith("bert/")
+    }
+    assert sorted(values) == sorted([*want, "global_step"])
+    for name, value in want.items():
+        np.testing.assert_array_equal(values[name], value, err_msg=name)
+    assert (out / "30k-clean.model").read_bytes() == open(DEMO_SPM, "rb").read()
