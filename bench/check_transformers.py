@@ -1,6 +1,7 @@
 """Check: our model against Hugging Face transformers (PyTorch), both directions.
 
     python bench/check_transformers.py [--shape tiny|base] [--tolerance 1e-5]
+        [--albert_directory DIR]
 
 Needs torch and transformers 5.x (not dependencies of albert_tf; not run in CI). Does:
 
@@ -12,7 +13,8 @@ Needs torch and transformers 5.x (not dependencies of albert_tf; not run in CI).
    model.ckpt-best, 30k-clean.model = the demo's SentencePiece model), exported with
    `python -m albert_tf.export --export_format=huggingface`, loaded with
    AlbertForPreTraining.from_pretrained and AlbertModel.from_pretrained; the same
-   outputs. AutoTokenizer.from_pretrained of the export against our FullTokenizer.
+   outputs (with --albert_directory: that folder, e.g. the demo's out/pretrain, instead).
+   AutoTokenizer.from_pretrained of the export against our FullTokenizer.
 3. out: a random fine-tuned AlbertClassifier (3 labels) exported the same way, loaded with
    AutoModelForSequenceClassification; logits.
 
@@ -57,6 +59,10 @@ SHAPES = {
         max_position_embeddings=512,
     ),
 }
+# Standard deviation of the random weights. Larger weights through 12 layers saturate the
+# softmax and amplify float32 rounding (std 0.2 at base size: both libraries ~1e-4 from a
+# float64 reference), so the base shape gets the pretrained models' scale.
+WEIGHT_SCALE = {"tiny": 0.2, "base": 0.02}
 IDS = np.array([[2, 40, 77, 9, 3, 51, 60, 3], [2, 5, 3, 61, 13, 3, 0, 0]], np.int32)
 MASK = np.array([[1, 1, 1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1, 0, 0]], np.int32)
 SEGMENTS = np.array([[0, 0, 0, 0, 0, 1, 1, 1], [0, 0, 0, 1, 1, 1, 0, 0]], np.int32)
@@ -135,13 +141,14 @@ def check_in(shape, tolerance, failures, work):
     from albert_tf.modeling import AlbertPretrainer
 
     torch.manual_seed(0)
+    scale = WEIGHT_SCALE[shape]
     hf_config = HFConfig(
-        vocab_size=_vocab_size(), hidden_act="gelu_new", initializer_range=0.2, **SHAPES[shape]
+        vocab_size=_vocab_size(), hidden_act="gelu_new", initializer_range=scale, **SHAPES[shape]
     )
     hf_model = AlbertForPreTraining(hf_config).eval()
     with torch.no_grad():  # no parameter left at 0 or 1: a mix-up would show
         for parameter in hf_model.parameters():
-            parameter.add_(torch.randn_like(parameter) * 0.05)
+            parameter.add_(torch.randn_like(parameter) * scale / 4)
     folder = os.path.join(work, "hf_saved")
     hf_model.save_pretrained(folder)
     print(f"save_pretrained wrote: {sorted(os.listdir(folder))}")
@@ -170,15 +177,15 @@ def _release_folder(folder, model):
     return folder
 
 
-def _randomize(model, seed):
+def _randomize(model, seed, scale):
     model.build()
     rng = np.random.default_rng(seed)
     for variable in model.weights:
-        variable.assign(rng.normal(0, 0.2, variable.shape).astype(np.float32))
+        variable.assign(rng.normal(0, scale, variable.shape).astype(np.float32))
     return model
 
 
-def check_out(shape, tolerance, failures, work):
+def check_out(shape, tolerance, failures, work, albert_directory=None):
     from transformers import (
         AlbertForPreTraining,
         AlbertModel,
@@ -193,8 +200,14 @@ def check_out(shape, tolerance, failures, work):
     from albert_tf.modeling import AlbertPretrainer
 
     config = AlbertConfig(vocab_size=_vocab_size(), **SHAPES[shape])
-    ours = _randomize(AlbertPretrainer(config), 1)
-    source = _release_folder(os.path.join(work, "release"), ours)
+    if albert_directory:
+        from albert_tf.release import load_release
+
+        _, ours, _ = load_release(albert_directory, model_cls=AlbertPretrainer)
+        source = albert_directory
+    else:
+        ours = _randomize(AlbertPretrainer(config), 1, WEIGHT_SCALE[shape])
+        source = _release_folder(os.path.join(work, "release"), ours)
     exported = os.path.join(work, "hf_export")
     argv = [f"--albert_directory={source}", f"--export_path={exported}"]
     assert main(["export", *argv, "--export_format=huggingface"]) == 0
@@ -218,7 +231,7 @@ def check_out(shape, tolerance, failures, work):
         verdict = "same ids" if same else f"{got} != {want}"
         print(f"out: AutoTokenizer ({type(hf_tokenizer).__name__}) {text!r}: {verdict}")
 
-    classifier = _randomize(AlbertClassifier(config, num_labels=3), 2)
+    classifier = _randomize(AlbertClassifier(config, num_labels=3), 2, WEIGHT_SCALE[shape])
     source = _release_folder(os.path.join(work, "glue"), classifier)
     exported = os.path.join(work, "hf_classifier")
     argv = [f"--albert_directory={source}", f"--export_path={exported}"]
@@ -247,6 +260,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
     parser.add_argument("--tolerance", type=float, default=1e-5)
+    parser.add_argument("--albert_directory", help="a release folder to export (default: random)")
     args = parser.parse_args(argv)
     try:
         import torch
@@ -258,7 +272,7 @@ def main(argv=None) -> int:
     failures = []
     with tempfile.TemporaryDirectory() as work:
         check_in(args.shape, args.tolerance, failures, work)
-        check_out(args.shape, args.tolerance, failures, work)
+        check_out(args.shape, args.tolerance, failures, work, args.albert_directory)
     print("FAILED: " + ", ".join(failures) if failures else "all within tolerance")
     return 1 if failures else 0
 
