@@ -185,6 +185,11 @@ def test_unnamed_untied_and_missing_tensors_are_named(tmp_path):
         UserError, match="predictions.decoder.weight differs from albert.embeddings"
     ):
         checkpoints.load_original_checkpoint(AlbertPretrainer(config), folder)
+    with open(os.path.join(folder, "model.safetensors"), "wb") as file:
+        header = b'{"a":{"dtype":"BF16","shape":[1],"data_offsets":[0,2]}}'
+        file.write(len(header).to_bytes(8, "little") + header + b"\x80\x3f")
+    with pytest.raises(UserError, match=r"model.safetensors: 'BF16' tensors, which numpy"):
+        checkpoints.load_original_checkpoint(AlbertPretrainer(config), folder)
     write_hf_folder(folder, config, drop=["albert.pooler.bias"])
     with pytest.raises(checkpoints.CheckpointMismatchError, match="bert/pooler/dense/bias"):
         checkpoints.load_original_checkpoint(AlbertPretrainer(config), folder)

@@ -260,11 +260,13 @@ def _load_safetensors(path) -> dict:
         data = f.read()
     try:
         return load(data)
-    except (SafetensorError, ValueError, TypeError) as err:
+    except KeyError as err:  # a dtype numpy lacks (BF16, F8_*)
         raise UserError(
-            f"{path}: not a safetensors file numpy can read ({err}); expected float32 or "
-            "float16 tensors"
+            f"{path}: {err} tensors, which numpy cannot hold; expected float32 or float16 "
+            "(transformers: model.float().save_pretrained(...))"
         ) from None
+    except (SafetensorError, ValueError, TypeError) as err:
+        raise UserError(f"{path}: not a readable safetensors file ({err})") from None
 
 
 def _weight_files(folder) -> list[str]:
