@@ -15,18 +15,22 @@ Formats read (`open_module` tells them apart):
   (tfhub.dev/tensorflow/albert_en_<size>): variables named after its Keras layers, mapped
   by `_MODEL_GARDEN_TABLE` (the attention kernels, stored [H, N, D] / [N, D, H], are
   reshaped to [H, H]). Only one shared block (G = I = 1) exists in that encoder.
+* "keras_hub": a TF2 SavedModel of keras-hub's `AlbertBackbone` (`backbone.export(path)`):
+  variables named "<layer>/<variable>", mapped by albert_tf/weights/keras_hub.py's table
+  (the same per-head reshapes). It has no assets: the tokenizer is --spm_model_file.
 
 Nothing of a module is executed: the values are read from `variables/` by name (no
-tensorflow_hub, no graph run), so any TensorFlow build reads any of the three. Other
+tensorflow_hub, no graph run), so any TensorFlow build reads any of the four. Other
 SavedModels are refused with a line naming what was found. A URL is refused with how to
 download and unpack the module: nothing is fetched at run time.
 
 The config, in this order: --albert_config_file; the module's `assets/albert_config.json`;
-else (the v1 TF1 modules, Model Garden modules) the released shape the variables match:
-V, E, H, F, P, T (and N where the kernels show it) are read from the variable shapes,
-L and N, which no variable shows, come from the released model with that H and F, and the
-dropout from that release (v1 for TF1 modules, v2 for Model Garden ones), with a warning
-naming every assumed value. A module of another shape needs --albert_config_file.
+else (the v1 TF1 modules, Model Garden and keras-hub modules) the released shape the
+variables match: V, E, H, F, P, T (and N where the kernels show it) are read from the
+variable shapes, L and N, which no variable shows, come from the released model with that
+H and F, and the dropout from that release (v1 for TF1 modules, v2 for Model Garden ones),
+with a warning naming every assumed value. A module of another shape needs
+--albert_config_file.
 """
 
 from __future__ import annotations
@@ -43,11 +47,12 @@ import tensorflow as tf
 
 from albert_tf import checkpoints
 from albert_tf.errors import UserError
+from albert_tf.weights import keras_hub
 
 _logger = logging.getLogger(__name__)
 
 FLAG = "--albert_hub_module_handle"
-TF1_HUB, ALBERT_TF, MODEL_GARDEN = "tf1_hub", "albert_tf", "model_garden"
+TF1_HUB, ALBERT_TF, MODEL_GARDEN, KERAS_HUB = "tf1_hub", "albert_tf", "model_garden", "keras_hub"
 MODULE_DEF_NAME = "tfhub_module.pb"  # the marker of the TF1 Hub format
 VARIABLES_PREFIX = os.path.join("variables", "variables")
 # The root attribute of albert_tf's encoder export holding {original name: variable}.
@@ -236,6 +241,9 @@ def open_module(handle: str, flag: str = FLAG) -> HubModule:
         if table is not None:
             kind, num_heads = ALBERT_TF, None
             do_lower_case = _export_info(folder).get("do_lower_case")
+        elif _stored_names(graph).get(keras_hub.SAVED_MODEL_MARKER):
+            table, num_heads = _keras_hub_table(graph, reader, flag, handle)
+            kind, do_lower_case = KERAS_HUB, None
         else:
             table, num_heads = _model_garden_table(graph, reader, flag, handle)
             kind, do_lower_case = MODEL_GARDEN, None
@@ -332,14 +340,51 @@ def _albert_tf_table(graph):
     }
 
 
-def _model_garden_table(graph, reader, flag, handle):
-    """({original name: (stored key, reshape)}, N) of a Model Garden AlbertEncoder, by the
-    variables' stored names (full_name); UserError when the module is not one."""
+def _stored_names(graph) -> dict:
+    """{variable's full name: checkpoint key} of an object graph ({} without one)."""
     stored = {}
     for node in graph.nodes if graph is not None else ():
         for attribute in node.attributes:
             if attribute.name == "VARIABLE_VALUE" and attribute.full_name:
                 stored[attribute.full_name] = attribute.checkpoint_key
+    return stored
+
+
+_KERAS_HUB_RESHAPES = {
+    keras_hub.SAME: _same,
+    keras_hub.HEADS_IN: _rows_then_flat,
+    keras_hub.HEADS_BIAS: _flat,
+    keras_hub.HEADS_OUT: _flat_then_cols,
+}
+
+
+def _keras_hub_table(graph, reader, flag, handle):
+    """({original name: (stored key, reshape)}, N) of a keras-hub AlbertBackbone SavedModel
+    (`export()`), through albert_tf/weights/keras_hub.py's name table; UserError naming
+    the variables it has no row for."""
+    table, unknown = {}, []
+    for full_name, key in _stored_names(graph).items():
+        found = keras_hub.saved_model_name(full_name)
+        found = found and keras_hub.original_name(found)
+        if not found:
+            unknown.append(full_name)
+            continue
+        original, layout = found
+        table[original] = (key, _KERAS_HUB_RESHAPES[layout])
+    if unknown:
+        raise UserError(
+            f"{flag}={handle}: a keras-hub SavedModel with variables no AlbertBackbone has: "
+            f"{', '.join(sorted(unknown)[:10])}"
+        )
+    query = f"{_BLOCK}attention_1/self/query/kernel"
+    heads = int(reader.get_variable_to_shape_map()[table[query][0]][1]) if query in table else None
+    return table, heads
+
+
+def _model_garden_table(graph, reader, flag, handle):
+    """({original name: (stored key, reshape)}, N) of a Model Garden AlbertEncoder, by the
+    variables' stored names (full_name); UserError when the module is not one."""
+    stored = _stored_names(graph)
     table = {}
     for suffix, (original, reshape) in _MODEL_GARDEN_TABLE.items():
         matches = [n for n in stored if n == suffix or n.endswith("/" + suffix)]
@@ -353,8 +398,8 @@ def _model_garden_table(graph, reader, flag, handle):
         sample = ", ".join(sorted(stored)[:5]) or "none with names"
         raise UserError(
             f"{flag}={handle}: a TF2 SavedModel of unknown layout (variables: {sample}); "
-            "read are TF1 Hub modules, albert_tf's exports and the Model Garden's "
-            "AlbertEncoder modules"
+            "read are TF1 Hub modules, albert_tf's exports, the Model Garden's "
+            "AlbertEncoder modules and keras-hub AlbertBackbone exports"
         )
     query = f"{_BLOCK}attention_1/self/query/kernel"
     heads = None
@@ -461,6 +506,7 @@ __all__ = [
     "TF1_HUB",
     "ALBERT_TF",
     "MODEL_GARDEN",
+    "KERAS_HUB",
     "is_url",
     "is_hub_module",
     "open_module",

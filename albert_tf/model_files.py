@@ -193,10 +193,13 @@ def _resolve_hub_module(opts, max_seq_length: int, token_types: int) -> ModelFil
         )
     module = hub.open_module(handle)
     config, config_file = hub.module_config(module, opts.albert_config_file)
+    if module.spm_model_file is None and module.kind == hub.KERAS_HUB and opts.spm_model_file:
+        # A keras-hub export carries no tokenizer: the flag's model is the one.
+        module = dataclasses.replace(module, spm_model_file=opts.spm_model_file)
     if module.spm_model_file is None:
         raise UserError(
             f"--albert_hub_module_handle={handle}: the module has no SentencePiece model "
-            "(assets/*.model)"
+            "(assets/*.model)" + (": pass --spm_model_file" if module.kind == hub.KERAS_HUB else "")
         )
     if module.do_lower_case is not None and module.do_lower_case != opts.do_lower_case:
         raise UserError(

@@ -383,3 +383,46 @@ def test_run_glue_mrpc_commands_run_with_a_local_module(tmp_path):
     # The fine-tuned checkpoint holds the encoder under the original names.
     shapes = checkpoints.checkpoint_variable_shapes(str(out / "model.ckpt-best"))
     assert "bert/embeddings/word_embeddings" in shapes and "output_weights" in shapes
+
+
+def test_keras_hub_saved_model_loads_through_the_keras_hub_table(tmp_path):
+    """A keras-hub AlbertBackbone exported as a SavedModel (`backbone.export`) reads by
+    its variable names and runs as keras-hub runs it."""
+    import keras_hub
+
+    config = tiny_config(num_hidden_layers=2, inner_group_num=2)
+    backbone = keras_hub.models.AlbertBackbone(
+        vocabulary_size=config.vocab_size,
+        num_layers=2,
+        num_heads=2,
+        embedding_dim=16,
+        hidden_dim=32,
+        intermediate_dim=64,
+        num_inner_repetitions=2,
+        max_sequence_length=64,
+    )
+    rng = np.random.default_rng(4)
+    backbone.set_weights([rng.normal(0, 0.2, w.shape) for w in backbone.get_weights()])
+    backbone.export(str(tmp_path / "exported"))
+    module = hub.open_module(str(tmp_path / "exported"))
+    assert module.kind == hub.KERAS_HUB and module.num_attention_heads == 2
+    assert module.spm_model_file is None
+    model = AlbertModel(config)
+    report = hub.load_module(model, module)
+    assert len(report.loaded) == 5 + 2 + 2 * 16 + 2
+    out = model(IDS, training=False)
+    theirs = backbone(
+        {
+            "token_ids": IDS["input_ids"],
+            "segment_ids": IDS["segment_ids"],
+            "padding_mask": IDS["input_mask"],
+        }
+    )
+    real = IDS["input_mask"].astype(bool)
+    np.testing.assert_allclose(
+        np.asarray(out["sequence_output"])[real],
+        np.asarray(theirs["sequence_output"])[real],
+        rtol=1e-5,
+        atol=1e-5,
+    )
+    np.testing.assert_allclose(out["pooled_output"], theirs["pooled_output"], rtol=1e-5, atol=1e-5)

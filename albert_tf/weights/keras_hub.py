@@ -137,6 +137,37 @@ def _to_original_layout(value, layout):
     return value
 
 
+# A keras-hub SavedModel (`backbone.export(path)`) names its variables by layer name and
+# variable name ("group_0_inner_layer_0/self_attention_layer/query/kernel"); the preset
+# file by attribute paths and indices. Layer names -> attribute paths; variable -> index.
+_SAVED_MODEL_SUBLAYERS = {
+    "self_attention_layer/query": "_self_attention_layer/query_dense",
+    "self_attention_layer/key": "_self_attention_layer/key_dense",
+    "self_attention_layer/value": "_self_attention_layer/value_dense",
+    "self_attention_layer/attention_output": "_self_attention_layer/output_dense",
+    "self_attention_layer_norm": "_self_attention_layer_norm",
+    "feedforward_intermediate_dense": "_feedforward_intermediate_dense",
+    "feedforward_output_dense": "_feedforward_output_dense",
+    "feedforward_layer_norm": "_feedforward_layer_norm",
+}
+_SAVED_MODEL_INDEX = {"embeddings": "0", "kernel": "0", "gamma": "0", "bias": "1", "beta": "1"}
+SAVED_MODEL_MARKER = "token_embedding/embeddings"  # the variable every AlbertBackbone has
+
+
+def saved_model_name(variable_path: str) -> str | None:
+    """The "<layer name>/<sub-path>/<k>" name of a keras-hub SavedModel variable path, or
+    None when it is not one of AlbertBackbone's."""
+    layer, _, rest = variable_path.partition("/")
+    sub, _, variable = rest.rpartition("/")
+    if variable not in _SAVED_MODEL_INDEX:
+        return None
+    if sub:
+        if sub not in _SAVED_MODEL_SUBLAYERS:
+            return None
+        sub = _SAVED_MODEL_SUBLAYERS[sub]
+    return "/".join(p for p in (layer, sub, _SAVED_MODEL_INDEX[variable]) if p)
+
+
 # --- config ----------------------------------------------------------------------------
 def _keras_hub_group(config, layer):
     """keras-hub's AlbertBackbone: each group runs num_layers // num_groups times in turn."""
@@ -495,6 +526,8 @@ def write_folder(folder, config, values: dict, spm_model_file=None) -> dict:
 
 
 __all__ = [
+    "SAVED_MODEL_MARKER",
+    "saved_model_name",
     "CONFIG_NAME",
     "WEIGHTS_NAME",
     "SPM_ASSET",
