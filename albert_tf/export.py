@@ -622,14 +622,22 @@ def export_checkpoint(albert_directory, export_path, *, checkpoint_name=None) ->
     return {"checkpoint": export_path, "variables": len(report.loaded) + 1}
 
 
-def _classifier_values(files, report) -> dict:
-    """output_weights/output_bias of a fine-tuned classifier's original-format checkpoint
-    (run_classifier.py's model.ckpt-best), which the pretrainer left unread; {} if none."""
-    names = ("output_weights", "output_bias")
-    if not all(n in report.ignored for n in names):
-        return {}
-    reader = tf.train.load_checkpoint(files.checkpoint)
-    return {n: reader.get_tensor(n) for n in names}
+# Task heads with a Hugging Face class: run_classifier.py's, run_squad.py's SQuAD v1.1.
+_HUGGINGFACE_TASK_HEADS = (
+    ("output_weights", "output_bias"),
+    ("cls/squad/output_weights", "cls/squad/output_bias"),
+)
+
+
+def _task_head_values(files, report) -> dict:
+    """The task head of a fine-tuned model's original-format checkpoint (model.ckpt-best
+    of run_classifier.py or run_squad.py for SQuAD v1.1), which the pretrainer left
+    unread; {} if none."""
+    for names in _HUGGINGFACE_TASK_HEADS:
+        if all(n in report.ignored for n in names):
+            reader = tf.train.load_checkpoint(files.checkpoint)
+            return {n: reader.get_tensor(n) for n in names}
+    return {}
 
 
 def export_huggingface(
@@ -640,13 +648,14 @@ def export_huggingface(
     tokenizer_config.json) that transformers' from_pretrained and AutoTokenizer load.
     AlbertForPreTraining with the pretraining heads the checkpoint holds; a fine-tuned
     classifier (output_weights/output_bias in the checkpoint) goes out as
-    AlbertForSequenceClassification instead. An existing `export_path` is replaced.
+    AlbertForSequenceClassification, a SQuAD v1.1 model (cls/squad/*) as
+    AlbertForQuestionAnswering instead. An existing `export_path` is replaced.
     Returns {"export_path", "architecture", "tensors"}."""
     from albert_tf.weights import huggingface
 
     files, config, model, _, report = _load_pretrainer(albert_directory, checkpoint_name)
     values = _loaded_values(model, report)
-    values.update(_classifier_values(files, report))
+    values.update(_task_head_values(files, report))
     export_path = os.fspath(export_path).rstrip("/")
     with _staged(export_path) as tmp:
         written = huggingface.write_folder(

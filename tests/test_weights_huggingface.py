@@ -174,9 +174,9 @@ def test_config_is_translated_and_erf_gelu_refused(tmp_path):
 def test_unnamed_untied_and_missing_tensors_are_named(tmp_path):
     config = tiny_config()
     folder = str(tmp_path / "hf")
-    write_hf_folder(folder, config, extra={"qa_outputs.weight": np.zeros([2, 32], np.float32)})
+    write_hf_folder(folder, config, extra={"albert.encoder.extra": np.zeros([2], np.float32)})
     with pytest.raises(
-        UserError, match=r"1 tensor\(s\) with no Hugging Face name-table row: qa_outputs.weight"
+        UserError, match=r"1 tensor\(s\) with no Hugging Face name-table row: albert.encoder.extra"
     ):
         checkpoints.load_original_checkpoint(AlbertPretrainer(config), folder)
     decoder = np.ones([config.vocab_size, config.embedding_size], np.float32)
@@ -248,6 +248,25 @@ def test_fine_tuned_classifier_goes_out_as_sequence_classification(tmp_path):
     assert stored["classifier.weight"].shape == (3, 32)
     assert not [n for n in stored if n.startswith("predictions.")]
     model = AlbertClassifier(config, num_labels=3)
+    checkpoints.load_original_checkpoint(model, folder)
+    for name, value in _values(source).items():
+        assert np.array_equal(_values(model)[name], value), name
+
+
+def test_squad_v1_head_goes_out_as_question_answering(tmp_path):
+    from albert_tf.squad import AlbertSquadV1
+
+    config = tiny_config()
+    source = _random_model(AlbertSquadV1(config))
+    folder = str(tmp_path / "hf")
+    assert huggingface.write_folder(folder, config, _values(source))["architecture"] == (
+        "AlbertForQuestionAnswering"
+    )
+    stored = load_file(os.path.join(folder, "model.safetensors"))
+    assert (
+        stored["qa_outputs.weight"].tolist() == _values(source)["cls/squad/output_weights"].tolist()
+    )
+    model = AlbertSquadV1(config)
     checkpoints.load_original_checkpoint(model, folder)
     for name, value in _values(source).items():
         assert np.array_equal(_values(model)[name], value), name

@@ -4,7 +4,8 @@
 (no PyTorch), every file through tf.io.gfile.
 
 Names: `_TABLE` maps each original variable name to the name transformers'
-AlbertForPreTraining / AlbertForSequenceClassification gives the tensor. torch's Linear
+AlbertForPreTraining / AlbertForSequenceClassification / AlbertForQuestionAnswering gives
+the tensor. torch's Linear
 stores its weight [out, in], the transpose of the original's kernel [in, out]; embeddings,
 layer norms and the original's `output_weights` [K, H] keep their layout. A file of the
 base AlbertModel has no `albert.` prefix; it is read the same. transformers ties
@@ -90,6 +91,9 @@ _TABLE = [
     # The classifier of run_classifier.py (top-level names) = AlbertForSequenceClassification's.
     ("output_weights", "classifier.weight", False),
     ("output_bias", "classifier.bias", False),
+    # run_squad.py's SQuAD v1.1 head = AlbertForQuestionAnswering's (start = row 0, end = 1).
+    ("cls/squad/output_weights", "qa_outputs.weight", False),
+    ("cls/squad/output_bias", "qa_outputs.bias", False),
 ]
 # Tied copies transformers may store: name -> the name it is tied to.
 _TIED = {
@@ -426,8 +430,9 @@ def write_folder(folder, config, values: dict, spm_model_file=None, do_lower_cas
     """Writes a Hugging Face ALBERT folder of `values` ({original name: array}).
 
     AlbertForSequenceClassification when `values` holds the classifier (output_weights,
-    output_bias: the pretraining heads are then left out, as that class has none), else
-    AlbertForPreTraining (its heads where `values` has them). With `spm_model_file`, also
+    output_bias), AlbertForQuestionAnswering when it holds the SQuAD v1.1 head
+    (cls/squad/*): the pretraining heads are then left out, as those classes have none;
+    else AlbertForPreTraining (its heads where `values` has them). With `spm_model_file`, also
     spiece.model, tokenizer_config.json and special_tokens_map.json. Returns {"config":
     path, "weights": path, "architecture": name, "tensors": count}.
     """
@@ -436,7 +441,10 @@ def write_folder(folder, config, values: dict, spm_model_file=None, do_lower_cas
     values = dict(values)
     num_labels = None
     architecture = "AlbertForPreTraining"
-    if "output_weights" in values:
+    if "cls/squad/output_weights" in values:
+        architecture, num_labels = "AlbertForQuestionAnswering", 2
+        values = {k: v for k, v in values.items() if k.startswith(("bert/", "cls/squad/"))}
+    elif "output_weights" in values:
         architecture = "AlbertForSequenceClassification"
         num_labels = int(np.shape(values["output_weights"])[0])
         values = {k: v for k, v in values.items() if not k.startswith("cls/")}
