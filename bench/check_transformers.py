@@ -16,7 +16,8 @@ Needs torch and transformers 5.x (not dependencies of albert_tf; not run in CI).
    outputs (with --albert_directory: that folder, e.g. the demo's out/pretrain, instead).
    AutoTokenizer.from_pretrained of the export against our FullTokenizer.
 3. out: a random fine-tuned AlbertClassifier (3 labels) exported the same way, loaded with
-   AutoModelForSequenceClassification; logits.
+   AutoModelForSequenceClassification; logits. A random SQuAD v1.1 model, loaded with
+   AutoModelForQuestionAnswering; start and end logits of the real tokens.
 
 Prints one line per comparison (max abs difference over real tokens) and exits 1 when
 one exceeds --tolerance. Padded positions are left out: there transformers masks with
@@ -251,6 +252,36 @@ def check_out(shape, tolerance, failures, work, albert_directory=None):
         "out: classifier -> SequenceClassification",
         {"logits": np.asarray(out["logits"])},
         {"logits": logits},
+        tolerance,
+        failures,
+    )
+
+    from transformers import AutoModelForQuestionAnswering
+
+    from albert_tf.squad import AlbertSquadV1
+
+    squad = _randomize(AlbertSquadV1(config), 3, WEIGHT_SCALE[shape])
+    source = _release_folder(os.path.join(work, "squad"), squad)
+    exported = os.path.join(work, "hf_squad")
+    argv = [f"--albert_directory={source}", f"--export_path={exported}"]
+    assert main(["export", *argv, "--export_format=huggingface"]) == 0
+    hf = AutoModelForQuestionAnswering.from_pretrained(exported).eval()
+    print(f"out: SQuAD v1.1 model loads as {type(hf).__name__}")
+    with torch.no_grad():
+        spans = hf(
+            input_ids=torch.tensor(IDS, dtype=torch.long),
+            attention_mask=torch.tensor(MASK, dtype=torch.long),
+            token_type_ids=torch.tensor(SEGMENTS, dtype=torch.long),
+        )
+    out = squad({"input_ids": IDS, "input_mask": MASK, "segment_ids": SEGMENTS})
+    real = MASK.astype(bool)
+    _report(
+        "out: SQuAD v1.1 -> QuestionAnswering",
+        {k: np.asarray(out[k])[real] for k in ("start_logits", "end_logits")},
+        {
+            "start_logits": spans.start_logits.numpy()[real],
+            "end_logits": spans.end_logits.numpy()[real],
+        },
         tolerance,
         failures,
     )
