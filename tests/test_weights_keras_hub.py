@@ -6,7 +6,6 @@ keras-hub -> ours is bit-exact."""
 import os
 
 import h5py
-import keras_hub as keras_hub_lib
 import numpy as np
 import pytest
 
@@ -56,6 +55,8 @@ def _values(model):
 
 
 def test_preset_saved_by_keras_hub_loads_by_name_and_runs_as_keras_hub(tmp_path):
+    import keras_hub as keras_hub_lib  # here, not at collection: only these tests need it
+
     config = tiny_config(**SHAPE)
     backbone = keras_hub_lib.models.AlbertBackbone(
         vocabulary_size=config.vocab_size,
@@ -82,6 +83,8 @@ def test_preset_saved_by_keras_hub_loads_by_name_and_runs_as_keras_hub(tmp_path)
 
 
 def test_our_export_loads_in_keras_hub_and_comes_back_bit_exact(tmp_path):
+    import keras_hub as keras_hub_lib
+
     config = tiny_config(**SHAPE)
     source = _random_model(config)
     folder = str(tmp_path / "preset")
