@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import bench_model as bm  # noqa: E402  (machine description)
 
-from albert_tf import native_kernels  # noqa: E402
+from albert_tf.cpu import native_kernels  # noqa: E402
 
 HIDDEN, INTERMEDIATE, HEADS, HEAD_SIZE, SEQ = 768, 3072, 12, 64, 128
 # Shared kernels whose gradients AlbertSumTerms adds over the 12 layers: [in, out].

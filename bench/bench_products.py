@@ -3,7 +3,7 @@
     python bench/bench_products.py [--dtype bfloat16|float32] [--pairs 20] [--batch 32]
         [--emulate avx2] [--out bench/results/native_products.md]
 
-Where this CPU has them (albert_tf.native_kernels.products_ready(dtype): bfloat16 with
+Where this CPU has them (albert_tf.cpu.native_kernels.products_ready(dtype): bfloat16 with
 AVX512_BF16, on its AMX tiles where it has them; float32 with AVX-512 or AVX2; --emulate
 avx2 runs it as on a CPU without AVX-512, bench_model.EMULATED_ISAS), for each dense
 product of an ALBERT-base layer at `--batch` x 128 rows, times in one process, in pairs
@@ -47,9 +47,9 @@ def product_pairs(batch: int, dtype: str):
     import numpy as np
     import tensorflow as tf
 
-    from albert_tf import fused_elementwise as fe
-    from albert_tf import layers
-    from albert_tf import native_kernels as nk
+    from albert_tf.cpu import block as layers
+    from albert_tf.cpu import fused_elementwise as fe
+    from albert_tf.cpu import native_kernels as nk
 
     rng = np.random.default_rng(0)
     rows = batch * SEQ
@@ -166,7 +166,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     bm.run_emulated(args.emulate)
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
-    from albert_tf import native_kernels
+    from albert_tf.cpu import native_kernels
 
     if not native_kernels.products_ready(args.dtype):
         sys.exit(f"bench_products: no {args.dtype} products here (see products_ready)")

@@ -10,12 +10,13 @@ import pytest
 import tensorflow as tf
 from test_modeling import CONFIGS, built_encoder
 
-from albert_tf import fused_elementwise as fe
-from albert_tf import native_kernels, speed_paths
+from albert_tf import speed_paths
+from albert_tf.cpu import fused_elementwise as fe
+from albert_tf.cpu import native_kernels
 
 import albert_numpy
 
-NO_NATIVE_KERNELS = dataclasses.replace(speed_paths.CPU_ONLY, native_cpu_kernels=False)
+NO_NATIVE_KERNELS = speed_paths.CPU_AUTO
 BF16 = tf.bfloat16.as_numpy_dtype
 
 
@@ -682,7 +683,7 @@ def test_bfloat16_graphs_use_them_accelerators_not():
     # The layer-norm gradient's three column sums (dgamma, dbeta, the dense bias's) are
     # in the kernel's pass.
     assert train_ops.count("Sum") <= loop_train_ops.count("Sum") - 3 * layer_norms
-    with speed_paths.forced(speed_paths.WITH_ACCELERATOR):
+    with speed_paths.forced(speed_paths.PLAIN):
         assert not {"AlbertBiasGelu", "AlbertResidualLayerNorm"} & set(_op_types(model, inputs))
     with fe.disabled():
         assert not {"AlbertBiasGelu", "AlbertResidualLayerNorm"} & set(_op_types(model, inputs))
@@ -703,7 +704,7 @@ def products():
         pytest.skip("no bfloat16 products here (no AVX512_BF16, or no C++ kernels)")
 
 
-NO_NATIVE_PRODUCTS = dataclasses.replace(speed_paths.CPU_ONLY, native_products=False)
+NO_NATIVE_PRODUCTS = dataclasses.replace(speed_paths.CPU_NATIVE, native_products=False)
 
 
 @pytest.mark.parametrize("rows", [70, 32, 1])
@@ -1186,7 +1187,8 @@ _AVX2_INFERENCE = """
 import dataclasses
 import numpy as np
 import tensorflow as tf
-from albert_tf import native_kernels, speed_paths
+from albert_tf import speed_paths
+from albert_tf.cpu import native_kernels
 from test_modeling import built_encoder
 from test_native_kernels import PRODUCT_SIZED, NO_NATIVE_PRODUCTS, _op_types
 
