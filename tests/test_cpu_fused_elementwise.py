@@ -156,6 +156,11 @@ def test_product_attention_softmax_in_a_graph_matches_float64(head_size):
 
 
 @pytest.mark.skipif(not fe._onednn_registered(), reason="TensorFlow built without oneDNN")
+@pytest.mark.skipif(
+    "avx512bw" not in fe.cpu_flags(),
+    reason="oneDNN fuses bfloat16 products only on CPUs with AVX-512 (the numbers: "
+    "test_product_attention_softmax_in_a_graph_matches_float64)",
+)
 def test_bfloat16_inference_attention_is_fused_into_its_product_by_grappler():
     """The pattern `product_attention_softmax` leaves must reach the remapper intact
     in the whole model's graph: no other op between the scores product, the scale

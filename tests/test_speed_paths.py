@@ -229,3 +229,39 @@ def test_forced_accelerator_inference_multiplies_by_q_k_v_separately():
         counts.append(sum(op.type == "MatMul" for op in fn.graph.get_operations()))
     applications = cfg.num_hidden_layers * cfg.inner_group_num
     assert counts[1] - counts[0] == 2 * applications
+
+
+def test_default_settings_compile_and_load_nothing(switch, monkeypatch, tmp_path):
+    """`auto` on a CPU: a model built, run and trained (float32 and bfloat16, heads of
+    32, where `native` takes our products and attention) leaves a fresh kernel cache
+    empty and never asks for the C++ library."""
+    import keras
+
+    from albert_tf.cpu import native_kernels
+
+    cache = tmp_path / "kernels"
+    monkeypatch.setenv("ALBERT_TF_KERNEL_CACHE", str(cache))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the C++ kernels were asked for under --speed_paths=auto")
+
+    for name in ("library", "built_library", "build"):
+        monkeypatch.setattr(native_kernels, name, refuse)
+    cfg = CONFIGS["shared_gelu"].replace(hidden_size=64, num_attention_heads=2)
+    inputs = {k: tf.constant(v) for k, v in make_inputs(cfg).items()}
+    for policy in ("float32", "mixed_bfloat16"):
+        keras.mixed_precision.set_global_policy(policy)
+        try:
+            model = AlbertPretrainer(cfg, full_sequence_output=False)
+            model.build()
+        finally:
+            keras.mixed_precision.set_global_policy("float32")
+
+        @tf.function
+        def step():
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(model(inputs, training=True)["mlm_logits"])
+            return model(inputs)["sop_logits"], tape.gradient(loss, model.trainable_variables)
+
+        step()
+    assert not cache.exists()
