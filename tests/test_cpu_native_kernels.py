@@ -24,6 +24,8 @@ def native_switch(monkeypatch):
     """Every test here opts in to the C++ kernels, as `--speed_paths=native` does; the
     library is built once per test session (into conftest's ALBERT_TF_KERNEL_CACHE)."""
     monkeypatch.setattr(speed_paths, "_mode", "native")
+
+
 BF16 = tf.bfloat16.as_numpy_dtype
 
 
