@@ -12,7 +12,7 @@ all threads, each side a tf.function over the same fixed random operands:
     the split into heads and its gradient, the softmax's gradient, and the sum of twelve
     shared-kernel gradients;
   * without: the same functions traced with `SpeedPaths.native_cpu_kernels` off, as the
-    step runs them then: XLA loops (with `layers.bias_gradient` for the bias's sum), the
+    step runs them then: XLA loops (with `block.bias_gradient` for the bias's sum), the
     bias and a transpose into heads and back, and a running sum of the terms (which
     Grappler may turn into AddNs). (A float32 step without the kernels differentiates the
     softmax's op chain instead of the loop timed here.)
@@ -45,7 +45,7 @@ def kernel_pairs(batch: int, dtype: str):
     import tensorflow as tf
 
     from albert_tf import speed_paths
-    from albert_tf.cpu import block as layers
+    from albert_tf.cpu import block
     from albert_tf.cpu import fused_elementwise as fe
 
     without_kernels = speed_paths.CPU_AUTO
@@ -70,15 +70,15 @@ def kernel_pairs(batch: int, dtype: str):
             sides.append(run)
         return tuple(sides)
 
-    def gelu_gradients(dz, y, b):  # as layers' hand-written gradient takes them
+    def gelu_gradients(dz, y, b):  # as the block's hand-written gradient takes them
         dy, dbias = fe.bias_gelu_tanh_backward(dz, y, b)
-        return dy, layers.bias_gradient(dy) if dbias is None else dbias
+        return dy, block.bias_gradient(dy) if dbias is None else dbias
 
     def biased_heads(y, b):  # as the attention's query/key/value: [B * S, H] -> heads
         joined = fe.bias_add_heads(y, b, HEADS, batch)
         if joined is not None:
             return joined
-        y = layers.bias_and_activation(y, b, training=True)
+        y = block.bias_and_activation(y, b, training=True)
         return tf.transpose(tf.reshape(y, [batch, SEQ, HEADS, -1]), [0, 2, 1, 3])
 
     def heads_gradients(y, b, dheads):

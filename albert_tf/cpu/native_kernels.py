@@ -8,7 +8,7 @@ per call; bfloat16 computed in float32 and rounded once):
   * `bias_gelu` and `bias_gelu_backward`: the FFN's bias and GELU after its plain
     product, and its gradient (with the bias's). XLA's CPU loops compute the tanh with
     8-lane vectors; these use the machine's widest and an exp-based form
-    (albert_tf/native/loops.cc).
+    (albert_tf/cpu/native/loops.cc).
   * `residual_layer_norm`: LN(x + bias + residual) and its bfloat16 copy for the next
     product, in one pass over the rows, where an inference graph otherwise runs an XLA
     loop for the sum, oneDNN's layer norm and a cast; `residual_layer_norm_moments`,
