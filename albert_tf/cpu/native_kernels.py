@@ -84,7 +84,8 @@ SOURCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native")
 LOOP_FLAGS = (
     "-O3",
     "-march=native",
-    "-mprefer-vector-width=512",
+    # x86 only: other compilers' targets refuse it (every ARM build failed on it).
+    *(("-mprefer-vector-width=512",) if platform.machine() in ("x86_64", "AMD64") else ()),
     "-ffast-math",  # reassociated row sums (vectorised); NaN and inf still handled
     "-fno-finite-math-only",
     "-fPIC",
