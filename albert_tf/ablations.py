@@ -44,7 +44,7 @@ from albert_tf import (
 )
 from albert_tf.config import AlbertConfig, preset
 from albert_tf.errors import UserError
-from albert_tf.options import REQUIRED, Options, check, option
+from albert_tf.options import REQUIRED, SpeedPathOptions, check, option
 
 _logger = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ STUDIES = {
 
 
 @dataclasses.dataclass(kw_only=True)
-class AblationOptions(Options):
+class AblationOptions(SpeedPathOptions):
     """What run_ablations.py's flags decide (each field is also the flag)."""
 
     study: str = option("sharing", "Which ablation to run.", choices=STUDIES)

@@ -25,7 +25,7 @@ import logging
 import os
 import sys
 
-from albert_tf import options
+from albert_tf import options, speed_paths
 from albert_tf.errors import TrainingInterrupted, UserError
 
 HELP_FLAGS = ("--help", "-h", "-?", "--helpshort", "--helpfull")
@@ -60,10 +60,11 @@ def error_line(script: str, err: BaseException) -> str:
 
 def execute(options_cls, run, argv, report=None, flag_values=None, description=None) -> int:
     """Runs a script's command line: parses `argv` into the options, calls `run(options)`
-    and passes its result to `report`. Returns the exit status: 0; 1 after one
-    `error_line` on stderr for bad input (flags, UserError, a missing file); 128 + the
-    signal number (130, 143) after one line when SIGINT/SIGTERM stopped training (the
-    trainer wrote its checkpoint first). Any other exception is a bug of ours and keeps
+    and passes its result to `report`; options with `--speed_paths` set the switch first
+    (albert_tf.speed_paths). Returns the exit status: 0; 1 after one `error_line` on
+    stderr for bad input (flags, UserError, a missing file); 128 + the signal number
+    (130, 143) after one line when SIGINT/SIGTERM stopped training (the trainer wrote
+    its checkpoint first). Any other exception is a bug of ours and keeps
     its traceback.
 
     flag_values: the absl FlagValues holding the flags of `options_cls` (the scripts'
@@ -90,7 +91,10 @@ def execute(options_cls, run, argv, report=None, flag_values=None, description=N
             raise UserError(
                 f"unexpected arguments {' '.join(rest[1:])!r}: expected only --flag=value"
             )
-        result = run(options.from_flags(options_cls, values))
+        parsed = options.from_flags(options_cls, values)
+        if isinstance(parsed, options.SpeedPathOptions):
+            speed_paths.use(parsed.speed_paths)
+        result = run(parsed)
     except (UserError, FileNotFoundError) as err:
         sys.stderr.write(error_line(script, err) + "\n")
         return 1

@@ -42,14 +42,14 @@ import tensorflow as tf
 
 from albert_tf import checkpoints, fileio, selection
 from albert_tf.errors import UserError
-from albert_tf.options import REQUIRED, Options, check, option
+from albert_tf.options import REQUIRED, SpeedPathOptions, check, option
 
 _logger = logging.getLogger(__name__)
 TASK_FILE = "task.json"  # output_dir: what its checkpoints are for (Task.output_identity)
 
 
 @dataclasses.dataclass(kw_only=True)
-class RunOptions(Options):
+class RunOptions(SpeedPathOptions):
     """What every script accepts: the output folder, the training loop's flags, devices
     (the original's TPU flags; ours: strategy, dtype, XLA), seed and host memory.
     Scripts whose original had other defaults re-declare them with `RunOptions.default`."""

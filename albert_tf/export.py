@@ -43,9 +43,9 @@ import uuid
 
 import tensorflow as tf
 
-from albert_tf import fused_elementwise
+from albert_tf import speed_paths
 from albert_tf.errors import UserError
-from albert_tf.options import REQUIRED, Options, option
+from albert_tf.options import REQUIRED, SpeedPathOptions, option
 from albert_tf.tokenization import DEFAULT_DIGIT_COMMA, digit_comma_option
 
 _logger = logging.getLogger(__name__)
@@ -237,7 +237,7 @@ def export_classifier(
     with _staged(export_dir) as tmp:
         # Plain ops only: the serving graph must load on builds without oneDNN
         # kernels or XLA (TF Serving, ARM).
-        with fused_elementwise.disabled():
+        with speed_paths.forced(speed_paths.PLAIN):
             signatures = module.signatures()
             tf.saved_model.save(module, tmp, signatures=signatures)
         if label_list is not None:
@@ -299,7 +299,7 @@ def export_squad(model, export_dir, max_seq_length) -> dict:
     module = tf.Module()
     module.model = model
     # Plain ops only (see export_classifier); TFLite needs them too.
-    with fused_elementwise.disabled():
+    with speed_paths.forced(speed_paths.PLAIN):
         module.serve = tf.function(serve, input_signature=_squad_input_specs(max_seq_length))
         concrete = module.serve.get_concrete_function()
         try:
@@ -544,7 +544,9 @@ def export_encoder(
     )
     export_path = os.fspath(export_path).rstrip("/")
     with _staged(export_path) as tmp:
-        with fused_elementwise.disabled():  # no oneDNN-only kernels, no XLA (export_classifier)
+        with speed_paths.forced(
+            speed_paths.PLAIN
+        ):  # no oneDNN-only kernels, no XLA (export_classifier)
             signatures = module.signatures()
             spec = {
                 n: tf.TensorSpec([None, None], tf.int32, name=n)
@@ -704,7 +706,7 @@ def _loaded_values(model, report) -> dict:
 # python -m albert_tf.export
 # --------------------------------------------------------------------------------------
 @dataclasses.dataclass(kw_only=True)
-class ExportOptions(Options):
+class ExportOptions(SpeedPathOptions):
     """The flags of export_to_tfhub.py and export_checkpoints.py (the same names and
     defaults), plus --export_format choosing between them."""
 

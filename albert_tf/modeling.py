@@ -8,23 +8,20 @@ applications over G parameter groups of I blocks each, and the pooler.
 Inputs are dicts of int32 [B, S] tensors: `input_ids`, `input_mask` (1 real,
 0 padding; default all ones) and `segment_ids` (token types; default zeros).
 
-The encoder's speed paths (albert_tf.speed_paths) are chosen when a call is
-traced and applied by `EncoderKernels` (albert_tf.shared_kernels); the model
-code itself is the plain computation.
+This is the plain computation (albert_tf.layers). On CPUs the CPU speed paths
+(albert_tf.cpu, chosen by albert_tf.speed_paths) may run the stack of blocks instead,
+through albert_tf.encoder_runner; this module imports none of them.
 """
 
 from __future__ import annotations
 
-import dataclasses
-
 import keras
 import tensorflow as tf
 
-from albert_tf import speed_paths
+from albert_tf import encoder_runner
 from albert_tf.config import AlbertConfig
 from albert_tf.heads import MaskedLMHead, SentenceOrderHead
 from albert_tf.layers import MASK_ADDER, AlbertEmbeddings, AlbertTransformerBlock, Dense2D
-from albert_tf.shared_kernels import EncoderKernels
 
 
 def _as_config(config) -> AlbertConfig:
@@ -77,9 +74,6 @@ class AlbertModel(keras.Model):
 
     Args:
       config: AlbertConfig (or a dict of its fields).
-      summed_kernel_gradients: False turns off the summed shared-kernel
-        gradients where the speed paths would take them (albert_tf.speed_paths;
-        for comparisons with plain autodiff).
 
     Call: `model(inputs, training=False, output_positions=None)` with `inputs` a
     dict of int32 [B, S] tensors `input_ids`, `input_mask`, `segment_ids`. Returns
@@ -93,7 +87,7 @@ class AlbertModel(keras.Model):
     [B, P]: `sequence_output` is then [B, P, H], row p being the full output's
     row output_positions[:, p], and the last entry of `encoder_outputs` holds
     the [CLS] row and those rows (all a classifier, P = 0, or the masked-LM head
-    reads; the last block computes only them on CPUs).
+    reads; on the CPU speed paths the last block computes only them).
 
     Example:
 
@@ -109,13 +103,12 @@ class AlbertModel(keras.Model):
     (TensorShape([1, 5, 16]), TensorShape([1, 16]), 2)
     """
 
-    def __init__(self, config, summed_kernel_gradients=True, **kwargs):
+    def __init__(self, config, **kwargs):
         kwargs.setdefault("name", "albert")
         super().__init__(**kwargs)
         # === Config ===
         config = _as_config(config)
         self.config = config
-        self.summed_kernel_gradients = summed_kernel_gradients
         # === Layers ===
         self.embeddings = AlbertEmbeddings(
             vocab_size=config.vocab_size,
@@ -202,24 +195,9 @@ class AlbertModel(keras.Model):
             x = tf.cast(self.embedding_projection(x), tf.float32)
         adder = _attention_adder(input_mask)
         rows = None if output_positions is None else _cls_and(output_positions)
-
-        def layers(x, weights, last_weights, last_rows):
-            outputs = []
-            for layer in range(self.config.num_hidden_layers):
-                blocks = self.blocks_of(layer)
-                for block in blocks:
-                    last = layer == self.config.num_hidden_layers - 1 and block is blocks[-1]
-                    x = block(
-                        x,
-                        adder,
-                        training=training,
-                        block_weights=(last_weights if last else weights)[block],
-                        query_positions=last_rows if last else None,
-                    )
-                    outputs.append(x)
-            return outputs
-
-        encoder_outputs = self._encoder_kernels(training, rows).run(layers, x)
+        encoder_outputs = encoder_runner.run(self, x, adder, training, rows)
+        if encoder_outputs is None:
+            encoder_outputs = self.run_blocks(x, adder, training, rows)
         x = encoder_outputs[-1]
         pooled = tf.cast(self.pooler(x[:, 0]), tf.float32)
         return {
@@ -230,12 +208,17 @@ class AlbertModel(keras.Model):
             "word_embedding_output": word_embedding_output,
         }
 
-    def _encoder_kernels(self, training, rows):
-        """The blocks' weights and speed paths for this pass (albert_tf.shared_kernels)."""
-        paths = speed_paths.choose()
-        if not self.summed_kernel_gradients:
-            paths = dataclasses.replace(paths, summed_kernel_gradients=False)
-        return EncoderKernels(self.blocks(), paths, training, rows, self.config.shares_weights)
+    def run_blocks(self, x, attention_adder, training=False, output_rows=None):
+        """The L layer applications of the blocks to x [B, S, H] float32 -> the list of
+        L * I outputs [B, S, H]; the last [B, P, H] at `output_rows` [B, P] when given."""
+        outputs = []
+        for layer in range(self.config.num_hidden_layers):
+            for block in self.blocks_of(layer):
+                x = block(x, attention_adder, training=training)
+                outputs.append(x)
+        if output_rows is not None:
+            outputs[-1] = tf.gather(outputs[-1], output_rows, batch_dims=1)
+        return outputs
 
     def _checked_inputs(self, inputs):
         """(input_ids, input_mask, segment_ids), int32 [B, S] each, the defaults
@@ -280,19 +263,11 @@ class AlbertModel(keras.Model):
         return self.embeddings.word_embeddings
 
     def get_config(self):
-        return {
-            "config": self.config.to_dict(),
-            "name": self.name,
-            "summed_kernel_gradients": self.summed_kernel_gradients,
-        }
+        return {"config": self.config.to_dict(), "name": self.name}
 
     @classmethod
     def from_config(cls, config):
-        return cls(
-            AlbertConfig.from_dict(config["config"]),
-            summed_kernel_gradients=config.get("summed_kernel_gradients", True),
-            name=config.get("name", "albert"),
-        )
+        return cls(AlbertConfig.from_dict(config["config"]), name=config.get("name", "albert"))
 
 
 class AlbertPretrainer(keras.Model):
@@ -306,7 +281,7 @@ class AlbertPretrainer(keras.Model):
 
     `full_sequence_output=False` (what pretraining uses): the encoder returns
     only the [CLS] row and the masked positions, the only rows the two heads
-    read, and on CPUs its last block computes only those (same logits;
+    read, and on the CPU speed paths its last block computes only those (same logits;
     `sequence_output` is then [B, Pm, H] at the masked positions).
     """
 

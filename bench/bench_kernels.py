@@ -3,16 +3,16 @@
     python bench/bench_kernels.py [--dtype bfloat16|float32] [--pairs 15] [--batch 16]
         [--emulate avx2] [--out bench/results/native_kernels.md]
 
-For each native elementwise kernel of the training step (albert_tf.native_kernels) at
+For each native elementwise kernel of the training step (albert_tf.cpu.native_kernels) at
 ALBERT-base's shapes, `--batch` x 128 rows, times in one process, in pairs (ABBA...), on
 all threads, each side a tf.function over the same fixed random operands:
 
-  * ours: the functions of albert_tf.fused_elementwise the layers call, traced with the
+  * ours: the functions of albert_tf.cpu.fused_elementwise the layers call, traced with the
     kernels on: bias + GELU, its gradient with the bias's sum, the query/key/value bias with
     the split into heads and its gradient, the softmax's gradient, and the sum of twelve
     shared-kernel gradients;
   * without: the same functions traced with `SpeedPaths.native_cpu_kernels` off, as the
-    step runs them then: XLA loops (with `layers.bias_gradient` for the bias's sum), the
+    step runs them then: XLA loops (with `block.bias_gradient` for the bias's sum), the
     bias and a transpose into heads and back, and a running sum of the terms (which
     Grappler may turn into AddNs). (A float32 step without the kernels differentiates the
     softmax's op chain instead of the loop timed here.)
@@ -40,15 +40,15 @@ def kernel_pairs(batch: int, dtype: str):
     """[(name, ours, without)]: zero-argument callables, each a tf.function over fixed random
     operands in `dtype`, for the elementwise kernels of a training step at batch x SEQ: the
     same code traced with `SpeedPaths.native_cpu_kernels` on and off."""
-    import dataclasses
 
     import numpy as np
     import tensorflow as tf
 
-    from albert_tf import fused_elementwise as fe
-    from albert_tf import layers, speed_paths
+    from albert_tf import speed_paths
+    from albert_tf.cpu import block
+    from albert_tf.cpu import fused_elementwise as fe
 
-    without_kernels = dataclasses.replace(speed_paths.CPU_ONLY, native_cpu_kernels=False)
+    without_kernels = speed_paths.CPU_AUTO
     rng = np.random.default_rng(0)
     rows = batch * SEQ
 
@@ -59,7 +59,7 @@ def kernel_pairs(batch: int, dtype: str):
         """(ours, without): fn traced with the kernels on and off; each callable waits for
         every output and copies one value."""
         sides = []
-        for paths in (speed_paths.CPU_ONLY, without_kernels):
+        for paths in (speed_paths.CPU_NATIVE, without_kernels):
             call = tf.function(fn)
             with speed_paths.forced(paths):
                 call.get_concrete_function(*args)  # the path is chosen when traced
@@ -70,15 +70,15 @@ def kernel_pairs(batch: int, dtype: str):
             sides.append(run)
         return tuple(sides)
 
-    def gelu_gradients(dz, y, b):  # as layers' hand-written gradient takes them
+    def gelu_gradients(dz, y, b):  # as the block's hand-written gradient takes them
         dy, dbias = fe.bias_gelu_tanh_backward(dz, y, b)
-        return dy, layers.bias_gradient(dy) if dbias is None else dbias
+        return dy, block.bias_gradient(dy) if dbias is None else dbias
 
     def biased_heads(y, b):  # as the attention's query/key/value: [B * S, H] -> heads
         joined = fe.bias_add_heads(y, b, HEADS, batch)
         if joined is not None:
             return joined
-        y = layers.bias_and_activation(y, b, training=True)
+        y = block.bias_and_activation(y, b, training=True)
         return tf.transpose(tf.reshape(y, [batch, SEQ, HEADS, -1]), [0, 2, 1, 3])
 
     def heads_gradients(y, b, dheads):
@@ -123,7 +123,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     bm.run_emulated(args.emulate)
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
-    from albert_tf import native_kernels
+    from albert_tf.cpu import native_kernels
 
     if native_kernels.library() is None:
         sys.exit("bench_kernels: the native kernels could not be built here")

@@ -2,7 +2,7 @@
 
     python bench/bench_loops.py [--rounds 15] [--against REV] [--out bench/results/loops.md]
 
-Builds albert_tf/native/loops.cc twice as a plain shared library (no TensorFlow; as the
+Builds albert_tf/cpu/native/loops.cc twice as a plain shared library (no TensorFlow; as the
 tests do): as the kernels run it (`-march=native`, AVX-512 vector code where the CPU has
 it) and with -DALBERT_PLAIN_LOOPS (the loops other CPUs run). Calls each loop on one
 thread through ctypes at ALBERT-base's shapes (hidden 768, intermediate 3072, 12 heads,
@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import bench_model as bm  # noqa: E402  (machine description)
 
-from albert_tf import native_kernels  # noqa: E402
+from albert_tf.cpu import native_kernels  # noqa: E402
 
 HIDDEN, INTERMEDIATE, HEADS, HEAD_SIZE, SEQ = 768, 3072, 12, 64, 128
 # Shared kernels whose gradients AlbertSumTerms adds over the 12 layers: [in, out].
@@ -214,12 +214,12 @@ def _heads_call(x, b, out):
 
 
 def _source_at(revision: str) -> str:
-    """albert_tf/native/loops.cc as git revision `revision` of this checkout has it; exits
+    """albert_tf/cpu/native/loops.cc as git revision `revision` of this checkout has it; exits
     with one line naming --against where git cannot show it."""
     import subprocess
 
     shown = subprocess.run(
-        ["git", "show", f"{revision}:albert_tf/native/loops.cc"],
+        ["git", "show", f"{revision}:albert_tf/cpu/native/loops.cc"],
         cwd=os.path.dirname(HERE),
         capture_output=True,
         text=True,

@@ -2,7 +2,7 @@
 
     python bench/bench_paired.py [--dtypes float32,mixed_bfloat16] [--modes infer,train]
         [--speed_paths_off native_products] [--pretraining_seqs 128:16,512:4] [--pairs 10]
-        [--out bench/results/paired.md]
+        [--speed_paths auto|plain|native] [--seq 128] [--batch N] [--out bench/results/paired.md]
 
 bench_model.py and bench_pretraining.py run each configuration in its own subprocess,
 minutes apart; on a shared virtual machine the compute available drifts by 20% or more
@@ -24,6 +24,9 @@ range and each side's median rate.
     moments when a shared machine's neighbours are idle (one round's burst read 2.6x
     another's); the sustained probe averages over the same length of time as the call it is
     compared with, so its MFU (the headline) moves far less from round to round.
+  * --speed_paths: the switch our side runs with (albert_tf.speed_paths; default auto).
+    --seq and --batch: a smaller encoder cell than ALBERT-base's seq 128 at batch 32 / 16,
+    for a quick check on a busy machine (its MFU and targets are not the goals' cells).
   * --speed_paths_off: instead of keras-hub, each encoder cell pits ours against ours
     with those speed paths (albert_tf.speed_paths.SpeedPaths fields) switched off: what
     a path is worth, measured in one process.
@@ -73,19 +76,29 @@ def _ratio_summary(numerator, denominator):
     return {"ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios)}
 
 
+# The encoder cells' size (--seq, --batch).
+SIZE = {"seq": 128, "batch": None}
+
+
+def _batch(mode):
+    """The encoder cell's batch: --batch, else 16 for fwd+bwd and 32 otherwise."""
+    return SIZE["batch"] or (16 if mode == "train" else 32)
+
+
 def worker_encoder(dtype, mode, pairs):
     """Ours vs keras-hub, one encoder cell, with matmul peak probes in the same rotation."""
     from albert_tf import config as albert_config
 
     cfg = albert_config.preset("albert_base_v2")
-    batch = 16 if mode == "train" else 32
+    batch = _batch(mode)
     calls = {
-        impl: bm.model_call(impl, dtype, False, mode, batch, 128, os.cpu_count()) for impl in PEERS
+        impl: bm.model_call(impl, dtype, False, mode, batch, SIZE["seq"], os.cpu_count())
+        for impl in PEERS
     }
     bursts = {
         "2048^3": bm.matmul_probe(bm.peak_dtype(dtype), 2048, 2048, 2048),
         "FFN": bm.matmul_probe(
-            bm.peak_dtype(dtype), batch * 128, cfg.hidden_size, cfg.intermediate_size
+            bm.peak_dtype(dtype), batch * SIZE["seq"], cfg.hidden_size, cfg.intermediate_size
         ),
     }
     for call in list(calls.values()) * 2 + [call for call, _ in bursts.values()] * 2:
@@ -98,7 +111,8 @@ def worker_encoder(dtype, mode, pairs):
     )
     calls.update({name: call for name, (call, _) in probes.items()})
     seconds = bm.paired_seconds(calls, pairs)
-    flops = None if mode == "classify" else bm.model_flops(cfg, batch, 128, mode == "train")
+    train = mode == "train"
+    flops = None if mode == "classify" else bm.model_flops(cfg, batch, SIZE["seq"], train)
     probe_rates = {name: [f / s for s in seconds[name]] for name, (_, f) in probes.items()}
     ours_s = statistics.median(seconds["ours"])
     return {
@@ -249,11 +263,11 @@ def worker_speed_paths(cell, names, pairs):
     from albert_tf import speed_paths
 
     dtype, mode = cell.split(":")
-    batch = 16 if mode == "train" else 32
+    batch, seq = _batch(mode), SIZE["seq"]
     off = dataclasses.replace(speed_paths.choose(), **{name: False for name in names.split(",")})
-    calls = {"on": bm.model_call("ours", dtype, False, mode, batch, 128, os.cpu_count())}
+    calls = {"on": bm.model_call("ours", dtype, False, mode, batch, seq, os.cpu_count())}
     with speed_paths.forced(off):  # the step is traced at its first call
-        calls["off"] = bm.model_call("ours", dtype, False, mode, batch, 128, os.cpu_count())
+        calls["off"] = bm.model_call("ours", dtype, False, mode, batch, seq, os.cpu_count())
         calls["off"]()
     seconds = bm.paired_seconds(calls, pairs, warm=2)
     return {
@@ -268,7 +282,8 @@ def worker_speed_paths(cell, names, pairs):
 
 def _run_worker(args, *worker_args):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", *map(str, worker_args)]
-    cmd += ["--pairs", str(args.pairs)]
+    cmd += ["--pairs", str(args.pairs), "--speed_paths", args.speed_paths]
+    cmd += ["--seq", str(args.seq)] + (["--batch", str(args.batch)] if args.batch else [])
     emulated = bm.EMULATED_ISAS[args.emulate] if args.emulate else {}
     proc = subprocess.run(
         cmd, capture_output=True, text=True, timeout=args.timeout, env=bm.worker_env(**emulated)
@@ -300,11 +315,23 @@ def main(argv=None):
     )
     bm.add_emulate_flag(p)
     p.add_argument("--pairs", type=int, default=10, help="timed pairs per configuration")
+    p.add_argument(
+        "--speed_paths",
+        default="auto",
+        choices=("auto", "plain", "native"),
+        help="the switch our side runs with (albert_tf.speed_paths)",
+    )
+    p.add_argument("--seq", type=int, default=128, help="encoder cells' sequence length")
+    p.add_argument("--batch", type=int, help="encoder cells' batch (default 32; fwd+bwd 16)")
     p.add_argument("--timeout", type=int, default=1800, help="seconds per configuration")
     p.add_argument("--out", default=os.path.join(HERE, "results", "paired.md"))
     p.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    SIZE.update(seq=args.seq, batch=args.batch)
     if args.worker:
+        from albert_tf import speed_paths
+
+        speed_paths.use(args.speed_paths)
         kind, a, b = args.worker
         if kind == "encoder":
             result = worker_encoder(a, b, args.pairs)
@@ -349,7 +376,8 @@ def main(argv=None):
         f"{bm._versions()}.",
         "",
         *bm.emulated_note(args.emulate),
-        "ALBERT-base, random weights, no XLA. Rates: median over "
+        f"ALBERT-base, random weights, no XLA, ours with --speed_paths={args.speed_paths}. "
+        "Rates: median over "
         f"{args.pairs} pairs. Ratios: median of the per-pair ratios with their range.",
     ]
     if encoder:
@@ -357,9 +385,10 @@ def main(argv=None):
             "",
             "## Encoder: ours vs keras-hub",
             "",
-            "Seq 128, sequences/s. Ratio: keras-hub time / our time. Two tf.matmul peak "
-            "probes of the dtype take part in every round of the rotation: a 2048^3 product "
-            "and the model's own FFN product ([batch*128, 768] x [768, 3072]), each as a "
+            f"Seq {args.seq}, sequences/s. Ratio: keras-hub time / our time. Two tf.matmul "
+            "peak probes of the dtype take part in every round of the rotation: a 2048^3 "
+            f"product and the model's own FFN product ([batch*{args.seq}, 768] x [768, 3072]), "
+            "each as a "
             "burst (two products) and sustained (repeated for as long as our call takes). "
             "MFU: our model's FLOPs over its summed time against the faster probe's FLOPs "
             "over its summed time (pooled over the run), then per round against that "
@@ -400,7 +429,7 @@ def main(argv=None):
             "",
             "## Ours with and without speed paths",
             "",
-            "Seq 128, sequences/s; 'off': the speed paths named switched off "
+            f"Seq {args.seq}, sequences/s; 'off': the speed paths named switched off "
             "(albert_tf.speed_paths), each side traced in the same process. Ratio: off time "
             "/ on time.",
             "",
@@ -429,7 +458,10 @@ def main(argv=None):
                 f"| {r['seq']} | {r['batch']} | {r['float32']:.2f} | {r['mixed_bfloat16']:.2f} "
                 f"| {_ratio_cell(r)} |"
             )
-    lines += target_lines(encoder, pretraining)
+    if args.seq == 128 and args.batch is None:
+        lines += target_lines(encoder, pretraining)
+    else:  # the goals are ALBERT-base's cells at seq 128
+        lines += ["", "Targets: not checked (--seq or --batch other than the goals' cells)."]
     bm.write_markdown(args.out, lines)
 
 

@@ -3,7 +3,7 @@
     python bench/bench_products.py [--dtype bfloat16|float32] [--pairs 20] [--batch 32]
         [--emulate avx2] [--out bench/results/native_products.md]
 
-Where this CPU has them (albert_tf.native_kernels.products_ready(dtype): bfloat16 with
+Where this CPU has them (albert_tf.cpu.native_kernels.products_ready(dtype): bfloat16 with
 AVX512_BF16, on its AMX tiles where it has them; float32 with AVX-512 or AVX2; --emulate
 avx2 runs it as on a CPU without AVX-512, bench_model.EMULATED_ISAS), for each dense
 product of an ALBERT-base layer at `--batch` x 128 rows, times in one process, in pairs
@@ -12,14 +12,14 @@ product of an ALBERT-base layer at `--batch` x 128 rows, times in one process, i
   * ours: our product that finishes its float32 accumulators itself
     (`dense_heads`, `dense_bias_gelu`, `dense_residual_layer_norm`), its
     kernel packed beforehand (once per pass in the model, where all 12 layers share it);
-    and our attention kernel (`fused_elementwise.attention`) against the layers' path
+    and our attention kernel (`fused_elementwise.attention`) against the block's path
     with it off (two batched products, the softmax, the transpose into rows);
   * oneDNN: `tf.matmul` of the same operands, then what the model does after it with
     `SpeedPaths.native_products` off. bfloat16: our native kernel for the same finishing
     work (`bias_add_heads` over the three groups' heads, `bias_gelu`,
     `residual_layer_norm`; the model's query/key/value product there is a broadcast batch
     product with an XLA bias loop, here the plain product with the native heads kernel,
-    the faster of the two). float32: the layers' own `bias_and_activation` (bias and GELU
+    the faster of the two). float32: the block's own `bias_and_activation` (bias and GELU
     that Grappler fuses into oneDNN's product), the transpose to heads, and
     `fused_elementwise.layer_norm` (oneDNN's layer norm).
 
@@ -47,9 +47,9 @@ def product_pairs(batch: int, dtype: str):
     import numpy as np
     import tensorflow as tf
 
-    from albert_tf import fused_elementwise as fe
-    from albert_tf import layers
-    from albert_tf import native_kernels as nk
+    from albert_tf.cpu import block
+    from albert_tf.cpu import fused_elementwise as fe
+    from albert_tf.cpu import native_kernels as nk
 
     rng = np.random.default_rng(0)
     rows = batch * SEQ
@@ -69,20 +69,20 @@ def product_pairs(batch: int, dtype: str):
         if bfloat16:
             y = tf.reshape(tf.matmul(x, kernel), [batch, SEQ, -1])
             return nk.bias_add_heads(y, bias, 3 * HEADS)
-        y = layers.bias_and_activation(tf.matmul(x, kernel), bias)
+        y = block.bias_and_activation(tf.matmul(x, kernel), bias)
         return tf.transpose(tf.reshape(y, [batch, SEQ, 3, HEADS, -1]), [2, 0, 3, 1, 4])
 
     def onednn_gelu(x, kernel, bias):
         if bfloat16:
             return nk.bias_gelu(tf.matmul(x, kernel), bias)
-        return layers.bias_and_activation(tf.matmul(x, kernel), bias, "gelu")
+        return block.bias_and_activation(tf.matmul(x, kernel), bias, "gelu")
 
     def onednn_layer_norm(a, kernel, bias, residual, gamma, beta):
         if bfloat16:
             return nk.residual_layer_norm(tf.matmul(a, kernel), bias, residual, gamma, beta, 1e-12)[
                 0
             ]
-        y = layers.bias_and_activation(tf.matmul(a, kernel), bias)
+        y = block.bias_and_activation(tf.matmul(a, kernel), bias)
         return fe.layer_norm(y, residual, gamma, beta, 1e-12)
 
     pairs = []
@@ -132,7 +132,7 @@ def product_pairs(batch: int, dtype: str):
                 ),
             )
         )
-    # The attention of a layer: our kernel against the layers' path with it off.
+    # The attention of a layer: our kernel against the block's path with it off.
     q, k, v = (operand(batch, HEADS, SEQ, HIDDEN // HEADS) for _ in range(3))
     adder = tf.zeros([batch, 1, 1, SEQ])
     scale = (HIDDEN // HEADS) ** -0.5
@@ -140,7 +140,7 @@ def product_pairs(batch: int, dtype: str):
     def onednn_attention(q, k, v):
         scores = tf.matmul(q, k, transpose_b=True)
         if bfloat16:  # the product fused with oneDNN's softmax
-            probs = layers.attention_probs(scores, adder, scale)
+            probs = block.attention_probs(scores, adder, scale)
         else:
             probs = tf.nn.softmax(tf.cast(scores, tf.float32) * scale + adder, axis=-1)
         context = tf.matmul(tf.cast(probs, q.dtype), v)
@@ -166,7 +166,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     bm.run_emulated(args.emulate)
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
-    from albert_tf import native_kernels
+    from albert_tf.cpu import native_kernels
 
     if not native_kernels.products_ready(args.dtype):
         sys.exit(f"bench_products: no {args.dtype} products here (see products_ready)")

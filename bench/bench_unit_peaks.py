@@ -35,7 +35,7 @@ UNITS = {"float32_fma": "float32", "bfloat16_dot": "bfloat16"}
 def build(directory: str) -> str:
     """bench/unit_peaks.cc built for this CPU (with $ALBERT_TF_KERNEL_FLAGS after
     -march=native, as our kernels are); its path."""
-    from albert_tf import native_kernels
+    from albert_tf.cpu import native_kernels
 
     cxx = native_kernels.compiler()
     if cxx is None:

@@ -1,7 +1,8 @@
 """Where a step's time goes: TensorFlow profiler op breakdown and oneDNN primitives.
 
     python bench/profile_ops.py [--dtypes float32,mixed_bfloat16] [--modes infer,train,pretrain]
-        [--steps 3] [--emulate avx2] [--out bench/results/profile.md]
+        [--steps 3] [--speed_paths auto|plain|native] [--emulate avx2]
+        [--out bench/results/profile.md]
 
 For each (dtype, mode), in its own subprocess, our model's step as the benchmarks run it:
 
@@ -289,7 +290,7 @@ def product_rates(stdout):
 def _run(worker, dtype, mode, args):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", worker]
     cmd += ["--dtypes", dtype, "--modes", mode, "--steps", str(args.steps)]
-    cmd += ["--pretrain_shape", args.pretrain_shape]
+    cmd += ["--pretrain_shape", args.pretrain_shape, "--speed_paths", args.speed_paths]
     proc = subprocess.run(
         cmd, env=bm.worker_env(), capture_output=True, text=True, timeout=args.timeout
     )
@@ -371,11 +372,20 @@ def main(argv=None):
     p.add_argument("--pretrain_shape", default="128:16", help="seq:batch of the pretrain mode")
     p.add_argument("--timeout", type=int, default=1800, help="seconds per subprocess")
     p.add_argument("--out", default=os.path.join(HERE, "results", "profile.md"))
+    p.add_argument(
+        "--speed_paths",
+        default="auto",
+        choices=("auto", "plain", "native"),
+        help="the switch our model runs with (albert_tf.speed_paths)",
+    )
     p.add_argument("--worker", choices=("profile", "onednn"), help=argparse.SUPPRESS)
     bm.add_emulate_flag(p)
     args = p.parse_args(argv)
     bm.run_emulated(args.emulate)  # the subprocesses inherit its settings
     if args.worker:
+        from albert_tf import speed_paths
+
+        speed_paths.use(args.speed_paths)
         args.dtype, args.mode = args.dtypes, args.modes
         return (worker_profile if args.worker == "profile" else worker_onednn)(args)
 

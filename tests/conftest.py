@@ -11,7 +11,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The same CPU kernels on every machine and in the scripts' subprocesses (which call
 # cli.prefer_onednn): TensorFlow turns oneDNN on by itself only on AVX-512 CPUs.
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
-# The C++ kernels (albert_tf.native_kernels) built once for all test processes, outside
+# The C++ kernels (albert_tf.cpu.native_kernels) built once for all test processes, outside
 # the user's cache.
 os.environ.setdefault(
     "ALBERT_TF_KERNEL_CACHE",

@@ -202,6 +202,7 @@ def test_scripts_turn_onednn_on_before_tensorflow_loads(imported):
 def test_scripts_keep_the_original_flags_and_defaults(imported):
     script, (proc, defaults, _) = imported
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert defaults.get("speed_paths") == "auto", script  # ours, beside the original's
     for name, want in ORIGINAL_FLAGS.get(script, {}).items():
         assert name in defaults, f"{script} lacks the original's --{name}"
         got = defaults[name]
@@ -227,6 +228,28 @@ class _Options(options.Options):
 
 def _execute(run, *args, report=None):
     return cli.execute(_Options, run, ["prog.py", *args], report)
+
+
+@dataclasses.dataclass(kw_only=True)
+class _ModelOptions(options.SpeedPathOptions):
+    steps: int = options.option(3, "Steps.", minimum=1)
+
+
+def test_execute_sets_the_speed_path_switch_before_the_run(monkeypatch, capsys):
+    from albert_tf import speed_paths
+
+    monkeypatch.setattr(speed_paths, "_mode", "auto")
+    seen = []
+    run = lambda opts: seen.append(speed_paths.mode())
+    assert cli.execute(_ModelOptions, run, ["prog.py", "--speed_paths=native"]) == 0
+    assert cli.execute(_ModelOptions, run, ["prog.py", "--speed_paths=plain"]) == 0
+    assert seen == ["native", "plain"]
+    assert cli.execute(_ModelOptions, run, ["prog.py", "--speed_paths=fast"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "prog.py: error: flag --speed_paths=fast: value should be one of <auto|plain|native>"
+    ]
+    assert seen == ["native", "plain"]
 
 
 def test_execute_parses_runs_and_reports(capsys):

@@ -172,7 +172,7 @@ def test_compiled_train_step_matches_plain_step(task, tmp_path):
     model = make_model(task)
     plain_parts, plain_grads, _ = train_step(task, model, features, tmp_path / "p", False)
     runs = [train_step(task, model, features, tmp_path / "x", True)]
-    with speed_paths.forced(speed_paths.WITH_ACCELERATOR):
+    with speed_paths.forced(speed_paths.PLAIN):
         runs.append(train_step(task, model, features, tmp_path / "a", True))
     assert len(plain_grads) == len(model.trainable_variables)
     assert sum(g is not None for g in plain_grads) >= len(plain_grads) - 2  # SQuAD: no pooler
@@ -224,7 +224,7 @@ def test_compiled_eval_step_matches_plain_step(task):
     plain = predict(task, model, features, False)
     runs = [predict(task, model, features, True)]
     assert_device_only(inference_graph(model, tensors))
-    with speed_paths.forced(speed_paths.WITH_ACCELERATOR):
+    with speed_paths.forced(speed_paths.PLAIN):
         runs.append(predict(task, model, features, False))
         assert_device_only(inference_graph(model, tensors))
     for got in runs:

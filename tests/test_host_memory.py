@@ -77,8 +77,8 @@ def test_auto_keeps_tensorflows_allocator_with_an_accelerator():
     from albert_tf.host_memory import resolve_allocator
 
     xxlarge = preset("albert_xxlarge_v2").num_parameters()
-    with speed_paths.forced(speed_paths.WITH_ACCELERATOR):
+    with speed_paths.forced(speed_paths.PLAIN):
         assert resolve_allocator("auto", xxlarge) == "tensorflow"
         assert resolve_allocator("system", xxlarge) == "system"  # asked for: kept
-    with speed_paths.forced(speed_paths.CPU_ONLY):
+    with speed_paths.forced(speed_paths.CPU_NATIVE):
         assert resolve_allocator("auto", xxlarge) == "system"

@@ -1,7 +1,5 @@
 """AlbertModel / AlbertPretrainer against the independent numpy reference."""
 
-import dataclasses
-
 import keras
 import numpy as np
 import pytest
@@ -74,14 +72,17 @@ def assert_rel_close(actual, expected, tol=1e-5):
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
-def test_pretrainer_matches_numpy_reference(name):
+def test_plain_pretrainer_matches_numpy_reference(name):
+    # The plain model (albert_tf.layers): the CPU speed paths are compared with it in
+    # tests/test_cpu_block.py, and with this reference at selected rows below.
     cfg = CONFIGS[name]
     weights = albert_numpy.random_weights(cfg.to_dict(), seed=1)
     model = AlbertPretrainer(cfg)
     model.build()
     set_weights(model, weights)
     inputs = make_inputs(cfg)
-    got = model(inputs, training=False)
+    with speed_paths.forced(speed_paths.PLAIN):
+        got = model(inputs, training=False)
     want = albert_numpy.forward_features(weights, cfg, inputs)
     for key in ("sequence_output", "pooled_output", "embedding_output", "mlm_logits", "sop_logits"):
         assert_rel_close(got[key], want[key])
@@ -331,9 +332,8 @@ def test_training_step_calls_the_plain_gelu_loop(policy):
             loss = tf.reduce_sum(model(x, training=True)["sequence_output"])
         return tape.gradient(loss, model.trainable_variables)
 
-    # The loops, not the native kernels that replace some of them (test_native_kernels).
-    no_native = dataclasses.replace(speed_paths.CPU_ONLY, native_cpu_kernels=False)
-    with speed_paths.forced(no_native):
+    # The loops, not the native kernels that replace some of them (test_cpu_native_kernels).
+    with speed_paths.forced(speed_paths.CPU_AUTO):
         graph = step.get_concrete_function(inputs).graph
     called = [
         op.get_attr("f").name
@@ -385,8 +385,6 @@ def test_outputs_and_config_round_trip():
     model = AlbertModel(cfg)
     clone = AlbertModel.from_config(model.get_config())
     assert clone.config == cfg
-    plain = AlbertModel.from_config(AlbertModel(cfg, summed_kernel_gradients=False).get_config())
-    assert not plain.summed_kernel_gradients
     rows = AlbertPretrainer.from_config(
         AlbertPretrainer(cfg, full_sequence_output=False).get_config()
     )

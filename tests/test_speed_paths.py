@@ -1,7 +1,9 @@
-"""albert_tf.speed_paths: the decision from the devices, its override, and the model built
-under the accelerator decision (standard TensorFlow ops only, the same numbers)."""
+"""albert_tf.speed_paths: the switch and the devices decide, the override, the log line,
+the fallback when the CPU paths cannot be imported, and the plain model (standard
+TensorFlow ops only, the same numbers as the CPU paths)."""
 
 import dataclasses
+import logging
 import os
 import subprocess
 import sys
@@ -11,22 +13,73 @@ import pytest
 import tensorflow as tf
 from test_modeling import CONFIGS, assert_rel_close, make_inputs, set_weights
 
-from albert_tf import fused_elementwise, speed_paths
-from albert_tf.modeling import AlbertPretrainer
-from albert_tf.speed_paths import CPU_ONLY, WITH_ACCELERATOR, SpeedPaths
+from albert_tf import speed_paths
+from albert_tf.cpu import fused_elementwise
+from albert_tf.modeling import AlbertModel, AlbertPretrainer
+from albert_tf.speed_paths import CPU_AUTO, CPU_NATIVE, PLAIN, SpeedPaths
 
 import albert_numpy
 
 
-def test_decision_follows_the_devices(monkeypatch):
+@pytest.fixture
+def switch(monkeypatch):
+    """speed_paths.use, undone after the test; no GPU or TPU seen unless the test adds
+    one to the dict it returns."""
     devices = {"GPU": [], "TPU": []}
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind: devices[kind])
-    assert not speed_paths.accelerator_present()
-    assert speed_paths.choose() == CPU_ONLY
-    for kind in ("GPU", "TPU"):
-        devices[kind] = [tf.config.PhysicalDevice(f"/physical_device:{kind}:0", kind)]
-        assert speed_paths.choose() == WITH_ACCELERATOR, kind
-        devices[kind] = []
+    monkeypatch.setattr(speed_paths, "_mode", speed_paths.mode())
+    return devices
+
+
+def test_the_switch_and_the_devices_decide(switch):
+    assert speed_paths.mode() == "auto" and not speed_paths.accelerator_present()
+    assert speed_paths.choose() == CPU_AUTO
+    assert "auto on CPU" in speed_paths.describe()
+    for mode, on_cpu in (("plain", PLAIN), ("native", CPU_NATIVE), ("auto", CPU_AUTO)):
+        speed_paths.use(mode)
+        assert speed_paths.choose() == on_cpu, mode
+        for kind in ("GPU", "TPU"):
+            switch[kind] = [tf.config.PhysicalDevice(f"/physical_device:{kind}:0", kind)]
+            assert speed_paths.choose() == PLAIN, (mode, kind)
+            assert "with a GPU or TPU: the plain model" in speed_paths.describe() or mode == "plain"
+            switch[kind] = []
+    with pytest.raises(ValueError, match="auto, plain, native; got 'fast'"):
+        speed_paths.use("fast")
+
+
+def test_the_first_trace_logs_the_choice_once(switch, caplog, monkeypatch):
+    monkeypatch.setattr(speed_paths, "_logged", set())
+    speed_paths.use("plain")
+    cfg = CONFIGS["shared_gelu"]
+    model = AlbertModel(cfg)
+    ids = {"input_ids": tf.constant([[1, 2, 3]], tf.int32)}
+    with caplog.at_level(logging.INFO, logger="albert_tf.speed_paths"):
+        model(ids)
+        model(ids)
+    lines = [r.getMessage() for r in caplog.records if r.name == "albert_tf.speed_paths"]
+    assert lines == ["speed paths: plain (taken: none)"]
+
+
+def test_the_plain_model_runs_where_the_cpu_paths_cannot_be_imported(switch, caplog, monkeypatch):
+    """A TensorFlow release that moved a private module (albert_tf.cpu.tf_internals): one
+    warning, and the plain model's numbers."""
+    monkeypatch.setattr(speed_paths, "_logged", set())
+    monkeypatch.setitem(sys.modules, "albert_tf.cpu", None)  # import fails
+    cfg = CONFIGS["shared_gelu"]
+    weights = albert_numpy.random_weights(cfg.to_dict(), seed=4)
+    model = AlbertPretrainer(cfg)
+    model.build()
+    set_weights(model, weights)
+    inputs = make_inputs(cfg)
+    with caplog.at_level(logging.WARNING, logger="albert_tf.speed_paths"):
+        first, second = model(inputs), model(inputs)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "running the plain model" in warnings[0], warnings
+    with speed_paths.forced(PLAIN):
+        plain = model(inputs)
+    for key in ("mlm_logits", "sop_logits"):
+        np.testing.assert_array_equal(first[key], plain[key])
+        np.testing.assert_array_equal(second[key], plain[key])
 
 
 def test_a_tpu_strategy_counts_as_an_accelerator(monkeypatch):
@@ -38,29 +91,30 @@ def test_a_tpu_strategy_counts_as_an_accelerator(monkeypatch):
 
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind: [])
     monkeypatch.setattr(tf.distribute, "get_strategy", FakeTPUStrategy)
-    assert speed_paths.choose() == WITH_ACCELERATOR
+    assert speed_paths.choose() == PLAIN
 
 
-def test_cpu_paths_take_every_path_and_accelerator_paths_none():
+def test_native_adds_only_the_cpp_kernels_and_plain_takes_none():
     fields = [f.name for f in dataclasses.fields(SpeedPaths)]
-    assert all(getattr(CPU_ONLY, name) for name in fields)
-    assert not any(getattr(WITH_ACCELERATOR, name) for name in fields)
+    assert all(getattr(CPU_NATIVE, name) for name in fields)
+    assert not any(getattr(PLAIN, name) for name in fields)
+    assert CPU_AUTO.names() == [n for n in fields if not n.startswith("native_")]
 
 
 def test_forced_overrides_nests_and_restores():
     before = speed_paths.choose()
-    custom = dataclasses.replace(CPU_ONLY, fused_inference_qkv=False)
-    with speed_paths.forced(WITH_ACCELERATOR):
-        assert speed_paths.choose() == WITH_ACCELERATOR
+    custom = dataclasses.replace(CPU_NATIVE, fused_inference_qkv=False)
+    with speed_paths.forced(PLAIN):
+        assert speed_paths.choose() == PLAIN
         with speed_paths.forced(custom) as paths:
             assert paths is custom and speed_paths.choose() == custom
-        assert speed_paths.choose() == WITH_ACCELERATOR
+        assert speed_paths.choose() == PLAIN
     assert speed_paths.choose() == before
     with pytest.raises(TypeError, match="SpeedPaths"):
         with speed_paths.forced("gpu"):
             pass
     with pytest.raises(RuntimeError):
-        with speed_paths.forced(WITH_ACCELERATOR):
+        with speed_paths.forced(PLAIN):
             raise RuntimeError("boom")
     assert speed_paths.choose() == before
 
@@ -97,7 +151,7 @@ def _op_types_and_xla_functions(concrete):
 def _pretrainers(cfg, weights):
     """(the CPU model, the model built and traced as on a GPU or TPU), same weights."""
     models = []
-    for paths in (CPU_ONLY, WITH_ACCELERATOR):
+    for paths in (CPU_AUTO, PLAIN):
         with speed_paths.forced(paths):
             model = AlbertPretrainer(cfg, full_sequence_output=False)
             model.build()
@@ -130,8 +184,8 @@ def test_forced_accelerator_model_has_only_standard_ops_and_matches(name):
     weights = albert_numpy.random_weights(cfg.to_dict(), seed=4)
     inputs = {k: tf.constant(v) for k, v in make_inputs(cfg).items()}
     cpu, accelerator = _pretrainers(cfg, weights)
-    (cpu_fns, cpu_out, cpu_grads) = _traced(cpu, CPU_ONLY, inputs)
-    (acc_fns, acc_out, acc_grads) = _traced(accelerator, WITH_ACCELERATOR, inputs)
+    (cpu_fns, cpu_out, cpu_grads) = _traced(cpu, CPU_AUTO, inputs)
+    (acc_fns, acc_out, acc_grads) = _traced(accelerator, PLAIN, inputs)
 
     for fn in acc_fns:
         types, xla = _op_types_and_xla_functions(fn)
@@ -168,10 +222,46 @@ def test_forced_accelerator_inference_multiplies_by_q_k_v_separately():
     cfg = CONFIGS["groups2_inner2_relu"]
     inputs = {k: tf.constant(v) for k, v in make_inputs(cfg).items()}
     counts = []
-    for paths in (CPU_ONLY, WITH_ACCELERATOR):
+    for paths in (CPU_AUTO, PLAIN):
         with speed_paths.forced(paths):
             model = AlbertPretrainer(cfg)
             fn = tf.function(lambda x: model(x)).get_concrete_function(inputs)
         counts.append(sum(op.type == "MatMul" for op in fn.graph.get_operations()))
     applications = cfg.num_hidden_layers * cfg.inner_group_num
     assert counts[1] - counts[0] == 2 * applications
+
+
+def test_default_settings_compile_and_load_nothing(switch, monkeypatch, tmp_path):
+    """`auto` on a CPU: a model built, run and trained (float32 and bfloat16, heads of
+    32, where `native` takes our products and attention) leaves a fresh kernel cache
+    empty and never asks for the C++ library."""
+    import keras
+
+    from albert_tf.cpu import native_kernels
+
+    cache = tmp_path / "kernels"
+    monkeypatch.setenv("ALBERT_TF_KERNEL_CACHE", str(cache))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the C++ kernels were asked for under --speed_paths=auto")
+
+    for name in ("library", "built_library", "build"):
+        monkeypatch.setattr(native_kernels, name, refuse)
+    cfg = CONFIGS["shared_gelu"].replace(hidden_size=64, num_attention_heads=2)
+    inputs = {k: tf.constant(v) for k, v in make_inputs(cfg).items()}
+    for policy in ("float32", "mixed_bfloat16"):
+        keras.mixed_precision.set_global_policy(policy)
+        try:
+            model = AlbertPretrainer(cfg, full_sequence_output=False)
+            model.build()
+        finally:
+            keras.mixed_precision.set_global_policy("float32")
+
+        @tf.function
+        def step():
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(model(inputs, training=True)["mlm_logits"])
+            return model(inputs)["sop_logits"], tape.gradient(loss, model.trainable_variables)
+
+        step()
+    assert not cache.exists()

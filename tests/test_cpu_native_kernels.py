@@ -10,12 +10,22 @@ import pytest
 import tensorflow as tf
 from test_modeling import CONFIGS, built_encoder
 
-from albert_tf import fused_elementwise as fe
-from albert_tf import native_kernels, speed_paths
+from albert_tf import speed_paths
+from albert_tf.cpu import fused_elementwise as fe
+from albert_tf.cpu import native_kernels
 
 import albert_numpy
 
-NO_NATIVE_KERNELS = dataclasses.replace(speed_paths.CPU_ONLY, native_cpu_kernels=False)
+NO_NATIVE_KERNELS = speed_paths.CPU_AUTO
+
+
+@pytest.fixture(autouse=True)
+def native_switch(monkeypatch):
+    """Every test here opts in to the C++ kernels, as `--speed_paths=native` does; the
+    library is built once per test session (into conftest's ALBERT_TF_KERNEL_CACHE)."""
+    monkeypatch.setattr(speed_paths, "_mode", "native")
+
+
 BF16 = tf.bfloat16.as_numpy_dtype
 
 
@@ -682,7 +692,7 @@ def test_bfloat16_graphs_use_them_accelerators_not():
     # The layer-norm gradient's three column sums (dgamma, dbeta, the dense bias's) are
     # in the kernel's pass.
     assert train_ops.count("Sum") <= loop_train_ops.count("Sum") - 3 * layer_norms
-    with speed_paths.forced(speed_paths.WITH_ACCELERATOR):
+    with speed_paths.forced(speed_paths.PLAIN):
         assert not {"AlbertBiasGelu", "AlbertResidualLayerNorm"} & set(_op_types(model, inputs))
     with fe.disabled():
         assert not {"AlbertBiasGelu", "AlbertResidualLayerNorm"} & set(_op_types(model, inputs))
@@ -703,7 +713,7 @@ def products():
         pytest.skip("no bfloat16 products here (no AVX512_BF16, or no C++ kernels)")
 
 
-NO_NATIVE_PRODUCTS = dataclasses.replace(speed_paths.CPU_ONLY, native_products=False)
+NO_NATIVE_PRODUCTS = dataclasses.replace(speed_paths.CPU_NATIVE, native_products=False)
 
 
 @pytest.mark.parametrize("rows", [70, 32, 1])
@@ -1186,10 +1196,12 @@ _AVX2_INFERENCE = """
 import dataclasses
 import numpy as np
 import tensorflow as tf
-from albert_tf import native_kernels, speed_paths
+from albert_tf import speed_paths
+from albert_tf.cpu import native_kernels
 from test_modeling import built_encoder
-from test_native_kernels import PRODUCT_SIZED, NO_NATIVE_PRODUCTS, _op_types
+from test_cpu_native_kernels import PRODUCT_SIZED, NO_NATIVE_PRODUCTS, _op_types
 
+speed_paths.use("native")
 assert native_kernels.products_ready(tf.float32)
 assert not native_kernels.products_ready(tf.bfloat16)
 model, inputs = built_encoder(PRODUCT_SIZED, "float32")
@@ -1261,16 +1273,21 @@ def test_saved_model_has_none(tmp_path):
 
 
 def test_built_once_then_taken_from_the_cache(fresh_cache, monkeypatch):
+    # The compiler's steps stubbed: the cache's logic alone (the real build is
+    # test_builds_here's, once per test session).
+    builds = []
+
+    def fake_build(cxx, target):
+        builds.append(target)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        open(target, "wb").close()
+
+    monkeypatch.setattr(native_kernels, "build", fake_build)
     path = native_kernels.built_library()
-    assert os.listdir(fresh_cache) == [os.path.basename(path)]
+    assert builds == [path] and os.listdir(fresh_cache) == [os.path.basename(path)]
     assert os.path.basename(path).startswith("albert_tf_kernels_") and path.endswith(".so")
-
-    def no_build(*args):
-        raise AssertionError("rebuilt although the cache has the library")
-
-    monkeypatch.setattr(native_kernels, "build", no_build)
     assert native_kernels.built_library() == path
-    assert os.listdir(fresh_cache) == [os.path.basename(path)]
+    assert builds == [path]
 
 
 def test_no_compiler_falls_back_to_the_loops_with_one_warning(
@@ -1296,4 +1313,55 @@ def test_failed_build_names_its_step_and_leaves_nothing(
         assert native_kernels.library() is None
     message = " ".join(r.getMessage() for r in caplog.records)
     assert "compiling" in message and "loops.cc failed (exit 1)" in message
-    assert os.listdir(fresh_cache) == []  # no half-built library, no temporary folder
+    # No half-built library, no temporary folder: only the memo of the failure.
+    assert [name.endswith(".failed") for name in os.listdir(fresh_cache)] == [True]
+
+
+def test_a_failed_build_is_remembered_and_not_tried_again(
+    fresh_cache, undecided_library, monkeypatch, caplog
+):
+    """A later process (here: library() decided again) on the same machine, with the same
+    compiler and source, warns once with the first failure and builds nothing."""
+    monkeypatch.setenv("CXX", "false")
+    assert native_kernels.library() is None
+    memo = native_kernels.library_path(native_kernels.compiler()) + ".failed"
+    assert os.listdir(fresh_cache) == [os.path.basename(memo)]
+    native_kernels.library.cache_clear()
+
+    def no_build(*args):
+        raise AssertionError("built again after a failed build")
+
+    monkeypatch.setattr(native_kernels, "build", no_build)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert native_kernels.library() is None
+        assert native_kernels.library() is None
+    warnings = [r.getMessage() for r in caplog.records if "C++ CPU kernels" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "loops.cc failed (exit 1)" in warnings[0] and "an earlier build" in warnings[0]
+    os.remove(memo)  # deleting the memo tries again
+    with pytest.raises(AssertionError, match="built again"):
+        native_kernels.built_library()
+
+
+def test_stale_build_folders_are_removed(tmp_path):
+    now = 1_000_000.0
+    for name, age in (("build-old", native_kernels.STALE_BUILD_S + 1), ("build-new", 5)):
+        (tmp_path / name).mkdir()
+        os.utime(tmp_path / name, (now - age, now - age))
+    (tmp_path / "albert_tf_kernels_x.so").write_bytes(b"")
+    os.utime(tmp_path / "albert_tf_kernels_x.so", (0, 0))
+    removed = native_kernels.remove_stale_builds(str(tmp_path), now=now)
+    assert removed == [str(tmp_path / "build-old")]
+    assert sorted(os.listdir(tmp_path)) == ["albert_tf_kernels_x.so", "build-new"]
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_native_paths_equal_the_plain_block(policy):
+    """`--speed_paths=native` at head size 32 (our products and attention where this CPU
+    has them, the elementwise kernels everywhere) against the plain model: outputs in
+    inference, gradients in training."""
+    from test_cpu_block import HEAD_SIZES, assert_paths_equal_plain, paths_against_plain
+
+    results = paths_against_plain(HEAD_SIZES[32], policy, speed_paths.CPU_NATIVE)
+    assert_paths_equal_plain(results, 1e-4 if policy == "float32" else 3e-2)

@@ -1,4 +1,4 @@
-"""Tests of albert_tf.shared_kernels: summed shared-kernel gradients equal autodiff."""
+"""Tests of albert_tf.cpu.shared_kernels: summed shared-kernel gradients equal autodiff."""
 
 import dataclasses
 
@@ -6,9 +6,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, shared_kernels
+from albert_tf import AlbertConfig, speed_paths
+from albert_tf.cpu import shared_kernels
+from albert_tf.cpu.block import apply_block
+from albert_tf.cpu.shared_kernels import run_with_summed_kernel_gradients
 from albert_tf.modeling import AlbertModel
-from albert_tf.shared_kernels import run_with_summed_kernel_gradients
+
+# The CPU speed paths less the summed gradients: plain autodiff over the same blocks.
+UNSUMMED = dataclasses.replace(speed_paths.CPU_AUTO, summed_kernel_gradients=False)
 
 
 def _body(x, tensors, matmul):
@@ -81,7 +86,7 @@ def _models(**overrides):
     )
     values.update(overrides)
     cfg = AlbertConfig(**values)
-    summed, plain = AlbertModel(cfg), AlbertModel(cfg, summed_kernel_gradients=False)
+    summed, plain = AlbertModel(cfg), AlbertModel(cfg)  # plain: traced under UNSUMMED
     summed.build()
     plain.build()
     for a, b in zip(summed.weights, plain.weights):
@@ -132,7 +137,9 @@ def test_model_gradients_equal_plain_autodiff(mode, act, method, monkeypatch):
         "function_tape": tf.function(tape_grads),
         "tf_gradients": tf.function(graph_grads),
     }[mode]
-    got, want = fn(summed), fn(plain)
+    got = fn(summed)
+    with speed_paths.forced(UNSUMMED):
+        want = fn(plain)
     assert len(got) == len(want) == len(summed.trainable_variables)
     got, want = ([tf.convert_to_tensor(t).numpy() for t in ts] for ts in (got, want))
     # The key bias adds q.b_k to every score of a row, which softmax cancels: its
@@ -162,7 +169,9 @@ def test_partial_sharing_gradients_equal_plain_autodiff(sharing):
             tf.convert_to_tensor(t).numpy() for t in tape.gradient(value, model.trainable_variables)
         ]
 
-    got, want = grads(summed), grads(plain)
+    got = grads(summed)
+    with speed_paths.forced(UNSUMMED):
+        want = grads(plain)
     floor = 1e-3 * max(np.max(np.abs(w)) for w in want)
     for var, g, w in zip(summed.trainable_variables, got, want):
         assert np.max(np.abs(g - w)) / max(np.max(np.abs(w)), floor) < 2e-6, var.path
@@ -217,7 +226,7 @@ def test_stacking_choice_follows_bytes_moved():
 
 
 def _encoder_kernels(model, paths, training, rows):
-    from albert_tf.shared_kernels import EncoderKernels
+    from albert_tf.cpu.shared_kernels import EncoderKernels
 
     return EncoderKernels(model.blocks(), paths, training, rows, model.config.shares_weights)
 
@@ -226,8 +235,6 @@ def _encoder_kernels(model, paths, training, rows):
 def test_encoder_kernels_cast_a_shared_sublayer_once(fused_qkv):
     """Shared attention, three groups: the attention weights once (group 0's), the FFN's
     once per group; Q, K and V side by side in full-length inference."""
-    from albert_tf.speed_paths import CPU_ONLY
-
     cfg = AlbertConfig(
         vocab_size=50,
         embedding_size=8,
@@ -240,7 +247,7 @@ def test_encoder_kernels_cast_a_shared_sublayer_once(fused_qkv):
     )
     model = AlbertModel(cfg)
     model.build()
-    kernels = _encoder_kernels(model, CPU_ONLY, training=not fused_qkv, rows=None)
+    kernels = _encoder_kernels(model, speed_paths.CPU_AUTO, training=not fused_qkv, rows=None)
     attention = (
         [("group_0_inner_group_0", "qkv")]
         if fused_qkv
@@ -267,21 +274,19 @@ def test_encoder_kernels_cast_a_shared_sublayer_once(fused_qkv):
 @pytest.mark.parametrize(
     "training,with_rows,paths_name,fused,last_fused,selected,summed",
     [
-        (False, False, "CPU_ONLY", True, True, False, False),
+        (False, False, "CPU_AUTO", True, True, False, False),
         # Selected rows: Q, K and V fused where all rows are computed, apart in the last.
-        (False, True, "CPU_ONLY", True, False, True, False),
-        (True, False, "CPU_ONLY", False, False, False, True),
-        (True, True, "CPU_ONLY", False, False, True, True),
-        (False, False, "WITH_ACCELERATOR", False, False, False, False),
-        (False, True, "WITH_ACCELERATOR", False, False, False, False),
-        (True, True, "WITH_ACCELERATOR", False, False, False, False),
+        (False, True, "CPU_AUTO", True, False, True, False),
+        (True, False, "CPU_AUTO", False, False, False, True),
+        (True, True, "CPU_AUTO", False, False, True, True),
+        (False, False, "PLAIN", False, False, False, False),
+        (False, True, "PLAIN", False, False, False, False),
+        (True, True, "PLAIN", False, False, False, False),
     ],
 )
 def test_encoder_kernels_choose_each_path_once_per_pass(
     training, with_rows, paths_name, fused, last_fused, selected, summed
 ):
-    from albert_tf import speed_paths
-
     _, model, _ = _models()
     rows = tf.constant([[0, 2]], tf.int32) if with_rows else None
     kernels = _encoder_kernels(model, getattr(speed_paths, paths_name), training, rows)
@@ -295,8 +300,6 @@ def test_encoder_kernels_choose_each_path_once_per_pass(
 def test_unselected_rows_are_gathered_after_the_last_block():
     """Without row selection the last block computes every row; the stack's last output
     still holds only the requested ones."""
-    from albert_tf import speed_paths
-
     _, model, _ = _models()
     x = tf.random.stateless_normal([2, 5, 16], seed=[0, 1])
     adder = tf.zeros([2, 1, 1, 5])
@@ -306,11 +309,11 @@ def test_unselected_rows_are_gathered_after_the_last_block():
     def layers(x, weights, last_weights, last_rows):
         seen.append(last_rows)
         block = model.groups[0][0]
-        return [block(x, adder, block_weights=last_weights[block], query_positions=last_rows)]
+        return [apply_block(block, x, adder, last_weights[block], query_positions=last_rows)]
 
-    no_selection = dataclasses.replace(speed_paths.CPU_ONLY, last_layer_row_selection=False)
+    no_selection = dataclasses.replace(speed_paths.CPU_AUTO, last_layer_row_selection=False)
     full = _encoder_kernels(model, no_selection, False, rows).run(layers, x)[-1]
-    selected = _encoder_kernels(model, speed_paths.CPU_ONLY, False, rows).run(layers, x)[-1]
+    selected = _encoder_kernels(model, speed_paths.CPU_AUTO, False, rows).run(layers, x)[-1]
     assert seen[0] is None and seen[1] is rows
     assert full.shape == selected.shape == (2, 2, 16)
     np.testing.assert_allclose(full, selected, rtol=1e-5, atol=1e-5)

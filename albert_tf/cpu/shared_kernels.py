@@ -28,8 +28,9 @@ from typing import Callable, Hashable, Mapping, Sequence
 
 import tensorflow as tf
 
-from albert_tf import fused_elementwise
-from albert_tf.layers import DENSE_SUBLAYERS, BlockWeights, fused_qkv_weights
+from albert_tf.cpu import fused_elementwise
+from albert_tf.cpu.block import BlockWeights, fused_qkv_weights
+from albert_tf.layers import DENSE_SUBLAYERS
 from albert_tf.speed_paths import SpeedPaths
 
 _QKV = ("query", "key", "value")
@@ -151,7 +152,7 @@ def run_with_summed_kernel_gradients(
 
 
 # The dense sublayers (besides "qkv") that inference runs as our products
-# (albert_tf.native_kernels).
+# (albert_tf.cpu.native_kernels).
 NATIVE_PRODUCTS = ("intermediate", "attention_output", "ffn_output")
 
 

@@ -42,7 +42,7 @@ What is fused, and what is not (measured on the bench machine):
     moments its gradient needs), the layer-norm gradient (with dx's bfloat16 copy),
     the query/key/value biases with the heads, the attention softmax's gradient and
     the sums of bfloat16 terms (`sum_terms`) are C++ kernels instead
-    (albert_tf.native_kernels; speed path `native_cpu_kernels`). float32 training
+    (albert_tf.cpu.native_kernels; speed path `native_cpu_kernels`). float32 training
     takes the same kernels (no bfloat16 copies); float32 inference its layer norms,
     and the heads where Q, K and V are apart (the GELU stays in oneDNN's fused product
     or ours).
@@ -50,35 +50,29 @@ What is fused, and what is not (measured on the bench machine):
 Results equal the plain ops to float32 rounding (XLA's tanh differs in the
 last bits). Whether these kernels are used is the speed-path decision
 (`SpeedPaths.fused_elementwise`, albert_tf.speed_paths: yes on CPU-only machines,
-no with a GPU or TPU), read when a call is traced. `disabled()` makes everything
-traced inside it use the plain ops whatever the decision: for comparisons, for
-builds without XLA's JIT, and for SavedModels that must load on any TensorFlow
-build (albert_tf.export).
+no with a GPU or TPU, or `--speed_paths=plain`), read when a call is traced.
+`disabled()` makes the functions below traced inside it use the plain ops whatever the
+decision (for comparisons in tests and benches).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import threading
 
 import tensorflow as tf
-from tensorflow.core.framework import attr_value_pb2
-from tensorflow.python.framework import op_def_registry, ops
-from tensorflow.python.ops import control_flow_util
 
-from albert_tf import native_kernels, speed_paths
-
-GELU_C = math.sqrt(2.0 / math.pi)
-GELU_A = 0.044715
+from albert_tf import speed_paths
+from albert_tf.cpu import native_kernels, tf_internals
+from albert_tf.layers import GELU_A, GELU_C
 
 _state = threading.local()
 
 
 def enabled():
     """Whether calls traced now use the fused kernels (XLA loops, oneDNN layer norm,
-    and the hand-written gradients of albert_tf.layers): the speed-path decision,
+    and the hand-written gradients of albert_tf.cpu.block): the speed-path decision,
     unless `disabled()` is in effect in this thread."""
     return getattr(_state, "enabled", True) and speed_paths.choose().fused_elementwise
 
@@ -92,6 +86,21 @@ def disabled():
         yield
     finally:
         _state.enabled = previous
+
+
+@functools.cache
+def cpu_flags() -> frozenset:
+    """The instruction-set flags of this CPU as Linux lists them (e.g. "avx512bw",
+    "avx512_bf16", "amx_bf16"); empty where /proc/cpuinfo has none. What oneDNN does with
+    bfloat16 depends on them: its bfloat16 kernels and fusions need AVX-512 (avx512bw)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
 
 
 def _in_float32(fn):
@@ -169,7 +178,7 @@ _bias_gelu_tanh_backward_loop = _xla_or_plain(_bias_gelu_tanh_backward)
 
 def bias_gelu_tanh(y, bias):
     """GELU (tanh form) of y [..., N] + bias [N]: for bfloat16 or float32 y and bias the
-    native kernel where `_native_elementwise` (albert_tf.native_kernels: computed in
+    native kernel where `_native_elementwise` (albert_tf.cpu.native_kernels: computed in
     float32 as the equal x sigmoid(2u), bfloat16 rounded once; 1.4x (float32) and 1.9x
     (bfloat16) faster than the loop, bench/bench_kernels.py), else one XLA loop (float32
     inside for bfloat16)."""
@@ -191,7 +200,7 @@ def bias_gelu_tanh_backward(dz, y, bias):
 
 def packed_kernel(kernel):
     """The kernel [K, N] (bfloat16 or float32) packed for `dense_bias_gelu`
-    (albert_tf.native_kernels' product, the packing done once for every layer that shares
+    (albert_tf.cpu.native_kernels' product, the packing done once for every layer that shares
     the kernel) where this machine and graph can run it: `SpeedPaths.native_products`,
     `_native_usable`, a CPU with AVX512_BF16 for bfloat16 or AVX-512 (or AVX2 with FMA)
     for float32, K and N static multiples of 32. Else None: the caller keeps the oneDNN
@@ -235,7 +244,7 @@ def attention(q, k, v, adder, scale):
     return tf.reshape(context, [-1, context.shape[-1] or tf.shape(context)[-1]])
 
 
-@ops.RegisterGradient("AlbertAttention")
+@tf.RegisterGradient("AlbertAttention")
 def _attention_gradient(op, dcontext):
     """Gradients of `attention` w.r.t. q, k, v and the adder (inference graphs
     differentiated by a user), from the probabilities recomputed with TensorFlow's ops."""
@@ -262,7 +271,7 @@ def dense_bias_gelu(x, kernel, packed, bias):
     return native_kernels.dense_bias_gelu(x, kernel, packed, bias)
 
 
-@ops.RegisterGradient("AlbertDenseBiasGelu")
+@tf.RegisterGradient("AlbertDenseBiasGelu")
 def _dense_bias_gelu_gradient(op, dz):
     """Gradients of `dense_bias_gelu` w.r.t. x, the kernel and the bias (inference graphs
     differentiated by a user): the product again, then the training graphs' GELU
@@ -280,7 +289,7 @@ def dense_heads(x, kernel, packed, bias, groups, num_heads):
     return native_kernels.dense_heads(x, kernel, packed, bias, groups, num_heads)
 
 
-@ops.RegisterGradient("AlbertDenseHeads")
+@tf.RegisterGradient("AlbertDenseHeads")
 def _dense_heads_gradient(op, dheads):
     """Gradients of `dense_heads` w.r.t. x, the kernel and the bias (inference graphs
     differentiated by a user): the heads back in the product's layout, then its two
@@ -308,7 +317,7 @@ def dense_layer_norm(x, kernel, packed, bias, residual, gamma, beta, epsilon):
     return with_bfloat16_copy(out, out_bfloat16)
 
 
-@ops.RegisterGradient("AlbertDenseResidualLayerNorm")
+@tf.RegisterGradient("AlbertDenseResidualLayerNorm")
 def _dense_layer_norm_gradient(op, dy, dy_bfloat16):
     """Gradients of `dense_layer_norm` (inference graphs differentiated by a user): the
     product again, the layer norm's gradient as for AlbertResidualLayerNorm, then the
@@ -415,15 +424,15 @@ def bias_add_heads(y, bias, num_heads, batch):
     return native_kernels.bias_add_heads(y, bias, num_heads)
 
 
-@ops.RegisterGradient("AlbertBiasAddHeads")
+@tf.RegisterGradient("AlbertBiasAddHeads")
 def _native_bias_add_heads_gradient(op, dheads):
-    """Gradients of albert_tf.native_kernels.bias_add_heads w.r.t. y and the bias."""
+    """Gradients of albert_tf.cpu.native_kernels.bias_add_heads w.r.t. y and the bias."""
     return native_kernels.heads_backward(dheads)
 
 
-@ops.RegisterGradient("AlbertBiasGelu")
+@tf.RegisterGradient("AlbertBiasGelu")
 def _native_bias_gelu_gradient(op, dz):
-    """Gradients of albert_tf.native_kernels.bias_gelu (inference graphs differentiated
+    """Gradients of albert_tf.cpu.native_kernels.bias_gelu (inference graphs differentiated
     by a user): the training graphs' loop."""
     y, bias = op.inputs
     return _bias_gelu_gradients(dz, y, bias)
@@ -436,9 +445,9 @@ def _bias_gelu_gradients(dz, y, bias):
     return dy, tf.cast(leading_sum(dy), bias.dtype) if dbias is None else dbias
 
 
-@ops.RegisterGradient("AlbertResidualLayerNorm")
+@tf.RegisterGradient("AlbertResidualLayerNorm")
 def _native_residual_layer_norm_gradient(op, dy, dy_bfloat16):
-    """Gradients of albert_tf.native_kernels.residual_layer_norm w.r.t. x, bias,
+    """Gradients of albert_tf.cpu.native_kernels.residual_layer_norm w.r.t. x, bias,
     residual, gamma and beta: the closed form of `layer_norm_backward`, the moments
     recomputed from the inputs (both outputs are the same values); the copy's gradient
     and the bias's sum in the native gradient's pass, as in training."""
@@ -566,7 +575,7 @@ def _onednn_graph():
         enabled()
         and not tf.executing_eagerly()
         and not _saving()
-        and not control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph())
+        and not tf_internals.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
         and _onednn_registered()
     )
 
@@ -583,7 +592,7 @@ def _onednn_layer_norm_usable(s):
 
 
 def _native_usable():
-    """Whether the graph being traced may run albert_tf.native_kernels: the speed-path
+    """Whether the graph being traced may run albert_tf.cpu.native_kernels: the speed-path
     decision (and `enabled()`), outside XLA contexts (the kernels have no XLA
     lowering) and `tf.saved_model.save` (a SavedModel must load without them), on a
     machine where the kernels could be built."""
@@ -591,41 +600,31 @@ def _native_usable():
         enabled()
         and speed_paths.choose().native_cpu_kernels
         and not _saving()
-        and not control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph())
+        and not tf_internals.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
         and native_kernels.library() is not None
     )
 
 
 def _saving():
-    try:  # TensorFlow internals: if they move, assume no save is under way
-        from tensorflow.python.saved_model import save_context
-
-        return save_context.in_save_context()
-    except (ImportError, AttributeError):
-        return False
+    return tf_internals.in_save_context()
 
 
 @functools.cache
 def _onednn_registered():
-    try:  # TensorFlow internals: if they move, fall back to the plain ops
-        from tensorflow.python.util import _pywrap_util_port
-
-        return bool(
-            _pywrap_util_port.IsMklEnabled() and op_def_registry.get("_MklLayerNorm") is not None
-        )
-    except (ImportError, AttributeError):
-        return False
+    return bool(
+        tf_internals.IsMklEnabled() and tf_internals.registered_op("_MklLayerNorm") is not None
+    )
 
 
 def _onednn_layer_norm(s, gamma, beta, epsilon):
-    op = ops.get_default_graph().create_op(
+    op = tf.compat.v1.get_default_graph().create_op(
         "_MklLayerNorm",
         [s, tf.convert_to_tensor(gamma), tf.convert_to_tensor(beta)],
         [tf.float32],
         name="layer_norm",
         attrs={
-            "T": attr_value_pb2.AttrValue(type=tf.float32.as_datatype_enum),
-            "epsilon": attr_value_pb2.AttrValue(f=epsilon),
+            "T": tf_internals.AttrValue(type=tf.float32.as_datatype_enum),
+            "epsilon": tf_internals.AttrValue(f=epsilon),
         },
     )
     return op.outputs[0]
@@ -636,7 +635,7 @@ def layer_norm(x, residual, gamma, beta, epsilon, bias=None):
     (inference form). `residual` (float32) and `bias` [H] may be None; x may be
     bfloat16. For a bfloat16 x with its bias and a float32 residual, the native
     kernel where `_native_usable` (one pass instead of the sum's loop, oneDNN's layer
-    norm and the next product's cast, albert_tf.native_kernels); otherwise one oneDNN
+    norm and the next product's cast, albert_tf.cpu.native_kernels); otherwise one oneDNN
     kernel where `_onednn_layer_norm_usable` (5x faster than the op chain on the bench
     machine); both take the same two-pass mean and variance."""
     x = tf.convert_to_tensor(x)

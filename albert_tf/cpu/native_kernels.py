@@ -8,7 +8,7 @@ per call; bfloat16 computed in float32 and rounded once):
   * `bias_gelu` and `bias_gelu_backward`: the FFN's bias and GELU after its plain
     product, and its gradient (with the bias's). XLA's CPU loops compute the tanh with
     8-lane vectors; these use the machine's widest and an exp-based form
-    (albert_tf/native/loops.cc).
+    (albert_tf/cpu/native/loops.cc).
   * `residual_layer_norm`: LN(x + bias + residual) and its bfloat16 copy for the next
     product, in one pass over the rows, where an inference graph otherwise runs an XLA
     loop for the sum, oneDNN's layer norm and a cast; `residual_layer_norm_moments`,
@@ -44,21 +44,25 @@ vscalefps, bfloat16 rounding by vcvtneps2bf16 where AVX512_BF16 is there; masked
 and stores only for a row's last columns), else as plain loops the compiler vectorises;
 the float32 products and their finishing code have an AVX2 form of 8 floats as well.
 
-The sources (albert_tf/native/) are compiled with the C++ compiler found here ($CXX,
-else c++ or g++) and TensorFlow's own headers, for this CPU (-march=native), once per
-machine, source and TensorFlow version: the first trace that uses them on a new machine
-(bfloat16, or float32 inference) takes about 15-25 s longer. The library is
-kept in $ALBERT_TF_KERNEL_CACHE, else $XDG_CACHE_HOME/albert_tf/kernels, else
-~/.cache/albert_tf/kernels, under a name that hashes all of these, written to a temporary
-name and renamed (concurrent builds are safe). $ALBERT_TF_KERNEL_FLAGS, where set, adds
-compiler flags after -march=native (part of the name too): `-mno-avx512f` builds what a
-CPU with AVX2 and no AVX-512 gets, which the benches use to measure that kind of machine
-on this one. Where no compiler is found or the build fails, one warning says why and
-`library()` is None: the callers (albert_tf.fused_elementwise) keep their XLA loops and
-oneDNN's products.
+Nothing here is compiled or loaded unless the switch asks for the kernels
+(`--speed_paths=native`, albert_tf.speed_paths; `SpeedPaths.native_cpu_kernels`).
+Then the sources (albert_tf/cpu/native/) are compiled with the C++ compiler found here
+($CXX, else c++ or g++) and TensorFlow's own headers, for this CPU (-march=native), once
+per machine, compiler, source and TensorFlow version: the first trace that uses them on
+a new machine (bfloat16, or float32 inference) takes about 15-50 s longer. The library
+is kept in $ALBERT_TF_KERNEL_CACHE, else $XDG_CACHE_HOME/albert_tf/kernels, else
+~/.cache/albert_tf/kernels, under a name that hashes all of these, built in a temporary
+folder (`build-*`, removed by later builds once older than `STALE_BUILD_S`, where a
+killed build left it) and renamed (concurrent builds are safe). $ALBERT_TF_KERNEL_FLAGS,
+where set, adds compiler flags after -march=native (part of the name too):
+`-mno-avx512f` builds what a CPU with AVX2 and no AVX-512 gets, which the benches use to
+measure that kind of machine on this one.
 
-Whether the kernels are used at all is the speed-path decision
-(`SpeedPaths.native_cpu_kernels`, albert_tf.speed_paths).
+Where no compiler is found or the build fails, one warning says why and `library()` is
+None: the callers (albert_tf.cpu.fused_elementwise) keep their XLA loops and oneDNN's
+products. A failed build is remembered beside the library's name (`<name>.failed`, its
+first error line): later processes on this machine, with this compiler and source, warn
+once and do not try again until that file is deleted.
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ import platform
 import shutil
 import subprocess
 import tempfile
+import time
 
 from absl import logging
 
@@ -79,13 +84,17 @@ SOURCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native")
 LOOP_FLAGS = (
     "-O3",
     "-march=native",
-    "-mprefer-vector-width=512",
+    # x86 only: other compilers' targets refuse it (every ARM build failed on it).
+    *(("-mprefer-vector-width=512",) if platform.machine() in ("x86_64", "AMD64") else ()),
     "-ffast-math",  # reassociated row sums (vectorised); NaN and inf still handled
     "-fno-finite-math-only",
     "-fPIC",
 )
 OP_FLAGS = ("-O2", "-fPIC", "-w")  # -w: TensorFlow's headers warn about themselves
 BUILD_TIMEOUT_S = 600
+# A temporary build folder this old belongs to a build that was killed.
+STALE_BUILD_S = 2 * BUILD_TIMEOUT_S
+BUILD_PREFIX = "build-"
 
 
 class BuildError(Exception):
@@ -174,7 +183,7 @@ def build(cxx: str, target: str) -> None:
     compile_flags, link_flags = _tensorflow_flags()
     loops, ops = _sources()
     os.makedirs(os.path.dirname(target), exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=os.path.dirname(target)) as work:
+    with tempfile.TemporaryDirectory(dir=os.path.dirname(target), prefix=BUILD_PREFIX) as work:
         loops_o, ops_o = os.path.join(work, "loops.o"), os.path.join(work, "ops.o")
         library = os.path.join(work, "kernels.so")
         _run([cxx, *loop_flags(), "-c", loops, "-o", loops_o], f"compiling {loops}")
@@ -197,15 +206,52 @@ def build_loops(target: str, *flags: str, source: str | None = None) -> None:
 
 def built_library() -> str:
     """The path of this machine's library, built first if the cache has none; raises
-    BuildError where it cannot be built."""
+    BuildError where it cannot be built, or where a build of the same library failed
+    before (`<library>.failed`)."""
     cxx = compiler()
     if cxx is None:
         raise BuildError("no C++ compiler found ($CXX, c++, g++)")
     target = library_path(cxx)
-    if not os.path.exists(target):
-        logging.info("Building albert_tf's C++ CPU kernels (once) into %s", target)
+    if os.path.exists(target):
+        return target
+    failed = target + ".failed"
+    if os.path.exists(failed):
+        with open(failed) as f:
+            reason = f.read().strip()
+        raise BuildError(f"{reason} (an earlier build; delete {failed} to try again)")
+    remove_stale_builds(os.path.dirname(target))
+    logging.info("Building albert_tf's C++ CPU kernels (once) into %s", target)
+    try:
         build(cxx, target)
+    except BuildError as e:
+        try:
+            with open(failed, "w") as f:
+                f.write(f"{e}\n")
+        except OSError:  # a cache this process cannot write in: not remembered
+            pass
+        raise
     return target
+
+
+def remove_stale_builds(folder: str, now: float | None = None) -> list[str]:
+    """Removes the temporary build folders in `folder` older than STALE_BUILD_S (killed
+    builds); returns their paths."""
+    now = time.time() if now is None else now
+    removed = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return removed
+    for name in names:
+        path = os.path.join(folder, name)
+        try:
+            stale = name.startswith(BUILD_PREFIX) and now - os.path.getmtime(path) > STALE_BUILD_S
+        except OSError:  # removed meanwhile
+            continue
+        if stale and os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
 
 
 # The library this process loaded: a second one (another cache, another source) would
