@@ -29,7 +29,7 @@ def _per_example_cross_entropy(logits, labels):
     op gives the same numbers to float32 rounding, and its gradient is one pass (softmax
     minus the one-hot). Picking the log-probabilities with a gather instead differentiates
     into a scatter over all [..., C] of them: for the masked-LM head's [B * 20, 30000],
-    about 30 ms of a pretraining step on a 2-core CPU (docs/benchmarks.md)."""
+    tens of milliseconds of a pretraining step on a 2-core CPU (measured when it was replaced)."""
     return tf.nn.sparse_softmax_cross_entropy_with_logits(
         labels=tf.cast(labels, tf.int32), logits=tf.cast(logits, tf.float32)
     )

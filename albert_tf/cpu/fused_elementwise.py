@@ -21,7 +21,7 @@ What is fused, and what is not (measured on the bench machine):
     cluster (bfloat16 in, bfloat16 out, one rounding at the end). XLA's CPU
     loops in bfloat16 itself convert around every op and are slower than
     TensorFlow's kernels; the float32 loop is 5x faster than TensorFlow's
-    bfloat16 op chain (bench/results/bf16_profile_*.md).
+    bfloat16 op chain (as profiled when the loops were written).
   * bfloat16 dense layers: the bias (and GELU) after a plain MatMul, as one
     loop (`bias_add`, `bias_gelu_tanh`). For bfloat16, Grappler's fused
     MatMul + BiasAdd (+ GELU) becomes a oneDNN inner product without AMX
@@ -521,7 +521,7 @@ def product_attention_softmax(scores, adder, scale):
     For bfloat16, for every row with a real key the softmax's input equals the float32
     loop's (the scale is a power of two; the mask's -10000 rounds to -9984 in bfloat16,
     and exp gives 0 either way); a whole step is about 6% faster in inference than with
-    product + `attention_softmax` (docs/benchmarks.md)."""
+    product + `attention_softmax` (as measured when it was written)."""
     if not product_fusable(scores, scale):
         return None
     # Grappler's shape inference can lose the mask's shape, and the remapper fuses
