@@ -13,18 +13,19 @@ metrics and output files.
                (`Task.output_identity`).
 4. initialize  --init_checkpoint (either checkpoint format or a release folder) or
                --albert_hub_module_handle (a TF-Hub module folder), unless a training
-               run resumes from its own ckpt-<step> in output_dir.
+               run resumes from its own checkpoint in output_dir.
 5. prepare     the output folder (and its task.json), then `Task.prepare` (features,
                eval data).
 6. train       one training loop to the last step (albert_tf/training.py); after every
                checkpoint the dev metrics (`Task.evaluator`) and model.ckpt-best selection
-               (albert_tf/selection.py). Every checkpoint is written as ckpt-<step> (ours:
-               with the input position) and model.ckpt-<step> (the original's format,
-               named by the `checkpoint` file), with `Task.describe_weights`.
+               (albert_tf/selection.py). Every checkpoint is model.ckpt-<step> (the
+               original's format, named by the `checkpoint` file) plus the input position
+               and random state (albert_tf/checkpoint_layout.py), with
+               `Task.describe_weights`.
 7. select      checkpoints of either format not evaluated yet (a resumed run, or the
                original's second "evaluate every checkpoint" command); with none, the
                initial weights.
-8. predict     the final weights (model.ckpt-best, else the last ckpt-<step>, else the
+8. predict     the final weights (model.ckpt-best, else the last checkpoint, else the
                initial weights) -> `Task.predict`, `Task.export`.
 """
 
@@ -365,9 +366,9 @@ def start(opts: RunOptions, config, batch_divisor: int = 1) -> Run:
 
 def train(task: Task, current: Run, selector) -> int:
     """Trains the task's model to its last step, evaluating on dev after every checkpoint
-    and writing each checkpoint in both formats (`save_original_format`). Returns the
-    step reached."""
-    from albert_tf import training
+    (albert_tf/checkpoint_layout.py) and describing its weights (`Task.describe_weights`).
+    Returns the step reached."""
+    from albert_tf import checkpoint_layout, training
     from albert_tf.optimization import create_optimizer
 
     opts, plan = current.options, task.training_plan(current)
@@ -398,11 +399,11 @@ def train(task: Task, current: Run, selector) -> int:
         opts.output_dir,
         loop,
         current.is_chief,
-        save_hook=lambda step: save_original_format(current, optimizer, step, task),
+        save_hook=lambda step: current.is_chief and task.describe_weights(current),
         loss_normalizers=task.loss_normalizers(),
-        resume_hook=lambda step: complete_original_format(current, optimizer, step, task),
+        resume_hook=lambda step: complete_saved_step(current, optimizer, step, task),
     )
-    if not training.object_checkpoints(opts.output_dir):
+    if not checkpoint_layout.resume_points(opts.output_dir):
         resume_from_original_format(current, optimizer)
     trainer.train(
         plan.dataset_fn, after_save=selector.evaluate_current if selector is not None else None
@@ -410,47 +411,27 @@ def train(task: Task, current: Run, selector) -> int:
     return int(optimizer.iterations.numpy())
 
 
-def save_original_format(current: Run, optimizer, step, task: Task) -> None:
-    """model.ckpt-<step> under the original's names (weights, adam_m/adam_v slots,
-    global_step), the `checkpoint` state file naming the kept ones (what
-    tf.train.latest_checkpoint and the original's tools read), the oldest beyond
-    --keep_checkpoint_max removed, and the task's files describing them
-    (`Task.describe_weights`). Chief only."""
-    from albert_tf.training import remove_checkpoint
+def complete_saved_step(current: Run, optimizer, step, task: Task) -> None:
+    """After a resume from step `step` (on the schedule), finishes what a run killed
+    during that save left undone (chief only): the model.ckpt-<step> of an older layout's
+    ckpt-<step>, the `checkpoint` state file, the task's files describing the weights."""
+    from albert_tf import checkpoint_layout
 
     if not current.is_chief:
         return
-    task.describe_weights(current)
     out = current.options.output_dir
-    prefix = os.path.join(out, f"model.ckpt-{step}")
-    checkpoints.save_original_checkpoint(
-        current.model, prefix, global_step=step, optimizer=optimizer, update_checkpoint_state=False
+    if not tf.io.gfile.exists(checkpoint_layout.weights_prefix(out, step) + ".index"):
+        checkpoint_layout.save_weights(out, step, current.model, optimizer)
+    checkpoint_layout.write_state_file(
+        out, [s.step for s in checkpoint_layout.saved_steps(out) if s.weights]
     )
-    kept = selection.original_checkpoints(out)
-    keep = current.options.keep_checkpoint_max
-    if keep:
-        for _, old in kept[:-keep]:
-            remove_checkpoint(old)
-        kept = kept[-keep:]
-    tf.compat.v1.train.update_checkpoint_state(
-        out,
-        os.path.basename(prefix),
-        all_model_checkpoint_paths=[os.path.basename(p) for _, p in kept],
-    )
-
-
-def complete_original_format(current: Run, optimizer, step, task: Task) -> None:
-    """Writes model.ckpt-<step> for the restored ckpt-<step> if the run that saved it was
-    killed before it wrote that copy (`save_original_format`, chief only)."""
-    prefix = os.path.join(current.options.output_dir, f"model.ckpt-{step}")
-    if not tf.io.gfile.exists(prefix + ".index"):
-        save_original_format(current, optimizer, step, task)
+    task.describe_weights(current)
 
 
 def resume_from_original_format(current: Run, optimizer) -> None:
-    """Continues from the latest model.ckpt-<step> of output_dir when it has no ckpt-<step>
-    (a folder the original code trained): weights, optimizer slots and global_step; the
-    input restarts from the beginning, as the original's did."""
+    """Continues from the latest model.ckpt-<step> of output_dir when it has no point to
+    resume from (a folder the original code trained): weights, optimizer slots and
+    global_step; the input restarts from the beginning, as the original's did."""
     originals = selection.original_checkpoints(current.options.output_dir)
     if not originals:
         return
@@ -472,14 +453,13 @@ def resume_from_original_format(current: Run, optimizer) -> None:
 
 def resume_points(opts: RunOptions):
     """For `CheckpointSelector.evaluate_pending` in a training run: whether (step, prefix)
-    is a signal's resume point (albert_tf.training): an object checkpoint without its
-    model.ckpt copy, off the --save_checkpoints_steps schedule. An uninterrupted run never
-    evaluates one (the final step, if off the schedule, gets its copy before the last
-    evaluation)."""
-    from albert_tf import training
+    is a signal's resume point (albert_tf/checkpoint_layout.py): a ckpt-<step> without a
+    model.ckpt-<step>, off the --save_checkpoints_steps schedule. An uninterrupted run
+    never evaluates one (the final step, if off the schedule, is a regular save)."""
+    from albert_tf import checkpoint_layout
 
     def skip(step, prefix):
-        object_only = os.path.basename(prefix).startswith(training.CHECKPOINT_PREFIX + "-")
+        object_only = os.path.basename(prefix).startswith(checkpoint_layout.RESUME_POINT_NAME + "-")
         return object_only and step % opts.save_checkpoints_steps != 0
 
     return skip
@@ -493,8 +473,8 @@ def finish_selection(selector, current: Run, task: Task, skip=None) -> None:
     if not selector.results and selector.best is None:
         if not current.initialized:
             raise UserError(
-                f"no checkpoint (ckpt-<step>) in {current.options.output_dir} and "
-                "no --init_checkpoint to evaluate"
+                "no checkpoint (model.ckpt-<step> or ckpt-<step>) in "
+                f"{current.options.output_dir} and no --init_checkpoint to evaluate"
             )
         if current.is_chief:
             task.describe_weights(current)
@@ -688,7 +668,7 @@ def init_from_checkpoint(
 
 def final_weights(current: Run, head: str) -> str:
     """Loads the weights predict/export use: output_dir's model.ckpt-best, else its latest
-    ckpt-<step>, else the initial weights already loaded (--init_checkpoint or the TF-Hub
+    training checkpoint, else the initial weights already loaded (--init_checkpoint or the TF-Hub
     module). Returns their path."""
     output_dir = current.options.output_dir
     best = os.path.join(output_dir, selection.BEST_PREFIX)
@@ -706,7 +686,7 @@ def final_weights(current: Run, head: str) -> str:
     if initial:
         return initial[1]
     raise UserError(
-        f"nothing to predict with: no {selection.BEST_PREFIX} or ckpt-<step> in "
+        f"nothing to predict with: no {selection.BEST_PREFIX}, model.ckpt-<step> or ckpt-<step> in "
         f"{output_dir} and no --init_checkpoint"
     )
 

@@ -1,9 +1,9 @@
 """Checkpoint selection on dev and the output folder's bookkeeping files.
 
-Training writes every save_checkpoints_steps both `ckpt-<step>` (ours, object-based:
-model, optimizer, input position) and `model.ckpt-<step>` (the same weights, optimizer
+Training writes every save_checkpoints_steps `model.ckpt-<step>` (the weights, optimizer
 slots and global_step under the original's names; the `checkpoint` state file names
-these, so the original's tools find them). Each checkpoint is evaluated on dev; its
+these, so the original's tools find them) with the state only a resume needs beside it
+(albert_tf/checkpoint_layout.py). Each checkpoint is evaluated on dev; its
 metrics are appended to `eval_results.txt` in the original script's layout
 (`EvalFormat`), `best_trial.txt` records "<last step>:<best step>:<best value>" as the
 original's run_classifier.py did, and the best by the task's key is kept as
@@ -25,9 +25,8 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import checkpoints, fileio
+from albert_tf import checkpoint_layout, checkpoints, fileio
 from albert_tf.errors import UserError
-from albert_tf.training import object_checkpoints
 
 _logger = logging.getLogger(__name__)
 
@@ -103,9 +102,11 @@ def original_checkpoints(output_dir) -> list[tuple[int, str]]:
 
 
 def trained_checkpoints(output_dir) -> list[tuple[int, str]]:
-    """[(step, prefix)] of every training checkpoint in output_dir, either format, in
-    step order; where a step has both, the original-format one (loadable by name)."""
-    found = dict(object_checkpoints(output_dir))
+    """[(step, prefix)] of every training checkpoint in output_dir, either format (a
+    signal's resume point or an older layout's `ckpt-<step>`), in step order; where a
+    step has both, the original-format one (loadable by name)."""
+    found = {s.step: s.resume_point for s in checkpoint_layout.saved_steps(output_dir)}
+    found = {step: prefix for step, prefix in found.items() if prefix is not None}
     found.update(original_checkpoints(output_dir))
     return sorted(found.items())
 

@@ -2,11 +2,11 @@
 
 Inner loop: one `tf.function` runs `iterations_per_loop` optimizer steps with
 `strategy.run`, each step optionally accumulating gradients over several
-micro-batches. Outer loop (plain Python): object-based checkpoints `ckpt-<step>`
-(model, optimizer with its step count, the input iterator and the state of the
-model's random streams (dropout), so a restarted run continues exactly where the
-killed one stopped), logs with steps/s and ETA,
-TensorBoard summaries.
+micro-batches. Outer loop (plain Python): checkpoints in the layout of
+albert_tf/checkpoint_layout.py (the weights and optimizer slots once, under the
+original's names, plus the input iterator's position and the state of the model's
+random streams (dropout), so a restarted run continues exactly where the killed one
+stopped), logs with steps/s and ETA, TensorBoard summaries.
 
 Nothing non-finite is saved: before a checkpoint is written, the weights and the
 model's outputs (so any loss computed from them) on a fixed probe batch must be finite; a non-finite
@@ -41,59 +41,22 @@ import dataclasses
 import logging
 import math
 import os
-import re
 import signal
 import threading
 import time
 
 import tensorflow as tf
 
+from albert_tf import checkpoint_layout
 from albert_tf.errors import TrainingInterrupted, UserError
 from albert_tf.optimization import clip_by_global_norm, global_norm_clip_scale
 
 _logger = logging.getLogger(__name__)
-CHECKPOINT_PREFIX = "ckpt"
-_CHECKPOINT_NAME = re.compile(r"^ckpt-(\d+)$")
 
 
 class NonFiniteLossError(UserError):
     """The loss or the weights became NaN or infinite; nothing non-finite was saved and
     the message names the last checkpoint written (all of them passed the check)."""
-
-
-def object_checkpoints(directory) -> list[tuple[int, str]]:
-    """[(step, prefix)] of the `ckpt-<step>` files in `directory`, in step order."""
-    found = {}
-    for index in tf.io.gfile.glob(os.path.join(directory, f"{CHECKPOINT_PREFIX}-*.index")):
-        name = os.path.basename(index)[: -len(".index")]
-        match = _CHECKPOINT_NAME.match(name)
-        if match:
-            found[int(match.group(1))] = os.path.join(directory, name)
-    return sorted(found.items())
-
-
-def remove_orphaned_save_folders(directory) -> list[str]:
-    """Removes the `<prefix>_temp` folders a save killed mid-write left in `directory`
-    (TensorFlow writes a checkpoint's shards there, then renames them to `<prefix>.*`;
-    its docs say an orphaned one is safe to remove once no save is running). Returns the
-    removed paths. Call before the first save of a run, on the chief only."""
-    removed = []
-    for path in tf.io.gfile.glob(os.path.join(directory, "*_temp")):
-        name = os.path.basename(path)
-        if re.fullmatch(r"(model\.ckpt|" + CHECKPOINT_PREFIX + r")-\d+_temp", name):
-            if tf.io.gfile.isdir(path):
-                tf.io.gfile.rmtree(path)
-                removed.append(path)
-    if removed:
-        _logger.info("removed the unfinished save(s) of a killed run: %s", ", ".join(removed))
-    return removed
-
-
-def remove_checkpoint(prefix) -> None:
-    """Deletes the files of the checkpoint `prefix` (index and data shards)."""
-    for path in tf.io.gfile.glob(prefix + ".*"):
-        if re.fullmatch(r"\.(index|data-\d{5}-of-\d{5}|meta)", path[len(prefix) :]):
-            tf.io.gfile.remove(path)
 
 
 @contextlib.contextmanager
@@ -177,15 +140,15 @@ class Trainer:
         With `loss_normalizers`, `loss_fn(model, features, training, normalizers)`
         instead returns this batch's shares of the global batch's loss and scalars.
       metric_names: the keys of that dict.
-      output_dir: where checkpoints (`ckpt-<step>`) and summaries go.
+      output_dir: where checkpoints (albert_tf/checkpoint_layout.py) and summaries go.
       config: LoopConfig.
       is_chief: whether this worker writes files.
       save_hook: `save_hook(step)`, called on every worker after each checkpoint
         is written on the schedule (also when a signal stops the run at such a
         step): other formats of the same weights, for instance.
       resume_hook: `resume_hook(step)`, called on every worker after a resume
-        restored ckpt-<step> of a step on the schedule, before training goes on: to
-        finish what a run killed between that checkpoint and its save hook left undone.
+        restored a step on the schedule, before training goes on: to finish what a run
+        killed between that checkpoint and its save hook left undone.
       loss_normalizers: `loss_normalizers(features) -> tuple of float32 []`, what each
         loss term of one replica's batch is divided by, from the input alone; their
         totals over the step's replicas and micro-batches are passed to `loss_fn`.
@@ -358,7 +321,8 @@ class Trainer:
 
     # --- outer loop ------------------------------------------------------------
     def train(self, dataset_fn, after_save=None):
-        """Trains to `num_train_steps`, resuming from the latest `ckpt-<step>`.
+        """Trains to `num_train_steps`, resuming from the latest checkpoint in output_dir
+        (`checkpoint_layout.resume_points`).
 
         dataset_fn(input_context) -> per-replica tf.data.Dataset (batches of
         global_batch_size / replicas / accumulation steps examples).
@@ -370,31 +334,38 @@ class Trainer:
         cfg = self.config
         dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
         iterator = iter(dataset)
-        state = {"model": self.model, "optimizer": self.optimizer}
-        streams = random_stream_states(self.model)
-        if streams:  # none without dropout: checkpoints keep their former layout
-            state["random_streams"] = streams
-        if isinstance(iterator, tf.__internal__.tracking.Trackable):
-            state["iterator"] = iterator
-        else:  # e.g. multi-worker iterators: a resumed run restarts its input
+        if not isinstance(iterator, tf.__internal__.tracking.Trackable):
+            # e.g. multi-worker iterators: a resumed run restarts its input
             _logger.warning(
                 "the input iterator of %s cannot be checkpointed; a resumed "
                 "run re-reads its data from the start",
                 type(self.strategy).__name__,
             )
-        checkpoint = tf.train.Checkpoint(**state)
-        _ = checkpoint.save_counter  # created now: written checkpoints hold what restore expects
+            iterator_state = None
+        else:
+            iterator_state = iterator
+        # What a scheduled save writes beside the weights, and what a signal's resume
+        # point (ckpt-<step>) holds whole.
+        state = checkpoint_layout.state_objects(self.model, self.optimizer, iterator_state)
+        whole = {"model": self.model, "optimizer": self.optimizer}
+        streams = random_stream_states(self.model)
+        if streams:  # none without dropout: checkpoints keep their former layout
+            whole["random_streams"] = streams
+        if iterator_state is not None:
+            whole["iterator"] = iterator_state
         # Every worker takes part in a save; only the chief's lands in output_dir.
         directory = (
             self.output_dir
             if self.is_chief
             else os.path.join(self.output_dir, ".non_chief", str(os.getpid()))
         )
-        saved = object_checkpoints(self.output_dir)  # the chief's, for all workers
+        saved = checkpoint_layout.resume_points(self.output_dir)  # the chief's, for all
         if self.is_chief:
-            remove_orphaned_save_folders(self.output_dir)
+            checkpoint_layout.remove_unfinished(self.output_dir)
         if saved:
-            self._restore(checkpoint, state, saved[-1][1])
+            checkpoint_layout.restore(
+                self.output_dir, saved[-1][0], self.model, self.optimizer, state, whole
+            )
             if self.resume_hook is not None and self._on_schedule(saved[-1][0]):
                 self.resume_hook(saved[-1][0])
         # A fixed batch (its own iterator: the training order is untouched) on which the
@@ -423,7 +394,7 @@ class Trainer:
                 self._report(step, n, elapsed, metrics, start_step, start_time)
                 regular = self._on_schedule(step)
                 if regular or received:
-                    prefix = self._save(checkpoint, directory, step, probe, regular)
+                    prefix = self._save(state, whole, directory, step, probe, regular)
                     if received:
                         raise TrainingInterrupted(received[0], step, prefix)
                     if after_save is not None:
@@ -434,56 +405,52 @@ class Trainer:
             self._writer.flush()
         return metrics
 
-    def _restore(self, checkpoint, state, prefix) -> None:
-        """Restores `checkpoint` (made of `state`) from prefix; a checkpoint written
-        before the random streams were saved restores without them, with a warning."""
-        saved = {name.split("/")[0] for name, _ in tf.train.list_variables(prefix)}
-        if "random_streams" in state and "random_streams" not in saved:
-            _logger.warning(
-                "%s holds no dropout random state (written by an older albert_tf): the "
-                "resumed run draws other dropout masks than an uninterrupted one",
-                prefix,
-            )
-            without = {k: v for k, v in state.items() if k != "random_streams"}
-            tf.train.Checkpoint(**without).restore(prefix).expect_partial()
-        else:
-            checkpoint.restore(prefix).assert_existing_objects_matched()
-        _logger.info("resumed from %s", prefix)
-
     def _on_schedule(self, step) -> bool:
         """Whether an uninterrupted run saves at `step`."""
         cfg = self.config
         return step % cfg.save_checkpoints_steps == 0 or step == cfg.num_train_steps
 
-    def _save(self, checkpoint, directory, step, probe, regular=True) -> str:
-        """Writes ckpt-<step> once the weights passed the finiteness checks, keeps the
-        newest keep_checkpoint_max, runs the save hook. Returns the prefix.
+    def _save(self, state, whole, directory, step, probe, regular=True) -> str:
+        """Writes step `step` (albert_tf/checkpoint_layout.py) once the weights passed
+        the finiteness checks, keeps the newest keep_checkpoint_max, runs the save hook.
+        Returns the prefix that names it.
 
         A checkpoint off the schedule (`regular` False: written because a signal
-        stopped the run between saves) is only a point to resume from: no save hook,
-        and the next regular save removes it, so that the resumed run ends with the
-        folder of an uninterrupted one."""
+        stopped the run between saves) is only a point to resume from (ckpt-<step>):
+        no save hook, and the next regular save removes it, so that the resumed run
+        ends with the folder of an uninterrupted one."""
         if float(self._probe(probe)) > 0 or not self._weights_are_finite():
             self._stop_non_finite(
                 f"the weights after step {step} are non-finite or give "
                 "non-finite outputs; they were not saved",
                 directory,
             )
-        prefix = checkpoint.write(os.path.join(directory, f"{CHECKPOINT_PREFIX}-{step}"))
-        if regular:
-            for earlier, old in object_checkpoints(directory):
-                if earlier < step and not self._on_schedule(earlier):
-                    remove_checkpoint(old)
-        keep = self.config.keep_checkpoint_max
-        if keep:
-            for _, old in object_checkpoints(directory)[:-keep]:
-                remove_checkpoint(old)
-        if self.save_hook is not None and regular:
+        if not regular:
+            return checkpoint_layout.save_resume_point(directory, step, whole)
+        prefix = checkpoint_layout.save(
+            directory, step, self.model, self.optimizer, state, write_weights=self.is_chief
+        )
+        steps = checkpoint_layout.saved_steps(directory)
+        if not self.is_chief:  # its own train_state only: the newest is enough
+            for old in steps[:-1]:
+                checkpoint_layout.remove_step(old)
+        else:
+            # Resume points off the schedule are replaced by this save.
+            dropped = [s for s in steps if s.step < step and not self._on_schedule(s.step)]
+            kept = [s for s in steps if s not in dropped and s.resumable]
+            keep = self.config.keep_checkpoint_max
+            if keep:
+                dropped += kept[:-keep]
+                kept = kept[-keep:]
+            checkpoint_layout.write_state_file(directory, [s.step for s in kept if s.weights])
+            for old in dropped:
+                checkpoint_layout.remove_step(old)
+        if self.save_hook is not None:
             self.save_hook(step)
         return prefix
 
     def _stop_non_finite(self, what, directory):
-        saved = object_checkpoints(directory)
+        saved = checkpoint_layout.resume_points(directory)
         last = (
             f"the last checkpoint, {saved[-1][1]}, holds finite weights with a finite loss"
             if saved

@@ -19,7 +19,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 
-from albert_tf import losses, pretraining, training  # noqa: E402
+from albert_tf import checkpoint_layout, losses, pretraining, training  # noqa: E402
 from albert_tf.distribute import get_strategy, is_chief  # noqa: E402
 
 from training_fixtures import build, dataset_fn, loss_summaries  # noqa: E402
@@ -74,7 +74,7 @@ def train(strategy, output_dir, normalizers):
         "progress": np.array(progress.steps),
         "summaries": np.array([step for step, _ in summaries]),
         "loss": np.array([value for _, value in summaries]),
-        "checkpoints": np.array([step for step, _ in training.object_checkpoints(output_dir)]),
+        "checkpoints": np.array([step for step, _ in checkpoint_layout.resume_points(output_dir)]),
     }
 
 

@@ -85,8 +85,9 @@ def test_train_eval_predict(trained):
     assert probs.shape == (6, 2)
     np.testing.assert_allclose(probs.sum(1), 1.0, rtol=1e-5)
     assert not [p for p in os.listdir(out) if p.endswith(".tmp") or p.startswith(".tmp")]
-    # The training checkpoints hold model, optimizer and input iterator.
-    assert (out / "ckpt-4.index").exists()
+    # The training checkpoints: weights and slots once, the input position beside them.
+    assert (out / "model.ckpt-4.index").exists() and not (out / "ckpt-4.index").exists()
+    assert (out / "train_state" / "state-4.index").exists()
 
 
 def test_predict_only_from_finetuned_checkpoint(setup, trained, tmp_path):
@@ -120,9 +121,10 @@ def _folder_texts(out):
 
 
 def test_a_killed_run_resumes_to_the_same_files(setup, tmp_path, monkeypatch):
-    """Killed after ckpt-2 but before model.ckpt-2 was written (and before ckpt-2's dev
-    evaluation): the same command ends with the files and weights of an uninterrupted
-    run, bit for bit. The classifier's dropout (0.1) must continue its random stream."""
+    """Killed after model.ckpt-2 and its train_state were written but before the
+    `checkpoint` file named it (and before step 2's dev evaluation): the same command
+    ends with the files and weights of an uninterrupted run, bit for bit. The
+    classifier's dropout (0.1) must continue its random stream."""
     kw = dict(do_train=True, do_eval=True, do_predict=True)
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     run(_opts(setup, straight, **kw))
@@ -131,13 +133,13 @@ def test_a_killed_run_resumes_to_the_same_files(setup, tmp_path, monkeypatch):
         raise _Killed
 
     with monkeypatch.context() as patch:
-        patch.setattr("albert_tf.driver.save_original_format", kill)
+        patch.setattr("albert_tf.checkpoint_layout.write_state_file", kill)
         with pytest.raises(_Killed):
             run(_opts(setup, killed, **kw))
-    assert (killed / "ckpt-2.index").exists() and not (killed / "model.ckpt-2.index").exists()
+    assert (killed / "model.ckpt-2.index").exists() and not (killed / "checkpoint").exists()
     run(_opts(setup, killed, **kw))
     assert _folder_texts(killed) == _folder_texts(straight)
-    for prefix in ("model.ckpt-2", "model.ckpt-4", "model.ckpt-best", "ckpt-4"):
+    for prefix in ("model.ckpt-2", "model.ckpt-4", "model.ckpt-best", "train_state/state-4"):
         want, got = (tf.train.load_checkpoint(str(out / prefix)) for out in (straight, killed))
         dtypes = want.get_variable_to_dtype_map()
         assert got.get_variable_to_dtype_map() == dtypes, prefix

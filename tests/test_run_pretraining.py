@@ -131,8 +131,9 @@ def test_end_to_end_checkpoint_formats_and_resume_after_sigkill(tiny_data, tmp_p
     ):
         assert key in results
     assert os.listdir(straight / "train") and os.listdir(straight / "eval")
-    # Every checkpoint in both formats, 5 kept; the `checkpoint` file names the
-    # original-format ones, which the original's name-based Saver restores.
+    # Every checkpoint once in the original's format, 5 kept, the resume state beside
+    # it; the `checkpoint` file names them, and the original's name-based Saver
+    # restores them.
     assert sorted(os.listdir(straight))[:3] == [
         "albert_config.json",
         "best_checkpoint",
@@ -144,9 +145,10 @@ def test_end_to_end_checkpoint_formats_and_resume_after_sigkill(tiny_data, tmp_p
     assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == [
         f"model.ckpt-{s}" for s in (52, 54, 56, 58, 60)
     ]
-    assert sorted(p.name for p in straight.glob("ckpt-*.index")) == [
-        f"ckpt-{s}.index" for s in (52, 54, 56, 58, 60)
+    assert sorted(p.name for p in (straight / "train_state").glob("state-*.index")) == [
+        f"state-{s}.index" for s in (52, 54, 56, 58, 60)
     ]
+    assert not list(straight.glob("ckpt-*"))
     tf1 = _original_names_restore_with_a_tf1_saver(latest, tiny_data / "albert_config.json")
     ours = read_checkpoint_values(latest)
     assert tf1["global_step"] == 60 and len(tf1) == len(ours)
@@ -162,7 +164,7 @@ def test_end_to_end_checkpoint_formats_and_resume_after_sigkill(tiny_data, tmp_p
     )
     deadline = time.time() + 300
     # Killed right after its second checkpoint, with 56 steps still to go.
-    while not (killed / "ckpt-4.index").exists():
+    while not (killed / "model.ckpt-4.index").exists():
         assert proc.poll() is None, "run ended before it could be killed"
         assert time.time() < deadline
         time.sleep(0.01)
@@ -226,8 +228,9 @@ def test_sigterm_writes_a_checkpoint_and_the_rerun_continues_bit_for_bit(tiny_da
         line,
     ), line
     step = int(re.search(r"step (\d+)", line).group(1))
-    assert step < 20 and (stopped / f"ckpt-{step}.index").exists()
-    # Between saves (every 10): a resume point only, no original-format copy.
+    assert step < 20
+    # Between saves (every 10): a resume point only (ckpt-<step>), else a regular save.
+    assert (stopped / f"ckpt-{step}.index").exists() == (step % 10 != 0)
     assert (stopped / f"model.ckpt-{step}.index").exists() == (step % 10 == 0)
     resumed = run(
         command(tiny_data, stopped, "--num_train_steps=20", "--save_checkpoints_steps=10")
@@ -239,10 +242,12 @@ def test_sigterm_writes_a_checkpoint_and_the_rerun_continues_bit_for_bit(tiny_da
         np.testing.assert_array_equal(want[name], got[name], err_msg=name)
     # The folder of an uninterrupted run with these flags: saves at 10 and 20 only.
     assert sorted(p.name for p in stopped.glob("*ckpt-*.index")) == [
-        "ckpt-10.index",
-        "ckpt-20.index",
         "model.ckpt-10.index",
         "model.ckpt-20.index",
+    ]
+    assert sorted(p.name for p in (stopped / "train_state").glob("*.index")) == [
+        "state-10.index",
+        "state-20.index",
     ]
 
 

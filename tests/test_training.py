@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import losses, pretraining, training
+from albert_tf import checkpoint_layout, losses, pretraining, training
 
 from training_fixtures import build, dataset_fn, loss_summaries
 from worker_fixtures import run_cluster, run_script
@@ -65,12 +65,30 @@ def test_training_reduces_loss_and_writes_checkpoints(tmp_path):
     metrics = trainer.train(data)
     assert metrics["loss"] < 0.4 * first
     assert int(opt.iterations.numpy()) == 60
-    assert [step for step, _ in training.object_checkpoints(str(tmp_path))] == [20, 40, 60]
-    assert sorted(p for p in os.listdir(tmp_path) if p.endswith(".index")) == [
-        "ckpt-20.index",
-        "ckpt-40.index",
-        "ckpt-60.index",
+    assert [step for step, _ in checkpoint_layout.resume_points(str(tmp_path))] == [20, 40, 60]
+    # One copy of the weights per step (model.ckpt-N), the resume state beside it.
+    bundle = (".data-00000-of-00001", ".index")
+    assert sorted(os.listdir(tmp_path)) == [
+        "checkpoint",
+        *(f"model.ckpt-{s}{suffix}" for s in (20, 40, 60) for suffix in bundle),
+        "train",
+        "train_state",
     ]
+    assert sorted(os.listdir(tmp_path / "train_state")) == [
+        f"state-{s}{suffix}" for s in (20, 40, 60) for suffix in bundle
+    ]
+    assert tf.train.latest_checkpoint(str(tmp_path)) == str(tmp_path / "model.ckpt-60")
+    state = tf.train.get_checkpoint_state(str(tmp_path))
+    assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == [
+        "model.ckpt-20",
+        "model.ckpt-40",
+        "model.ckpt-60",
+    ]
+    names = {n for n, _ in tf.train.list_variables(str(tmp_path / "model.ckpt-60"))}
+    assert "global_step" in names and "bert/pooler/dense/kernel/adam_m" in names
+    weights_bytes = os.path.getsize(tmp_path / "model.ckpt-60.data-00000-of-00001")
+    state_bytes = os.path.getsize(tmp_path / "train_state" / "state-60.data-00000-of-00001")
+    assert state_bytes < 0.1 * weights_bytes  # the input position: no weights
     assert os.listdir(tmp_path / "train")  # TensorBoard events
 
 
@@ -141,20 +159,82 @@ def test_resume_gives_identical_weights(tmp_path, dropout):
         assert not np.array_equal(weights(plain)[0], weights(straight)[0])
 
 
-def test_checkpoint_without_random_streams_still_resumes(tmp_path, monkeypatch, caplog):
-    """A ckpt written before the dropout state was saved resumes (other masks), warning."""
+def old_layout_save(with_streams=True):
+    """`checkpoint_layout.save` as versions before the one-copy layout saved a step:
+    ckpt-N (model, optimizer, iterator, random streams) plus a model.ckpt-N copy."""
+
+    def save(output_dir, step, model, optimizer, state, write_weights=True):
+        whole = {"model": model, "optimizer": optimizer, "iterator": state["iterator"]}
+        if with_streams:
+            whole["random_streams"] = training.random_stream_states(model)
+        checkpoint_layout.save_resume_point(output_dir, step, whole)
+        return checkpoint_layout.save_weights(output_dir, step, model, optimizer)
+
+    return save
+
+
+@pytest.mark.parametrize("with_streams", [True, False])
+def test_a_folder_of_the_old_layout_resumes(tmp_path, monkeypatch, caplog, with_streams):
+    """ckpt-4 + model.ckpt-4 (written before the one-copy layout) resume; without the
+    dropout state (older still) with a warning and other masks. The next saves use the
+    new layout and remove every file of the old step."""
     strategy = tf.distribute.get_strategy()
+    straight, opt = build(strategy, dropout=0.1)
+    make_trainer(straight, opt, tmp_path / "straight", steps=8, batch=8, save_every=4).train(
+        dataset_fn(8)
+    )
     first, opt1 = build(strategy, dropout=0.1)
     with monkeypatch.context() as patch:
-        patch.setattr(training, "random_stream_states", lambda model: [])
-        make_trainer(first, opt1, tmp_path, steps=4, batch=8, save_every=4).train(dataset_fn(8))
-    assert not [n for n, _ in tf.train.list_variables(str(tmp_path / "ckpt-4")) if "random" in n]
+        patch.setattr(checkpoint_layout, "save", old_layout_save(with_streams))
+        make_trainer(first, opt1, tmp_path / "old", steps=4, batch=8, save_every=4).train(
+            dataset_fn(8)
+        )
+    folder = tmp_path / "old"
+    assert (folder / "ckpt-4.index").exists() and not (folder / "train_state").exists()
     second, opt2 = build(strategy, seed=99, dropout=0.1)
+    trainer = make_trainer(second, opt2, folder, steps=8, batch=8, save_every=4)
+    trainer.config.keep_checkpoint_max = 1
     with caplog.at_level("WARNING"):
-        make_trainer(second, opt2, tmp_path, steps=8, batch=8, save_every=4).train(dataset_fn(8))
+        trainer.train(dataset_fn(8))
     assert int(opt2.iterations.numpy()) == 8
-    assert "holds no dropout random state" in caplog.text
-    assert [n for n, _ in tf.train.list_variables(str(tmp_path / "ckpt-8")) if "random" in n]
+    assert ("holds no dropout random state" in caplog.text) == (not with_streams)
+    same = all(np.array_equal(a, b) for a, b in zip(weights(straight), weights(second)))
+    assert same == with_streams
+    assert sorted(p.name for p in folder.iterdir() if "ckpt" in p.name) == [
+        "model.ckpt-8.data-00000-of-00001",
+        "model.ckpt-8.index",
+    ]
+    assert sorted(p.name for p in (folder / "train_state").iterdir()) == [
+        "state-8.data-00000-of-00001",
+        "state-8.index",
+    ]
+
+
+def test_a_save_killed_before_its_weights_resumes_from_the_step_before(tmp_path):
+    """A process killed after train_state/state-8 but before model.ckpt-8 appeared (or
+    with only TensorFlow's temporaries of it): step 8 does not count; the rerun resumes
+    from step 4, removes the leftovers, and ends bit-identical."""
+    strategy = tf.distribute.get_strategy()
+    straight, opt = build(strategy, dropout=0.1)
+    make_trainer(straight, opt, tmp_path / "straight", steps=12, batch=8, save_every=4).train(
+        dataset_fn(8)
+    )
+    first, opt1 = build(strategy, dropout=0.1)
+    folder = tmp_path / "run"
+    make_trainer(first, opt1, folder, steps=8, batch=8, save_every=4).train(dataset_fn(8))
+    for name in ("model.ckpt-8.index", "model.ckpt-8.data-00000-of-00001"):
+        (folder / name).unlink()
+    (folder / "train_state" / "state-12_temp").mkdir()
+    assert checkpoint_layout.latest_step(str(folder)) == 4
+    second, opt2 = build(strategy, seed=99, dropout=0.1)
+    make_trainer(second, opt2, folder, steps=12, batch=8, save_every=4).train(dataset_fn(8))
+    for a, b in zip(weights(straight), weights(second)):
+        np.testing.assert_array_equal(a, b)
+    assert [s.step for s in checkpoint_layout.saved_steps(str(folder))] == [4, 8, 12]
+    assert all(s.resumable for s in checkpoint_layout.saved_steps(str(folder)))
+    assert sorted(os.listdir(folder / "train_state")) == sorted(
+        f"state-{s}{x}" for s in (4, 8, 12) for x in (".data-00000-of-00001", ".index")
+    )
 
 
 def _poisoned(after_calls):
@@ -177,7 +257,7 @@ def test_non_finite_loss_stops_and_names_the_last_good_checkpoint(tmp_path):
     )
     with pytest.raises(training.NonFiniteLossError, match=r"steps 5-8: .*ckpt-4, holds finite"):
         trainer.train(dataset_fn(8))
-    assert [step for step, _ in training.object_checkpoints(str(tmp_path))] == [4]
+    assert [step for step, _ in checkpoint_layout.resume_points(str(tmp_path))] == [4]
 
 
 def test_weights_with_non_finite_outputs_are_not_saved(tmp_path):
@@ -203,7 +283,7 @@ def test_weights_with_non_finite_outputs_are_not_saved(tmp_path):
             trainer.train(dataset_fn(8))
     finally:
         type(model).call = real_call
-    assert training.object_checkpoints(str(tmp_path)) == []
+    assert checkpoint_layout.resume_points(str(tmp_path)) == []
 
 
 def test_signal_stops_after_a_checkpoint_and_resume_is_identical(tmp_path):
@@ -250,7 +330,7 @@ def test_signal_stops_after_a_checkpoint_and_resume_is_identical(tmp_path):
         np.testing.assert_array_equal(a, b)
     # The folder of an uninterrupted run: ckpt-8 went with the next save.
     assert hooked == [12]
-    assert [s for s, _ in training.object_checkpoints(str(tmp_path / "run"))] == [12]
+    assert [s for s, _ in checkpoint_layout.resume_points(str(tmp_path / "run"))] == [12]
 
 
 def test_loop_config_validation():
@@ -284,7 +364,7 @@ def test_steps_per_loop_change_nothing_but_when_lines_are_written(tmp_path, capl
     assert runs[1][1] == list(range(1, 9))
     assert runs[3][1] == [3, 4, 7, 8]
     assert [step for step, _ in loss_summaries(str(tmp_path / "3"))] == [3, 4, 7, 8]
-    assert [step for step, _ in training.object_checkpoints(str(tmp_path / "3"))] == [4, 8]
+    assert [step for step, _ in checkpoint_layout.resume_points(str(tmp_path / "3"))] == [4, 8]
 
 
 @pytest.fixture(scope="module")
