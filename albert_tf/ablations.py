@@ -315,7 +315,7 @@ def pretrain(
     `eval_every_steps`, a checkpoint is kept every that many steps (the learning curve)
     and the model is evaluated on the SOP held-out data at the start and the end."""
     config_file = os.path.join(folder, "albert_config.json")
-    os.makedirs(folder, exist_ok=True)
+    fileio.makedirs(folder)
     config.to_json_file(config_file)
     s = pretraining.DEMO_SETTINGS
     every = eval_every_steps or num_train_steps
@@ -479,7 +479,7 @@ def run(o: AblationOptions) -> list[dict]:
     variants = resolve(o)
     tasks = _tasks(o)
     study_dir = os.path.join(o.output_dir, o.study)
-    os.makedirs(study_dir, exist_ok=True)
+    fileio.makedirs(study_dir)
     results_path = os.path.join(study_dir, "results.json")
     rows = read_rows(results_path, o.random_seed)
     settings = _settings(o, tasks)

@@ -181,9 +181,7 @@ def write_state_file(output_dir, steps) -> None:
     model_checkpoint_path, all of them as all_model_checkpoint_paths."""
     names = [os.path.basename(weights_prefix(output_dir, s)) for s in sorted(steps)]
     if names:
-        tf.compat.v1.train.update_checkpoint_state(
-            output_dir, names[-1], all_model_checkpoint_paths=names
-        )
+        checkpoints.write_checkpoint_state(output_dir, names)
 
 
 def restore(output_dir, step, model, optimizer, state: dict, whole: dict) -> str:

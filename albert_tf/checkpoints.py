@@ -12,6 +12,7 @@ the original code and tools built for its format can read what we train.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import re
@@ -561,8 +562,18 @@ def save_original_checkpoint(
         for leftover in tf.io.gfile.glob(tmp_prefix + "*"):
             tf.io.gfile.remove(leftover)
     if update_checkpoint_state:
-        tf.compat.v1.train.update_checkpoint_state(folder, os.path.basename(prefix))
+        write_checkpoint_state(folder, [os.path.basename(prefix)])
     return prefix
+
+
+def write_checkpoint_state(folder, names) -> None:
+    """Writes `folder`'s `checkpoint` state file (atomically): `names` (checkpoint
+    prefixes relative to the folder) as all_model_checkpoint_paths, the last as
+    model_checkpoint_path, what tf.train.latest_checkpoint reads. Relative names keep the
+    folder movable; TensorFlow's own writer mangles them under a URI (gs://, file://)."""
+    lines = [f"model_checkpoint_path: {json.dumps(names[-1])}"]
+    lines += [f"all_model_checkpoint_paths: {json.dumps(name)}" for name in names]
+    fileio.atomic_write_text(os.path.join(folder, "checkpoint"), "\n".join(lines) + "\n")
 
 
 def checkpoint_variable_shapes(path) -> dict[str, list]:

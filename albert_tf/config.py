@@ -22,7 +22,7 @@ import os
 from typing import Any
 
 from albert_tf.errors import UserError
-from albert_tf.fileio import atomic_write_text
+from albert_tf.fileio import atomic_write_text, read_bytes
 
 # Values of `hidden_act` (compared lower-cased, as the original does); "" means "linear".
 ACTIVATIONS = ("gelu", "relu", "tanh", "linear", "")
@@ -207,8 +207,7 @@ class AlbertConfig:
         """Reads and validates an `albert_config.json`; UserError names the file."""
         path = os.fspath(path)
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
+            text = read_bytes(path).decode("utf-8")
         except (OSError, UnicodeDecodeError) as err:
             reason = getattr(err, "strerror", None) or str(err)
             raise UserError(f"cannot read ALBERT config {path!r}: {reason}") from None

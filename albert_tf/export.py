@@ -37,13 +37,12 @@ import json
 import logging
 import math
 import os
-import shutil
 import sys
 import uuid
 
 import tensorflow as tf
 
-from albert_tf import speed_paths
+from albert_tf import fileio, speed_paths
 from albert_tf.errors import UserError
 from albert_tf.options import REQUIRED, SpeedPathOptions, option
 from albert_tf.tokenization import DEFAULT_DIGIT_COMMA, digit_comma_option
@@ -187,26 +186,30 @@ class ClassifierServing(tf.Module):
 @contextlib.contextmanager
 def _staged(export_dir):
     """Yields a temporary folder beside `export_dir`; on success it replaces export_dir
-    (an existing one is removed), on failure it is removed."""
+    (an existing one is removed), on failure it is removed. Any filesystem: on a local
+    disk the folder appears at once; on Cloud Storage (no rename) its objects are copied
+    one by one, so a reader there should wait for the run to finish."""
     export_dir = os.fspath(export_dir).rstrip("/")
-    parent = os.path.dirname(os.path.abspath(export_dir))
-    os.makedirs(parent, exist_ok=True)
-    tmp = os.path.join(parent, f".tmp-export-{uuid.uuid4().hex}")
+    parent = fileio.parent(
+        export_dir if fileio.is_remote(export_dir) else os.path.abspath(export_dir)
+    )
+    tf.io.gfile.makedirs(parent)
+    tmp = fileio.join(parent, f".tmp-export-{uuid.uuid4().hex}")
     try:
         yield tmp
-        if os.path.exists(export_dir):
-            shutil.rmtree(export_dir)
-        os.replace(tmp, export_dir)
+        if tf.io.gfile.exists(export_dir):
+            tf.io.gfile.rmtree(export_dir)
+        tf.io.gfile.rename(tmp, export_dir)
     finally:
-        if os.path.exists(tmp):
-            shutil.rmtree(tmp, ignore_errors=True)
+        if tf.io.gfile.exists(tmp):
+            tf.io.gfile.rmtree(tmp)
 
 
 def _write_export_info(saved_model_dir, info: dict) -> None:
     extra = os.path.join(saved_model_dir, "assets.extra")
-    os.makedirs(extra, exist_ok=True)
-    with open(os.path.join(saved_model_dir, EXPORT_INFO), "w", encoding="utf-8") as f:
-        json.dump(info, f, indent=2)
+    tf.io.gfile.makedirs(extra)
+    with tf.io.gfile.GFile(os.path.join(saved_model_dir, EXPORT_INFO), "w") as f:
+        f.write(json.dumps(info, indent=2))
 
 
 def export_classifier(
@@ -241,8 +244,8 @@ def export_classifier(
             signatures = module.signatures()
             tf.saved_model.save(module, tmp, signatures=signatures)
         if label_list is not None:
-            os.makedirs(os.path.join(tmp, "assets.extra"), exist_ok=True)
-            with open(os.path.join(tmp, "assets.extra", "labels.txt"), "w", encoding="utf-8") as f:
+            tf.io.gfile.makedirs(os.path.join(tmp, "assets.extra"))
+            with tf.io.gfile.GFile(os.path.join(tmp, "assets.extra", "labels.txt"), "w") as f:
                 f.write("".join(f"{label}\n" for label in label_list))
         _write_export_info(
             tmp,
@@ -283,8 +286,6 @@ def export_squad(model, export_dir, max_seq_length) -> dict:
 
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
-    from albert_tf import fileio
-
     def serve(input_ids, input_mask, segment_ids):
         out = model(
             {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
@@ -294,7 +295,7 @@ def export_squad(model, export_dir, max_seq_length) -> dict:
 
     export_dir = os.fspath(export_dir).rstrip("/")
     saved = os.path.join(export_dir, "saved_model", str(int(time.time())))
-    os.makedirs(os.path.dirname(saved), exist_ok=True)
+    tf.io.gfile.makedirs(os.path.dirname(saved))
     tmp = os.path.join(os.path.dirname(saved), f".tmp-export-{uuid.uuid4().hex}")
     module = tf.Module()
     module.model = model
@@ -304,10 +305,10 @@ def export_squad(model, export_dir, max_seq_length) -> dict:
         concrete = module.serve.get_concrete_function()
         try:
             tf.saved_model.save(module, tmp, signatures={"serving_default": concrete})
-            os.replace(tmp, saved)
+            tf.io.gfile.rename(tmp, saved)
         finally:
-            if os.path.exists(tmp):
-                shutil.rmtree(tmp, ignore_errors=True)
+            if tf.io.gfile.exists(tmp):
+                tf.io.gfile.rmtree(tmp)
         # TFLite takes the weights as constants.
         frozen = convert_variables_to_constants_v2(concrete)
 
@@ -322,9 +323,7 @@ def export_squad(model, export_dir, max_seq_length) -> dict:
             [as_tuple.get_concrete_function()], module
         ).convert()
     tflite = os.path.join(export_dir, "albert_model.tflite")
-    with fileio.atomic_path(tflite) as path:
-        with open(path, "wb") as f:
-            f.write(flatbuffer)
+    fileio.atomic_write_bytes(tflite, flatbuffer)
     _logger.info(
         "exported SavedModel to %s and TFLite to %s; the SavedModel %s",
         saved,

@@ -1,27 +1,49 @@
-"""Atomic text output shared by every module that writes result files.
+"""Atomic output files and the helpers every module uses for paths on any TensorFlow
+filesystem (local paths, `file://`, `gs://`, `ram://`: all through tf.io.gfile).
 
-A reader (or a crash) never sees half a file: text goes to a temporary name
-in the same folder and is renamed into place. Paths with a scheme
-(`gs://...`) go through tf.io.gfile; local paths need no TensorFlow.
+A reader (or a crash) never sees half a file: the content goes to a temporary name in
+the same folder, which is then renamed into place. On a local disk the rename is atomic.
+Cloud Storage has no rename: tf.io.gfile copies the object, then deletes the temporary;
+an object appears under its final name only once complete, so a reader there sees the
+old file or the whole new one as well, and at worst a temporary not yet deleted (which
+the next writer removes, see below).
 
-A process killed with SIGKILL cannot remove its temporaries, so their names
-carry the host and process id (`owner_tag`), and the next writer of the same
-file removes those whose process no longer runs (`remove_stale`).
+TensorFlow is imported when first needed: `read_bytes`, `exists`, `isfile` and `isdir`
+serve a plain local path with the OS, so that the processes that never import
+TensorFlow (data-generation workers, reading a config) stay without it.
+
+A process killed with SIGKILL cannot remove its temporaries, so their names carry the
+host and process id (`owner_tag`), and the next writer of the same file removes those
+whose process no longer runs (`remove_stale`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
+import posixpath
 import re
-import shutil
 import socket
-import tempfile
+import uuid
 
 from albert_tf.errors import UserError
 
 _logger = logging.getLogger(__name__)
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/]*")
+
+
+def _gfile():
+    import tensorflow as tf
+
+    return tf.io.gfile
+
+
+def _tf_errors():
+    import tensorflow as tf
+
+    return tf.errors
 
 
 def owner_tag() -> str:
@@ -44,7 +66,7 @@ def remove_stale(directory: str, name_pattern: str) -> list[str]:
     """Removes the leftovers of killed processes of this host from `directory`.
 
     Args:
-      directory: a local folder (a missing one holds nothing).
+      directory: a folder on any filesystem (a missing one holds nothing).
       name_pattern: regex that a whole entry name must match, with the placeholder
         `{owner}` where the name holds `owner_tag()`; it becomes this host's name
         and a captured process id.
@@ -55,23 +77,24 @@ def remove_stale(directory: str, name_pattern: str) -> list[str]:
     host = owner_tag().rsplit("-", 1)[0]
     regex = re.compile(name_pattern.replace("{owner}", re.escape(host) + r"-(?P<pid>\d+)"))
     try:
-        names = os.listdir(directory)
-    except OSError:
+        names = _gfile().listdir(directory)
+    except _tf_errors().OpError:
         return []
     removed = []
     for name in names:
+        name = name.rstrip("/")  # object stores list folders with a trailing slash
         match = regex.fullmatch(name)
         if not match:
             continue
         pid = int(match.group("pid"))
         if pid == os.getpid() or _pid_running(pid):
             continue
-        path = os.path.join(directory, name)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(path)
+        path = join(directory, name)
+        with contextlib.suppress(_tf_errors().NotFoundError):
+            if _gfile().isdir(path):
+                _gfile().rmtree(path)
+            else:
+                _gfile().remove(path)
         removed.append(path)
     if removed:
         _logger.info(
@@ -80,109 +103,180 @@ def remove_stale(directory: str, name_pattern: str) -> list[str]:
     return removed
 
 
-def _is_remote(path: str) -> bool:
-    return "://" in path
+def is_remote(path) -> bool:
+    """Whether `path` names a file through a URI scheme (gs://, file://, ram://...)."""
+    return bool(_SCHEME.match(os.fspath(path)))
+
+
+def is_local(path) -> bool:
+    """Whether `path` is a plain path of this machine's filesystem (no URI scheme)."""
+    return not is_remote(path)
+
+
+def join(*parts) -> str:
+    """os.path.join for any filesystem (URIs use "/")."""
+    return os.path.join(*map(os.fspath, parts))
+
+
+def parent(path) -> str:
+    """The folder of `path` ("." for a bare name; a URI's root stays itself)."""
+    path = os.fspath(path)
+    match = _SCHEME.match(path)
+    if match:
+        root, rest = match.group(0), path[match.end() :]
+        return root + (posixpath.dirname(rest.rstrip("/")) or "/")
+    return os.path.dirname(path) or "."
 
 
 def check_writable_folder(flag: str, value: str, folder: str | None = None) -> None:
-    """Refuses (UserError naming --`flag`=`value`) a local folder (`folder`, default
-    `value`) that this process could not create or write in: a file there or in place of
-    a folder above it, or a nearest existing folder that refuses a file (read-only file
+    """Refuses (UserError naming --`flag`=`value`) a folder (`folder`, default `value`)
+    that this process could not create or write in: a file there or in place of a
+    folder above it, or a nearest existing folder that refuses a file (read-only file
     system, permissions). Creates nothing that stays: the probe file is removed at once,
     and a missing folder is left for the run to create once all its inputs proved
-    usable. Remote paths (gs://...) are left to the run."""
-    folder = value if folder is None else folder
-    if _is_remote(folder):
-        return
-    existing = os.path.abspath(folder)
-    while not os.path.exists(existing):
-        existing = os.path.dirname(existing)
-    if not os.path.isdir(existing):
-        found = "" if existing == os.path.abspath(value) else f" ({existing})"
+    usable. Any filesystem; on an object store (gs://) a missing bucket shows as a
+    folder that refuses the probe."""
+    folder = os.fspath(value if folder is None else folder)
+    existing = folder if is_remote(folder) else os.path.abspath(folder)
+    while not _gfile().exists(existing):
+        above = parent(existing)
+        if above == existing:
+            break
+        existing = above
+    if _gfile().exists(existing) and not _gfile().isdir(existing):
+        same = existing == (value if is_remote(value) else os.path.abspath(value))
+        found = "" if same else f" ({existing})"
         raise UserError(f"--{flag}={value}: expected a folder, found a file{found}")
-    try:  # os.access says yes to root even on a read-only file system: try for real
-        fd, probe = tempfile.mkstemp(prefix=".write_check_", dir=existing)
-    except OSError as err:
-        raise UserError(f"--{flag}={value}: cannot write in {existing}: {err.strerror}") from None
-    os.close(fd)
-    os.remove(probe)
-
-
-def _umask() -> int:
-    """This process's umask, read without changing it where Linux shows it (setting it
-    to read it back would race with other threads creating files)."""
+    probe = join(existing, f".write_check_{owner_tag()}-{uuid.uuid4().hex}")
     try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except OSError:
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+        with _gfile().GFile(probe, "w") as f:
+            f.write("")
+    except _tf_errors().OpError as err:
+        raise UserError(f"--{flag}={value}: cannot write in {existing}: {os_reason(err)}") from None
+    _gfile().remove(probe)
+
+
+def os_reason(err) -> str:
+    """The operating system's words in a TensorFlow file error ("Permission denied"),
+    else its whole message."""
+    message = err.message.strip()
+    return re.split(r": |; ", message)[-1]
 
 
 @contextlib.contextmanager
 def atomic_path(path):
-    """Yields a temporary name in `path`'s folder (created if needed) to write to; on
-    success it is renamed to `path`, on an exception removed. Remote paths use
-    `path + ".tmp"` through tf.io.gfile."""
+    """Yields a temporary name in `path`'s folder (created if needed) to write to
+    through tf.io.gfile (or a TF op); on success it is renamed to
+    `path`, on an exception removed. See the module docstring for what a reader of an
+    object store can rely on."""
     path = os.fspath(path)
-    if _is_remote(path):
-        import tensorflow as tf
-
-        tmp = f"{path}.tmp"
-        try:
-            yield tmp
-            tf.io.gfile.rename(tmp, path, overwrite=True)
-        except BaseException:
-            if tf.io.gfile.exists(tmp):
-                tf.io.gfile.remove(tmp)
-            raise
-        return
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
+    directory = parent(path)
+    _gfile().makedirs(directory)
     prefix = f".{os.path.basename(path)}."
     remove_stale(directory, re.escape(prefix) + r"{owner}-\w+\.tmp")
-    fd, tmp = tempfile.mkstemp(prefix=f"{prefix}{owner_tag()}-", suffix=".tmp", dir=directory)
-    # mkstemp makes the file private (0600); the result gets the mode any new file of
-    # this process gets (0644 under the usual umask), so others can read the results.
-    os.fchmod(fd, 0o666 & ~_umask())
-    os.close(fd)
+    tmp = join(directory, f"{prefix}{owner_tag()}-{uuid.uuid4().hex}.tmp")
     try:
         yield tmp
-        os.replace(tmp, path)
+        _gfile().rename(tmp, path, overwrite=True)
     except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+        with contextlib.suppress(_tf_errors().OpError):
+            if _gfile().exists(tmp):
+                _gfile().remove(tmp)
         raise
 
 
 def atomic_write_text(path, text: str) -> None:
     """Writes `text` (UTF-8, "\n" newlines) to `path` atomically, creating its folder."""
-    with atomic_path(path) as tmp:
-        if _is_remote(tmp):
-            import tensorflow as tf
+    if not isinstance(text, str):
+        raise TypeError(f"expected text for {path}, got {type(text).__name__}")
+    atomic_write_bytes(path, text.encode("utf-8"))
 
-            with tf.io.gfile.GFile(tmp, "w") as f:
-                f.write(text)
-        else:
-            with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-                f.write(text)
+
+def atomic_write_bytes(path, data: bytes) -> None:
+    """Writes `data` to `path` atomically, creating its folder."""
+    with atomic_path(path) as tmp:
+        with _gfile().GFile(tmp, "wb") as f:
+            f.write(data)
 
 
 def read_text(path) -> str:
     """The file's text, or "" when it does not exist."""
     path = os.fspath(path)
-    if _is_remote(path):
-        import tensorflow as tf
+    return read_bytes(path).decode("utf-8") if exists(path) else ""
 
-        if not tf.io.gfile.exists(path):
-            return ""
-        with tf.io.gfile.GFile(path) as f:
+
+def read_bytes(path) -> bytes:
+    """The file's bytes. Raises OSError (FileNotFoundError when missing) with the
+    reason in `strerror`, whatever the filesystem."""
+    path = os.fspath(path)
+    if is_local(path):
+        with open(path, "rb") as f:  # plain local path: the OS (module docstring)
             return f.read()
-    if not os.path.exists(path):
-        return ""
-    with open(path, encoding="utf-8") as f:
-        return f.read()
+    errors = _tf_errors()
+    try:
+        with _gfile().GFile(path, "rb") as f:
+            return f.read()
+    except errors.NotFoundError as err:
+        raise FileNotFoundError(errno.ENOENT, os_reason(err), path) from None
+    except errors.OpError as err:
+        raise OSError(errno.EIO, os_reason(err), path) from None
+
+
+def exists(path) -> bool:
+    path = os.fspath(path)
+    # plain local path: the OS (module docstring)
+    return os.path.exists(path) if is_local(path) else _gfile().exists(path)
+
+
+def isfile(path) -> bool:
+    path = os.fspath(path)
+    if is_local(path):
+        return os.path.isfile(path)  # plain local path: the OS (module docstring)
+    return _gfile().exists(path) and not _gfile().isdir(path)
+
+
+def isdir(path) -> bool:
+    path = os.fspath(path)
+    # plain local path: the OS (module docstring)
+    return os.path.isdir(path) if is_local(path) else _gfile().isdir(path)
+
+
+def glob(pattern) -> list[str]:
+    """The paths matching `pattern`, sorted (tf.io.gfile.glob, any filesystem)."""
+    return sorted(_gfile().glob(os.fspath(pattern)))
+
+
+def open_binary(path):
+    """A binary file object (read, seek) of `path`: the OS's for a plain local path (no
+    TensorFlow in data workers), tf.io.gfile's otherwise."""
+    path = os.fspath(path)
+    if is_local(path):
+        return open(path, "rb")  # plain local path: the OS (module docstring)
+    return _gfile().GFile(path, "rb")
+
+
+def size(path) -> int:
+    """The size in bytes of the file `path`."""
+    path = os.fspath(path)
+    # plain local path: the OS (module docstring)
+    return os.path.getsize(path) if is_local(path) else _gfile().stat(path).length
+
+
+def local_glob(pattern) -> list[str]:
+    """`glob` that needs no TensorFlow for a plain local pattern."""
+    pattern = os.fspath(pattern)
+    if is_local(pattern):
+        import glob as os_glob
+
+        return sorted(os_glob.glob(pattern))  # plain local path: the OS (module docstring)
+    return glob(pattern)
+
+
+def copy_from_local(local_path, path) -> None:
+    """Copies the machine-local file `local_path` to `path` on any filesystem."""
+    _gfile().copy(os.fspath(local_path), os.fspath(path), overwrite=True)
+
+
+def makedirs(path) -> None:
+    """Creates the folder `path` and its parents (any filesystem; existing is fine)."""
+    _gfile().makedirs(os.fspath(path))

@@ -36,7 +36,6 @@ with a warning naming every assumed value. A module of another shape needs
 from __future__ import annotations
 
 import dataclasses
-import glob
 import json
 import logging
 import os
@@ -45,7 +44,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import checkpoints
+from albert_tf import checkpoints, fileio
 from albert_tf.errors import UserError
 from albert_tf.weights import keras_hub
 
@@ -188,11 +187,11 @@ def is_url(handle: str) -> bool:
 def is_hub_module(path) -> bool:
     """Whether `path` is a folder in one of the formats this module reads (by its files:
     `tfhub_module.pb`, or `saved_model.pb` with `variables/`)."""
-    if not path or not os.path.isdir(path):
+    if not path or not fileio.isdir(path):
         return False
-    if os.path.isfile(os.path.join(path, MODULE_DEF_NAME)):
+    if fileio.isfile(os.path.join(path, MODULE_DEF_NAME)):
         return True
-    return os.path.isfile(os.path.join(path, "saved_model.pb")) and os.path.isfile(
+    return fileio.isfile(os.path.join(path, "saved_model.pb")) and fileio.isfile(
         os.path.join(path, VARIABLES_PREFIX + ".index")
     )
 
@@ -215,12 +214,12 @@ def open_module(handle: str, flag: str = FLAG) -> HubModule:
     if is_url(handle):
         raise UserError(_download_hint(handle))
     folder = handle[len("file://") :] if handle.startswith("file://") else handle
-    if os.path.isfile(folder) and folder.endswith((".tar.gz", ".tgz", ".tar")):
+    if fileio.isfile(folder) and folder.endswith((".tar.gz", ".tgz", ".tar")):
         raise UserError(
             f"{flag}={handle}: an archive; unpack it ('mkdir m && tar -xzf {handle} -C m') "
             "and pass the folder"
         )
-    if not os.path.isdir(folder):
+    if not fileio.isdir(folder):
         raise UserError(f"{flag}={handle}: folder not found")
     if not is_hub_module(folder):
         raise UserError(
@@ -233,7 +232,7 @@ def open_module(handle: str, flag: str = FLAG) -> HubModule:
         raise UserError(f"{flag}={handle}: {err}") from None
     reader = tf.train.load_checkpoint(prefix)
     assets = _assets(folder)
-    if os.path.isfile(os.path.join(folder, MODULE_DEF_NAME)):
+    if fileio.isfile(os.path.join(folder, MODULE_DEF_NAME)):
         kind, do_lower_case, num_heads = TF1_HUB, _tf1_do_lower_case(folder), None
     else:
         graph = _object_graph(reader)
@@ -270,8 +269,8 @@ def _assets(folder):
     found = []
     for name, pattern in (("30k-clean.model", "*.model"), ("albert_config.json", "*.json")):
         path = os.path.join(folder, "assets", name)
-        if not os.path.isfile(path):
-            matches = sorted(glob.glob(os.path.join(folder, "assets", pattern)))
+        if not fileio.isfile(path):
+            matches = sorted(tf.io.gfile.glob(os.path.join(folder, "assets", pattern)))
             path = matches[0] if len(matches) == 1 else None
         found.append(path)
     return found
@@ -279,10 +278,9 @@ def _assets(folder):
 
 def _export_info(folder) -> dict:
     path = os.path.join(folder, EXPORT_INFO)
-    if not os.path.isfile(path):
+    if not fileio.isfile(path):
         return {}
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    return json.loads(fileio.read_text(path))
 
 
 def _tf1_do_lower_case(folder) -> bool | None:
@@ -291,11 +289,10 @@ def _tf1_do_lower_case(folder) -> bool | None:
     from tensorflow.core.protobuf import saved_model_pb2
 
     path = os.path.join(folder, "saved_model.pb")
-    if not os.path.isfile(path):
+    if not fileio.isfile(path):
         return None
     saved = saved_model_pb2.SavedModel()
-    with open(path, "rb") as f:
-        saved.ParseFromString(f.read())
+    saved.ParseFromString(fileio.read_bytes(path))
     for meta in saved.meta_graphs:
         signature = meta.signature_def.get("tokenization_info")
         if signature is None or "do_lower_case" not in signature.outputs:
@@ -420,7 +417,7 @@ def module_config(module: HubModule, albert_config_file: str | None = None):
     from albert_tf.config import AlbertConfig
 
     if albert_config_file:
-        if not os.path.isfile(albert_config_file):
+        if not fileio.isfile(albert_config_file):
             raise UserError(f"--albert_config_file={albert_config_file}: file not found")
         return AlbertConfig.from_json_file(albert_config_file), albert_config_file
     if module.config_file:

@@ -32,11 +32,14 @@ def _pyplot():
 
 
 def _save(figure, path):
+    import io
+
     from albert_tf import fileio
 
     figure.tight_layout()
-    with fileio.atomic_path(path) as tmp:
-        figure.savefig(tmp, format="png", dpi=120)
+    png = io.BytesIO()
+    figure.savefig(png, format="png", dpi=120)
+    fileio.atomic_write_bytes(path, png.getvalue())
     _pyplot().close(figure)
 
 

@@ -97,13 +97,13 @@ def ensure_demo_data(
             f"demo data not found under {DEMO_DIR}; run `python3 data/make_demo_data.py` "
             "or pass --input_file and --albert_config_file"
         )
-    os.makedirs(folder, exist_ok=True)
+    tf.io.gfile.makedirs(folder)
     outputs = {
         "train": (",".join(map(str, corpus[:-1])), os.path.join(folder, "train.tfrecord")),
         "eval": (str(corpus[-1]), os.path.join(folder, "eval.tfrecord")),
     }
     for split, (inputs, output) in outputs.items():
-        if split not in splits or os.path.exists(output):
+        if split not in splits or tf.io.gfile.exists(output):
             continue
         _logger.info("building demo %s data %s", split, output)
         config = pi.MaskingConfig(

@@ -16,9 +16,10 @@ initialization.
 from __future__ import annotations
 
 import dataclasses
-import glob
 import logging
 import os
+
+from albert_tf import fileio
 
 _logger = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ class ReleaseFiles:
 
 def is_release_folder(path) -> bool:
     """Whether `path` is a directory holding an `albert_config.json`."""
-    return bool(path) and os.path.isdir(path) and os.path.isfile(os.path.join(path, CONFIG_NAME))
+    return bool(path) and fileio.isdir(path) and fileio.isfile(os.path.join(path, CONFIG_NAME))
 
 
 def release_files(folder, checkpoint_name: str | None = None) -> ReleaseFiles:
@@ -57,13 +58,13 @@ def release_files(folder, checkpoint_name: str | None = None) -> ReleaseFiles:
     from albert_tf.checkpoints import resolve_checkpoint_path
 
     folder = os.fspath(folder)
-    if not os.path.isdir(folder):
+    if not fileio.isdir(folder):
         raise FileNotFoundError(f"release folder {folder!r} does not exist")
     config_file = os.path.join(folder, CONFIG_NAME)
-    if not os.path.isfile(config_file):
+    if not fileio.isfile(config_file):
         raise FileNotFoundError(f"release folder {folder!r} has no {CONFIG_NAME}")
     name = checkpoint_name or CHECKPOINT_NAME
-    if os.path.isfile(os.path.join(folder, name + ".index")):
+    if fileio.isfile(os.path.join(folder, name + ".index")):
         checkpoint = os.path.join(folder, name)
     elif checkpoint_name:
         raise FileNotFoundError(
@@ -78,12 +79,12 @@ def release_files(folder, checkpoint_name: str | None = None) -> ReleaseFiles:
                 f"({CHECKPOINT_NAME}.index or another *.index)"
             ) from None
     spm = os.path.join(folder, SPM_MODEL_NAME)
-    if not os.path.isfile(spm):
-        models = sorted(glob.glob(os.path.join(folder, "*.model")))
+    if not fileio.isfile(spm):
+        models = fileio.glob(os.path.join(folder, "*.model"))
         spm = models[0] if len(models) == 1 else None
     vocab = os.path.join(folder, VOCAB_NAME)
     return ReleaseFiles(
-        folder, config_file, checkpoint, spm, vocab if os.path.isfile(vocab) else None
+        folder, config_file, checkpoint, spm, vocab if fileio.isfile(vocab) else None
     )
 
 

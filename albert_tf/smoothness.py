@@ -28,6 +28,7 @@ import re
 
 import numpy as np
 
+from albert_tf import fileio
 from albert_tf.errors import UserError
 
 _logger = logging.getLogger(__name__)
@@ -114,13 +115,11 @@ def text_sequences(
     cut into chunks of max_seq_length - 2, each chunk becomes `[CLS] chunk [SEP]` (one
     segment), padded. Returns int32 [N, max_seq_length] input_ids, input_mask,
     segment_ids."""
-    from albert_tf import fileio
-
     if max_seq_length < 3:
         raise UserError(
             f"max_seq_length={max_seq_length}: expected at least 3 ([CLS], a token, [SEP])"
         )
-    text = fileio.read_text(path) if os.path.isfile(path) else None
+    text = fileio.read_text(path) if fileio.isfile(path) else None
     if text is None:
         raise UserError(f"{path}: no such held-out text file")
     special = tokenizer.special_ids()
@@ -203,8 +202,7 @@ def _config(config_file):
     from albert_tf.config import AlbertConfig
 
     try:
-        with open(config_file, encoding="utf-8") as f:
-            values = json.load(f)
+        values = json.loads(fileio.read_text(config_file))
     except (OSError, json.JSONDecodeError) as err:
         raise UserError(f"{config_file}: cannot read the model config: {err}") from None
     if "embedding_size" not in values:  # a BERT config
@@ -223,16 +221,14 @@ def _config(config_file):
 def _tokenizer(folder, config, demo_spm_model):
     """The folder's tokenizer (its SentencePiece *.model, else vocab.txt); else the demo's
     SentencePiece model when its size equals the config's vocab_size."""
-    import glob
-
     from albert_tf import tokenization
 
-    models = sorted(glob.glob(os.path.join(folder, "*.model")))
+    models = fileio.glob(os.path.join(folder, "*.model"))
     preferred = [m for m in models if os.path.basename(m) == "30k-clean.model"]
     if preferred or len(models) == 1:
         return tokenization.FullTokenizer(spm_model_file=(preferred or models)[0])
     vocab = os.path.join(folder, BERT_VOCAB_NAME)
-    if os.path.isfile(vocab):
+    if fileio.isfile(vocab):
         return tokenization.FullTokenizer(vocab_file=vocab)
     demo = tokenization.FullTokenizer(spm_model_file=demo_spm_model)
     if demo.vocab_size == config.vocab_size:
@@ -252,12 +248,12 @@ def load_model(path, demo_spm_model):
     from albert_tf.modeling import AlbertModel
 
     path = os.fspath(path)
-    folder = path if os.path.isdir(path) else os.path.dirname(path) or "."
+    folder = path if fileio.isdir(path) else os.path.dirname(path) or "."
     config_file = next(
         (
             os.path.join(folder, name)
             for name in (release.CONFIG_NAME, BERT_CONFIG_NAME)
-            if os.path.isfile(os.path.join(folder, name))
+            if fileio.isfile(os.path.join(folder, name))
         ),
         None,
     )
@@ -265,7 +261,7 @@ def load_model(path, demo_spm_model):
         raise UserError(f"{path}: no {release.CONFIG_NAME} or {BERT_CONFIG_NAME} in {folder}")
     config = _config(config_file)
     try:
-        if os.path.isdir(path) and os.path.basename(config_file) == release.CONFIG_NAME:
+        if fileio.isdir(path) and os.path.basename(config_file) == release.CONFIG_NAME:
             prefix = release.release_files(folder).checkpoint
         else:
             prefix = checkpoints.resolve_checkpoint_path(path)

@@ -48,7 +48,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from sentencepiece import sentencepiece_model_pb2
 
-from albert_tf import tokenization
+from albert_tf import fileio, tokenization
 
 _UNDERLINE = tokenization.SPIECE_UNDERLINE
 _UNDERLINE_BYTES = len(_UNDERLINE.encode("utf-8"))
@@ -197,8 +197,7 @@ class InGraphTokenizer(tf.Module):
         self.vocab_size = py_tok.vocab_size
         self.do_lower_case = bool(do_lower_case)
         self.digit_comma = py_tok.digit_comma
-        with open(path, "rb") as f:
-            proto = f.read()
+        proto = fileio.read_bytes(path)
         self._sp = tf_text.SentencepieceTokenizer(model=proto, out_type=tf.string)
         exact = _exact_viterbi_model(proto)
         self.exact_ties = not isinstance(exact, str)

@@ -27,6 +27,7 @@ from typing import Iterable, Mapping
 
 import sentencepiece as spm
 
+from albert_tf import fileio
 from albert_tf.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -213,14 +214,13 @@ def load_spm_model(spm_model_file: str, flag: str | None = None) -> spm.Sentence
       UserError: the file is not a readable SentencePiece model.
     """
     path = os.fspath(spm_model_file)
-    if not os.path.isfile(path):
+    if not fileio.isfile(path):
         raise FileNotFoundError(f"SentencePiece model file not found: {path!r}")
     what = f"--{flag}={path}" if flag else repr(path)
     sp = spm.SentencePieceProcessor()
     try:
-        with open(path, "rb") as f:
-            proto = f.read()
-        sp.LoadFromSerializedProto(proto)
+        # From its bytes, as the original did for paths SentencePiece cannot open (gs://).
+        sp.LoadFromSerializedProto(fileio.read_bytes(path))
     except (OSError, RuntimeError) as e:
         reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise UserError(
@@ -247,18 +247,21 @@ def load_vocab(vocab_file: str) -> "collections.OrderedDict[str, int]":
       UserError: the file is not UTF-8 or contains no tokens.
     """
     path = os.fspath(vocab_file)
-    if not os.path.isfile(path):
+    if not fileio.isfile(path):
         raise FileNotFoundError(f"Vocabulary file not found: {path!r}")
     vocab: "collections.OrderedDict[str, int]" = collections.OrderedDict()
     try:
-        with open(path, "r", encoding="utf-8", newline="\n") as f:
-            for line in f:
-                stripped = line.strip()
-                token = stripped.split()[0] if stripped else " "
-                if token not in vocab:
-                    vocab[token] = len(vocab)
+        # Lines end at "\n" only, as the original read them.
+        lines = fileio.read_bytes(path).decode("utf-8").split("\n")
     except UnicodeDecodeError as e:
         raise UserError(f"Vocabulary file {path!r} is not valid UTF-8: {e}") from None
+    if lines and not lines[-1]:
+        lines.pop()  # after the last newline
+    for line in lines:
+        stripped = line.strip()
+        token = stripped.split()[0] if stripped else " "
+        if token not in vocab:
+            vocab[token] = len(vocab)
     if not vocab:
         raise UserError(f"Vocabulary file {path!r} is empty")
     return vocab

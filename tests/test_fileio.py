@@ -3,6 +3,7 @@
 import os
 
 import pytest
+import tensorflow as tf
 
 from albert_tf import fileio
 from albert_tf.errors import UserError
@@ -25,7 +26,6 @@ def test_results_get_the_mode_of_any_new_file(tmp_path):
         try:
             path = tmp_path / f"out-{mask:o}.txt"
             atomic_write_text(path, "a\n")
-            assert fileio._umask() == mask
         finally:
             os.umask(previous)
         assert path.stat().st_mode & 0o777 == mode, oct(path.stat().st_mode)
@@ -89,8 +89,10 @@ def test_next_write_removes_the_temporary_of_a_killed_writer(tmp_path):
 def test_a_writable_folder_passes_and_nothing_is_created(tmp_path):
     fileio.check_writable_folder("output_dir", str(tmp_path))
     fileio.check_writable_folder("output_dir", str(tmp_path / "new" / "deeper"))
-    fileio.check_writable_folder("output_dir", "gs://bucket/run")  # left to the run
+    fileio.check_writable_folder("output_dir", f"file://{tmp_path}/new/deeper")
+    fileio.check_writable_folder("output_dir", "ram://fileio_check/run")
     assert os.listdir(tmp_path) == []  # neither the probe file nor the missing folders
+    assert not tf.io.gfile.exists("ram://fileio_check/run")
 
 
 def test_a_file_where_a_folder_goes_is_refused(tmp_path):
@@ -105,6 +107,11 @@ def test_a_file_where_a_folder_goes_is_refused(tmp_path):
     # `folder` checks one place and names the flag's value (an output file's folder).
     with pytest.raises(UserError, match=r"^--output_file=\S+run/x.tfrecord: expected a folder"):
         fileio.check_writable_folder("output_file", above + "/x.tfrecord", above)
+    uri = f"file://{tmp_path}/a_file"
+    with pytest.raises(
+        UserError, match=r"^--output_dir=file://\S+: expected a folder, found a file$"
+    ):
+        fileio.check_writable_folder("output_dir", uri)
 
 
 def test_a_read_only_folder_is_refused(read_only_folder):
@@ -116,3 +123,20 @@ def test_a_read_only_folder_is_refused(read_only_folder):
             + ("Read-only file system" if os.geteuid() == 0 else "Permission denied")
         )
     assert os.listdir(read_only_folder) == []
+
+
+def test_atomic_writes_and_reads_on_any_tensorflow_filesystem(tmp_path):
+    """ram:// (in memory) and file:// URIs go through tf.io.gfile: no temporaries stay,
+    and nothing of a file:// path appears relative to the working directory."""
+    for folder in ("ram://fileio_test/sub", f"file://{tmp_path}/sub"):
+        path = f"{folder}/out.txt"
+        assert fileio.read_text(path) == "" and fileio.read_bytes(path) is None
+        atomic_write_text(path, "a\n")
+        atomic_write_text(path, "b\n")
+        assert fileio.read_text(path) == "b\n"
+        assert tf.io.gfile.listdir(folder) == ["out.txt"]
+    assert (tmp_path / "sub" / "out.txt").read_text() == "b\n"
+    assert fileio.parent("gs://bucket/a/b.txt") == "gs://bucket/a"
+    assert fileio.parent("gs://bucket/a") == "gs://bucket/"
+    assert fileio.parent("file:///a") == "file:///"
+    assert fileio.is_remote("ram://x") and fileio.is_local("/x") and fileio.is_local("x")

@@ -28,6 +28,7 @@ import logging
 import os
 from typing import Any, Iterable, Sequence
 
+from albert_tf import fileio
 from albert_tf.data.example_serialization import example_bytes
 from albert_tf.fileio import atomic_path, atomic_write_text
 
@@ -87,15 +88,6 @@ class InputFeatures:
 # ---------------------------------------------------------------------------------------------
 
 
-def _open_binary(path: str):
-    """Opens a local path, or a remote one (``gs://...``) through tf.io.gfile."""
-    if "://" in path:
-        import tensorflow as tf  # only remote paths need TensorFlow here
-
-        return tf.io.gfile.GFile(path, "rb")
-    return open(path, "rb")
-
-
 def read_tsv(path: str) -> list[tuple[int, list[str]]]:
     """Reads a tab-separated file as the original does (tab delimiter, no quote character).
 
@@ -103,12 +95,11 @@ def read_tsv(path: str) -> list[tuple[int, list[str]]]:
     can point at the offending line. Raises FileNotFoundError for a missing file and ValueError
     (naming file, line and column) for bytes that are not UTF-8.
     """
-    if "://" not in path and os.path.isdir(path):
+    if fileio.isdir(path):
         raise FileNotFoundError(f"{path}: a directory, expected a GLUE data file (.tsv)")
-    if "://" not in path and not os.path.isfile(path):
+    if not fileio.isfile(path):
         raise FileNotFoundError(f"{path}: GLUE data file not found")
-    with _open_binary(path) as f:
-        raw = f.read()
+    raw = fileio.read_bytes(path)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -740,9 +731,7 @@ class CachedFeatures:
 
 
 def _hash_file(hasher, path: str) -> None:
-    with _open_binary(path) as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            hasher.update(chunk)
+    hasher.update(fileio.read_bytes(path))
 
 
 def feature_cache_key(
@@ -872,16 +861,14 @@ def cached_features(
     )
     path = os.path.join(cache_dir, f"{task_name.lower()}_{split}_{key}.tf_record")
     meta_path = path + ".json"
-    if os.path.isfile(path) and os.path.isfile(meta_path):
-        with open(meta_path, encoding="utf-8") as f:
-            meta = json.load(f)
+    if fileio.isfile(path) and fileio.isfile(meta_path):
+        meta = json.loads(fileio.read_text(meta_path))
         _logger.info("reusing cached features %s (%d examples)", path, meta["num_examples"])
         return CachedFeatures(path, int(meta["num_examples"]), key, True)
 
     examples = load() if examples is None else examples
     if not examples:
         raise ValueError(f"{source}: holds no example; expected at least one")
-    os.makedirs(cache_dir, exist_ok=True)
     count = file_based_convert_examples_to_features(
         examples, label_list, max_seq_length, tokenizer, path, processor.is_regression
     )

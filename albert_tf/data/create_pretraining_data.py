@@ -105,25 +105,27 @@ class Unit:
 
 
 class LocalInputs:
-    """How the builder reaches its input files: the local filesystem. The Beam pipeline
-    (albert_tf/data/beam_pipeline.py) passes the same four functions on Beam's filesystems."""
+    """How the builder reaches its input files: any TensorFlow filesystem, a plain local
+    path through the OS so that the worker processes need no TensorFlow
+    (albert_tf/fileio.py). The Beam pipeline (albert_tf/data/beam_pipeline.py) passes the
+    same four functions on Beam's filesystems."""
 
     @staticmethod
     def glob(pattern: str) -> list[str]:
-        return glob.glob(pattern)
+        return fileio.local_glob(pattern)
 
     @staticmethod
     def isdir(path: str) -> bool:
-        return os.path.isdir(path)
+        return fileio.isdir(path)
 
     @staticmethod
     def size(path: str) -> int:
-        return os.path.getsize(path)
+        return fileio.size(path)
 
     @staticmethod
     def open(path: str):
         """A seekable binary file."""
-        return open(path, "rb")
+        return fileio.open_binary(path)
 
 
 def resolve_input_files(input_file: str, inputs=LocalInputs) -> list[str]:
@@ -419,7 +421,7 @@ def process_unit(unit: Unit, sinks: Sequence | None = None) -> dict:
     spill = os.path.join(s.tmp_dir, f"unit-{unit.index:06d}.spill")
     ends = []
     tokens = masked = pos = 0
-    with open(spill, "wb") as f:
+    with open(spill, "wb") as f:  # machine-local temporary (tmp_dir)
         for batch in builder.iter_batches(corpus, order, s.dupe_factor):
             buf, offs = es.serialize_batch(
                 batch,
@@ -442,6 +444,7 @@ def process_unit(unit: Unit, sinks: Sequence | None = None) -> dict:
     with contextlib.ExitStack() as stack:
         if sinks is None:
             path = os.path.join(s.tmp_dir, f"unit-{unit.index:06d}.tfrecord")
+            # machine-local temporaries (tmp_dir); also the next line
             sinks = [stack.enter_context(open(path, "wb", buffering=1 << 20))] * s.num_shards
         src = stack.enter_context(open(spill, "rb"))
         mm = stack.enter_context(mmap.mmap(src.fileno(), 0, access=mmap.ACCESS_READ))
@@ -454,7 +457,7 @@ def process_unit(unit: Unit, sinks: Sequence | None = None) -> dict:
                 write(view[a:b])
                 size += b - a
             sizes.append(size)
-    os.remove(spill)
+    os.remove(spill)  # machine-local temporary
     return dict(
         unit=unit.index,
         path=path,
@@ -508,10 +511,11 @@ def _check_outputs(output_files: Sequence[str]) -> None:
     if len(set(output_files)) != len(output_files):
         raise InputDataError(f"--output_file lists a file twice: {list(output_files)}")
     for out in output_files:
-        d = os.path.dirname(os.path.abspath(out))
-        if not os.path.isdir(d):
+        d = fileio.parent(out if fileio.is_remote(out) else os.path.abspath(out))
+        # An object store (gs://) has no folders to check: its writes make them.
+        if fileio.is_local(out) and not fileio.isdir(d):
             raise InputDataError(f"--output_file: directory {d!r} of {out!r} does not exist")
-        if os.path.isdir(out):
+        if fileio.isdir(out):
             raise InputDataError(f"--output_file: {out!r} is a directory")
         fileio.check_writable_folder("output_file", out, d)  # read-only, no permission
 
@@ -542,7 +546,7 @@ def check_flags(
         ("--spm_model_file", spm_model_file),
         ("--vocab_file", None if spm_model_file else vocab_file),
     ):
-        if path and not os.path.isfile(path):
+        if path and not fileio.isfile(path):
             raise InputDataError(f"{flag}: file {path!r} does not exist")
     if spm_model_file:
         tokenization.load_spm_model(spm_model_file, flag="spm_model_file")
@@ -621,15 +625,24 @@ def create_pretraining_data(
         len(outputs),
     )
 
-    out_dir = os.path.dirname(os.path.abspath(outputs[0]))
-    for folder in sorted({os.path.dirname(os.path.abspath(o)) for o in outputs}):
+    # Plain local outputs are written next to their final names (the parent appends the
+    # workers' files with in-kernel copies); outputs on another filesystem (gs://, file://)
+    # are built in a machine-local folder, then copied into place through tf.io.gfile.
+    staged = any(fileio.is_remote(o) for o in outputs)
+    out_dir = None if staged else os.path.dirname(os.path.abspath(outputs[0]))
+    for folder in sorted({fileio.parent(o) for o in outputs if fileio.is_local(o)}):
         fileio.remove_stale(folder, re.escape(_TMP_DIR_PREFIX) + r"{owner}-\w+")
         fileio.remove_stale(folder, r"\..+\." + re.escape(_TMP_OUTPUT_INFIX) + r"{owner}\.tmp")
     tag = fileio.owner_tag()
     tmp_dir = tempfile.mkdtemp(prefix=f"{_TMP_DIR_PREFIX}{tag}-", dir=out_dir)
     tmp_outputs = [
-        os.path.join(os.path.dirname(o), f".{os.path.basename(o)}.{_TMP_OUTPUT_INFIX}{tag}.tmp")
-        for o in outputs
+        os.path.join(
+            tmp_dir if staged else os.path.dirname(o),
+            f".{i}-{os.path.basename(o)}.{_TMP_OUTPUT_INFIX}{tag}.tmp"
+            if staged
+            else f".{os.path.basename(o)}.{_TMP_OUTPUT_INFIX}{tag}.tmp",
+        )
+        for i, o in enumerate(outputs)
     ]
     settings = Settings(
         vocab_file,
@@ -658,6 +671,7 @@ def create_pretraining_data(
     shards = []
     ok = False
     try:
+        # machine-local (tmp_dir) or next to a plain local output: see `staged`
         shards = [open(t, "wb", buffering=1 << 20) for t in tmp_outputs]
         num_shards = len(shards)
         results = None
@@ -683,7 +697,7 @@ def create_pretraining_data(
                         pos += size
                 finally:
                     os.close(src)
-                os.remove(res["path"])
+                os.remove(res["path"])  # a worker's machine-local unit file
             w = (w + res["instances"]) % num_shards
             for k in ("documents", "instances", "tokens", "masked", "long_lines", "long_tokens"):
                 stats[k] += res[k]
@@ -708,7 +722,11 @@ def create_pretraining_data(
         while shards:
             shards.pop().close()
         for t, o in zip(tmp_outputs, outputs):
-            os.replace(t, o)
+            if staged:
+                with fileio.atomic_path(o) as tmp:
+                    fileio.copy_from_local(t, tmp)
+            else:
+                os.replace(t, o)  # plain local output, same folder: atomic
         ok = True
     finally:
         if pool is not None:
@@ -722,9 +740,9 @@ def create_pretraining_data(
                 f.close()
         if not ok:
             for t in tmp_outputs:
-                if os.path.exists(t):
+                if os.path.exists(t):  # plain local or machine-local: see `staged`
                     os.remove(t)
-        shutil.rmtree(tmp_dir, ignore_errors=True)
+        shutil.rmtree(tmp_dir, ignore_errors=True)  # machine-local temporaries
     stats["seconds"] = time.time() - t0
     logger.info(
         "wrote %d instances from %d documents to %d file(s) in %.1f s (%.0f instances/s);"
