@@ -14,10 +14,10 @@ per weight, as pretraining has), writes one step into an empty local folder as
     variables without an original name) plus model.ckpt-N;
 
 and reports the bytes written and the wall seconds of the save (median of --repeats,
-each into a fresh folder; the page cache is not dropped, so seconds are what the
-writing process waits for, not the disk's full flush). The input iterator is that of a
-small in-memory dataset, as a resumable run saves one. xxlarge needs about 3 GB per
-copy on disk and ~10 GB of memory.
+each into a fresh folder, after one untimed save; the page cache is not dropped, so
+seconds are what the writing process waits for, not the disk's full flush). The input
+iterator is that of a small in-memory dataset, as a resumable run saves one. xxlarge
+needs about 3 GB per copy on disk and ~10 GB of memory.
 """
 
 from __future__ import annotations
@@ -84,6 +84,10 @@ def measure(name, root, repeats):
     iterator = iter(dataset)
     next(iterator)
     params = sum(int(tf.size(v)) for v in model.trainable_variables)
+    warm = os.path.join(root, f"{name}-warm-up")  # first-call costs (tracing, allocation)
+    os.makedirs(warm, exist_ok=True)
+    save_current(warm, model, optimizer, iterator)
+    shutil.rmtree(warm)
     rows = {}
     for layout, save in LAYOUTS.items():
         seconds, size = [], None
@@ -109,7 +113,7 @@ def main():
     parser.add_argument("--out", default="")
     args = parser.parse_args()
     lines = [
-        "| config | parameters | layout | MB per save | x original | s per save |",
+        "| config | parameters | layout | bytes per save | x original | s per save |",
         "|---|---:|---|---:|---:|---:|",
     ]
     for name in args.configs.split(","):
@@ -117,8 +121,8 @@ def main():
         reference = rows["original"][0]
         for layout, (size, seconds) in rows.items():
             lines.append(
-                f"| {name} | {params / 1e6:.1f}M | {layout} | {size / 1e6:.1f} | "
-                f"{size / reference:.3f} | {seconds:.2f} |"
+                f"| {name} | {params / 1e6:.1f}M | {layout} | {size:,} | "
+                f"{size / reference:.4f} | {seconds:.2f} |"
             )
     table = "\n".join(lines) + "\n"
     print(table)
