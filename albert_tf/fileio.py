@@ -160,7 +160,7 @@ def os_reason(err) -> str:
     """The operating system's words in a TensorFlow file error ("Permission denied"),
     else its whole message."""
     message = err.message.strip()
-    return re.split(r": |; ", message)[-1]
+    return re.split(r": |; ", message)[-1] or message or type(err).__name__
 
 
 @contextlib.contextmanager

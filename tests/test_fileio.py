@@ -130,7 +130,9 @@ def test_atomic_writes_and_reads_on_any_tensorflow_filesystem(tmp_path):
     and nothing of a file:// path appears relative to the working directory."""
     for folder in ("ram://fileio_test/sub", f"file://{tmp_path}/sub"):
         path = f"{folder}/out.txt"
-        assert fileio.read_text(path) == "" and fileio.read_bytes(path) is None
+        assert fileio.read_text(path) == ""
+        with pytest.raises(FileNotFoundError):
+            fileio.read_bytes(path)
         atomic_write_text(path, "a\n")
         atomic_write_text(path, "b\n")
         assert fileio.read_text(path) == "b\n"
