@@ -127,8 +127,9 @@ def main():
     table = "\n".join(lines) + "\n"
     print(table)
     if args.out:
+        command = "python " + " ".join(["bench/bench_checkpoint_save.py", *sys.argv[1:]])
         with open(args.out, "w", encoding="utf-8") as f:
-            f.write(table)
+            f.write(f"`{command}`\n\n{table}")
 
 
 if __name__ == "__main__":
