@@ -5,9 +5,10 @@
       --max_seq_length=512 --train_step=800 --warmup_step=200 --learning_rate=2e-5 \
       --save_checkpoints_steps=100
 
---init_checkpoint may be an original-format checkpoint, one of our ckpt-<step>
-checkpoints, or the unpacked folder of a released model (its albert_config.json
-and 30k-clean.model are then used unless given). See docs/glue.md.
+--init_checkpoint may be an original-format checkpoint (what our training runs write
+as model.ckpt-<step>), an earlier version's ckpt-<step>, or the unpacked folder of a
+released model (its albert_config.json and 30k-clean.model are then used unless given).
+See docs/glue.md.
 """
 
 from albert_tf import cli

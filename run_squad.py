@@ -5,9 +5,10 @@ run_squad_v1.py and run_squad_v2.py; --version_2_with_negative picks v2).
       --predict_file=dev-v1.1.json --output_dir=out/squad --do_train --do_predict \
       --train_batch_size=48 --num_train_epochs=2 --learning_rate=5e-5
 
---init_checkpoint may be an original-format checkpoint, one of our ckpt-<step>
-checkpoints, or the unpacked folder of a released model (its albert_config.json and
-30k-clean.model are then used unless given). See docs/squad.md.
+--init_checkpoint may be an original-format checkpoint (what our training runs write
+as model.ckpt-<step>), an earlier version's ckpt-<step>, or the unpacked folder of a
+released model (its albert_config.json and 30k-clean.model are then used unless given).
+See docs/squad.md.
 """
 
 from albert_tf import cli

@@ -62,8 +62,8 @@ class RunOptions(SpeedPathOptions):
     )
     init_checkpoint: str | None = option(
         None,
-        "Initial weights: an original-format checkpoint, one of our ckpt-<step>, or a "
-        "release folder.",
+        "Initial weights: an original-format checkpoint (as our runs write), a ckpt-<step>, "
+        "or a release folder.",
     )
     do_train: bool = option(False, "Train.")
     train_batch_size: int = option(32, "Global training batch size.", minimum=1)
