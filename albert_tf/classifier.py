@@ -252,6 +252,19 @@ class ClassifierTask(driver.Task):
         # checkpoints from SST-2's.
         return {"task_name": MODEL_OF_TASK.get(self.task, self.task)}
 
+    def input_shape(self):
+        opts = self.options
+        names = (
+            "task_name",
+            "data_dir",
+            "use_tfds",
+            "max_seq_length",
+            "do_lower_case",
+            "train_batch_size",
+            "full_shuffle",
+        )
+        return {name: getattr(opts, name) for name in names}
+
     def resolve(self):
         from albert_tf.data.classifier_data import PROCESSORS, get_processor
 

@@ -24,9 +24,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 
-from albert_tf import options, speed_paths
-from albert_tf.errors import TrainingInterrupted, UserError
+from albert_tf import interrupts, options, speed_paths
+from albert_tf.errors import RunInterrupted, TrainingInterrupted, UserError
 
 HELP_FLAGS = ("--help", "-h", "-?", "--helpshort", "--helpfull")
 
@@ -64,9 +65,10 @@ def execute(options_cls, run, argv, report=None, flag_values=None, description=N
     and passes its result to `report`; options with `--speed_paths` set the switch first
     (albert_tf.speed_paths). Returns the exit status: 0; 1 after one `error_line` on
     stderr for bad input (flags, UserError, a missing file); 128 + the signal number
-    (130, 143) after one line when SIGINT/SIGTERM stopped training (the trainer wrote
-    its checkpoint first). Any other exception is a bug of ours and keeps
-    its traceback.
+    (130, 143) after one line when SIGINT/SIGTERM stopped the run (training writes its
+    checkpoint first; anything else stops at once, its temporaries removed:
+    albert_tf/interrupts.py); 1 after one line for a full disk. Any other exception is a
+    bug of ours and keeps its traceback.
 
     flag_values: the absl FlagValues holding the flags of `options_cls` (the scripts'
       global FLAGS); by default a private one is made, so any number of command lines
@@ -95,13 +97,20 @@ def execute(options_cls, run, argv, report=None, flag_values=None, description=N
         parsed = options.from_flags(options_cls, values)
         if isinstance(parsed, options.SpeedPathOptions):
             speed_paths.use(parsed.speed_paths)
-        result = run(parsed)
+        with interrupts.raise_on_signals():
+            result = run(parsed)
     except (UserError, FileNotFoundError) as err:
         sys.stderr.write(error_line(script, err) + "\n")
         return 1
-    except TrainingInterrupted as stop:
+    except (TrainingInterrupted, RunInterrupted) as stop:
         sys.stderr.write(f"{script}: {stop}\n")
         return 128 + stop.signum
+    except Exception as err:
+        full = interrupts.full_disk_message(err)
+        if full is None:
+            raise  # a bug of ours: its traceback
+        sys.stderr.write(f"{script}: error: {full}\n")
+        return 1
     if report is not None:
         report(result)
     return 0
@@ -117,16 +126,39 @@ def main(options_cls, run, report=None) -> None:
     absl_logging.use_absl_handler()
     logging.getLogger().setLevel(logging.INFO)
     main_module = sys.modules.get("__main__")
-    sys.exit(
-        execute(
-            options_cls,
-            run,
-            sys.argv,
-            report,
-            flag_values=flags.FLAGS,
-            description=getattr(main_module, "__doc__", None),
-        )
+    status = execute(
+        options_cls,
+        run,
+        sys.argv,
+        report,
+        flag_values=flags.FLAGS,
+        description=getattr(main_module, "__doc__", None),
     )
+    exit_now_if_stuck(status)
+    sys.exit(status)
 
 
-__all__ = ["prefer_onednn", "define_flags", "error_line", "execute", "main", "HELP_FLAGS"]
+STUCK_THREAD_PREFIX = "albert_tf-wait"  # threads left blocked in TensorFlow by a timed-out wait
+
+
+def exit_now_if_stuck(status: int) -> None:
+    """Leaves the process at once (after flushing) when a wait that timed out or was
+    interrupted left a thread blocked inside TensorFlow (albert_tf.distribute): the
+    interpreter's normal exit would wait for TensorFlow's cluster threads forever."""
+    if any(t.name.startswith(STUCK_THREAD_PREFIX) and t.is_alive() for t in threading.enumerate()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(status)
+
+
+__all__ = [
+    "prefer_onednn",
+    "define_flags",
+    "error_line",
+    "execute",
+    "main",
+    "exit_now_if_stuck",
+    "HELP_FLAGS",
+    "STUCK_THREAD_PREFIX",
+]

@@ -25,7 +25,13 @@ STRATEGIES = ("default", "mirrored", "multi_worker")
 
 def _with_timeout(fn, seconds, what, report_every=10.0):
     """Runs fn() in a thread; logs a line every `report_every` seconds while waiting and
-    raises instead of hanging past `seconds`."""
+    raises TimeoutError instead of hanging past `seconds`. SIGINT and SIGTERM end the
+    wait (RunInterrupted, albert_tf/interrupts.py), also when TensorFlow took SIGTERM
+    for itself meanwhile. A thread still blocked in TensorFlow afterwards makes the
+    script leave at once (cli.exit_now_if_stuck)."""
+    from albert_tf import interrupts
+    from albert_tf.cli import STUCK_THREAD_PREFIX
+
     result, error = [], []
 
     def target():
@@ -34,20 +40,19 @@ def _with_timeout(fn, seconds, what, report_every=10.0):
         except Exception as err:  # re-raised in the caller's thread
             error.append(err)
 
-    thread = threading.Thread(target=target, daemon=True)
+    thread = threading.Thread(target=target, daemon=True, name=f"{STUCK_THREAD_PREFIX}: {what}")
     thread.start()
-    deadline = time.monotonic() + seconds
+    start = time.monotonic()
+    deadline, next_report = start + seconds, start + report_every
     while thread.is_alive() and time.monotonic() < deadline:
-        thread.join(min(report_every, max(deadline - time.monotonic(), 0.0)))
-        if thread.is_alive() and time.monotonic() < deadline:
-            _logger.info(
-                "%s: waiting (%.0f of %.0f s)",
-                what,
-                seconds - (deadline - time.monotonic()),
-                seconds,
-            )
+        thread.join(min(0.25, max(deadline - time.monotonic(), 0.0)))
+        interrupts.install()
+        now = time.monotonic()
+        if thread.is_alive() and now >= next_report and now < deadline:
+            next_report += report_every
+            _logger.info("%s: waiting (%.0f of %.0f s)", what, now - start, seconds)
     if thread.is_alive():
-        raise RuntimeError(f"{what}: no answer after {seconds:.0f} s")
+        raise TimeoutError(f"{what}: no answer after {seconds:.0f} s")
     if error:
         raise error[0]
     return result[0]
@@ -87,8 +92,10 @@ def get_strategy(
     gcp_project=None,
     master=None,
     tpu_timeout_s=300.0,
+    worker_timeout_s=300.0,
 ):
-    """Returns the tf.distribute strategy the flags ask for."""
+    """Returns the tf.distribute strategy the flags ask for. A multi-worker strategy waits
+    up to `worker_timeout_s` for every worker of TF_CONFIG to join."""
     if use_tpu:
         return tpu_strategy(tpu_name, tpu_zone, gcp_project, master, tpu_timeout_s)
     if strategy == "default":
@@ -107,8 +114,29 @@ def get_strategy(
             tf_config["cluster"]["worker"], tf_config["task"]["index"]
         except (ValueError, KeyError, TypeError) as err:
             raise UserError(f"TF_CONFIG is not a valid cluster spec ({err!r}): {raw}") from None
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        return multi_worker_strategy(tf_config, worker_timeout_s)
     raise ValueError(f"unknown --strategy={strategy!r}; expected one of {STRATEGIES}")
+
+
+def multi_worker_strategy(tf_config: dict, timeout_s: float):
+    """MultiWorkerMirroredStrategy once every worker of `tf_config` joined; UserError naming
+    the other workers after `timeout_s` seconds (TensorFlow itself would wait forever)."""
+    try:
+        return _with_timeout(
+            tf.distribute.MultiWorkerMirroredStrategy,
+            timeout_s,
+            "waiting for the other workers of TF_CONFIG",
+        )
+    except TimeoutError:
+        task = tf_config["task"]
+        cluster = tf_config["cluster"]
+        own = cluster.get(task.get("type"), [None] * (task["index"] + 1))[task["index"]]
+        others = [a for role in ("chief", "worker") for a in cluster.get(role, []) if a != own]
+        raise UserError(
+            f"--strategy=multi_worker: not every worker joined within --worker_timeout_s="
+            f"{timeout_s:g} s (the others: {', '.join(others)}); expected all of TF_CONFIG's "
+            "workers started with the same command and reachable at those addresses"
+        ) from None
 
 
 def is_chief(strategy) -> bool:

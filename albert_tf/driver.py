@@ -41,7 +41,7 @@ from typing import Callable
 import keras
 import tensorflow as tf
 
-from albert_tf import checkpoints, fileio, selection
+from albert_tf import checkpoint_checks, checkpoints, fileio, run_lock, run_record, selection
 from albert_tf.errors import UserError
 from albert_tf.options import REQUIRED, SpeedPathOptions, check, option
 
@@ -102,6 +102,17 @@ class RunOptions(SpeedPathOptions):
     )
     tpu_timeout_s: float = option(
         300.0, "Seconds to wait for the TPU (--use_tpu) before giving up.", minimum=0.0
+    )
+    worker_timeout_s: float = option(
+        300.0,
+        "Seconds to wait for every worker of TF_CONFIG to join (--strategy=multi_worker) "
+        "before giving up.",
+        minimum=0.0,
+    )
+    force_memory: bool = option(
+        False,
+        "Build the model even if its weights and optimizer state need more than this "
+        "machine's memory (albert_tf/memory_check.py).",
     )
     dtype: str = option("float32", "Keras dtype policy.", choices=("float32", "mixed_bfloat16"))
     use_xla: bool = option(
@@ -198,6 +209,24 @@ class Task:
         """Checks the options, files and data; returns the AlbertConfig. Writes nothing."""
         raise NotImplementedError
 
+    def file_outputs(self) -> dict:
+        """{flag: (path, feature names)}: the TFRecord files this run writes outside its
+        output folder's own names; each must not be an input and, where it exists, must
+        be records of those features (albert_tf/output_paths.py)."""
+        return {}
+
+    def file_inputs(self) -> dict:
+        """{flag: [paths]}: the files this run reads that an output must not replace."""
+        opts = self.options
+        names = ("albert_config_file", "spm_model_file", "vocab_file", "init_checkpoint")
+        return {f"--{n}": [getattr(opts, n)] for n in names if getattr(opts, n, None)}
+
+    def input_shape(self) -> dict:
+        """{flag: value} of the flags that shape the training input (files, batch size,
+        sequence length, masking): recorded with a training run and compared when it
+        resumes (albert_tf/run_record.py)."""
+        return {}
+
     def batch_divisor(self) -> int:
         """Micro-batches per step: the training batch is split over replicas x this."""
         return 1
@@ -257,8 +286,7 @@ def run(task: Task) -> dict:
     check_weights_to_use(opts)
     resuming = opts.do_train and bool(selection.trained_checkpoints(opts.output_dir))
     initial = initial_weights(opts)
-    if initial and initial[0] == "--init_checkpoint" and not resuming:
-        check_init_checkpoint(initial[1])
+    check_before_work(task, config, resuming, initial)
     current = start(opts, config, task.batch_divisor())
     with current.strategy.scope():
         current.model = task.build_model(config)
@@ -266,6 +294,11 @@ def run(task: Task) -> dict:
     check_output_checkpoints(current.model, opts.output_dir)
     check_output_identity(task)
     current.resuming = resuming
+    if initial and initial[0] == "--init_checkpoint" and resuming:
+        checkpoint_checks.check_init_fits(
+            current.model, initial[1], task.head_patterns, task.init_from_group0
+        )
+        checkpoint_checks.log_resume_wins(initial[1], opts.output_dir)
     if initial and not current.resuming:
         flag, path = initial
         current.summary["init"] = init_from_checkpoint(
@@ -279,26 +312,62 @@ def run(task: Task) -> dict:
         current.initialized = True
         _logger.info("%s: %s", flag, current.summary["init"])
     tf.io.gfile.makedirs(opts.output_dir)  # only once the inputs proved usable
-    if task.output_identity() and current.is_chief:
-        fileio.atomic_write_text(
-            os.path.join(opts.output_dir, TASK_FILE),
-            json.dumps(task.output_identity(), indent=2, sort_keys=True) + "\n",
-        )
-    try:
-        return _train_evaluate_predict(task, current)
-    except tf.errors.DataLossError as err:
-        # A record cut short or corrupted after the first, which `resolve` checks: the
-        # checkpoints written so far stay; a rerun resumes and stops at the same record.
-        detail = re.sub(r"^\{\{.*?\}\}\s*|\s*\[Op:.*$", "", err.message.strip().splitlines()[0])
-        named = " or ".join(
-            f"{flag}={getattr(opts, flag[2:])}"
-            for flag in task.record_flags
-            if getattr(opts, flag[2:], None)
-        )
-        raise UserError(
-            f"a TFRecord file{' of ' + named if named else ''} is damaged ({detail}): "
-            "expected whole records, as TFRecordWriter writes them"
-        ) from None
+    with run_lock.hold(opts.output_dir, current.is_chief):
+        if task.output_identity() and current.is_chief:
+            fileio.atomic_write_text(
+                os.path.join(opts.output_dir, TASK_FILE),
+                json.dumps(task.output_identity(), indent=2, sort_keys=True) + "\n",
+            )
+        try:
+            return _train_evaluate_predict(task, current)
+        except tf.errors.DataLossError as err:
+            # A record cut short or corrupted after the first, which `resolve` checks, or
+            # a checkpoint whose bytes do not match its checksums: the checkpoints written
+            # so far stay; a rerun resumes and stops at the same place.
+            detail = re.sub(r"^\{\{.*?\}\}\s*|\s*\[Op:.*$", "", err.message.strip().splitlines()[0])
+            named = " or ".join(
+                f"{flag}={getattr(opts, flag[2:])}"
+                for flag in task.record_flags
+                if getattr(opts, flag[2:], None)
+            )
+            init = initial[1] if initial else None
+            message = checkpoint_checks.damaged_read_message(detail, named, opts.output_dir, init)
+            raise UserError(message) from None
+        finally:
+            if current.is_chief:  # a save cut short (full disk, a signal): its temporaries
+                from albert_tf.training import remove_orphaned_save_folders
+
+                remove_orphaned_save_folders(opts.output_dir)
+
+
+def check_before_work(task: Task, config, resuming: bool, initial) -> None:
+    """The checks of a run's files that need no model, before anything is built or
+    written: no output replaces an input or a file of someone else
+    (albert_tf/output_paths.py); no other run writes in the output folder
+    (albert_tf/run_lock.py); the output folder's checkpoints are complete, and a
+    resumed run's input flags are those it was started with (albert_tf/run_record.py);
+    --init_checkpoint is complete and its config agrees; the model fits in memory
+    (albert_tf/memory_check.py)."""
+    from albert_tf import memory_check, output_paths
+
+    opts = task.options
+    outputs = task.file_outputs()
+    inputs = task.file_inputs()
+    for flag, (path, features) in outputs.items():
+        if not tf.io.gfile.isdir(path):  # a folder: check_replaceable says so
+            output_paths.check_not_an_input({f"--{flag}": path}, inputs)
+        output_paths.check_replaceable(flag, path, features)
+    if opts.strategy != "multi_worker":  # workers share the chief's folder
+        run_lock.check_free(opts.output_dir)
+    checkpoint_checks.check_output_checkpoints_intact(opts.output_dir)
+    if resuming:
+        run_record.check_resume(opts.output_dir, task.input_shape())
+    if initial and initial[0] == "--init_checkpoint":
+        check_init_checkpoint(initial[1])
+        config_file = getattr(opts, "albert_config_file", None)
+        checkpoint_checks.check_init_config(initial[1], config, config_file)
+    if not (opts.force_memory or opts.use_tpu or tf.config.list_physical_devices("GPU")):
+        memory_check.check_model_fits(config.num_parameters(), opts.do_train)
 
 
 def _train_evaluate_predict(task: Task, current: Run) -> dict:
@@ -352,6 +421,7 @@ def start(opts: RunOptions, config, batch_divisor: int = 1) -> Run:
         opts.gcp_project,
         opts.master,
         opts.tpu_timeout_s,
+        opts.worker_timeout_s,
     )
     replicas = strategy.num_replicas_in_sync
     if opts.train_batch_size % (replicas * batch_divisor):
@@ -381,6 +451,11 @@ def train(task: Task, current: Run, selector) -> int:
             plan.poly_power,
             plan.start_warmup_step,
         )
+    # The input flags, recorded with the first checkpoint this run writes (a fresh run),
+    # or kept as they are (a resumed one: `check_before_work` compared them).
+    record = {}  # emptied once written
+    if current.is_chief and (not current.resuming or run_record.read(opts.output_dir) is None):
+        record["values"] = task.input_shape()
     loop = training.LoopConfig(
         num_train_steps=plan.num_train_steps,
         global_batch_size=opts.train_batch_size,
@@ -399,7 +474,7 @@ def train(task: Task, current: Run, selector) -> int:
         opts.output_dir,
         loop,
         current.is_chief,
-        save_hook=lambda step: current.is_chief and task.describe_weights(current),
+        save_hook=lambda step: describe_saved_step(current, task, record),
         loss_normalizers=task.loss_normalizers(),
         resume_hook=lambda step: complete_saved_step(current, optimizer, step, task),
     )
@@ -409,6 +484,17 @@ def train(task: Task, current: Run, selector) -> int:
         plan.dataset_fn, after_save=selector.evaluate_current if selector is not None else None
     )
     return int(optimizer.iterations.numpy())
+
+
+def describe_saved_step(current: Run, task: Task, record) -> None:
+    """After each checkpoint on the schedule (chief only): the input flags' record
+    (`record["values"]`, written once: albert_tf/run_record.py) and the task's files
+    describing the weights."""
+    if not current.is_chief:
+        return
+    if record:
+        run_record.write(current.options.output_dir, record.pop("values"))
+    task.describe_weights(current)
 
 
 def complete_saved_step(current: Run, optimizer, step, task: Task) -> None:
@@ -655,6 +741,12 @@ def init_from_checkpoint(
         raise UserError(f"{flag}={path}: {err}") from None
     try:
         report = load()
+    except tf.errors.OpError as err:  # bytes that do not match the index's checksums
+        detail = err.message.strip().splitlines()[0] if err.message else type(err).__name__
+        raise UserError(
+            f"{flag}={path}: damaged, nothing loaded ({detail}); expected intact checkpoint "
+            "files: copy or download them again"
+        ) from None
     except checkpoints.CheckpointMismatchError as err:
         raise UserError(
             f"{flag}={path}: nothing loaded; the checkpoint cannot fill this model: "

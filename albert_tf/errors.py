@@ -1,5 +1,6 @@
 """The exceptions the entry scripts report without a traceback: bad input from the user
-(`UserError`) and a training run stopped by a signal (`TrainingInterrupted`).
+(`UserError`) and a run stopped by a signal (`TrainingInterrupted` in the training loop,
+`RunInterrupted` anywhere else).
 
 Anything a user can fix (a flag, a file, a config field, a checkpoint that does not
 fit) is reported by raising `UserError` with a one-line message that names the flag,
@@ -22,6 +23,21 @@ class UserError(ValueError):
     """Bad input from the user; the message is one line naming what to fix."""
 
 
+class RunInterrupted(BaseException):
+    """SIGINT or SIGTERM stopped a run outside the training loop (evaluation, prediction,
+    export, a data build, a wait for workers); raised in the main thread by the handler
+    of `albert_tf.interrupts.raise_on_signals`. A BaseException, as KeyboardInterrupt,
+    so that no `except Exception` swallows it; every temporary file is removed on the way
+    out (fileio.atomic_path) and the scripts exit with 128 + the signal number."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(
+            f"interrupted by {signal.Signals(signum).name}; no partial output was left: "
+            "run the same command again to redo what was cut short"
+        )
+
+
 class TrainingInterrupted(Exception):
     """SIGINT or SIGTERM stopped training after a checkpoint at `step` was written
     (albert_tf/training.py); the scripts exit with 128 + the signal number."""
@@ -34,4 +50,4 @@ class TrainingInterrupted(Exception):
         )
 
 
-__all__ = ["UserError", "TrainingInterrupted"]
+__all__ = ["UserError", "RunInterrupted", "TrainingInterrupted"]

@@ -183,6 +183,13 @@ class ClassifierServing(tf.Module):
         return sigs
 
 
+def _owned_temporary(parent) -> str:
+    """A new temporary folder name in `parent` carrying this process's owner tag; the
+    temporaries of killed exports (SIGKILL) found there are removed first."""
+    fileio.remove_stale(parent, r"\.tmp-export-{owner}-[0-9a-f]+")
+    return fileio.join(parent, f".tmp-export-{fileio.owner_tag()}-{uuid.uuid4().hex}")
+
+
 @contextlib.contextmanager
 def _staged(export_dir):
     """Yields a temporary folder beside `export_dir`; on success it replaces export_dir
@@ -194,7 +201,7 @@ def _staged(export_dir):
         export_dir if fileio.is_remote(export_dir) else os.path.abspath(export_dir)
     )
     tf.io.gfile.makedirs(parent)
-    tmp = fileio.join(parent, f".tmp-export-{uuid.uuid4().hex}")
+    tmp = _owned_temporary(parent)
     try:
         yield tmp
         if tf.io.gfile.exists(export_dir):
@@ -296,7 +303,7 @@ def export_squad(model, export_dir, max_seq_length) -> dict:
     export_dir = os.fspath(export_dir).rstrip("/")
     saved = os.path.join(export_dir, "saved_model", str(int(time.time())))
     tf.io.gfile.makedirs(os.path.dirname(saved))
-    tmp = os.path.join(os.path.dirname(saved), f".tmp-export-{uuid.uuid4().hex}")
+    tmp = _owned_temporary(os.path.dirname(saved))
     module = tf.Module()
     module.model = model
     # Plain ops only (see export_classifier); TFLite needs them too.
@@ -746,6 +753,12 @@ def run(opts: ExportOptions) -> dict:
     from albert_tf.options import check
 
     check(opts)
+    from albert_tf import output_paths
+
+    # The export replaces --export_path as a whole: never the release folder it reads.
+    output_paths.check_not_an_input(
+        {"--export_path": opts.export_path}, {"--albert_directory": [opts.albert_directory]}
+    )
     if opts.export_format == "checkpoint":
         return export_checkpoint(
             opts.albert_directory, opts.export_path, checkpoint_name=opts.checkpoint_name

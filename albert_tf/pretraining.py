@@ -312,6 +312,19 @@ class PretrainingTask(driver.Task):
                 f"{self._config_name()}; expected the model the records were made with"
             )
 
+    def input_shape(self):
+        o = self.options
+        names = (
+            "input_file",
+            "max_seq_length",
+            "max_predictions_per_seq",
+            "train_batch_size",
+            "gradient_accumulation_steps",
+            "dynamic_masking",
+            "masked_lm_budget",
+        )
+        return {name: getattr(o, name) for name in names + (("dupe_factor",) if self.demo else ())}
+
     def _config_name(self):
         o = self.options
         return (

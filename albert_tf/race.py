@@ -198,6 +198,44 @@ class RaceTask(driver.Task):
             )
         return examples
 
+    def _record_paths(self):
+        """{flag: path} of the records each used split is written to."""
+        opts = self.options
+        used = {
+            "train_file": ("train.tf_record", opts.do_train),
+            "eval_file": ("eval.tf_record", opts.do_eval),
+            "predict_file": ("predict.tf_record", opts.do_predict),
+        }
+        return {
+            flag: getattr(opts, flag) or os.path.join(opts.output_dir, name)
+            for flag, (name, on) in used.items()
+            if on
+        }
+
+    def file_outputs(self):
+        names = ("input_ids", "input_mask", "segment_ids", "label_ids")
+        return {flag: (path, names) for flag, path in self._record_paths().items()}
+
+    def file_inputs(self):
+        race = tf.io.gfile.glob(os.path.join(self.options.data_dir, "RACE", "*", "*", "*"))
+        return {**super().file_inputs(), "--data_dir": race}
+
+    def input_shape(self):
+        opts = self.options
+        return {
+            name: getattr(opts, name)
+            for name in (
+                "data_dir",
+                "train_file",
+                "high_only",
+                "middle_only",
+                "max_seq_length",
+                "max_qa_length",
+                "do_lower_case",
+                "train_batch_size",
+            )
+        }
+
     def build_model(self, config):
         return AlbertRace(config, dropout_prob=self.options.dropout_prob)
 

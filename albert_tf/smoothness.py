@@ -293,13 +293,22 @@ def load_model(path, demo_spm_model):
 
 
 def parse_model_flags(entries) -> list[tuple[str, str]]:
-    """`label=path` entries of --smoothness_checkpoints -> [(label, path)]."""
+    """`label=path` entries of --smoothness_checkpoints -> [(label, path)]; each path
+    must exist (a folder, or the files of a checkpoint prefix)."""
+    import tensorflow as tf
+
     out = []
     for entry in entries:
         label, sep, path = entry.partition("=")
         if not sep or not label.strip() or not path.strip():
             raise UserError(f"--smoothness_checkpoints: expected label=path, got {entry!r}")
-        out.append((label.strip(), path.strip()))
+        path = path.strip()
+        if not (tf.io.gfile.exists(path) or tf.io.gfile.glob(path + ".*")):
+            raise UserError(
+                f"--smoothness_checkpoints={entry}: {path} does not exist; expected a release "
+                "folder, an output folder or a checkpoint prefix"
+            )
+        out.append((label.strip(), path))
     labels = [label for label, _ in out]
     if len(set(labels)) != len(labels):
         raise UserError(f"--smoothness_checkpoints: labels must differ, got {labels}")

@@ -549,6 +549,39 @@ class SquadTask(driver.Task):
         self.tokenizer = make_tokenizer(opts, self.files)
         return self.files.config
 
+    def file_outputs(self):
+        opts = self.options
+        names = ("unique_ids", "input_ids", "input_mask", "segment_ids")
+        used = {
+            "train_feature_file": ("train.tf_record", opts.do_train),
+            "predict_feature_file": ("predict.tf_record", opts.do_predict),
+        }
+        return {
+            flag: (getattr(opts, flag) or os.path.join(opts.output_dir, name), names)
+            for flag, (name, on) in used.items()
+            if on
+        }
+
+    def file_inputs(self):
+        opts = self.options
+        found = {"--train_file": opts.train_file, "--predict_file": opts.predict_file}
+        return {**super().file_inputs(), **{f: [p] for f, p in found.items() if p}}
+
+    def input_shape(self):
+        opts = self.options
+        return {
+            name: getattr(opts, name)
+            for name in (
+                "train_file",
+                "version_2_with_negative",
+                "max_seq_length",
+                "doc_stride",
+                "max_query_length",
+                "do_lower_case",
+                "train_batch_size",
+            )
+        }
+
     def build_model(self, config):
         opts = self.options
         if self.v2:

@@ -635,6 +635,127 @@ ROWS = [
         expect="--output_file={out}/train.tfrecord: cannot write in {out}: ",
         output="read_only",
     ),
+    # --- reliability, second round (issue 38): an input is never an output ------------
+    Row(
+        "output_file_is_the_corpus",
+        "create_pretraining_data.py",
+        ("--input_file={out}/notes.txt", "--output_file={out}/notes.txt"),
+        "--output_file={out}/notes.txt is an input of this run (--input_file=",
+        subprocess=True,
+    ),
+    Row(
+        "output_file_not_ours",
+        "create_pretraining_data.py",
+        ("--output_file={out}/notes.txt",),
+        "--output_file={out}/notes.txt: exists and is not this run's output",
+    ),
+    Row(
+        "race_train_file_is_an_input",
+        "run_race.py",
+        ("--data_dir={race_copy}", "--train_file={race_copy}/RACE/train/high/all.txt"),
+        "--train_file={race_copy}/RACE/train/high/all.txt is an input of this run (--data_dir=",
+    ),
+    Row(
+        "race_eval_file_not_ours",
+        "run_race.py",
+        ("--do_eval", "--eval_file={out}/notes.txt"),
+        "--eval_file={out}/notes.txt: exists and is not this run's output",
+    ),
+    Row(
+        "race_train_file_a_folder",
+        "run_race.py",
+        ("--train_file={tmp}",),
+        "--train_file={tmp}: a folder; expected the path of the TFRecord file",
+    ),
+    Row(
+        "squad_feature_file_is_the_json",
+        "run_squad.py",
+        ("--train_feature_file={squad_train}",),
+        "--train_feature_file={squad_train} is an input of this run (--train_file=",
+    ),
+    # --- one writer per folder; resume only what fits ---------------------------------
+    Row(
+        "output_dir_locked_by_a_running_process",
+        "run_pretraining.py",
+        expect="another run writes in it (process {live_pid} on ",
+        output="locked_folder",
+    ),
+    Row(
+        "resume_with_another_input_file",
+        "run_pretraining.py",
+        ("--input_file={records_copy}",),
+        "--input_file={records_copy}: the checkpoints in --output_dir={out} were trained "
+        "with --input_file={records}",
+        output="trained_pretraining_folder",
+    ),
+    Row(
+        "resume_with_another_batch_size",
+        "run_pretraining.py",
+        ("--train_batch_size=16", "--num_train_steps=4"),
+        "--train_batch_size=16: the checkpoints in --output_dir={out} were trained with "
+        "--train_batch_size=8",
+        output="trained_pretraining_folder",
+    ),
+    Row(
+        "resume_with_another_sequence_length",
+        "run_classifier.py",
+        ("--max_seq_length=48", "--train_step=4"),
+        "--max_seq_length=48: the checkpoints in --output_dir={out} were trained with "
+        "--max_seq_length=32",
+        output="trained_glue_folder",
+    ),
+    Row(
+        "resume_ignores_an_init_checkpoint_that_does_not_fit",
+        "run_pretraining.py",
+        ("--init_checkpoint={narrow_ckpt}", "--num_train_steps=4"),
+        "--init_checkpoint={narrow_ckpt}: does not fit this model",
+        output="trained_pretraining_folder",
+    ),
+    Row(
+        "init_checkpoint_config_disagrees",
+        "run_classifier.py",
+        ("--init_checkpoint={init_l2}", "--albert_config_file={config_l4}"),
+        "--init_checkpoint={init_l2}: its albert_config.json ({init_l2}/albert_config.json) "
+        "describes another network than --albert_config_file={config_l4} "
+        "(num_hidden_layers=2 vs 4)",
+    ),
+    # --- damaged checkpoints --------------------------------------------------------
+    Row(
+        "output_checkpoint_data_truncated",
+        "run_pretraining.py",
+        ("--num_train_steps=4",),
+        "--output_dir={out}: checkpoint ",
+        output="truncated_data_folder",
+    ),
+    Row(
+        "output_checkpoint_index_truncated",
+        "run_pretraining.py",
+        ("--num_train_steps=4",),
+        "not a readable TensorFlow checkpoint index",
+        output="truncated_index_folder",
+    ),
+    Row(
+        "output_checkpoint_bytes_flipped",
+        "run_pretraining.py",
+        ("--num_train_steps=4",),
+        "a checkpoint of --output_dir={out} is damaged (",
+        output="flipped_folder",
+    ),
+    Row(
+        "init_checkpoint_bytes_flipped",
+        "run_classifier.py",
+        ("--init_checkpoint={flipped_ckpt}",),
+        "--init_checkpoint={flipped_ckpt}: damaged, nothing loaded (",
+        output="absent",
+    ),
+    # --- resources ------------------------------------------------------------------
+    Row(
+        "model_larger_than_memory",
+        "run_pretraining.py",
+        ("--albert_config_file={config_huge}", "--max_seq_length=32"),
+        "this machine has ",
+        output="absent",
+    ),
 ]
 
 
@@ -850,7 +971,86 @@ def paths(tmp_path_factory):
     with open(p["corpus_blank"], "w") as f:
         f.write("\u200b\n\u200b\n\n" * 3)
     p["closed_port"] = str(_closed_port())
+    _reliability_inputs(root, p, config, model, good_ckpt)
     return p
+
+
+def _damage(folder, suffix, how):
+    """Damages every file of the latest step's checkpoints in `folder` whose name ends
+    like `suffix` (".index" or a data shard), whatever the checkpoint layout."""
+    steps = [int(n.split("-")[-1].split(".")[0]) for n in os.listdir(folder) if ".index" in n]
+    latest = f"-{max(steps)}."
+    for name in os.listdir(folder):
+        if latest in name and suffix in name:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as f:
+                data = f.read()
+            with open(path, "wb") as f:
+                f.write(how(data))
+
+
+def _flip(data):
+    middle = len(data) // 2
+    return data[:middle] + bytes(b ^ 0xFF for b in data[middle : middle + 64]) + data[middle + 64 :]
+
+
+def _reliability_inputs(root, p, config, model, good_ckpt):
+    """The inputs of the issue-38 rows: a copy of the RACE data, trained output folders
+    (and damaged copies), a locked folder, checkpoints with their own config."""
+    from albert_tf import checkpoints
+
+    shutil.copytree(os.path.join(DEMO, "RACE"), root / "race_copy" / "RACE")
+    p["race_copy"] = str(root / "race_copy")
+    p["records_copy"] = str(root / "records_copy.tfrecord")
+    shutil.copy(p["records"], p["records_copy"])
+    p["live_pid"] = str(os.getppid())
+    locked = root / "locked_folder"
+    locked.mkdir()
+    (locked / ".albert_tf.lock").write_text(
+        json.dumps({"host": socket.gethostname(), "pid": os.getppid(), "started": "then"})
+    )
+    p["locked_folder"] = str(locked)
+    p["config_l4"] = _write_json(
+        root / "config_l4.json", {**config.to_dict(), "num_hidden_layers": 4}
+    )
+    p["config_huge"] = _write_json(
+        root / "config_huge.json",
+        {
+            **config.to_dict(),
+            "hidden_size": 65536,
+            "intermediate_size": 262144,
+            "num_attention_heads": 64,
+        },
+    )
+    init = root / "init_l2"
+    init.mkdir()
+    checkpoints.save_original_checkpoint(model, str(init / "model.ckpt"))
+    config.to_json_file(str(init / "albert_config.json"))
+    p["init_l2"] = str(init)
+    flipped = root / "flipped_init"
+    shutil.copytree(os.path.dirname(good_ckpt), flipped)
+    for name in os.listdir(flipped):
+        if ".data-" in name:
+            data = (flipped / name).read_bytes()
+            (flipped / name).write_bytes(_flip(data))
+    p["flipped_ckpt"] = str(flipped / "model.ckpt")
+    # Output folders of two finished 2-step runs, and damaged copies.
+    for name, script, base in (
+        ("trained_pretraining_folder", "run_pretraining.py", PRETRAIN),
+        ("trained_glue_folder", "run_classifier.py", GLUE),
+    ):
+        out = str(root / name)
+        argv = [script, f"--output_dir={out}", *(a.format(**p) for a in base)]
+        assert cli.execute(*ENTRY[script], argv) == 0
+        p[name] = out
+    for name, suffix, how in (
+        ("truncated_data_folder", ".data-", lambda d: d[: len(d) // 2]),
+        ("truncated_index_folder", ".index", lambda d: d[: len(d) // 2]),
+        ("flipped_folder", ".data-", _flip),
+    ):
+        shutil.copytree(p["trained_pretraining_folder"], root / name)
+        _damage(str(root / name), suffix, how)
+        p[name] = str(root / name)
 
 
 def _snapshot(folder):
@@ -934,6 +1134,6 @@ def test_bad_input_is_one_line_exit_1_and_changes_nothing(row, paths, tmp_path, 
 
 
 def test_the_table_covers_every_entry_point_and_forty_inputs():
-    assert len(ROWS) >= 40
+    assert len(ROWS) >= 57
     assert {r.script for r in ROWS} == set(ENTRY)
     assert {r.script for r in ROWS if r.subprocess} == set(ENTRY)

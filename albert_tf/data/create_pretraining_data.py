@@ -60,6 +60,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -68,7 +69,7 @@ from typing import Sequence
 
 import numpy as np
 
-from albert_tf import cli, fileio, tokenization
+from albert_tf import cli, fileio, output_paths, tokenization
 from albert_tf.data import example_serialization as es
 from albert_tf.data import pretraining_instances as pi
 from albert_tf.errors import UserError
@@ -81,6 +82,9 @@ DEFAULT_CHUNK_SIZE_MB = 64
 # they carry fileio.owner_tag(), so a later run removes those of a killed run.
 _TMP_DIR_PREFIX = ".create_pretraining_data-"
 _TMP_OUTPUT_INFIX = "create_pretraining_data-"
+# Features every record written here holds (masked or not): an existing --output_file
+# without them is not ours to replace (albert_tf/output_paths.py).
+OUTPUT_FEATURES = ("input_ids", "segment_ids", "next_sentence_labels")
 
 
 class InputDataError(UserError):
@@ -357,6 +361,11 @@ _WORKER: dict = {}
 
 
 def _init_worker(settings: Settings) -> None:
+    # The parent handles Ctrl-C (the whole process group gets it) and stops the pool;
+    # SIGTERM ends a worker quietly. Without this a worker forked from the CLI would
+    # inherit its handlers and print a traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     logging.basicConfig(level=logging.WARNING)
     tok = tokenization.FullTokenizer(
         vocab_file=settings.vocab_file,
@@ -614,6 +623,9 @@ def create_pretraining_data(
     outputs = output_files(output_file)
     _check_outputs(outputs)
     files = resolve_input_files(input_file)
+    for out in outputs:  # never replace an input, or a file this script did not write
+        output_paths.check_not_an_input({"--output_file": out}, {"--input_file": files})
+        output_paths.check_replaceable("output_file", out, OUTPUT_FEATURES)
     units = plan_units(files, int(chunk_size_mb * (1 << 20)))
     total_bytes = sum(u.end - u.start for u in units) or 1
     num_workers = max(1, min(num_workers or os.cpu_count() or 1, len(units)))

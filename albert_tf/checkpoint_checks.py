@@ -1,0 +1,148 @@
+"""What a run checks about the checkpoints it starts from, before anything is written:
+the output folder's own (complete files), --init_checkpoint's (its albert_config.json
+agrees with --albert_config_file; when the output folder's checkpoints win, it must
+still fit the model, and the log says which one is used), and the one-line report of a
+checkpoint found damaged while it is read.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+
+import tensorflow as tf
+
+from albert_tf import checkpoints, release, selection
+from albert_tf.errors import UserError
+
+_logger = logging.getLogger(__name__)
+# Fields that do not change the network's weights: fine-tuning may set other values.
+_FREE_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob")
+
+
+def check_output_checkpoints_intact(output_dir: str) -> None:
+    """UserError naming the first checkpoint of `output_dir` (either format) whose index
+    cannot be read or whose data files are missing or cut short, with what to do. Reads
+    only the indexes (kilobytes each)."""
+    found = selection.trained_checkpoints(output_dir) + selection.original_checkpoints(output_dir)
+    for _, prefix in sorted(found, reverse=True):  # the newest first: the one resumed
+        try:
+            checkpoints.check_checkpoint_readable(prefix)
+        except (UserError, FileNotFoundError) as err:
+            raise UserError(
+                f"--output_dir={output_dir}: checkpoint {os.path.basename(prefix)} is "
+                f"damaged ({err}); expected complete checkpoint files: remove "
+                f"{prefix}.* to go on from the checkpoint before it, or use another "
+                "--output_dir"
+            ) from None
+
+
+def _config_beside(init: str) -> str | None:
+    """The albert_config.json that describes --init_checkpoint: the release folder's, or
+    the one in the checkpoint's folder; None when there is none."""
+    if release.is_release_folder(init):
+        return release.release_files(init).config_file
+    try:
+        prefix = checkpoints.resolve_checkpoint_path(init)
+    except FileNotFoundError:
+        return None
+    path = os.path.join(os.path.dirname(prefix), release.CONFIG_NAME)
+    return path if tf.io.gfile.exists(path) else None
+
+
+def check_init_config(init: str, config, config_file: str | None) -> None:
+    """UserError when --init_checkpoint's own albert_config.json describes another
+    network than the run's config (`config`, read from `config_file`); dropout rates may
+    differ. A checkpoint without one is not checked."""
+    from albert_tf.config import AlbertConfig
+
+    beside = _config_beside(init)
+    if beside is None or (config_file and os.path.abspath(beside) == os.path.abspath(config_file)):
+        return
+    try:
+        theirs = AlbertConfig.from_json_file(beside).to_dict()
+    except (ValueError, TypeError, KeyError, UserError) as err:
+        raise UserError(f"--init_checkpoint={init}: {beside}: {err}") from None
+    ours = config.to_dict()
+    differ = [
+        k
+        for k in sorted(set(theirs) | set(ours))
+        if k not in _FREE_FIELDS and theirs.get(k) != ours.get(k)
+    ]
+    if differ:
+        shown = ", ".join(f"{k}={theirs.get(k)!r} vs {ours.get(k)!r}" for k in differ[:3])
+        raise UserError(
+            f"--init_checkpoint={init}: its {release.CONFIG_NAME} ({beside}) describes "
+            f"another network than --albert_config_file={config_file} ({shown}); expected "
+            "the config the checkpoint was trained with"
+        )
+
+
+def check_init_fits(model, init: str, head_patterns=(), init_from_group0=False) -> None:
+    """UserError when the original-format --init_checkpoint cannot fill `model`'s encoder
+    (a variable missing or of another shape; the head may be missing). Reads only the
+    index. Object checkpoints, TF-Hub modules and group-0 initialisation are checked
+    when they are loaded."""
+    from albert_tf import hub
+
+    if hub.is_hub_module(init) or init_from_group0:
+        return
+    prefix = (
+        release.release_files(init).checkpoint
+        if release.is_release_folder(init)
+        else checkpoints.resolve_checkpoint_path(init)
+    )
+    shapes = checkpoints.checkpoint_variable_shapes(prefix)
+    if checkpoints.OBJECT_GRAPH_KEY in shapes:
+        return
+    for name, variable in checkpoints.original_variable_map(model).items():
+        if any(re.search(p, name) for p in head_patterns) and name not in shapes:
+            continue
+        if name not in shapes or list(shapes[name]) != list(variable.shape):
+            found = list(shapes[name]) if name in shapes else "absent"
+            raise UserError(
+                f"--init_checkpoint={init}: does not fit this model ({name}: checkpoint "
+                f"{found}, model {list(variable.shape)}); expected a checkpoint of the "
+                "config given"
+            )
+
+
+def log_resume_wins(init: str, output_dir: str) -> None:
+    """Says which weights a training run starts from when both exist."""
+    latest = selection.trained_checkpoints(output_dir)[-1][1]
+    _logger.warning(
+        "--init_checkpoint=%s is not loaded: training resumes from %s of --output_dir (an "
+        "initial checkpoint only starts a fresh run; use another --output_dir to start from it)",
+        init,
+        latest,
+    )
+
+
+_RECORD_PROBLEM = re.compile(r"(corrupted|truncated) record at \d+")
+
+
+def damaged_read_message(detail: str, record_flags: str, output_dir: str, init: str | None):
+    """The one line for a DataLossError met while the run reads: a TFRecord file of the
+    input (`record_flags` names them) or a checkpoint (of the output folder, or the
+    initial one)."""
+    if _RECORD_PROBLEM.search(detail):
+        return (
+            f"a TFRecord file{' of ' + record_flags if record_flags else ''} is damaged "
+            f"({detail}): expected whole records, as TFRecordWriter writes them"
+        )
+    where = f"--output_dir={output_dir}" + (f" or --init_checkpoint={init}" if init else "")
+    return (
+        f"a checkpoint of {where} is damaged ({detail}): expected complete checkpoint files; "
+        "remove the damaged checkpoint's files (or copy the initial checkpoint again) and "
+        "run the same command"
+    )
+
+
+__all__ = [
+    "check_output_checkpoints_intact",
+    "check_init_config",
+    "check_init_fits",
+    "log_resume_wins",
+    "damaged_read_message",
+]

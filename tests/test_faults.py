@@ -1,0 +1,315 @@
+"""Faults around the entry scripts, as real subprocesses (issue 38's rows that need a
+process of their own): two runs on one output folder, a multi-worker peer that never
+comes, SIGTERM during a 2-worker data build, an export and an evaluation, and a full
+disk (the file-size limit: the kernel refuses the write as a full disk would) during a
+data build, a feature cache and a checkpoint save. Every one ends with one line and
+leaves no temporary behind. Only 127.0.0.1 is used; no host name is resolved.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from albert_tf import cli, pretraining
+from albert_tf.data import create_pretraining_data as cpd
+
+from classifier_fixtures import DEMO_SPM, tiny_config, write_mrpc
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEMO = os.path.join(ROOT, "data", "demo")
+ENV = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": ROOT}
+CPD = [sys.executable, "-m", "albert_tf.data.create_pretraining_data"]
+
+
+def _closed_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(argv, stderr_path, limit_bytes=None, quiet=True):
+    """Starts a script with stderr to a file; `limit_bytes`: the largest file it may
+    write (RLIMIT_FSIZE, with SIGXFSZ ignored: writes fail with EFBIG)."""
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+
+    env = {**ENV, "TF_CPP_MIN_LOG_LEVEL": "3" if quiet else "0"}
+    return subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(stderr_path, "w"),
+        preexec_fn=limit if limit_bytes else None,
+    )
+
+
+def _wait_for(predicate, proc, seconds=90):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        if proc.poll() is not None:
+            return False
+        time.sleep(0.02)
+    return False
+
+
+def _text(path):
+    with open(path) as f:
+        return f.read()
+
+
+def _script_lines(err, script):
+    return [line for line in err.splitlines() if line.startswith(f"{script}: ")]
+
+
+def _one_line(proc, stderr_path, script, status, expect):
+    proc.wait(timeout=120)
+    err = _text(stderr_path)
+    lines = _script_lines(err, script)
+    assert proc.returncode == status, err[-3000:]
+    assert len(lines) == 1 and "Traceback" not in err and "BrokenPipe" not in err, err[-3000:]
+    assert expect in lines[0], lines
+    return lines[0]
+
+
+def _leftovers(folder):
+    """Temporaries anywhere under `folder`."""
+    found = []
+    for parent, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            if ".tmp" in name or name.endswith("_temp") or name.startswith(".create_pretraining"):
+                found.append(os.path.join(parent, name))
+    return found
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    from albert_tf.data import pretraining_instances as pi
+
+    root = tmp_path_factory.mktemp("faults")
+    p = {"root": root}
+    config = tiny_config()
+    p["config"] = str(root / "albert_config.json")
+    config.to_json_file(p["config"])
+    p["corpus"] = os.path.join(DEMO, "corpus", "part-00000.txt")
+    p["records"] = str(root / "train.tfrecord")
+    cpd.create_pretraining_data(
+        p["corpus"],
+        p["records"],
+        pi.MaskingConfig(max_seq_length=32, max_predictions_per_seq=5),
+        spm_model_file=DEMO_SPM,
+        dupe_factor=1,
+        num_workers=1,
+    )
+    return p
+
+
+def _pretrain(inputs, out, *extra):
+    return [
+        sys.executable,
+        os.path.join(ROOT, "run_pretraining.py"),
+        f"--output_dir={out}",
+        f"--input_file={inputs['records']}",
+        f"--albert_config_file={inputs['config']}",
+        "--max_seq_length=32",
+        "--max_predictions_per_seq=5",
+        "--train_batch_size=8",
+        "--do_eval=false",
+        *extra,
+    ]
+
+
+def test_data_build_sigterm_with_two_workers_and_full_disk(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    text = _text(os.path.join(DEMO, "corpus", "part-00000.txt"))
+    corpus.write_text(text * 6)
+    flags = [
+        f"--input_file={corpus}",
+        f"--spm_model_file={DEMO_SPM}",
+        "--max_seq_length=128",
+        "--dupe_factor=4",
+        "--chunk_size_mb=0.1",
+    ]
+    script = "create_pretraining_data.py"
+    # SIGTERM while two workers build: one line, 143, no output, no temporaries.
+    err = tmp_path / "sigterm.err"
+    proc = _start([*CPD, *flags, f"--output_file={tmp_path}/a.tfrecord", "--num_workers=2"], err)
+    assert _wait_for(lambda: "worker(s)" in _text(err), proc), _text(err)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _one_line(proc, err, script, 128 + signal.SIGTERM, "interrupted by SIGTERM")
+    # A full disk: the shard cannot grow past 64 KB.
+    err = tmp_path / "full.err"
+    proc = _start(
+        [*CPD, *flags, f"--output_file={tmp_path}/b.tfrecord", "--num_workers=1"], err, 1 << 16
+    )
+    _one_line(proc, err, script, 1, "error: no room to write ")
+    assert sorted(os.listdir(tmp_path)) == ["corpus.txt", "full.err", "sigterm.err"]
+
+
+def test_a_second_run_on_a_folder_stops_naming_the_first(inputs, tmp_path, capsys):
+    out = tmp_path / "out"
+    err = tmp_path / "first.err"
+    first = _start(
+        _pretrain(
+            inputs,
+            out,
+            "--num_train_steps=100000",
+            "--save_checkpoints_steps=100000",
+            "--iterations_per_loop=5",
+        ),
+        err,
+    )
+    lock = out / ".albert_tf.lock"
+    try:
+        assert _wait_for(lock.exists, first), _text(err)
+        argv = ["run_pretraining.py", *_pretrain(inputs, out, "--num_train_steps=2")[2:]]
+        status = cli.execute(pretraining.PretrainingOptions, pretraining.run, argv)
+        second = capsys.readouterr().err.splitlines()
+        assert status == 1 and len(second) == 1, second
+        assert f"another run writes in it (process {first.pid} on " in second[0]
+    finally:
+        first.send_signal(signal.SIGTERM)
+    _one_line(first, err, "run_pretraining.py", 128 + signal.SIGTERM, "interrupted by SIGTERM")
+    assert not lock.exists()  # released by the first run as it stopped
+
+
+def test_a_multi_worker_peer_that_never_comes(inputs, tmp_path):
+    script = "run_pretraining.py"
+    procs = []
+    for name, timeout in (("timeout", 3), ("sigterm", 600)):
+        config = {
+            "cluster": {"worker": [f"127.0.0.1:{_closed_port()}", f"127.0.0.1:{_closed_port()}"]},
+            "task": {"type": "worker", "index": 0},
+        }
+        ENV["TF_CONFIG"] = json.dumps(config)
+        try:
+            argv = _pretrain(
+                inputs,
+                tmp_path / name,
+                "--strategy=multi_worker",
+                f"--worker_timeout_s={timeout}",
+                "--num_train_steps=2",
+            )
+            procs.append((_start(argv, tmp_path / f"{name}.err", quiet=False), config))
+        finally:
+            del ENV["TF_CONFIG"]
+    (timing_out, config), (waiting, _) = procs
+    # TensorFlow takes SIGTERM for itself while it waits; the wait still ends on it.
+    sigterm_err = tmp_path / "sigterm.err"
+    assert _wait_for(lambda: "Started server" in _text(sigterm_err), waiting), _text(sigterm_err)
+    time.sleep(1.0)
+    waiting.send_signal(signal.SIGTERM)
+    _one_line(waiting, sigterm_err, script, 128 + signal.SIGTERM, "interrupted by SIGTERM")
+    peer = config["cluster"]["worker"][1]
+    line = _one_line(timing_out, tmp_path / "timeout.err", script, 1, "--worker_timeout_s=3 s")
+    assert peer in line
+    assert "waiting for the other workers of TF_CONFIG: waiting" not in line
+
+
+def _release_folder(root):
+    from albert_tf import checkpoints
+    from albert_tf.modeling import AlbertModel
+
+    folder = root / "release"
+    model = AlbertModel(tiny_config())
+    model.build()
+    checkpoints.save_original_checkpoint(model, str(folder / "model.ckpt-best"))
+    tiny_config().to_json_file(str(folder / "albert_config.json"))
+    shutil.copy(DEMO_SPM, folder / "30k-clean.model")
+    return folder
+
+
+def test_sigterm_during_export_and_evaluation_leaves_nothing(inputs, tmp_path):
+    release = _release_folder(tmp_path)
+    exports = tmp_path / "exports"
+    exports.mkdir()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = exports / f".tmp-export-{socket.gethostname()}-{dead.pid}-ab12"
+    stale.mkdir()  # of a killed export: the next export removes it
+    err = tmp_path / "export.err"
+    proc = _start(
+        [
+            sys.executable,
+            "-m",
+            "albert_tf.export",
+            f"--albert_directory={release}",
+            f"--export_path={exports}/encoder",
+        ],
+        err,
+    )
+    assert _wait_for(lambda: any(exports.iterdir()) and not stale.exists(), proc), _text(err)
+    proc.send_signal(signal.SIGTERM)
+    _one_line(proc, err, "export.py", 128 + signal.SIGTERM, "interrupted by SIGTERM")
+    assert os.listdir(exports) == []
+    # Evaluation only: a dev set of 2000 pairs, stopped while it is evaluated.
+    glue = write_mrpc(str(tmp_path / "glue"), n_dev=2000)
+    out = tmp_path / "eval_out"
+    err = tmp_path / "eval.err"
+    argv = [
+        sys.executable,
+        os.path.join(ROOT, "run_classifier.py"),
+        f"--output_dir={out}",
+        "--task_name=MRPC",
+        f"--data_dir={glue}",
+        f"--init_checkpoint={release}",
+        f"--spm_model_file={DEMO_SPM}",
+        "--max_seq_length=32",
+        "--do_eval",
+    ]
+    proc = _start(argv, err)
+    assert _wait_for(lambda: "loaded" in _text(err), proc), _text(err)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    _one_line(proc, err, "run_classifier.py", 128 + signal.SIGTERM, "interrupted by SIGTERM")
+    assert _leftovers(out) == [] and not (out / "eval_results.txt").exists()
+
+
+def test_a_full_disk_during_a_feature_cache_and_a_checkpoint(inputs, tmp_path):
+    glue = write_mrpc(str(tmp_path / "glue"))
+    out = tmp_path / "glue_out"
+    cache_err = tmp_path / "cache.err"
+    argv = [
+        sys.executable,
+        os.path.join(ROOT, "run_classifier.py"),
+        f"--output_dir={out}",
+        "--task_name=MRPC",
+        f"--data_dir={glue}",
+        f"--albert_config_file={inputs['config']}",
+        f"--spm_model_file={DEMO_SPM}",
+        "--max_seq_length=32",
+        "--do_train",
+        "--train_batch_size=8",
+        "--train_step=2",
+    ]
+    cache = _start(argv, cache_err, 2048)  # the training features need more
+    save_out = tmp_path / "save_out"
+    save_err = tmp_path / "save.err"
+    save = _start(
+        _pretrain(inputs, save_out, "--num_train_steps=2", "--save_checkpoints_steps=2"),
+        save_err,
+        1 << 16,  # the events file fits, the checkpoint does not
+    )
+    _one_line(cache, cache_err, "run_classifier.py", 1, f"error: no room to write {out}/")
+    line = _one_line(
+        save, save_err, "run_pretraining.py", 1, f"error: no room to write {save_out}/"
+    )
+    assert "File too large" in line
+    assert _leftovers(out) == [] and _leftovers(save_out) == []
+    assert not [n for n in os.listdir(out) if n.endswith(".tf_record")]
+    assert not [n for n in os.listdir(save_out) if ".index" in n]
