@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import threading
 import time
 
@@ -118,25 +119,77 @@ def get_strategy(
     raise ValueError(f"unknown --strategy={strategy!r}; expected one of {STRATEGIES}")
 
 
-def multi_worker_strategy(tf_config: dict, timeout_s: float):
-    """MultiWorkerMirroredStrategy once every worker of `tf_config` joined; UserError naming
-    the other workers after `timeout_s` seconds (TensorFlow itself would wait forever)."""
+def _address(entry: str) -> tuple[str, int]:
+    host, _, port = entry.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def wait_for_workers(tf_config: dict, timeout_s: float, report_every: float = 10.0) -> None:
+    """Returns once every other task of TF_CONFIG's cluster accepts connections on its
+    address; UserError naming those that do not after `timeout_s` seconds.
+
+    TensorFlow's own wait (inside MultiWorkerMirroredStrategy()) holds Python's lock for
+    as long as it lasts, so nothing in the process (no timeout, no signal handler) can
+    run until every worker came. This wait comes first, in Python: meanwhile this task
+    listens on its own address (so the others' waits see it) and SIGINT/SIGTERM end it
+    (RunInterrupted). Then TensorFlow's wait finds everyone.
+    """
+    from albert_tf import interrupts
+
+    task, cluster = tf_config["task"], tf_config["cluster"]
+    tasks = [a for role in ("chief", "worker") for a in cluster.get(role, [])]
+    own = cluster.get(task.get("type"), [])[task.get("index", 0)]
+    others = [a for a in tasks if a != own]
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        return _with_timeout(
-            tf.distribute.MultiWorkerMirroredStrategy,
-            timeout_s,
-            "waiting for the other workers of TF_CONFIG",
-        )
-    except TimeoutError:
-        task = tf_config["task"]
-        cluster = tf_config["cluster"]
-        own = cluster.get(task.get("type"), [None] * (task["index"] + 1))[task["index"]]
-        others = [a for role in ("chief", "worker") for a in cluster.get(role, []) if a != own]
-        raise UserError(
-            f"--strategy=multi_worker: not every worker joined within --worker_timeout_s="
-            f"{timeout_s:g} s (the others: {', '.join(others)}); expected all of TF_CONFIG's "
-            "workers started with the same command and reachable at those addresses"
-        ) from None
+        listener.bind(("", _address(own)[1]))
+        listener.listen(64)
+    except OSError as err:  # taken: whatever holds it answers for this task
+        _logger.warning("cannot listen on %s while waiting for the workers: %s", own, err)
+    interrupts.install()
+    _logger.info(
+        "waiting up to %g s for the workers of TF_CONFIG: %s", timeout_s, ", ".join(others)
+    )
+    start = time.monotonic()
+    next_report = start + report_every
+    waiting = list(others)
+    try:
+        while waiting:
+            for address in list(waiting):
+                try:
+                    with socket.create_connection(_address(address), timeout=1.0):
+                        waiting.remove(address)
+                except OSError:
+                    pass
+            now = time.monotonic()
+            if not waiting:
+                break
+            if now - start >= timeout_s:
+                raise UserError(
+                    f"--strategy=multi_worker: not every worker joined within "
+                    f"--worker_timeout_s={timeout_s:g} s (no answer from "
+                    f"{', '.join(waiting)}); expected all of TF_CONFIG's workers started "
+                    "with the same command and reachable at those addresses"
+                )
+            if now >= next_report:
+                next_report += report_every
+                _logger.info(
+                    "waiting for the workers of TF_CONFIG (%.0f of %.0f s): no answer from %s",
+                    now - start,
+                    timeout_s,
+                    ", ".join(waiting),
+                )
+            time.sleep(0.2)
+    finally:
+        listener.close()
+
+
+def multi_worker_strategy(tf_config: dict, timeout_s: float):
+    """MultiWorkerMirroredStrategy once every worker of `tf_config` answers (UserError
+    after `timeout_s` seconds; TensorFlow itself would wait forever)."""
+    wait_for_workers(tf_config, timeout_s)
+    return tf.distribute.MultiWorkerMirroredStrategy()
 
 
 def is_chief(strategy) -> bool:
