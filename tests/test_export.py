@@ -385,6 +385,17 @@ def test_export_cli_errors_are_one_line(tmp_path, capsys):
     assert "--albert_directory" in capsys.readouterr().err
     assert main(["export", "--help"]) == 0
     assert "--export_format" in capsys.readouterr().out
+    # The export replaces --export_path: never the folder it reads.
+    (tmp_path / "release").mkdir()
+    kept = tmp_path / "release" / "albert_config.json"
+    kept.write_text("{}")
+    for target in (tmp_path / "release", tmp_path):
+        argv = ["export", f"--albert_directory={tmp_path / 'release'}", f"--export_path={target}"]
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"export: error: --export_path={target} ")
+        assert f"an input of this run (--albert_directory={tmp_path / 'release'})" in err
+    assert kept.read_text() == "{}"
 
 
 def _export(folder, out, export_format, *extra):

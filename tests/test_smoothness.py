@@ -278,11 +278,20 @@ def test_load_errors_and_flags(tmp_path):
     )
     with pytest.raises(UserError, match="no checkpoint"):
         smoothness.load_model(tmp_path, DEMO_SPM)
-    assert smoothness.parse_model_flags(["ALBERT=/a/b", "BERT = /c=d"]) == [
-        ("ALBERT", "/a/b"),
-        ("BERT", "/c=d"),
+    (tmp_path / "c=d").mkdir()
+    (tmp_path / "model.ckpt-7.index").write_bytes(b"")
+    prefix = str(tmp_path / "model.ckpt-7")  # a checkpoint prefix: its files exist
+    assert smoothness.parse_model_flags([f"ALBERT={prefix}", f"BERT = {tmp_path}/c=d"]) == [
+        ("ALBERT", prefix),
+        ("BERT", f"{tmp_path}/c=d"),
     ]
     with pytest.raises(UserError, match="expected label=path, got '/a/b'"):
         smoothness.parse_model_flags(["/a/b"])
     with pytest.raises(UserError, match="labels must differ"):
-        smoothness.parse_model_flags(["A=/x", "A=/y"])
+        smoothness.parse_model_flags([f"A={tmp_path}", f"A={prefix}"])
+    with pytest.raises(UserError) as err:
+        smoothness.parse_model_flags([f"X={tmp_path}/missing"])
+    assert str(err.value) == (
+        f"--smoothness_checkpoints=X={tmp_path}/missing: {tmp_path}/missing does not exist; "
+        "expected a release folder, an output folder or a checkpoint prefix"
+    )
