@@ -218,7 +218,13 @@ class Task:
     def file_inputs(self) -> dict:
         """{flag: [paths]}: the files this run reads that an output must not replace."""
         opts = self.options
-        names = ("albert_config_file", "spm_model_file", "vocab_file", "init_checkpoint")
+        names = (
+            "albert_config_file",
+            "spm_model_file",
+            "vocab_file",
+            "init_checkpoint",
+            "data_dir",
+        )
         return {f"--{n}": [getattr(opts, n)] for n in names if getattr(opts, n, None)}
 
     def input_shape(self) -> dict:
@@ -357,6 +363,10 @@ def check_before_work(task: Task, config, resuming: bool, initial) -> None:
         if not tf.io.gfile.isdir(path):  # a folder: check_replaceable says so
             output_paths.check_not_an_input({f"--{flag}": path}, inputs)
         output_paths.check_replaceable(flag, path, features)
+    export_dir = getattr(opts, "export_dir", None)
+    if export_dir:  # replaced as a whole by the export: never an input or the output folder
+        guarded = {**inputs, "--output_dir": [opts.output_dir]}
+        output_paths.check_not_an_input({"--export_dir": export_dir}, guarded)
     if opts.strategy != "multi_worker":  # workers share the chief's folder
         run_lock.check_free(opts.output_dir)
     checkpoint_checks.check_output_checkpoints_intact(opts.output_dir)

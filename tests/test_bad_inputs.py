@@ -673,6 +673,12 @@ ROWS = [
         ("--train_feature_file={squad_train}",),
         "--train_feature_file={squad_train} is an input of this run (--train_file=",
     ),
+    Row(
+        "export_dir_is_the_data_dir",
+        "run_classifier.py",
+        ("--export_dir={glue}",),
+        "--export_dir={glue} is an input of this run (--data_dir={glue})",
+    ),
     # --- one writer per folder; resume only what fits ---------------------------------
     Row(
         "output_dir_locked_by_a_running_process",
@@ -1134,6 +1140,6 @@ def test_bad_input_is_one_line_exit_1_and_changes_nothing(row, paths, tmp_path, 
 
 
 def test_the_table_covers_every_entry_point_and_forty_inputs():
-    assert len(ROWS) >= 57
+    assert len(ROWS) >= 58
     assert {r.script for r in ROWS} == set(ENTRY)
     assert {r.script for r in ROWS if r.subprocess} == set(ENTRY)
