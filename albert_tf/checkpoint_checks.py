@@ -79,6 +79,32 @@ def check_init_config(init: str, config, config_file: str | None) -> None:
         )
 
 
+def check_init_not_replaced(init: str, output_dir: str) -> None:
+    """UserError when --init_checkpoint is a checkpoint of `output_dir` under a name the
+    run writes itself (model.ckpt-best, model.ckpt-<step>, ckpt-<step>): a release folder
+    used as the output folder would have its weights replaced by the run's."""
+    from albert_tf import hub, output_paths
+
+    if hub.is_hub_module(init):
+        return
+    try:
+        prefix = (
+            release.release_files(init).checkpoint
+            if release.is_release_folder(init)
+            else checkpoints.resolve_checkpoint_path(init)
+        )
+    except FileNotFoundError:
+        return
+    folder = output_paths.resolved(os.path.dirname(prefix))
+    written = re.fullmatch(r"(model\.ckpt-(best|\d+)|ckpt-\d+)", os.path.basename(prefix))
+    if written and folder == output_paths.resolved(output_dir):
+        raise UserError(
+            f"--init_checkpoint={init}: {prefix} lies in --output_dir={output_dir}, where this "
+            "run writes checkpoints of that name (it would be replaced); expected another "
+            "--output_dir"
+        )
+
+
 def check_init_fits(model, init: str, head_patterns=(), init_from_group0=False) -> None:
     """UserError when the original-format --init_checkpoint cannot fill `model`'s encoder
     (a variable missing or of another shape; the head may be missing). Reads only the
@@ -140,6 +166,7 @@ def damaged_read_message(detail: str, record_flags: str, output_dir: str, init: 
 
 
 __all__ = [
+    "check_init_not_replaced",
     "check_output_checkpoints_intact",
     "check_init_config",
     "check_init_fits",

@@ -376,6 +376,8 @@ def check_before_work(task: Task, config, resuming: bool, initial) -> None:
         check_init_checkpoint(initial[1])
         config_file = getattr(opts, "albert_config_file", None)
         checkpoint_checks.check_init_config(initial[1], config, config_file)
+        if not resuming:
+            checkpoint_checks.check_init_not_replaced(initial[1], opts.output_dir)
     if not (opts.force_memory or opts.use_tpu or tf.config.list_physical_devices("GPU")):
         memory_check.check_model_fits(config.num_parameters(), opts.do_train)
 

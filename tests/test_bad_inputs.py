@@ -679,6 +679,14 @@ ROWS = [
         ("--export_dir={glue}",),
         "--export_dir={glue} is an input of this run (--data_dir={glue})",
     ),
+    Row(
+        "output_dir_is_the_release_folder",
+        "run_classifier.py",
+        ("--init_checkpoint={out}",),
+        "--init_checkpoint={out}: {out}/model.ckpt-best lies in --output_dir={out}, where this "
+        "run writes checkpoints of that name",
+        output="release_folder",
+    ),
     # --- one writer per folder; resume only what fits ---------------------------------
     Row(
         "output_dir_locked_by_a_running_process",
@@ -1028,6 +1036,11 @@ def _reliability_inputs(root, p, config, model, good_ckpt):
             "num_attention_heads": 64,
         },
     )
+    release = root / "release_folder"
+    checkpoints.save_original_checkpoint(model, str(release / "model.ckpt-best"))
+    config.to_json_file(str(release / "albert_config.json"))
+    shutil.copy(DEMO_SPM, release / "30k-clean.model")
+    p["release_folder"] = str(release)
     init = root / "init_l2"
     init.mkdir()
     checkpoints.save_original_checkpoint(model, str(init / "model.ckpt"))
@@ -1140,6 +1153,6 @@ def test_bad_input_is_one_line_exit_1_and_changes_nothing(row, paths, tmp_path, 
 
 
 def test_the_table_covers_every_entry_point_and_forty_inputs():
-    assert len(ROWS) >= 58
+    assert len(ROWS) >= 59
     assert {r.script for r in ROWS} == set(ENTRY)
     assert {r.script for r in ROWS if r.subprocess} == set(ENTRY)
