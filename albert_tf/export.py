@@ -42,7 +42,7 @@ import uuid
 
 import tensorflow as tf
 
-from albert_tf import fileio, speed_paths
+from albert_tf import fileio, output_paths, speed_paths
 from albert_tf.errors import UserError
 from albert_tf.options import REQUIRED, SpeedPathOptions, option
 from albert_tf.tokenization import DEFAULT_DIGIT_COMMA, digit_comma_option
@@ -753,8 +753,6 @@ def run(opts: ExportOptions) -> dict:
     from albert_tf.options import check
 
     check(opts)
-    from albert_tf import output_paths
-
     # The export replaces --export_path as a whole: never the release folder it reads.
     output_paths.check_not_an_input(
         {"--export_path": opts.export_path}, {"--albert_directory": [opts.albert_directory]}

@@ -592,6 +592,14 @@ def check_totals(
         )
 
 
+def check_outputs_apart_from_inputs(outputs: Sequence[str], files: Sequence[str]) -> None:
+    """Never replace an input, or a file this script did not write (UserError naming the
+    output; albert_tf/output_paths.py)."""
+    for out in outputs:
+        output_paths.check_not_an_input({"--output_file": out}, {"--input_file": files})
+        output_paths.check_replaceable("output_file", out, OUTPUT_FEATURES)
+
+
 def create_pretraining_data(
     input_file: str,
     output_file: str | Sequence[str],
@@ -623,9 +631,7 @@ def create_pretraining_data(
     outputs = output_files(output_file)
     _check_outputs(outputs)
     files = resolve_input_files(input_file)
-    for out in outputs:  # never replace an input, or a file this script did not write
-        output_paths.check_not_an_input({"--output_file": out}, {"--input_file": files})
-        output_paths.check_replaceable("output_file", out, OUTPUT_FEATURES)
+    check_outputs_apart_from_inputs(outputs, files)
     units = plan_units(files, int(chunk_size_mb * (1 << 20)))
     total_bytes = sum(u.end - u.start for u in units) or 1
     num_workers = max(1, min(num_workers or os.cpu_count() or 1, len(units)))
