@@ -1,0 +1,96 @@
+"""albert_tf/checkpoint_checks.py: the checkpoints a run starts from."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import pytest
+
+from albert_tf import checkpoint_checks, checkpoints
+from albert_tf.errors import UserError
+from albert_tf.modeling import AlbertModel
+
+from classifier_fixtures import tiny_config
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("init")
+    model = AlbertModel(tiny_config())
+    model.build()
+    prefix = checkpoints.save_original_checkpoint(model, str(folder / "model.ckpt-best"))
+    tiny_config().to_json_file(str(folder / "albert_config.json"))
+    return folder, prefix, model
+
+
+def test_the_config_beside_an_initial_checkpoint_must_describe_the_same_network(saved, tmp_path):
+    folder, prefix, _ = saved
+    same = tiny_config(hidden_dropout_prob=0.0)  # dropout may differ
+    checkpoint_checks.check_init_config(prefix, same, str(tmp_path / "c.json"))
+    deeper = tiny_config(num_hidden_layers=4)
+    with pytest.raises(UserError) as err:
+        checkpoint_checks.check_init_config(str(folder), deeper, "c4.json")
+    assert str(err.value) == (
+        f"--init_checkpoint={folder}: its albert_config.json ({folder}/albert_config.json) "
+        "describes another network than --albert_config_file=c4.json (num_hidden_layers=2 vs "
+        "4); expected the config the checkpoint was trained with"
+    )
+
+
+def test_an_initial_checkpoint_must_fit_even_when_the_output_folder_wins(saved):
+    _, prefix, model = saved
+    checkpoint_checks.check_init_fits(model, prefix)
+    wide = AlbertModel(tiny_config(hidden_size=48, num_attention_heads=2))
+    wide.build()
+    with pytest.raises(UserError, match=r"does not fit this model \(.*: checkpoint \[.*32"):
+        checkpoint_checks.check_init_fits(wide, prefix)
+
+
+def test_the_log_says_which_weights_a_resumed_run_uses(tmp_path, caplog):
+    (tmp_path / "ckpt-4.index").write_bytes(b"")
+    with caplog.at_level(logging.WARNING):
+        checkpoint_checks.log_resume_wins("/init/model.ckpt", str(tmp_path))
+    assert (
+        f"--init_checkpoint=/init/model.ckpt is not loaded: training resumes from "
+        f"{tmp_path}/ckpt-4 of --output_dir"
+    ) in caplog.text
+
+
+def test_an_initial_checkpoint_the_run_would_replace_is_refused(saved, tmp_path):
+    folder, prefix, _ = saved
+    checkpoint_checks.check_init_not_replaced(prefix, str(tmp_path))
+    with pytest.raises(UserError, match="lies in --output_dir=.*it would be replaced"):
+        checkpoint_checks.check_init_not_replaced(str(folder), str(folder))
+
+
+def test_a_damaged_read_names_a_record_file_or_a_checkpoint():
+    record = checkpoint_checks.damaged_read_message(
+        "truncated record at 120", "--input_file=x", "/o", None
+    )
+    assert record.startswith("a TFRecord file of --input_file=x is damaged (truncated record")
+    saved = checkpoint_checks.damaged_read_message(
+        "Checksum does not match: stored 1 vs. calculated on the restored bytes 2",
+        "--input_file=x",
+        "/o",
+        "/i",
+    )
+    assert saved.startswith("a checkpoint of --output_dir=/o or --init_checkpoint=/i is damaged")
+
+
+def test_a_cut_checkpoint_of_the_output_folder_names_its_files(saved, tmp_path):
+    _, prefix, _ = saved
+    for suffix in (".index", ".data-00000-of-00001"):
+        with open(prefix + suffix, "rb") as f:
+            data = f.read()
+        with open(tmp_path / f"model.ckpt-3{suffix}", "wb") as f:
+            f.write(data[: len(data) // 2] if suffix != ".index" else data)
+    with pytest.raises(UserError) as err:
+        checkpoint_checks.check_output_checkpoints_intact(str(tmp_path))
+    assert str(err.value).startswith(f"--output_dir={tmp_path}: checkpoint model.ckpt-3 is damaged")
+    assert f"remove {tmp_path}/model.ckpt-3.* to go on from the checkpoint before it" in str(
+        err.value
+    )
+    os.remove(tmp_path / "model.ckpt-3.data-00000-of-00001")
+    with pytest.raises(UserError, match="missing"):
+        checkpoint_checks.check_output_checkpoints_intact(str(tmp_path))
