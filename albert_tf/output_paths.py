@@ -69,19 +69,50 @@ def check_not_an_input(
                 )
 
 
-def _first_record(path: str, size: int) -> bytes | None:
+class GFiles:
+    """How outputs are inspected by default: the OS for local paths, tf.io.gfile for
+    remote ones. Any object with the same four functions (create_pretraining_data's
+    Beam filesystems) can stand in."""
+
+    @staticmethod
+    def glob(path: str) -> list[str]:
+        if _is_remote(path):
+            import tensorflow as tf
+
+            return [path] if tf.io.gfile.exists(path) else []
+        return [path] if os.path.lexists(path) else []
+
+    @staticmethod
+    def isdir(path: str) -> bool:
+        if _is_remote(path):
+            import tensorflow as tf
+
+            return tf.io.gfile.isdir(path)
+        return os.path.isdir(path)
+
+    @staticmethod
+    def size(path: str) -> int:
+        if _is_remote(path):
+            import tensorflow as tf
+
+            return tf.io.gfile.stat(path).length
+        return os.path.getsize(path)
+
+    @staticmethod
+    def open(path: str):
+        if _is_remote(path):
+            import tensorflow as tf
+
+            return tf.io.gfile.GFile(path, "rb")
+        return open(path, "rb")
+
+
+def _first_record(path: str, size: int, files) -> bytes | None:
     """The data of the first TFRecord of `path`, or None when the file is not framed as
     TFRecords (length, its checksum, data, checksum)."""
-    if _is_remote(path):
-        import tensorflow as tf
-
-        with tf.io.gfile.GFile(path, "rb") as f:
-            header = f.read(12)
-            data = f.read(min(max(size - 12, 0), 1 << 20))
-    else:
-        with open(path, "rb") as f:
-            header = f.read(12)
-            data = f.read(min(max(size - 12, 0), 1 << 20))
+    with files.open(path) as f:
+        header = f.read(12)
+        data = f.read(min(max(size - 12, 0), 1 << 20))
     if len(header) < 12:
         return None
     (length,) = struct.unpack("<Q", header[:8])
@@ -90,32 +121,22 @@ def _first_record(path: str, size: int) -> bytes | None:
     return data[:length]
 
 
-def check_replaceable(flag: str, path: str, feature_names: Sequence[str]) -> None:
+def check_replaceable(flag: str, path: str, feature_names: Sequence[str], files=GFiles) -> None:
     """UserError unless `path` is absent, empty, or a TFRecord file whose first record has
     every one of `feature_names` (what the run writes there: an earlier run's output,
-    which it may replace)."""
+    which it may replace). `files`: how to reach the path (`GFiles`)."""
     if not path:
         return
-    if _is_remote(path):
-        import tensorflow as tf
-
-        if not tf.io.gfile.exists(path):
-            return
-        if tf.io.gfile.isdir(path):
-            size = None
-        else:
-            size = tf.io.gfile.stat(path).length
-    else:
-        if not os.path.lexists(path):
-            return
-        size = None if os.path.isdir(path) else os.path.getsize(path)
-    if size is None:
+    if files.isdir(path):
         raise UserError(
             f"--{flag}={path}: a folder; expected the path of the TFRecord file this run writes"
         )
+    if path not in files.glob(path):
+        return
+    size = files.size(path)
     if size == 0:
         return
-    record = _first_record(path, size)
+    record = _first_record(path, size, files)
     missing = [n for n in feature_names if record is None or n.encode() not in record]
     if missing:
         what = "not a TFRecord file" if record is None else f"records without {missing[0]!r}"
@@ -125,4 +146,4 @@ def check_replaceable(flag: str, path: str, feature_names: Sequence[str]) -> Non
         )
 
 
-__all__ = ["resolved", "check_not_an_input", "check_replaceable"]
+__all__ = ["GFiles", "resolved", "check_not_an_input", "check_replaceable"]

@@ -272,7 +272,7 @@ def create_pretraining_data_beam(
     outputs = cpd.output_files(output_file)
     _check_outputs(outputs)
     files = cpd.resolve_input_files(input_file, BeamInputs)
-    cpd.check_outputs_apart_from_inputs(outputs, files)
+    cpd.check_outputs_apart_from_inputs(outputs, files, BeamInputs)
     units = cpd.plan_units(files, int(chunk_size_mb * (1 << 20)), BeamInputs)
     logger.info(
         "%d input file(s) -> %d unit(s), %d output file(s), Beam pipeline options %s",

@@ -592,12 +592,12 @@ def check_totals(
         )
 
 
-def check_outputs_apart_from_inputs(outputs: Sequence[str], files: Sequence[str]) -> None:
+def check_outputs_apart_from_inputs(outputs: Sequence[str], files: Sequence[str], inputs) -> None:
     """Never replace an input, or a file this script did not write (UserError naming the
-    output; albert_tf/output_paths.py)."""
+    output; albert_tf/output_paths.py). `inputs`: how files are reached (LocalInputs)."""
     for out in outputs:
         output_paths.check_not_an_input({"--output_file": out}, {"--input_file": files})
-        output_paths.check_replaceable("output_file", out, OUTPUT_FEATURES)
+        output_paths.check_replaceable("output_file", out, OUTPUT_FEATURES, inputs)
 
 
 def create_pretraining_data(
@@ -631,7 +631,7 @@ def create_pretraining_data(
     outputs = output_files(output_file)
     _check_outputs(outputs)
     files = resolve_input_files(input_file)
-    check_outputs_apart_from_inputs(outputs, files)
+    check_outputs_apart_from_inputs(outputs, files, LocalInputs)
     units = plan_units(files, int(chunk_size_mb * (1 << 20)))
     total_bytes = sum(u.end - u.start for u in units) or 1
     num_workers = max(1, min(num_workers or os.cpu_count() or 1, len(units)))
