@@ -304,3 +304,17 @@ def test_only_the_beam_module_imports_beam():
     env = dict(os.environ, PYTHONPATH=ROOT)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stderr
+
+
+def test_an_output_that_is_the_corpus_is_refused_before_any_pipeline(
+    tmp_path, capsys, beam_pipeline, monkeypatch
+):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("one sentence.\nanother one.\n\nnext document.\n")
+    monkeypatch.setattr(beam_pipeline, "build_pipeline", None)
+    assert _main(f"--input_file={corpus}", f"--output_file={corpus}", *RUNNER) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0]
+    assert f"error: --output_file={corpus} is an input of this run (--input_file=" in err[0]
+    assert corpus.read_text() == "one sentence.\nanother one.\n\nnext document.\n"
+    assert os.listdir(tmp_path) == ["c.txt"]
