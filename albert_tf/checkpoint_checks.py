@@ -13,7 +13,7 @@ import re
 
 import tensorflow as tf
 
-from albert_tf import checkpoints, release, selection
+from albert_tf import checkpoints, release
 from albert_tf.errors import UserError
 
 _logger = logging.getLogger(__name__)
@@ -22,20 +22,25 @@ _FREE_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifi
 
 
 def check_output_checkpoints_intact(output_dir: str) -> None:
-    """UserError naming the first checkpoint of `output_dir` (either format) whose index
-    cannot be read or whose data files are missing or cut short, with what to do. Reads
-    only the indexes (kilobytes each)."""
-    found = selection.trained_checkpoints(output_dir) + selection.original_checkpoints(output_dir)
-    for _, prefix in sorted(found, reverse=True):  # the newest first: the one resumed
-        try:
-            checkpoints.check_checkpoint_readable(prefix)
-        except (UserError, FileNotFoundError) as err:
-            raise UserError(
-                f"--output_dir={output_dir}: checkpoint {os.path.basename(prefix)} is "
-                f"damaged ({err}); expected complete checkpoint files: remove "
-                f"{prefix}.* to go on from the checkpoint before it, or use another "
-                "--output_dir"
-            ) from None
+    """UserError naming the first checkpoint file of `output_dir` whose index cannot be
+    read or whose data files are missing or cut short, with the files to remove to go on
+    from the step before. Looks at every saved step, the newest (the one resumed) first,
+    whatever files it has (albert_tf/checkpoint_layout.py); reads only the indexes."""
+    from albert_tf import checkpoint_layout
+
+    for saved in reversed(checkpoint_layout.saved_steps(output_dir)):
+        prefixes = [p for p in (saved.weights, saved.state, saved.resume_point) if p]
+        for prefix in prefixes:
+            try:
+                checkpoints.check_checkpoint_readable(prefix)
+            except (UserError, FileNotFoundError) as err:
+                files = ", ".join(f"{p}.*" for p in prefixes)
+                raise UserError(
+                    f"--output_dir={output_dir}: checkpoint {os.path.basename(prefix)} is "
+                    f"damaged ({err}); expected complete checkpoint files: remove the files "
+                    f"of step {saved.step} ({files}) to go on from the step before, or use "
+                    "another --output_dir"
+                ) from None
 
 
 def _config_beside(init: str) -> str | None:
@@ -136,7 +141,9 @@ def check_init_fits(model, init: str, head_patterns=(), init_from_group0=False) 
 
 def log_resume_wins(init: str, output_dir: str) -> None:
     """Says which weights a training run starts from when both exist."""
-    latest = selection.trained_checkpoints(output_dir)[-1][1]
+    from albert_tf import checkpoint_layout
+
+    latest = checkpoint_layout.resume_points(output_dir)[-1][1]
     _logger.warning(
         "--init_checkpoint=%s is not loaded: training resumes from %s of --output_dir (an "
         "initial checkpoint only starts a fresh run; use another --output_dir to start from it)",

@@ -341,9 +341,9 @@ def run(task: Task) -> dict:
             raise UserError(message) from None
         finally:
             if current.is_chief:  # a save cut short (full disk, a signal): its temporaries
-                from albert_tf.training import remove_orphaned_save_folders
+                from albert_tf import checkpoint_layout
 
-                remove_orphaned_save_folders(opts.output_dir)
+                checkpoint_layout.remove_unfinished(opts.output_dir)
 
 
 def check_before_work(task: Task, config, resuming: bool, initial) -> None:
