@@ -23,6 +23,7 @@ import posixpath
 import struct
 from typing import Iterable, Mapping, Sequence
 
+from albert_tf import fileio
 from albert_tf.errors import UserError
 
 
@@ -70,41 +71,17 @@ def check_not_an_input(
 
 
 class GFiles:
-    """How outputs are inspected by default: the OS for local paths, tf.io.gfile for
-    remote ones. Any object with the same four functions (create_pretraining_data's
-    Beam filesystems) can stand in."""
+    """How outputs are inspected by default: albert_tf/fileio.py (the OS for local paths,
+    tf.io.gfile for others). Any object with the same four functions (create_pretraining_
+    data's Beam filesystems) can stand in."""
 
     @staticmethod
     def glob(path: str) -> list[str]:
-        if _is_remote(path):
-            import tensorflow as tf
+        return [path] if fileio.exists(path) else []
 
-            return [path] if tf.io.gfile.exists(path) else []
-        return [path] if os.path.lexists(path) else []
-
-    @staticmethod
-    def isdir(path: str) -> bool:
-        if _is_remote(path):
-            import tensorflow as tf
-
-            return tf.io.gfile.isdir(path)
-        return os.path.isdir(path)
-
-    @staticmethod
-    def size(path: str) -> int:
-        if _is_remote(path):
-            import tensorflow as tf
-
-            return tf.io.gfile.stat(path).length
-        return os.path.getsize(path)
-
-    @staticmethod
-    def open(path: str):
-        if _is_remote(path):
-            import tensorflow as tf
-
-            return tf.io.gfile.GFile(path, "rb")
-        return open(path, "rb")
+    isdir = staticmethod(fileio.isdir)
+    size = staticmethod(fileio.size)
+    open = staticmethod(fileio.open_binary)
 
 
 def _first_record(path: str, size: int, files) -> bytes | None:
