@@ -153,6 +153,19 @@ def log_resume_wins(init: str, output_dir: str) -> None:
 
 
 _RECORD_PROBLEM = re.compile(r"(corrupted|truncated) record at \d+")
+_CHECKPOINT_PROBLEM = re.compile(
+    r"Checksum does not match|Read less bytes than requested|not an sstable|TensorBundle"
+)
+
+
+def is_damaged_read(err) -> bool:
+    """Whether a TensorFlow error met while reading is a damaged file (a TFRecord or a
+    checkpoint) rather than a bug: DataLossError, or a checkpoint read's own words."""
+    import tensorflow as tf
+
+    return isinstance(err, tf.errors.DataLossError) or bool(
+        _CHECKPOINT_PROBLEM.search(err.message or "")
+    )
 
 
 def damaged_read_message(detail: str, record_flags: str, output_dir: str, init: str | None):
@@ -179,4 +192,5 @@ __all__ = [
     "check_init_fits",
     "log_resume_wins",
     "damaged_read_message",
+    "is_damaged_read",
 ]

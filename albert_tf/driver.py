@@ -326,10 +326,12 @@ def run(task: Task) -> dict:
             )
         try:
             return _train_evaluate_predict(task, current)
-        except tf.errors.DataLossError as err:
+        except tf.errors.OpError as err:
             # A record cut short or corrupted after the first, which `resolve` checks, or
             # a checkpoint whose bytes do not match its checksums: the checkpoints written
             # so far stay; a rerun resumes and stops at the same place.
+            if not checkpoint_checks.is_damaged_read(err):
+                raise
             detail = re.sub(r"^\{\{.*?\}\}\s*|\s*\[Op:.*$", "", err.message.strip().splitlines()[0])
             named = " or ".join(
                 f"{flag}={getattr(opts, flag[2:])}"
