@@ -25,7 +25,6 @@ embedding_size != hidden_size, so with equal sizes it must be the identity (writ
 from __future__ import annotations
 
 import os
-import re
 
 import numpy as np
 import tensorflow as tf
@@ -39,6 +38,14 @@ from albert_tf.weights import (
     read_json,
     write_json,
 )
+from albert_tf.weights.name_table import (
+    BLOCK,
+    PROJECTION,
+    NameTable,
+    drop_identity_projection,
+    identity_projection,
+    rename,
+)
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -47,8 +54,6 @@ SPM_MODEL_NAME = "spiece.model"
 TOKENIZER_CONFIG_NAME = "tokenizer_config.json"
 SPECIAL_TOKENS_NAME = "special_tokens_map.json"
 
-_PROJECTION = "bert/encoder/embedding_hidden_mapping_in"
-_BLOCK = "bert/encoder/transformer/group_{g}/inner_group_{i}/"
 _HF_BLOCK = "albert.encoder.albert_layer_groups.{g}.albert_layers.{i}."
 # (original name, Hugging Face name, transposed): {g} and {i} are the group and the
 # block inside it.
@@ -62,23 +67,23 @@ _TABLE = [
     ("bert/embeddings/position_embeddings", "albert.embeddings.position_embeddings.weight", False),
     ("bert/embeddings/LayerNorm/gamma", "albert.embeddings.LayerNorm.weight", False),
     ("bert/embeddings/LayerNorm/beta", "albert.embeddings.LayerNorm.bias", False),
-    (f"{_PROJECTION}/kernel", "albert.encoder.embedding_hidden_mapping_in.weight", True),
-    (f"{_PROJECTION}/bias", "albert.encoder.embedding_hidden_mapping_in.bias", False),
+    (f"{PROJECTION}/kernel", "albert.encoder.embedding_hidden_mapping_in.weight", True),
+    (f"{PROJECTION}/bias", "albert.encoder.embedding_hidden_mapping_in.bias", False),
     *[
-        (f"{_BLOCK}attention_1/self/{part}/{kind}", f"{_HF_BLOCK}attention.{part}.{hf}", t)
+        (f"{BLOCK}attention_1/self/{part}/{kind}", f"{_HF_BLOCK}attention.{part}.{hf}", t)
         for part in ("query", "key", "value")
         for kind, hf, t in (("kernel", "weight", True), ("bias", "bias", False))
     ],
-    (f"{_BLOCK}attention_1/output/dense/kernel", f"{_HF_BLOCK}attention.dense.weight", True),
-    (f"{_BLOCK}attention_1/output/dense/bias", f"{_HF_BLOCK}attention.dense.bias", False),
-    (f"{_BLOCK}LayerNorm/gamma", f"{_HF_BLOCK}attention.LayerNorm.weight", False),
-    (f"{_BLOCK}LayerNorm/beta", f"{_HF_BLOCK}attention.LayerNorm.bias", False),
-    (f"{_BLOCK}ffn_1/intermediate/dense/kernel", f"{_HF_BLOCK}ffn.weight", True),
-    (f"{_BLOCK}ffn_1/intermediate/dense/bias", f"{_HF_BLOCK}ffn.bias", False),
-    (f"{_BLOCK}ffn_1/intermediate/output/dense/kernel", f"{_HF_BLOCK}ffn_output.weight", True),
-    (f"{_BLOCK}ffn_1/intermediate/output/dense/bias", f"{_HF_BLOCK}ffn_output.bias", False),
-    (f"{_BLOCK}LayerNorm_1/gamma", f"{_HF_BLOCK}full_layer_layer_norm.weight", False),
-    (f"{_BLOCK}LayerNorm_1/beta", f"{_HF_BLOCK}full_layer_layer_norm.bias", False),
+    (f"{BLOCK}attention_1/output/dense/kernel", f"{_HF_BLOCK}attention.dense.weight", True),
+    (f"{BLOCK}attention_1/output/dense/bias", f"{_HF_BLOCK}attention.dense.bias", False),
+    (f"{BLOCK}LayerNorm/gamma", f"{_HF_BLOCK}attention.LayerNorm.weight", False),
+    (f"{BLOCK}LayerNorm/beta", f"{_HF_BLOCK}attention.LayerNorm.bias", False),
+    (f"{BLOCK}ffn_1/intermediate/dense/kernel", f"{_HF_BLOCK}ffn.weight", True),
+    (f"{BLOCK}ffn_1/intermediate/dense/bias", f"{_HF_BLOCK}ffn.bias", False),
+    (f"{BLOCK}ffn_1/intermediate/output/dense/kernel", f"{_HF_BLOCK}ffn_output.weight", True),
+    (f"{BLOCK}ffn_1/intermediate/output/dense/bias", f"{_HF_BLOCK}ffn_output.bias", False),
+    (f"{BLOCK}LayerNorm_1/gamma", f"{_HF_BLOCK}full_layer_layer_norm.weight", False),
+    (f"{BLOCK}LayerNorm_1/beta", f"{_HF_BLOCK}full_layer_layer_norm.bias", False),
     ("bert/pooler/dense/kernel", "albert.pooler.weight", True),
     ("bert/pooler/dense/bias", "albert.pooler.bias", False),
     ("cls/predictions/transform/dense/kernel", "predictions.dense.weight", True),
@@ -103,31 +108,21 @@ _TIED = {
 _BASE_MODEL_PREFIXES = ("embeddings.", "encoder.", "pooler.")
 
 
-def _pattern(template):
-    escaped = re.escape(template).replace(r"\{g\}", "{g}").replace(r"\{i\}", "{i}")
-    return re.compile("^" + escaped.format(g=r"(?P<g>\d+)", i=r"(?P<i>\d+)") + "$")
+_NAMES = NameTable(_TABLE)
 
 
-_TO_HF = [(_pattern(o), h, t) for o, h, t in _TABLE]
-_TO_ORIGINAL = [(_pattern(h), o, t) for o, h, t in _TABLE]
-
-
-def _translate(rows, name):
-    for pattern, template, transposed in rows:
-        match = pattern.match(name)
-        if match:
-            return template.format(**match.groupdict()), transposed
-    return None
+def _transpose(value, transposed):
+    return value.T if transposed else value
 
 
 def huggingface_name(original: str) -> tuple[str, bool] | None:
     """(Hugging Face name, whether the value is transposed) of an original name, or None."""
-    return _translate(_TO_HF, original)
+    return _NAMES.foreign(original)
 
 
 def original_name(hf_name: str) -> tuple[str, bool] | None:
     """(original name, whether the value is transposed) of a Hugging Face name, or None."""
-    return _translate(_TO_ORIGINAL, hf_name)
+    return _NAMES.original(hf_name)
 
 
 # --- config ----------------------------------------------------------------------------
@@ -316,27 +311,13 @@ def values_from_huggingface(tensors: dict, config, source: str) -> dict:
                 f"{source}: {tied} differs from {target}; ALBERT ties them (the output "
                 "layer is the word embeddings), so an untied one cannot be loaded"
             )
-    values, unknown = {}, []
-    for name, value in tensors.items():
-        found = original_name(name)
-        if found is None:
-            unknown.append(name)
-            continue
-        original, transposed = found
-        value = np.asarray(value, dtype=np.float32)
-        values[original] = np.ascontiguousarray(value.T) if transposed else value
+    values, unknown = rename(tensors, original_name, _transpose)
     check_all_named("Hugging Face", source, unknown)
-    if config.embedding_size == config.hidden_size:
-        kernel = values.pop(f"{_PROJECTION}/kernel", None)
-        bias = values.pop(f"{_PROJECTION}/bias", None)
-        if kernel is not None and not (
-            np.array_equal(kernel, np.eye(config.hidden_size, dtype=np.float32))
-            and (bias is None or not np.any(bias))
-        ):
-            raise UserError(
-                f"{source}: embedding_size = hidden_size, where ALBERT has no "
-                "embedding_hidden_mapping_in, but the file's is not the identity"
-            )
+    if not drop_identity_projection(values, config):
+        raise UserError(
+            f"{source}: embedding_size = hidden_size, where ALBERT has no "
+            "embedding_hidden_mapping_in, but the file's is not the identity"
+        )
     return values
 
 
@@ -373,20 +354,13 @@ def read_folder(folder, tensors: bool = True) -> ForeignWeights:
 def values_to_huggingface(values: dict, config) -> dict:
     """{Hugging Face name: float32 array} of {original name: array}; UserError naming an
     original name the table has no row for."""
-    tensors, unknown = {}, []
-    for name, value in values.items():
-        found = huggingface_name(name)
-        if found is None:
-            unknown.append(name)
-            continue
-        hf, transposed = found
-        value = np.asarray(value, dtype=np.float32)
-        tensors[hf] = np.ascontiguousarray(value.T if transposed else value)
+    tensors, unknown = rename(values, huggingface_name, _transpose)
     check_all_named("Hugging Face", "the model", unknown)
     projection = "albert.encoder.embedding_hidden_mapping_in."
     if projection + "weight" not in tensors:  # embedding_size = hidden_size (docstring)
-        tensors[projection + "weight"] = np.eye(config.hidden_size, dtype=np.float32)
-        tensors[projection + "bias"] = np.zeros([config.hidden_size], np.float32)
+        tensors[projection + "weight"], tensors[projection + "bias"] = identity_projection(
+            config.hidden_size
+        )
     return tensors
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import re
 import shutil
 import tempfile
 
@@ -39,6 +38,14 @@ from albert_tf.weights import (
     read_json,
     write_json,
 )
+from albert_tf.weights.name_table import (
+    BLOCK,
+    PROJECTION,
+    NameTable,
+    drop_identity_projection,
+    identity_projection,
+    rename,
+)
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.weights.h5"
@@ -47,8 +54,6 @@ METADATA_NAME = "metadata.json"
 SPM_ASSET = os.path.join("assets", "tokenizer", "vocabulary.spm")
 KERAS_HUB_VERSION = "0.32.0"
 
-_PROJECTION = "bert/encoder/embedding_hidden_mapping_in"
-_BLOCK = "bert/encoder/transformer/group_{g}/inner_group_{i}/"
 _LAYER = "group_{g}_inner_layer_{i}/"
 _ATTENTION = _LAYER + "_self_attention_layer/"
 # Layouts: "same", or the per-head reshapes of the attention (module docstring).
@@ -59,61 +64,47 @@ _TABLE = [
     ("bert/embeddings/token_type_embeddings", "segment_embedding/0", SAME),
     ("bert/embeddings/LayerNorm/gamma", "embeddings_layer_norm/0", SAME),
     ("bert/embeddings/LayerNorm/beta", "embeddings_layer_norm/1", SAME),
-    (f"{_PROJECTION}/kernel", "embedding_projection/0", SAME),
-    (f"{_PROJECTION}/bias", "embedding_projection/1", SAME),
+    (f"{PROJECTION}/kernel", "embedding_projection/0", SAME),
+    (f"{PROJECTION}/bias", "embedding_projection/1", SAME),
     *[
-        (f"{_BLOCK}attention_1/self/{part}/{kind}", f"{_ATTENTION}{part}_dense/{k}", layout)
+        (f"{BLOCK}attention_1/self/{part}/{kind}", f"{_ATTENTION}{part}_dense/{k}", layout)
         for part in ("query", "key", "value")
         for kind, k, layout in (("kernel", 0, HEADS_IN), ("bias", 1, HEADS_BIAS))
     ],
-    (f"{_BLOCK}attention_1/output/dense/kernel", f"{_ATTENTION}output_dense/0", HEADS_OUT),
-    (f"{_BLOCK}attention_1/output/dense/bias", f"{_ATTENTION}output_dense/1", SAME),
-    (f"{_BLOCK}LayerNorm/gamma", f"{_LAYER}_self_attention_layer_norm/0", SAME),
-    (f"{_BLOCK}LayerNorm/beta", f"{_LAYER}_self_attention_layer_norm/1", SAME),
+    (f"{BLOCK}attention_1/output/dense/kernel", f"{_ATTENTION}output_dense/0", HEADS_OUT),
+    (f"{BLOCK}attention_1/output/dense/bias", f"{_ATTENTION}output_dense/1", SAME),
+    (f"{BLOCK}LayerNorm/gamma", f"{_LAYER}_self_attention_layer_norm/0", SAME),
+    (f"{BLOCK}LayerNorm/beta", f"{_LAYER}_self_attention_layer_norm/1", SAME),
     (
-        f"{_BLOCK}ffn_1/intermediate/dense/kernel",
+        f"{BLOCK}ffn_1/intermediate/dense/kernel",
         f"{_LAYER}_feedforward_intermediate_dense/0",
         SAME,
     ),
-    (f"{_BLOCK}ffn_1/intermediate/dense/bias", f"{_LAYER}_feedforward_intermediate_dense/1", SAME),
+    (f"{BLOCK}ffn_1/intermediate/dense/bias", f"{_LAYER}_feedforward_intermediate_dense/1", SAME),
     (
-        f"{_BLOCK}ffn_1/intermediate/output/dense/kernel",
+        f"{BLOCK}ffn_1/intermediate/output/dense/kernel",
         f"{_LAYER}_feedforward_output_dense/0",
         SAME,
     ),
-    (f"{_BLOCK}ffn_1/intermediate/output/dense/bias", f"{_LAYER}_feedforward_output_dense/1", SAME),
-    (f"{_BLOCK}LayerNorm_1/gamma", f"{_LAYER}_feedforward_layer_norm/0", SAME),
-    (f"{_BLOCK}LayerNorm_1/beta", f"{_LAYER}_feedforward_layer_norm/1", SAME),
+    (f"{BLOCK}ffn_1/intermediate/output/dense/bias", f"{_LAYER}_feedforward_output_dense/1", SAME),
+    (f"{BLOCK}LayerNorm_1/gamma", f"{_LAYER}_feedforward_layer_norm/0", SAME),
+    (f"{BLOCK}LayerNorm_1/beta", f"{_LAYER}_feedforward_layer_norm/1", SAME),
     ("bert/pooler/dense/kernel", "pooled_dense/0", SAME),
     ("bert/pooler/dense/bias", "pooled_dense/1", SAME),
 ]
 
 
-def _pattern(template):
-    escaped = re.escape(template).replace(r"\{g\}", "{g}").replace(r"\{i\}", "{i}")
-    return re.compile("^" + escaped.format(g=r"(?P<g>\d+)", i=r"(?P<i>\d+)") + "$")
-
-
-_TO_KERAS_HUB = [(_pattern(o), k, layout) for o, k, layout in _TABLE]
-_TO_ORIGINAL = [(_pattern(k), o, layout) for o, k, layout in _TABLE]
-
-
-def _translate(rows, name):
-    for pattern, template, layout in rows:
-        match = pattern.match(name)
-        if match:
-            return template.format(**match.groupdict()), layout
-    return None
+_NAMES = NameTable(_TABLE)
 
 
 def keras_hub_name(original: str) -> tuple[str, str] | None:
     """("<layer name>/<sub-path>/<k>", layout) of an original name, or None."""
-    return _translate(_TO_KERAS_HUB, original)
+    return _NAMES.foreign(original)
 
 
 def original_name(keras_hub: str) -> tuple[str, str] | None:
     """(original name, layout) of a "<layer name>/<sub-path>/<k>" name, or None."""
-    return _translate(_TO_ORIGINAL, keras_hub)
+    return _NAMES.original(keras_hub)
 
 
 def _to_keras_hub_layout(value, layout, heads):
@@ -346,28 +337,13 @@ def read_weights_file(path) -> dict:
 
 
 def values_from_keras_hub(tensors: dict, config, source: str) -> dict:
-    values, unknown = {}, []
-    for name, value in tensors.items():
-        found = original_name(name)
-        if found is None:
-            unknown.append(name)
-            continue
-        original, layout = found
-        values[original] = np.ascontiguousarray(
-            _to_original_layout(np.asarray(value, np.float32), layout)
-        )
+    values, unknown = rename(tensors, original_name, _to_original_layout)
     check_all_named("keras-hub", source, unknown)
-    if config.embedding_size == config.hidden_size:
-        kernel = values.pop(f"{_PROJECTION}/kernel", None)
-        bias = values.pop(f"{_PROJECTION}/bias", None)
-        if kernel is not None and not (
-            np.array_equal(kernel, np.eye(config.hidden_size, dtype=np.float32))
-            and (bias is None or not np.any(bias))
-        ):
-            raise UserError(
-                f"{source}: embedding_dim = hidden_dim, where ALBERT has no embedding "
-                "projection, but the preset's is not the identity"
-            )
+    if not drop_identity_projection(values, config):
+        raise UserError(
+            f"{source}: embedding_dim = hidden_dim, where ALBERT has no embedding "
+            "projection, but the preset's is not the identity"
+        )
     return values
 
 
@@ -464,23 +440,17 @@ def write_weights_file(path, config, tensors: dict) -> None:
 def values_to_keras_hub(values: dict, config) -> dict:
     """{"<layer name>/<sub-path>/<k>": array} of {original name: array} (encoder only:
     anything outside `bert/` is left out, see the module docstring)."""
-    tensors, unknown = {}, []
-    for name, value in values.items():
-        if not name.startswith("bert/"):
-            continue
-        found = keras_hub_name(name)
-        if found is None:
-            unknown.append(name)
-            continue
-        target, layout = found
-        value = np.asarray(value, np.float32)
-        tensors[target] = np.ascontiguousarray(
-            _to_keras_hub_layout(value, layout, config.num_attention_heads)
-        )
+    encoder = {name: value for name, value in values.items() if name.startswith("bert/")}
+    tensors, unknown = rename(
+        encoder,
+        keras_hub_name,
+        lambda value, layout: _to_keras_hub_layout(value, layout, config.num_attention_heads),
+    )
     check_all_named("keras-hub", "the model", unknown)
     if "embedding_projection/0" not in tensors:  # embedding_size = hidden_size
-        tensors["embedding_projection/0"] = np.eye(config.hidden_size, dtype=np.float32)
-        tensors["embedding_projection/1"] = np.zeros([config.hidden_size], np.float32)
+        tensors["embedding_projection/0"], tensors["embedding_projection/1"] = identity_projection(
+            config.hidden_size
+        )
     return tensors
 
 
