@@ -29,6 +29,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.config import REQUIRED_FIELDS
 from albert_tf.errors import UserError
 from albert_tf.weights import (
     HUGGINGFACE,
@@ -160,21 +161,9 @@ _ACTIVATIONS_OUT = {
     "linear": "linear",
     "": "linear",
 }
-_SHAPE_FIELDS = (
-    "vocab_size",
-    "embedding_size",
-    "hidden_size",
-    "num_hidden_layers",
-    "num_hidden_groups",
-    "num_attention_heads",
-    "intermediate_size",
-    "inner_group_num",
-    "hidden_dropout_prob",
-    "attention_probs_dropout_prob",
-    "max_position_embeddings",
-    "type_vocab_size",
-    "initializer_range",
-)
+# The fields both config files spell alike: all the original's but hidden_act (translated
+# above) and down_scale_factor (never read).
+_SAME_FIELDS = tuple(name for name in REQUIRED_FIELDS if name != "hidden_act")
 
 
 def _hf_group(config, layer):
@@ -210,7 +199,7 @@ def config_from_huggingface(values: dict, source: str):
             f"{source}: position_embedding_type {merged['position_embedding_type']!r}; "
             "expected 'absolute'"
         )
-    fields = {k: merged[k] for k in _SHAPE_FIELDS}
+    fields = {k: merged[k] for k in _SAME_FIELDS}
     config = AlbertConfig.from_dict(
         {**fields, "hidden_act": _ACTIVATIONS_IN[act], "down_scale_factor": 1}, source
     )
@@ -236,7 +225,7 @@ def config_to_huggingface(
     values = {
         "architectures": [architecture],
         "model_type": "albert",
-        **{k: getattr(config, k) for k in _SHAPE_FIELDS},
+        **{k: getattr(config, k) for k in _SAME_FIELDS},
         "hidden_act": _ACTIVATIONS_OUT[config.hidden_act.lower()],
         "layer_norm_eps": HF_DEFAULTS["layer_norm_eps"],
         "position_embedding_type": "absolute",
