@@ -262,18 +262,18 @@ def create_pretraining_data_beam(
     (invalid UTF-8, a file without documents) raises the local builder's error once the
     runner reports it. Then no output file exists (on runners in this process; a remote job
     that fails is reported by the runner)."""
-    cpd.check_flags(
+    outputs, files, units = cpd.plan(
+        input_file,
+        output_file,
         config,
         vocab_file=vocab_file,
         spm_model_file=spm_model_file,
         digit_comma=digit_comma,
         dupe_factor=dupe_factor,
+        chunk_size_mb=chunk_size_mb,
+        inputs=BeamInputs,
+        check_outputs=_check_outputs,
     )
-    outputs = cpd.output_files(output_file)
-    _check_outputs(outputs)
-    files = cpd.resolve_input_files(input_file, BeamInputs)
-    cpd.check_outputs_apart_from_inputs(outputs, files, BeamInputs)
-    units = cpd.plan_units(files, int(chunk_size_mb * (1 << 20)), BeamInputs)
     logger.info(
         "%d input file(s) -> %d unit(s), %d output file(s), Beam pipeline options %s",
         len(files),
@@ -319,16 +319,7 @@ def create_pretraining_data_beam(
             if stale:
                 FileSystems.delete(stale)
     stats["seconds"] = time.time() - t0
-    logger.info(
-        "wrote %d instances from %d documents to %d file(s) in %.1f s (%.0f instances/s);"
-        " masked %.2f%% of tokens",
-        stats["instances"],
-        stats["documents"],
-        len(outputs),
-        stats["seconds"],
-        stats["instances"] / max(stats["seconds"], 1e-9),
-        100.0 * stats["masked"] / max(stats["tokens"], 1),
-    )
+    cpd.log_summary(stats, len(outputs), logger)
     return stats
 
 

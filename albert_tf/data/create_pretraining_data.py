@@ -600,6 +600,36 @@ def check_outputs_apart_from_inputs(outputs: Sequence[str], files: Sequence[str]
         output_paths.check_replaceable("output_file", out, OUTPUT_FEATURES, inputs)
 
 
+def plan(
+    input_file: str,
+    output_file: str | Sequence[str],
+    config: pi.MaskingConfig,
+    *,
+    vocab_file: str | None,
+    spm_model_file: str | None,
+    digit_comma: str,
+    dupe_factor: int,
+    chunk_size_mb: float,
+    inputs=LocalInputs,
+    check_outputs=_check_outputs,
+) -> tuple[list[str], list[str], list[Unit]]:
+    """Every check that needs no unit read (InputDataError naming the flag or file), then
+    the plan: (output files, input files, units). `inputs`: how input files are reached;
+    `check_outputs`: the checks of the output list for this way of writing."""
+    check_flags(
+        config,
+        vocab_file=vocab_file,
+        spm_model_file=spm_model_file,
+        digit_comma=digit_comma,
+        dupe_factor=dupe_factor,
+    )
+    outputs = output_files(output_file)
+    check_outputs(outputs)
+    files = resolve_input_files(input_file, inputs)
+    check_outputs_apart_from_inputs(outputs, files, inputs)
+    return outputs, files, plan_units(files, int(chunk_size_mb * (1 << 20)), inputs)
+
+
 def create_pretraining_data(
     input_file: str,
     output_file: str | Sequence[str],
@@ -621,18 +651,16 @@ def create_pretraining_data(
     InputDataError on bad input or when no instance can be made; then no output file exists.
     Temporaries of killed earlier runs next to the outputs are removed first.
     `digit_comma`: the SentencePiece digit-comma rule (`albert_tf.tokenization`)."""
-    check_flags(
+    outputs, files, units = plan(
+        input_file,
+        output_file,
         config,
         vocab_file=vocab_file,
         spm_model_file=spm_model_file,
         digit_comma=digit_comma,
         dupe_factor=dupe_factor,
+        chunk_size_mb=chunk_size_mb,
     )
-    outputs = output_files(output_file)
-    _check_outputs(outputs)
-    files = resolve_input_files(input_file)
-    check_outputs_apart_from_inputs(outputs, files, LocalInputs)
-    units = plan_units(files, int(chunk_size_mb * (1 << 20)))
     total_bytes = sum(u.end - u.start for u in units) or 1
     num_workers = max(1, min(num_workers or os.cpu_count() or 1, len(units)))
     logger.info(
@@ -762,17 +790,22 @@ def create_pretraining_data(
                     os.remove(t)
         shutil.rmtree(tmp_dir, ignore_errors=True)  # machine-local temporaries
     stats["seconds"] = time.time() - t0
-    logger.info(
+    log_summary(stats, len(outputs))
+    return stats
+
+
+def log_summary(stats: dict, num_outputs: int, log: logging.Logger = logger) -> None:
+    """The closing line of a finished build, from its stats."""
+    log.info(
         "wrote %d instances from %d documents to %d file(s) in %.1f s (%.0f instances/s);"
         " masked %.2f%% of tokens",
         stats["instances"],
         stats["documents"],
-        len(outputs),
+        num_outputs,
         stats["seconds"],
         stats["instances"] / max(stats["seconds"], 1e-9),
         100.0 * stats["masked"] / max(stats["tokens"], 1),
     )
-    return stats
 
 
 # ---------------------------------------------------------------------------------------------
