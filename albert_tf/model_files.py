@@ -61,8 +61,7 @@ def resolve_model_files(
     """Validates the model flags of `opts` (ModelFileOptions fields and init_checkpoint;
     UserError naming the flag and file); nothing is written. `token_types`: how many
     segment ids the task's features use (2 with sentence pairs, 1 without)."""
-    from albert_tf import hub, release, tokenization
-    from albert_tf.config import AlbertConfig
+    from albert_tf import hub, release
 
     if opts.albert_hub_module_handle:
         return _resolve_hub_module(opts, max_seq_length, token_types)
@@ -91,12 +90,7 @@ def resolve_model_files(
             "--albert_config_file is required (or pass a release folder holding "
             "albert_config.json as --init_checkpoint)"
         )
-    if not tf.io.gfile.exists(config_file):
-        raise UserError(f"--albert_config_file={config_file}: file not found")
-    try:
-        config = AlbertConfig.from_json_file(config_file)
-    except (ValueError, TypeError, KeyError) as err:
-        raise UserError(f"--albert_config_file={config_file}: {err}") from None
+    config = _read_config(config_file)
     if require_spm and not spm:
         raise UserError(
             "--spm_model_file is required: SQuAD features are SentencePiece only, "
@@ -109,11 +103,7 @@ def resolve_model_files(
         # so a placeholder --vocab_file beside --spm_model_file (the original run_glue.sh
         # passes one) must not stop the run.
         vocab = None
-    for flag, path in (("spm_model_file", spm), ("vocab_file", vocab)):
-        if path and not tf.io.gfile.exists(path):
-            raise UserError(f"--{flag}={path}: file not found")
-    if spm and "://" not in spm:  # a local file: is it a SentencePiece model?
-        tokenization.load_spm_model(spm, flag="spm_model_file")
+    _check_tokenizer_files(spm, vocab)
     _check_config_fits(config, config_file, max_seq_length, token_types)
     if init and not is_release:
         try:
@@ -127,18 +117,11 @@ def _resolve_foreign(opts, foreign, max_seq_length, require_spm, token_types) ->
     """ModelFiles of a Hugging Face folder or keras-hub preset as --init_checkpoint: its
     config unless --albert_config_file is given, its SentencePiece model unless
     --spm_model_file is."""
-    from albert_tf import tokenization
-    from albert_tf.config import AlbertConfig
 
     config, config_file = foreign.config, foreign.config_file
     if opts.albert_config_file:
         config_file = opts.albert_config_file
-        if not tf.io.gfile.exists(config_file):
-            raise UserError(f"--albert_config_file={config_file}: file not found")
-        try:
-            config = AlbertConfig.from_json_file(config_file)
-        except (ValueError, TypeError, KeyError) as err:
-            raise UserError(f"--albert_config_file={config_file}: {err}") from None
+        config = _read_config(config_file)
     if foreign.do_lower_case is not None and foreign.do_lower_case != opts.do_lower_case:
         raise UserError(
             f"--do_lower_case={opts.do_lower_case}, but the tokenizer of {foreign.description} "
@@ -153,13 +136,33 @@ def _resolve_foreign(opts, foreign, max_seq_length, require_spm, token_types) ->
         )
     if require_spm and not spm:
         raise UserError("--spm_model_file is required: SQuAD features are SentencePiece only")
+    _check_tokenizer_files(spm, vocab)
+    _check_config_fits(config, config_file, max_seq_length, token_types)
+    return ModelFiles(config, spm, vocab, config_file)
+
+
+def _read_config(config_file):
+    """The AlbertConfig of --albert_config_file; UserError naming the flag otherwise."""
+    from albert_tf.config import AlbertConfig
+
+    if not tf.io.gfile.exists(config_file):
+        raise UserError(f"--albert_config_file={config_file}: file not found")
+    try:
+        return AlbertConfig.from_json_file(config_file)
+    except (ValueError, TypeError, KeyError) as err:
+        raise UserError(f"--albert_config_file={config_file}: {err}") from None
+
+
+def _check_tokenizer_files(spm, vocab) -> None:
+    """UserError naming the flag unless the files exist and a local `spm` is a
+    SentencePiece model."""
+    from albert_tf import tokenization
+
     for flag, path in (("spm_model_file", spm), ("vocab_file", vocab)):
         if path and not tf.io.gfile.exists(path):
             raise UserError(f"--{flag}={path}: file not found")
-    if spm and "://" not in spm:
+    if spm and "://" not in spm:  # a local file: is it a SentencePiece model?
         tokenization.load_spm_model(spm, flag="spm_model_file")
-    _check_config_fits(config, config_file, max_seq_length, token_types)
-    return ModelFiles(config, spm, vocab, config_file)
 
 
 def _check_config_fits(config, config_file, max_seq_length: int, token_types: int) -> None:
