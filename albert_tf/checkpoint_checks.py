@@ -60,23 +60,18 @@ def check_init_config(init: str, config, config_file: str | None) -> None:
     """UserError when --init_checkpoint's own albert_config.json describes another
     network than the run's config (`config`, read from `config_file`); dropout rates may
     differ. A checkpoint without one is not checked."""
-    from albert_tf.config import AlbertConfig
+    from albert_tf.config import AlbertConfig, differing_fields
 
     beside = _config_beside(init)
     if beside is None or (config_file and os.path.abspath(beside) == os.path.abspath(config_file)):
         return
     try:
-        theirs = AlbertConfig.from_json_file(beside).to_dict()
+        theirs = AlbertConfig.from_json_file(beside)
     except (ValueError, TypeError, KeyError, UserError) as err:
         raise UserError(f"--init_checkpoint={init}: {beside}: {err}") from None
-    ours = config.to_dict()
-    differ = [
-        k
-        for k in sorted(set(theirs) | set(ours))
-        if k not in _FREE_FIELDS and theirs.get(k) != ours.get(k)
-    ]
+    differ = differing_fields(theirs, config, ignore=_FREE_FIELDS)
     if differ:
-        shown = ", ".join(f"{k}={theirs.get(k)!r} vs {ours.get(k)!r}" for k in differ[:3])
+        shown = ", ".join(f"{k}={a!r} vs {b!r}" for k, a, b in differ[:3])
         raise UserError(
             f"--init_checkpoint={init}: its {release.CONFIG_NAME} ({beside}) describes "
             f"another network than --albert_config_file={config_file} ({shown}); expected "

@@ -272,6 +272,17 @@ _FLOAT_FIELDS = {
 }
 
 
+def differing_fields(a: AlbertConfig, b: AlbertConfig, ignore=()) -> list[tuple[str, Any, Any]]:
+    """(field, value in a, value in b) of every to_dict() field not in `ignore` whose
+    values differ (None where one of them lacks it), by field name."""
+    a, b = a.to_dict(), b.to_dict()
+    return [
+        (k, a.get(k), b.get(k))
+        for k in sorted(set(a) | set(b))
+        if k not in ignore and a.get(k) != b.get(k)
+    ]
+
+
 # --- presets ---------------------------------------------------------------
 _ALBERT_SHAPES = {
     # name: (L, H, N, F)

@@ -334,20 +334,19 @@ class PretrainingTask(driver.Task):
     def _check_output_config(self, config):
         """Refuses an output_dir whose checkpoints were trained with another config (its
         albert_config.json says which): its config file must keep describing them."""
-        from albert_tf.config import AlbertConfig
+        from albert_tf.config import AlbertConfig, differing_fields
 
         out = self.options.output_dir
         path = os.path.join(out, release.CONFIG_NAME)
         if not selection.trained_checkpoints(out) or not tf.io.gfile.exists(path):
             return
         try:
-            trained = AlbertConfig.from_json_file(path).to_dict()
+            trained = AlbertConfig.from_json_file(path)
         except ValueError as err:
             raise UserError(f"{path}: {err}") from None
-        given = config.to_dict()
-        differ = [k for k in sorted(set(trained) | set(given)) if trained.get(k) != given.get(k)]
+        differ = differing_fields(trained, config)
         if differ:
-            shown = ", ".join(f"{k}: {trained.get(k)!r} vs {given.get(k)!r}" for k in differ[:4])
+            shown = ", ".join(f"{k}: {a!r} vs {b!r}" for k, a, b in differ[:4])
             raise UserError(
                 f"{path}: the checkpoints in {out} were trained with this config, which "
                 f"differs from {self._config_name()} ({shown}); expected the same config, "
