@@ -24,12 +24,19 @@ import os
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 
-from albert_tf.data import beam_pipeline
-from albert_tf.data import create_pretraining_data as cpd
-from albert_tf.data import pretraining_instances as pi
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+
+import bench_model as bm  # noqa: E402  (machine description)
+
+from albert_tf.data import beam_pipeline  # noqa: E402
+from albert_tf.data import create_pretraining_data as cpd  # noqa: E402
+from albert_tf.data import pretraining_instances as pi  # noqa: E402
 
 PAPER_CORPUS_BYTES = 16e9  # BookCorpus + English Wikipedia (the paper: 16 GB of text)
 PAPER_DUPE_FACTOR = 40
@@ -48,14 +55,7 @@ def _commit() -> str:
 
 
 def _cpu() -> str:
-    info = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                info.setdefault(key.strip(), value.strip())  # the first processor's
-    except OSError:
-        pass
+    info = bm.cpuinfo()
     family = (
         f" family {info['cpu family']} model {info.get('model')}" if "cpu family" in info else ""
     )

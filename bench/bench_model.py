@@ -568,8 +568,8 @@ ISA_FLAGS = (
 )
 
 
-def _machine():
-    """(CPU model with family/model/stepping, nproc, ISA flags present, load average)."""
+def cpuinfo() -> dict:
+    """{field: value} of the first processor in /proc/cpuinfo ({} where there is none)."""
     info = {}
     try:
         with open("/proc/cpuinfo") as f:
@@ -578,6 +578,12 @@ def _machine():
                 info.setdefault(key.strip(), value.strip())  # the first processor's
     except OSError:
         pass
+    return info
+
+
+def _machine():
+    """(CPU model with family/model/stepping, nproc, ISA flags present, load average)."""
+    info = cpuinfo()
     model = info.get("model name", "unknown")
     if "cpu family" in info:  # virtual machines often show a generic model name
         model += (
