@@ -77,15 +77,30 @@ def _vocab_size():
     return spm.SentencePieceProcessor(model_file=DEMO_SPM).get_piece_size()
 
 
+def _torch_inputs() -> dict:
+    """IDS, MASK and SEGMENTS as transformers' keyword arguments (torch int64)."""
+    import torch
+
+    return {
+        "input_ids": torch.tensor(IDS, dtype=torch.long),
+        "attention_mask": torch.tensor(MASK, dtype=torch.long),
+        "token_type_ids": torch.tensor(SEGMENTS, dtype=torch.long),
+    }
+
+
+def _export_huggingface(source, exported):
+    """export --export_format=huggingface of the release folder `source` into `exported`."""
+    from albert_tf.export import main
+
+    argv = [f"--albert_directory={source}", f"--export_path={exported}"]
+    assert main(["export", *argv, "--export_format=huggingface"]) == 0
+
+
 def _torch_outputs(model, with_heads=True):
     import torch
 
     with torch.no_grad():
-        kwargs = dict(
-            input_ids=torch.tensor(IDS, dtype=torch.long),
-            attention_mask=torch.tensor(MASK, dtype=torch.long),
-            token_type_ids=torch.tensor(SEGMENTS, dtype=torch.long),
-        )
+        kwargs = _torch_inputs()
         if not with_heads:
             out = model(**kwargs)
             return {
@@ -197,7 +212,6 @@ def check_out(shape, tolerance, failures, work, albert_directory=None):
     from albert_tf import tokenization
     from albert_tf.classifier import AlbertClassifier
     from albert_tf.config import AlbertConfig
-    from albert_tf.export import main
     from albert_tf.modeling import AlbertPretrainer
 
     config = AlbertConfig(vocab_size=_vocab_size(), **SHAPES[shape])
@@ -210,8 +224,7 @@ def check_out(shape, tolerance, failures, work, albert_directory=None):
         ours = _randomize(AlbertPretrainer(config), 1, WEIGHT_SCALE[shape])
         source = _release_folder(os.path.join(work, "release"), ours)
     exported = os.path.join(work, "hf_export")
-    argv = [f"--albert_directory={source}", f"--export_path={exported}"]
-    assert main(["export", *argv, "--export_format=huggingface"]) == 0
+    _export_huggingface(source, exported)
     mine = _our_outputs(ours)
     theirs = _torch_outputs(AlbertForPreTraining.from_pretrained(exported).eval())
     _report("out: ours -> AlbertForPreTraining", mine, theirs, tolerance, failures)
@@ -235,18 +248,13 @@ def check_out(shape, tolerance, failures, work, albert_directory=None):
     classifier = _randomize(AlbertClassifier(config, num_labels=3), 2, WEIGHT_SCALE[shape])
     source = _release_folder(os.path.join(work, "glue"), classifier)
     exported = os.path.join(work, "hf_classifier")
-    argv = [f"--albert_directory={source}", f"--export_path={exported}"]
-    assert main(["export", *argv, "--export_format=huggingface"]) == 0
+    _export_huggingface(source, exported)
     import torch
 
     hf = AutoModelForSequenceClassification.from_pretrained(exported).eval()
     print(f"out: classifier loads as {type(hf).__name__}")
     with torch.no_grad():
-        logits = hf(
-            input_ids=torch.tensor(IDS, dtype=torch.long),
-            attention_mask=torch.tensor(MASK, dtype=torch.long),
-            token_type_ids=torch.tensor(SEGMENTS, dtype=torch.long),
-        ).logits.numpy()
+        logits = hf(**_torch_inputs()).logits.numpy()
     out = classifier({"input_ids": IDS, "input_mask": MASK, "segment_ids": SEGMENTS})
     _report(
         "out: classifier -> SequenceClassification",
@@ -263,16 +271,11 @@ def check_out(shape, tolerance, failures, work, albert_directory=None):
     squad = _randomize(AlbertSquadV1(config), 3, WEIGHT_SCALE[shape])
     source = _release_folder(os.path.join(work, "squad"), squad)
     exported = os.path.join(work, "hf_squad")
-    argv = [f"--albert_directory={source}", f"--export_path={exported}"]
-    assert main(["export", *argv, "--export_format=huggingface"]) == 0
+    _export_huggingface(source, exported)
     hf = AutoModelForQuestionAnswering.from_pretrained(exported).eval()
     print(f"out: SQuAD v1.1 model loads as {type(hf).__name__}")
     with torch.no_grad():
-        spans = hf(
-            input_ids=torch.tensor(IDS, dtype=torch.long),
-            attention_mask=torch.tensor(MASK, dtype=torch.long),
-            token_type_ids=torch.tensor(SEGMENTS, dtype=torch.long),
-        )
+        spans = hf(**_torch_inputs())
     out = squad({"input_ids": IDS, "input_mask": MASK, "segment_ids": SEGMENTS})
     real = MASK.astype(bool)
     _report(
