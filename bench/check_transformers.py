@@ -96,6 +96,22 @@ def _export_huggingface(source, exported):
     assert main(["export", *argv, "--export_format=huggingface"]) == 0
 
 
+def _through_huggingface(model, folder, what, auto_class):
+    """`model` saved as a release folder `folder`, exported as a Hugging Face folder
+    (`folder`_hf) and loaded with transformers' `auto_class`: (its outputs, `model`'s) on
+    IDS."""
+    import torch
+
+    source = _release_folder(folder, model)
+    exported = folder + "_hf"
+    _export_huggingface(source, exported)
+    hf = auto_class.from_pretrained(exported).eval()
+    print(f"out: {what} loads as {type(hf).__name__}")
+    with torch.no_grad():
+        theirs = hf(**_torch_inputs())
+    return theirs, model({"input_ids": IDS, "input_mask": MASK, "segment_ids": SEGMENTS})
+
+
 def _torch_outputs(model, with_heads=True):
     import torch
 
@@ -246,20 +262,13 @@ def check_out(shape, tolerance, failures, work, albert_directory=None):
         print(f"out: AutoTokenizer ({type(hf_tokenizer).__name__}) {text!r}: {verdict}")
 
     classifier = _randomize(AlbertClassifier(config, num_labels=3), 2, WEIGHT_SCALE[shape])
-    source = _release_folder(os.path.join(work, "glue"), classifier)
-    exported = os.path.join(work, "hf_classifier")
-    _export_huggingface(source, exported)
-    import torch
-
-    hf = AutoModelForSequenceClassification.from_pretrained(exported).eval()
-    print(f"out: classifier loads as {type(hf).__name__}")
-    with torch.no_grad():
-        logits = hf(**_torch_inputs()).logits.numpy()
-    out = classifier({"input_ids": IDS, "input_mask": MASK, "segment_ids": SEGMENTS})
+    theirs, out = _through_huggingface(
+        classifier, os.path.join(work, "glue"), "classifier", AutoModelForSequenceClassification
+    )
     _report(
         "out: classifier -> SequenceClassification",
         {"logits": np.asarray(out["logits"])},
-        {"logits": logits},
+        {"logits": theirs.logits.numpy()},
         tolerance,
         failures,
     )
@@ -269,14 +278,9 @@ def check_out(shape, tolerance, failures, work, albert_directory=None):
     from albert_tf.squad import AlbertSquadV1
 
     squad = _randomize(AlbertSquadV1(config), 3, WEIGHT_SCALE[shape])
-    source = _release_folder(os.path.join(work, "squad"), squad)
-    exported = os.path.join(work, "hf_squad")
-    _export_huggingface(source, exported)
-    hf = AutoModelForQuestionAnswering.from_pretrained(exported).eval()
-    print(f"out: SQuAD v1.1 model loads as {type(hf).__name__}")
-    with torch.no_grad():
-        spans = hf(**_torch_inputs())
-    out = squad({"input_ids": IDS, "input_mask": MASK, "segment_ids": SEGMENTS})
+    spans, out = _through_huggingface(
+        squad, os.path.join(work, "squad"), "SQuAD v1.1 model", AutoModelForQuestionAnswering
+    )
     real = MASK.astype(bool)
     _report(
         "out: SQuAD v1.1 -> QuestionAnswering",
