@@ -25,6 +25,7 @@ from albert_tf import classifier, cli, pretraining, race, squad
 from albert_tf.data import create_pretraining_data as cpd
 
 from classifier_fixtures import DEMO_SPM, tiny_config, write_mrpc
+from record_fixtures import DEMO_CORPUS, write_demo_pretraining_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = os.path.join(ROOT, "data", "demo")
@@ -804,7 +805,6 @@ def paths(tmp_path_factory):
     import tensorflow as tf
 
     from albert_tf import checkpoints
-    from albert_tf.data import pretraining_instances as pi
     from albert_tf.modeling import AlbertModel, AlbertPretrainer
 
     root = tmp_path_factory.mktemp("bad_inputs")
@@ -827,16 +827,9 @@ def paths(tmp_path_factory):
     )
 
     # Pretraining records (and bad ones).
-    p["corpus"] = os.path.join(DEMO, "corpus", "part-00000.txt")
+    p["corpus"] = DEMO_CORPUS
     p["records"] = str(root / "train.tfrecord")
-    cpd.create_pretraining_data(
-        p["corpus"],
-        p["records"],
-        pi.MaskingConfig(max_seq_length=32, max_predictions_per_seq=5),
-        spm_model_file=DEMO_SPM,
-        dupe_factor=1,
-        num_workers=1,
-    )
+    write_demo_pretraining_records(p["records"], DEMO_SPM)
     with open(p["records"], "rb") as f:
         data = f.read()
     first = 8 + 4 + int.from_bytes(data[:8], "little") + 4  # length, its CRC, data, CRC

@@ -21,9 +21,9 @@ import time
 import pytest
 
 from albert_tf import cli, pretraining
-from albert_tf.data import create_pretraining_data as cpd
 
 from classifier_fixtures import DEMO_SPM, tiny_config, write_mrpc
+from record_fixtures import DEMO_CORPUS, write_demo_pretraining_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = os.path.join(ROOT, "data", "demo")
@@ -98,23 +98,14 @@ def _leftovers(folder):
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
-    from albert_tf.data import pretraining_instances as pi
-
     root = tmp_path_factory.mktemp("faults")
     p = {"root": root}
     config = tiny_config()
     p["config"] = str(root / "albert_config.json")
     config.to_json_file(p["config"])
-    p["corpus"] = os.path.join(DEMO, "corpus", "part-00000.txt")
+    p["corpus"] = DEMO_CORPUS
     p["records"] = str(root / "train.tfrecord")
-    cpd.create_pretraining_data(
-        p["corpus"],
-        p["records"],
-        pi.MaskingConfig(max_seq_length=32, max_predictions_per_seq=5),
-        spm_model_file=DEMO_SPM,
-        dupe_factor=1,
-        num_workers=1,
-    )
+    write_demo_pretraining_records(p["records"], DEMO_SPM)
     return p
 
 

@@ -16,6 +16,8 @@ import tensorflow as tf
 
 from albert_tf.checkpoints import read_checkpoint_values
 
+from record_fixtures import write_demo_pretraining_records
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "run_pretraining.py")
 DEMO = os.path.join(ROOT, "data", "demo")
@@ -43,19 +45,9 @@ TINY = {
 def tiny_data(tmp_path_factory):
     import sentencepiece as spm
 
-    from albert_tf.data import create_pretraining_data as cpd
-    from albert_tf.data import pretraining_instances as pi
-
     folder = tmp_path_factory.mktemp("pretrain")
     spm_model = os.path.join(DEMO, "spm.model")
-    cpd.create_pretraining_data(
-        os.path.join(DEMO, "corpus", "part-00000.txt"),
-        str(folder / "train.tfrecord"),
-        pi.MaskingConfig(max_seq_length=32, max_predictions_per_seq=5),
-        spm_model_file=spm_model,
-        dupe_factor=1,
-        num_workers=1,
-    )
+    write_demo_pretraining_records(folder / "train.tfrecord", spm_model)
     config = dict(
         TINY, vocab_size=spm.SentencePieceProcessor(model_file=spm_model).get_piece_size()
     )
