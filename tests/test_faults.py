@@ -109,6 +109,20 @@ def inputs(tmp_path_factory):
     return p
 
 
+def _classify(out, glue, *extra):
+    """run_classifier.py on the MRPC folder `glue` with the demo SentencePiece model."""
+    return [
+        sys.executable,
+        os.path.join(ROOT, "run_classifier.py"),
+        f"--output_dir={out}",
+        "--task_name=MRPC",
+        f"--data_dir={glue}",
+        f"--spm_model_file={DEMO_SPM}",
+        "--max_seq_length=32",
+        *extra,
+    ]
+
+
 def _pretrain(inputs, out, *extra):
     return [
         sys.executable,
@@ -253,18 +267,7 @@ def test_sigterm_during_export_and_evaluation_leaves_nothing(inputs, tmp_path):
     glue = write_mrpc(str(tmp_path / "glue"), n_dev=2000)
     out = tmp_path / "eval_out"
     err = tmp_path / "eval.err"
-    argv = [
-        sys.executable,
-        os.path.join(ROOT, "run_classifier.py"),
-        f"--output_dir={out}",
-        "--task_name=MRPC",
-        f"--data_dir={glue}",
-        f"--init_checkpoint={release}",
-        f"--spm_model_file={DEMO_SPM}",
-        "--max_seq_length=32",
-        "--do_eval",
-    ]
-    proc = _start(argv, err)
+    proc = _start(_classify(out, glue, f"--init_checkpoint={release}", "--do_eval"), err)
     assert _wait_for(lambda: "loaded" in _text(err), proc), _text(err)
     time.sleep(1.0)
     proc.send_signal(signal.SIGTERM)
@@ -276,19 +279,14 @@ def test_a_full_disk_during_a_feature_cache_and_a_checkpoint(inputs, tmp_path):
     glue = write_mrpc(str(tmp_path / "glue"))
     out = tmp_path / "glue_out"
     cache_err = tmp_path / "cache.err"
-    argv = [
-        sys.executable,
-        os.path.join(ROOT, "run_classifier.py"),
-        f"--output_dir={out}",
-        "--task_name=MRPC",
-        f"--data_dir={glue}",
+    argv = _classify(
+        out,
+        glue,
         f"--albert_config_file={inputs['config']}",
-        f"--spm_model_file={DEMO_SPM}",
-        "--max_seq_length=32",
         "--do_train",
         "--train_batch_size=8",
         "--train_step=2",
-    ]
+    )
     cache = _start(argv, cache_err, 2048)  # the training features need more
     save_out = tmp_path / "save_out"
     save_err = tmp_path / "save.err"
