@@ -337,8 +337,21 @@ def test_encoder_signatures_follow_the_heads_the_checkpoint_held():
     assert len(module.original_variables) == 30 and len(module.trainable_variables) == 30
 
 
+def _assert_best_checkpoint_holds(out, model, keep=lambda name: True) -> dict:
+    """model.ckpt-best in `out` holds global_step and exactly the variables of `model`
+    whose original names `keep` passes, bit-exact; returns its values."""
+    from albert_tf import checkpoints
+
+    values = checkpoints.read_checkpoint_values(str(out / "model.ckpt-best"))
+    want = {n: v.numpy() for n, v in checkpoints.original_variable_map(model).items() if keep(n)}
+    assert sorted(values) == sorted([*want, "global_step"])
+    for name, value in want.items():
+        np.testing.assert_array_equal(values[name], value, err_msg=name)
+    return values
+
+
 def test_export_checkpoint_cli_strips_optimizer_state(tmp_path, capsys):
-    from albert_tf import checkpoints, release
+    from albert_tf import release
     from albert_tf.export import main
 
     slots = {"bert/pooler/dense/kernel/adam_m": np.ones((32, 32), np.float32)}
@@ -359,16 +372,11 @@ def test_export_checkpoint_cli_strips_optimizer_state(tmp_path, capsys):
     )
     assert status == 0
     assert f"checkpoint: {out / 'model.ckpt-best'}" in capsys.readouterr().out
-    values = checkpoints.read_checkpoint_values(str(out / "model.ckpt-best"))
-    want = {
-        n: v.numpy()
-        for n, v in checkpoints.original_variable_map(model).items()
-        if not n.startswith("cls/seq_relationship/")  # absent from the source: left out
-    }
-    assert sorted(values) == sorted([*want, "global_step"])
+    # cls/seq_relationship: absent from the source, so left out.
+    values = _assert_best_checkpoint_holds(
+        out, model, lambda n: not n.startswith("cls/seq_relationship/")
+    )
     assert int(values["global_step"]) == 0  # as the original's fresh graph
-    for name, value in want.items():
-        np.testing.assert_array_equal(values[name], value, err_msg=name)
     # The folder is a release folder now.
     files = release.release_files(str(out))
     assert files.checkpoint == str(out / "model.ckpt-best") and files.spm_model_file
@@ -408,7 +416,7 @@ def _export(folder, out, export_format, *extra):
 def test_huggingface_export_converts_back_to_a_release_folder_bit_exact(tmp_path, capsys):
     """ours -> Hugging Face -> original format (export --export_format=checkpoint of the
     Hugging Face folder): every variable bit-exact, and a release folder comes out."""
-    from albert_tf import checkpoints, release
+    from albert_tf import release
     from albert_tf.config import AlbertConfig
 
     folder, model = _release_folder(tmp_path / "release")
@@ -424,11 +432,7 @@ def test_huggingface_export_converts_back_to_a_release_folder_bit_exact(tmp_path
     ]
     out = tmp_path / "converted"
     assert _export(hf, out, "checkpoint") == 0
-    values = checkpoints.read_checkpoint_values(str(out / "model.ckpt-best"))
-    want = {n: v.numpy() for n, v in checkpoints.original_variable_map(model).items()}
-    assert sorted(values) == sorted([*want, "global_step"])
-    for name, value in want.items():
-        np.testing.assert_array_equal(values[name], value, err_msg=name)
+    _assert_best_checkpoint_holds(out, model)
     assert AlbertConfig.from_json_file(str(out / "albert_config.json")) == tiny_config()
     files = release.release_files(str(out))
     assert files.spm_model_file == str(out / "30k-clean.model")
@@ -459,7 +463,6 @@ def test_fine_tuned_classifier_exports_as_sequence_classification(tmp_path):
 def test_keras_hub_export_converts_back_to_a_release_folder_bit_exact(tmp_path, capsys):
     """ours -> keras-hub preset -> original format: the encoder bit-exact (a backbone
     preset has no heads: the converted folder has none either)."""
-    from albert_tf import checkpoints
 
     folder, model = _release_folder(tmp_path / "release")
     preset = tmp_path / "preset"
@@ -474,13 +477,5 @@ def test_keras_hub_export_converts_back_to_a_release_folder_bit_exact(tmp_path, 
     ]
     out = tmp_path / "converted"
     assert _export(preset, out, "checkpoint") == 0
-    values = checkpoints.read_checkpoint_values(str(out / "model.ckpt-best"))
-    want = {
-        n: v.numpy()
-        for n, v in checkpoints.original_variable_map(model).items()
-        if n.startswith("bert/")
-    }
-    assert sorted(values) == sorted([*want, "global_step"])
-    for name, value in want.items():
-        np.testing.assert_array_equal(values[name], value, err_msg=name)
+    _assert_best_checkpoint_holds(out, model, lambda n: n.startswith("bert/"))
     assert (out / "30k-clean.model").read_bytes() == open(DEMO_SPM, "rb").read()
