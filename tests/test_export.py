@@ -17,6 +17,7 @@ from albert_tf.export import ClassifierServing, export_classifier
 from albert_tf.tokenization import FullTokenizer
 
 from classifier_fixtures import DEMO_SPM, tiny_config
+from weights_fixtures import randomized
 
 SEQ = 32
 PAIRS = [
@@ -235,11 +236,7 @@ def _release_folder(folder, heads=("cls/predictions", "cls/seq_relationship"), e
     config = tiny_config()
     config.to_json_file(os.path.join(folder, "albert_config.json"))
     shutil.copyfile(DEMO_SPM, os.path.join(folder, "30k-clean.model"))
-    model = AlbertPretrainer(config)
-    model.build()
-    rng = np.random.default_rng(1)
-    for v in model.weights:
-        v.assign(rng.normal(0, 0.1, v.shape).astype(np.float32))
+    model = randomized(AlbertPretrainer(config), 1)
     values = {
         n: v.numpy()
         for n, v in checkpoints.original_variable_map(model).items()

@@ -18,6 +18,7 @@ from albert_tf.errors import UserError
 from albert_tf.modeling import AlbertModel, AlbertPretrainer
 
 from classifier_fixtures import DEMO_SPM, tiny_config, write_mrpc
+from weights_fixtures import random_keras_hub_backbone, randomized
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IDS = {
@@ -28,14 +29,8 @@ IDS = {
 
 
 def _pretrainer(config):
-    """A pretrainer with every variable random (zero-initialized biases too), so a value
-    loaded into the wrong variable shows."""
-    model = AlbertPretrainer(config)
-    model.build()
-    rng = np.random.default_rng(0)
-    for variable in model.weights:
-        variable.assign(rng.normal(0, 0.1, variable.shape).astype(np.float32))
-    return model
+    """A pretrainer with every variable random."""
+    return randomized(AlbertPretrainer(config), 0)
 
 
 def _tf1_saved_model_pb(do_lower_case) -> bytes:
@@ -388,21 +383,8 @@ def test_run_glue_mrpc_commands_run_with_a_local_module(tmp_path):
 def test_keras_hub_saved_model_loads_through_the_keras_hub_table(tmp_path):
     """A keras-hub AlbertBackbone exported as a SavedModel (`backbone.export`) reads by
     its variable names and runs as keras-hub runs it."""
-    import keras_hub
-
     config = tiny_config(num_hidden_layers=2, inner_group_num=2)
-    backbone = keras_hub.models.AlbertBackbone(
-        vocabulary_size=config.vocab_size,
-        num_layers=2,
-        num_heads=2,
-        embedding_dim=16,
-        hidden_dim=32,
-        intermediate_dim=64,
-        num_inner_repetitions=2,
-        max_sequence_length=64,
-    )
-    rng = np.random.default_rng(4)
-    backbone.set_weights([rng.normal(0, 0.2, w.shape) for w in backbone.get_weights()])
+    backbone = random_keras_hub_backbone(config, 4)
     backbone.export(str(tmp_path / "exported"))
     module = hub.open_module(str(tmp_path / "exported"))
     assert module.kind == hub.KERAS_HUB and module.num_attention_heads == 2

@@ -17,6 +17,7 @@ from albert_tf.weights import huggingface
 
 import albert_numpy
 from classifier_fixtures import DEMO_SPM, tiny_config, write_mrpc
+from weights_fixtures import original_values, randomized
 
 # L = 3 layers in G = 2 groups of I = 2 blocks: layer -> group 0, 0, 1 in both libraries.
 SHAPE = dict(num_hidden_layers=3, num_hidden_groups=2, inner_group_num=2)
@@ -195,24 +196,12 @@ def test_unnamed_untied_and_missing_tensors_are_named(tmp_path):
         checkpoints.load_original_checkpoint(AlbertPretrainer(config), folder)
 
 
-def _random_model(model):
-    model.build()
-    rng = np.random.default_rng(1)
-    for variable in model.weights:
-        variable.assign(rng.normal(0, 0.1, variable.shape).astype(np.float32))
-    return model
-
-
-def _values(model):
-    return {n: np.asarray(v) for n, v in checkpoints.original_variable_map(model).items()}
-
-
 @pytest.mark.parametrize("embedding_size", [16, 32])  # 32 = hidden_size: no projection
 def test_ours_to_huggingface_to_ours_is_bit_exact(tmp_path, embedding_size):
     config = tiny_config(embedding_size=embedding_size, **SHAPE)
-    source = _random_model(AlbertPretrainer(config))
+    source = randomized(AlbertPretrainer(config), 1)
     folder = str(tmp_path / "hf")
-    written = huggingface.write_folder(folder, config, _values(source), DEMO_SPM)
+    written = huggingface.write_folder(folder, config, original_values(source), DEMO_SPM)
     assert written["architecture"] == "AlbertForPreTraining"
     stored = load_file(os.path.join(folder, "model.safetensors"))
     assert (
@@ -231,17 +220,20 @@ def test_ours_to_huggingface_to_ours_is_bit_exact(tmp_path, embedding_size):
     assert open(os.path.join(folder, "spiece.model"), "rb").read() == open(DEMO_SPM, "rb").read()
     model = AlbertPretrainer(config)
     checkpoints.load_original_checkpoint(model, folder)
-    for name, value in _values(source).items():
-        assert np.array_equal(_values(model)[name], value), name
+    for name, value in original_values(source).items():
+        assert np.array_equal(original_values(model)[name], value), name
     foreign = weights.open_foreign(folder)
     assert foreign.spm_model_file == os.path.join(folder, "spiece.model")
 
 
 def test_fine_tuned_classifier_goes_out_as_sequence_classification(tmp_path):
     config = tiny_config()
-    source = _random_model(AlbertClassifier(config, num_labels=3))
+    source = randomized(AlbertClassifier(config, num_labels=3), 1)
     folder = str(tmp_path / "hf")
-    values = {**_values(source), "cls/predictions/output_bias": np.zeros([config.vocab_size])}
+    values = {
+        **original_values(source),
+        "cls/predictions/output_bias": np.zeros([config.vocab_size]),
+    }
     written = huggingface.write_folder(folder, config, values)
     assert written["architecture"] == "AlbertForSequenceClassification"
     stored = load_file(os.path.join(folder, "model.safetensors"))
@@ -249,27 +241,28 @@ def test_fine_tuned_classifier_goes_out_as_sequence_classification(tmp_path):
     assert not [n for n in stored if n.startswith("predictions.")]
     model = AlbertClassifier(config, num_labels=3)
     checkpoints.load_original_checkpoint(model, folder)
-    for name, value in _values(source).items():
-        assert np.array_equal(_values(model)[name], value), name
+    for name, value in original_values(source).items():
+        assert np.array_equal(original_values(model)[name], value), name
 
 
 def test_squad_v1_head_goes_out_as_question_answering(tmp_path):
     from albert_tf.squad import AlbertSquadV1
 
     config = tiny_config()
-    source = _random_model(AlbertSquadV1(config))
+    source = randomized(AlbertSquadV1(config), 1)
     folder = str(tmp_path / "hf")
-    assert huggingface.write_folder(folder, config, _values(source))["architecture"] == (
+    assert huggingface.write_folder(folder, config, original_values(source))["architecture"] == (
         "AlbertForQuestionAnswering"
     )
     stored = load_file(os.path.join(folder, "model.safetensors"))
     assert (
-        stored["qa_outputs.weight"].tolist() == _values(source)["cls/squad/output_weights"].tolist()
+        stored["qa_outputs.weight"].tolist()
+        == original_values(source)["cls/squad/output_weights"].tolist()
     )
     model = AlbertSquadV1(config)
     checkpoints.load_original_checkpoint(model, folder)
-    for name, value in _values(source).items():
-        assert np.array_equal(_values(model)[name], value), name
+    for name, value in original_values(source).items():
+        assert np.array_equal(original_values(model)[name], value), name
 
 
 def test_run_classifier_fine_tunes_from_a_huggingface_folder(tmp_path):

@@ -15,6 +15,7 @@ from albert_tf.modeling import AlbertModel
 from albert_tf.weights import keras_hub
 
 from classifier_fixtures import DEMO_SPM, tiny_config
+from weights_fixtures import original_values, random_keras_hub_backbone, randomized
 
 # L = 4 layers in G = 2 groups of I = 2 blocks: layer -> group 0, 0, 1, 1 in both.
 SHAPE = dict(num_hidden_layers=4, num_hidden_groups=2, inner_group_num=2)
@@ -41,36 +42,11 @@ def _close(ours, theirs):
     np.testing.assert_allclose(ours[1], theirs[1], rtol=1e-5, atol=1e-5)
 
 
-def _random_model(config):
-    model = AlbertModel(config)
-    model.build()
-    rng = np.random.default_rng(2)
-    for variable in model.weights:
-        variable.assign(rng.normal(0, 0.2, variable.shape).astype(np.float32))
-    return model
-
-
-def _values(model):
-    return {n: np.asarray(v) for n, v in checkpoints.original_variable_map(model).items()}
-
-
 def test_preset_saved_by_keras_hub_loads_by_name_and_runs_as_keras_hub(tmp_path):
     import keras_hub as keras_hub_lib  # here, not at collection: only these tests need it
 
     config = tiny_config(**SHAPE)
-    backbone = keras_hub_lib.models.AlbertBackbone(
-        vocabulary_size=config.vocab_size,
-        num_layers=4,
-        num_heads=2,
-        embedding_dim=16,
-        hidden_dim=32,
-        intermediate_dim=64,
-        num_groups=2,
-        num_inner_repetitions=2,
-        max_sequence_length=64,
-    )
-    rng = np.random.default_rng(3)
-    backbone.set_weights([rng.normal(0, 0.2, w.shape) for w in backbone.get_weights()])
+    backbone = random_keras_hub_backbone(config, 3)
     backbone.save_to_preset(str(tmp_path / "preset"))
     keras_hub_lib.models.AlbertTokenizer(proto=DEMO_SPM).save_to_preset(str(tmp_path / "preset"))
     foreign = weights.open_foreign(str(tmp_path / "preset"))
@@ -86,9 +62,9 @@ def test_our_export_loads_in_keras_hub_and_comes_back_bit_exact(tmp_path):
     import keras_hub as keras_hub_lib
 
     config = tiny_config(**SHAPE)
-    source = _random_model(config)
+    source = randomized(AlbertModel(config), 2, 0.2)
     folder = str(tmp_path / "preset")
-    written = keras_hub.write_folder(folder, config, _values(source), DEMO_SPM)
+    written = keras_hub.write_folder(folder, config, original_values(source), DEMO_SPM)
     assert written["left_out"] == []
     backbone = keras_hub_lib.models.AlbertBackbone.from_preset(folder)
     _close(_ours(source), _theirs(backbone))
@@ -100,12 +76,12 @@ def test_our_export_loads_in_keras_hub_and_comes_back_bit_exact(tmp_path):
     assert np.asarray(tokenizer(text)).tolist() == want
     model = AlbertModel(config)
     checkpoints.load_original_checkpoint(model, folder)
-    for name, value in _values(source).items():
-        assert np.array_equal(_values(model)[name], value), name
+    for name, value in original_values(source).items():
+        assert np.array_equal(original_values(model)[name], value), name
 
 
 def test_configs_keras_hub_cannot_run_and_unknown_tensors_are_refused(tmp_path):
-    values = _values(_random_model(tiny_config()))
+    values = original_values(randomized(AlbertModel(tiny_config()), 2, 0.2))
     for change, match in (
         ({"hidden_act": "relu"}, "hidden_act 'relu'; keras-hub's AlbertBackbone computes"),
         ({"num_hidden_layers": 3, "num_hidden_groups": 2}, "not a multiple of num_hidden_groups"),
