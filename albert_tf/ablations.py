@@ -326,6 +326,7 @@ def pretrain(
             input_file=data[variant.sentence_task][0],
             eval_file=data["sop"][1],
             init_checkpoint=init_checkpoint,
+            init_from_other_depth=init_checkpoint is not None,  # Table 11's warm start
             num_train_steps=num_train_steps,
             num_warmup_steps=min(s["num_warmup_steps"], num_train_steps // 10),
             save_checkpoints_steps=every,

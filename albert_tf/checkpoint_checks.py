@@ -56,10 +56,13 @@ def _config_beside(init: str) -> str | None:
     return path if tf.io.gfile.exists(path) else None
 
 
-def check_init_config(init: str, config, config_file: str | None) -> None:
+def check_init_config(
+    init: str, config, config_file: str | None, other_depth: bool = False
+) -> None:
     """UserError when --init_checkpoint's own albert_config.json describes another
     network than the run's config (`config`, read from `config_file`); dropout rates may
-    differ. A checkpoint without one is not checked."""
+    differ, and with `other_depth` (--init_from_other_depth) num_hidden_layers too. A
+    checkpoint without one is not checked."""
     from albert_tf.config import AlbertConfig, differing_fields
 
     beside = _config_beside(init)
@@ -69,7 +72,8 @@ def check_init_config(init: str, config, config_file: str | None) -> None:
         theirs = AlbertConfig.from_json_file(beside)
     except (ValueError, TypeError, KeyError, UserError) as err:
         raise UserError(f"--init_checkpoint={init}: {beside}: {err}") from None
-    differ = differing_fields(theirs, config, ignore=_FREE_FIELDS)
+    free = _FREE_FIELDS + (("num_hidden_layers",) if other_depth else ())
+    differ = differing_fields(theirs, config, ignore=free)
     if differ:
         shown = ", ".join(f"{k}={a!r} vs {b!r}" for k, a, b in differ[:3])
         raise UserError(

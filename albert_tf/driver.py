@@ -109,6 +109,12 @@ class RunOptions(SpeedPathOptions):
         "before giving up.",
         minimum=0.0,
     )
+    init_from_other_depth: bool = option(
+        False,
+        "Let --init_checkpoint's own albert_config.json differ from --albert_config_file in "
+        "num_hidden_layers (a deeper shared network warm-started from a shallower one, the "
+        "paper's Table 11); every other field must still agree.",
+    )
     force_memory: bool = option(
         False,
         "Build the model even if its weights and optimizer state need more than this "
@@ -377,7 +383,9 @@ def check_before_work(task: Task, config, resuming: bool, initial) -> None:
     if initial and initial[0] == "--init_checkpoint":
         check_init_checkpoint(initial[1])
         config_file = getattr(opts, "albert_config_file", None)
-        checkpoint_checks.check_init_config(initial[1], config, config_file)
+        checkpoint_checks.check_init_config(
+            initial[1], config, config_file, other_depth=opts.init_from_other_depth
+        )
         if not resuming:
             checkpoint_checks.check_init_not_replaced(initial[1], opts.output_dir)
     if not (opts.force_memory or opts.use_tpu or tf.config.list_physical_devices("GPU")):

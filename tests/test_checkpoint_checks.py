@@ -38,6 +38,15 @@ def test_the_config_beside_an_initial_checkpoint_must_describe_the_same_network(
     )
 
 
+def test_init_from_other_depth_frees_the_depth_and_nothing_else(saved):
+    folder, _, _ = saved
+    deeper = tiny_config(num_hidden_layers=4)
+    checkpoint_checks.check_init_config(str(folder), deeper, "c4.json", other_depth=True)
+    wider = tiny_config(num_hidden_layers=4, intermediate_size=96)
+    with pytest.raises(UserError, match=r"\(intermediate_size=64 vs 96\)"):
+        checkpoint_checks.check_init_config(str(folder), wider, "c.json", other_depth=True)
+
+
 def test_an_initial_checkpoint_must_fit_even_when_the_output_folder_wins(saved):
     _, prefix, model = saved
     checkpoint_checks.check_init_fits(model, prefix)
