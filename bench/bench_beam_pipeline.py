@@ -23,7 +23,6 @@ import logging
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,22 +43,6 @@ PAPER_DUPE_FACTOR = 40
 # (5.7 bytes per word with its space, 1.3 pieces per word). The demo's 1.2k-piece model cuts
 # its text into far more pieces per byte, so scaling by bytes would overstate the paper's count.
 PAPER_BYTES_PER_PIECE = 4.4
-
-
-def _commit() -> str:
-    def git(*args):
-        return subprocess.run(["git", *args], capture_output=True, text=True).stdout.strip()
-
-    head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + (" (with uncommitted changes)" if git("status", "--porcelain", "-uno") else "")
-
-
-def _cpu() -> str:
-    info = bm.cpuinfo()
-    family = (
-        f" family {info['cpu family']} model {info.get('model')}" if "cpu family" in info else ""
-    )
-    return f"{info.get('model name', 'unknown CPU')}{family}, {os.cpu_count()} cores"
 
 
 def main(argv=None):
@@ -142,9 +125,9 @@ def main(argv=None):
         f"Command: `python bench/bench_beam_pipeline.py --corpus {args.corpus} "
         f"--copies {args.copies} "
         f"--dupe_factor {args.dupe_factor} --max_seq_length {args.max_seq_length} "
-        f"--chunk_size_mb {args.chunk_size_mb} --runs {args.runs}`, commit {_commit()}, "
-        f"{_cpu()}, shared with other jobs (load average {load_before[0]:.1f} before, "
-        f"{load_after[0]:.1f} after).",
+        f"--chunk_size_mb {args.chunk_size_mb} --runs {args.runs}`, "
+        f"commit {bm.commit_measured()}, {bm.cpu_description()}, shared with other jobs "
+        f"(load average {load_before[0]:.1f} before, {load_after[0]:.1f} after).",
         "",
         "Seconds are wall-clock, CPU seconds those of this process (all of both builders' "
         "work); the ratio and core-hours use CPU seconds. "

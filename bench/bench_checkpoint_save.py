@@ -29,8 +29,11 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
 
+import bench_model as bm  # noqa: E402  (machine description)
 import tensorflow as tf  # noqa: E402
 
 from albert_tf import checkpoint_layout, checkpoints  # noqa: E402
@@ -129,7 +132,10 @@ def main():
     if args.out:
         command = "python " + " ".join(["bench/bench_checkpoint_save.py", *sys.argv[1:]])
         with open(args.out, "w", encoding="utf-8") as f:
-            f.write(f"`{command}`\n\n{table}")
+            f.write(
+                f"`{command}`\n\nCommit measured: {bm.commit_measured()}; CPU: "
+                f"{bm.cpu_description()}; local disk.\n\n{table}"
+            )
 
 
 if __name__ == "__main__":

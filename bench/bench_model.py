@@ -568,6 +568,25 @@ ISA_FLAGS = (
 )
 
 
+def commit_measured() -> str:
+    """The short hash of HEAD, marked where tracked files have uncommitted changes."""
+
+    def git(*args):
+        return subprocess.run(["git", *args], capture_output=True, text=True).stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + (" (with uncommitted changes)" if git("status", "--porcelain", "-uno") else "")
+
+
+def cpu_description() -> str:
+    """'<model name> family F model M, N cores' of this machine."""
+    info = cpuinfo()
+    family = (
+        f" family {info['cpu family']} model {info.get('model')}" if "cpu family" in info else ""
+    )
+    return f"{info.get('model name', 'unknown CPU')}{family}, {os.cpu_count()} cores"
+
+
 def cpuinfo() -> dict:
     """{field: value} of the first processor in /proc/cpuinfo ({} where there is none)."""
     info = {}
