@@ -830,6 +830,8 @@ def result_header(title, script, argv, load_start, emulate=None):
         "",
         f"Command: `python bench/{script} {command}`",
         "",
+        f"Commit measured: {commit_measured()}",
+        "",
         f"Machine: {model}, nproc {nproc}, ISA flags {' '.join(isa)}, "
         f"TF_ENABLE_ONEDNN_OPTS={onednn_setting()}, load average at start {load_start}, "
         f"at end {load}; {_versions()}.",

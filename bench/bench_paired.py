@@ -371,6 +371,8 @@ def main(argv=None):
         "",
         f"Command: `python bench/bench_paired.py {shlex.join(argv or sys.argv[1:])}`",
         "",
+        f"Commit measured: {bm.commit_measured()}",
+        "",
         f"Machine: {model}, nproc {nproc}, ISA flags {' '.join(isa)}, "
         f"TF_ENABLE_ONEDNN_OPTS={bm.onednn_setting()}, load average at start {load}; "
         f"{bm._versions()}.",
