@@ -225,7 +225,7 @@ def read_bytes(path) -> bytes:
 def exists(path) -> bool:
     path = os.fspath(path)
     # plain local path: the OS (module docstring)
-    return os.path.exists(path) if is_local(path) else _gfile().exists(path)
+    return os.path.exists(path) if is_local(path) else _gfile().exists(path)  # local: OS
 
 
 def isfile(path) -> bool:
@@ -238,7 +238,7 @@ def isfile(path) -> bool:
 def isdir(path) -> bool:
     path = os.fspath(path)
     # plain local path: the OS (module docstring)
-    return os.path.isdir(path) if is_local(path) else _gfile().isdir(path)
+    return os.path.isdir(path) if is_local(path) else _gfile().isdir(path)  # local: OS
 
 
 def glob(pattern) -> list[str]:

@@ -33,7 +33,7 @@ def machine_memory_bytes() -> int | None:
         pass
     for path in _CGROUP_LIMITS:  # machine-local: read with the OS
         try:
-            with open(path) as f:
+            with open(path) as f:  # machine-local
                 text = f.read().strip()
         except OSError:
             continue

@@ -131,7 +131,7 @@ def acquire(output_dir: str) -> dict:
                 raise _refuse(output_dir, holder)
             _logger.warning("taking over the stale lock %s of a process gone: %s", path, holder)
             with contextlib.suppress(FileNotFoundError):
-                os.remove(path)
+                os.remove(path)  # a local path: O_EXCL creation needs the OS
         raise _refuse(output_dir, _read(path) or {})
     holder = _read(path) if tf.io.gfile.exists(path) else None
     if holder is not None and not _stale(holder):

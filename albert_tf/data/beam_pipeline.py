@@ -132,7 +132,7 @@ class _BuildUnit(beam.DoFn):
         for name, data in (("spm_model_file", self._spm_model), ("vocab_file", self._vocab)):
             if data is not None:
                 local[name] = os.path.join(self._tmp, name)
-                with open(local[name], "wb") as f:
+                with open(local[name], "wb") as f:  # machine-local spill
                     f.write(data)
         self._worker_settings = dataclasses.replace(self._settings, tmp_dir=self._tmp, **local)
 
@@ -143,18 +143,18 @@ class _BuildUnit(beam.DoFn):
         if res["path"] is not None:
             n = len(res["sizes"])
             try:
-                with open(res["path"], "rb", buffering=1 << 20) as f:
+                with open(res["path"], "rb", buffering=1 << 20) as f:  # machine-local spill
                     for r, size in enumerate(res["sizes"]):
                         for piece in _pieces(f, size, self._piece_bytes):
                             yield (unit.index + r) % n, piece
             finally:
-                os.remove(res["path"])
+                os.remove(res["path"])  # machine-local spill
         for k in _COUNTERS:
             self._counters[k].inc(res[k])
         self._longest.update(res["longest_line"])
 
     def teardown(self):
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        shutil.rmtree(self._tmp, ignore_errors=True)  # machine-local temporary folder
 
 
 class _FramedRecordsSink(filebasedsink.FileBasedSink):

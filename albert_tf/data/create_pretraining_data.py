@@ -453,9 +453,9 @@ def process_unit(unit: Unit, sinks: Sequence | None = None) -> dict:
     with contextlib.ExitStack() as stack:
         if sinks is None:
             path = os.path.join(s.tmp_dir, f"unit-{unit.index:06d}.tfrecord")
-            # machine-local temporaries (tmp_dir); also the next line
+            # machine-local temporaries (tmp_dir), here and in the next lines
             sinks = [stack.enter_context(open(path, "wb", buffering=1 << 20))] * s.num_shards
-        src = stack.enter_context(open(spill, "rb"))
+        src = stack.enter_context(open(spill, "rb"))  # machine-local spill
         mm = stack.enter_context(mmap.mmap(src.fileno(), 0, access=mmap.ACCESS_READ))
         view = stack.enter_context(memoryview(mm))
         sizes = []
@@ -718,7 +718,7 @@ def create_pretraining_data(
     ok = False
     try:
         # machine-local (tmp_dir) or next to a plain local output: see `staged`
-        shards = [open(t, "wb", buffering=1 << 20) for t in tmp_outputs]
+        shards = [open(t, "wb", buffering=1 << 20) for t in tmp_outputs]  # local
         num_shards = len(shards)
         results = None
         if num_workers == 1:  # in this process, writing straight into the shards
@@ -787,7 +787,7 @@ def create_pretraining_data(
         if not ok:
             for t in tmp_outputs:
                 if os.path.exists(t):  # plain local or machine-local: see `staged`
-                    os.remove(t)
+                    os.remove(t)  # machine-local temporary
         shutil.rmtree(tmp_dir, ignore_errors=True)  # machine-local temporaries
     stats["seconds"] = time.time() - t0
     log_summary(stats, len(outputs))

@@ -298,7 +298,7 @@ def _local_copy(path, stack):
     if "://" not in path:
         return path
     folder = tempfile.mkdtemp(prefix="albert-keras-hub-")
-    stack.callback(shutil.rmtree, folder, ignore_errors=True)
+    stack.callback(shutil.rmtree, folder, ignore_errors=True)  # machine-local temporary copy
     local = os.path.join(folder, os.path.basename(path))
     tf.io.gfile.copy(path, local)
     return local
