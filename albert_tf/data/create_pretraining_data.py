@@ -453,8 +453,8 @@ def process_unit(unit: Unit, sinks: Sequence | None = None) -> dict:
     with contextlib.ExitStack() as stack:
         if sinks is None:
             path = os.path.join(s.tmp_dir, f"unit-{unit.index:06d}.tfrecord")
-            # machine-local temporaries (tmp_dir), here and in the next lines
-            sinks = [stack.enter_context(open(path, "wb", buffering=1 << 20))] * s.num_shards
+            sink = open(path, "wb", buffering=1 << 20)  # machine-local temporary (tmp_dir)
+            sinks = [stack.enter_context(sink)] * s.num_shards
         src = stack.enter_context(open(spill, "rb"))  # machine-local spill
         mm = stack.enter_context(mmap.mmap(src.fileno(), 0, access=mmap.ACCESS_READ))
         view = stack.enter_context(memoryview(mm))
