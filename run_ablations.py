@@ -6,7 +6,7 @@ with --seeds seeds, measures masked-LM, SOP and NSP accuracy and the learning cu
 held-out data, fine-tunes on the demo tasks (the smoothness study measures each layer's
 change instead) and writes <output_dir>/<study>/results.json, results.md (mean ± std) and
 PNG pictures. `--study=smoothness --smoothness_checkpoints=ALBERT=<folder>,BERT=<folder>`
-measures given checkpoints instead. See albert_tf/ablations.py.
+measures given checkpoints instead. See albert_tf/research/ablations.py.
 """
 
 import os
@@ -15,7 +15,8 @@ from albert_tf import cli
 
 cli.prefer_onednn()  # before TensorFlow loads
 
-from albert_tf import ablations, fileio  # noqa: E402  (imports TensorFlow)
+from albert_tf import fileio  # noqa: E402
+from albert_tf.research import ablations  # noqa: E402  (imports TensorFlow)
 
 cli.define_flags(ablations.AblationOptions)
 

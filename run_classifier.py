@@ -15,7 +15,8 @@ from albert_tf import cli
 
 cli.prefer_onednn()  # before TensorFlow loads
 
-from albert_tf import classifier, driver  # noqa: E402
+from albert_tf.run import driver  # noqa: E402
+from albert_tf.tasks import classifier  # noqa: E402
 
 cli.define_flags(classifier.ClassifierOptions)
 

@@ -11,7 +11,7 @@ from albert_tf import cli
 
 cli.prefer_onednn()  # before TensorFlow loads
 
-from albert_tf import pretraining  # noqa: E402
+from albert_tf.tasks import pretraining  # noqa: E402
 
 cli.define_flags(pretraining.PretrainingOptions)
 

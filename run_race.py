@@ -12,7 +12,8 @@ from albert_tf import cli
 
 cli.prefer_onednn()  # before TensorFlow loads
 
-from albert_tf import driver, race  # noqa: E402
+from albert_tf.run import driver  # noqa: E402
+from albert_tf.tasks import race  # noqa: E402
 
 cli.define_flags(race.RaceOptions)
 

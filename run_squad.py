@@ -15,7 +15,7 @@ from albert_tf import cli
 
 cli.prefer_onednn()  # before TensorFlow loads
 
-from albert_tf import squad  # noqa: E402
+from albert_tf.tasks import squad  # noqa: E402
 
 cli.define_flags(squad.SquadOptions)
 

@@ -26,7 +26,7 @@ import os
 import sys
 import threading
 
-from albert_tf import interrupts, options, speed_paths
+from albert_tf import interrupts, options
 from albert_tf.errors import RunInterrupted, TrainingInterrupted, UserError
 
 HELP_FLAGS = ("--help", "-h", "-?", "--helpshort", "--helpfull")
@@ -62,8 +62,7 @@ def error_line(script: str, err: BaseException) -> str:
 
 def execute(options_cls, run, argv, report=None, flag_values=None, description=None) -> int:
     """Runs a script's command line: parses `argv` into the options, calls `run(options)`
-    and passes its result to `report`; options with `--speed_paths` set the switch first
-    (albert_tf.speed_paths). Returns the exit status: 0; 1 after one `error_line` on
+    and passes its result to `report`. Returns the exit status: 0; 1 after one `error_line` on
     stderr for bad input (flags, UserError, a missing file); 128 + the signal number
     (130, 143) after one line when SIGINT/SIGTERM stopped the run (training writes its
     checkpoint first; anything else stops at once, its temporaries removed:
@@ -95,8 +94,6 @@ def execute(options_cls, run, argv, report=None, flag_values=None, description=N
                 f"unexpected arguments {' '.join(rest[1:])!r}: expected only --flag=value"
             )
         parsed = options.from_flags(options_cls, values)
-        if isinstance(parsed, options.SpeedPathOptions):
-            speed_paths.use(parsed.speed_paths)
         with interrupts.raise_on_signals():
             result = run(parsed)
     except (UserError, FileNotFoundError) as err:
@@ -143,7 +140,7 @@ STUCK_THREAD_PREFIX = "albert_tf-wait"  # threads left blocked in TensorFlow by 
 
 def exit_now_if_stuck(status: int) -> None:
     """Leaves the process at once (after flushing) when a wait that timed out or was
-    interrupted left a thread blocked inside TensorFlow (albert_tf.distribute): the
+    interrupted left a thread blocked inside TensorFlow (albert_tf.run.distribute): the
     interpreter's normal exit would wait for TensorFlow's cluster threads forever."""
     if any(t.name.startswith(STUCK_THREAD_PREFIX) and t.is_alive() for t in threading.enumerate()):
         sys.stdout.flush()

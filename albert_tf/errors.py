@@ -40,7 +40,7 @@ class RunInterrupted(BaseException):
 
 class TrainingInterrupted(Exception):
     """SIGINT or SIGTERM stopped training after a checkpoint at `step` was written
-    (albert_tf/training.py); the scripts exit with 128 + the signal number."""
+    (albert_tf/run/training.py); the scripts exit with 128 + the signal number."""
 
     def __init__(self, signum: int, step: int, checkpoint: str):
         self.signum, self.step, self.checkpoint = signum, step, checkpoint

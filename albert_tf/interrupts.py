@@ -6,7 +6,7 @@ SIGINT or SIGTERM raise `RunInterrupted` in the main thread, so evaluation, pred
 export, a data build or a wait for other workers stop at once, their temporaries are
 removed on the way out (albert_tf/fileio.py) and the script exits with 128 + the signal
 number after one line. The training loop installs its own handlers while it runs
-(albert_tf/training.py: finish the steps, write a checkpoint, stop) and restores these.
+(albert_tf/run/training.py: finish the steps, write a checkpoint, stop) and restores these.
 
 `full_disk_message(err)` recognises a write that failed for lack of room (ENOSPC, a quota,
 the file-size limit; TensorFlow's errors saying so) and names the file.

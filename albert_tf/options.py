@@ -90,23 +90,6 @@ class Options:
     )
 
 
-@dataclasses.dataclass(kw_only=True)
-class SpeedPathOptions(Options):
-    """Options of the scripts that build the model: the speed-path switch
-    (albert_tf.speed_paths), which the command line applies (albert_tf.cli.execute);
-    Python code calls `albert_tf.speed_paths.use` instead."""
-
-    speed_paths: str = option(
-        "auto",
-        "auto: on a CPU-only machine the CPU speed paths that need no compiler (XLA-fused "
-        "elementwise work, oneDNN layer norm, summed shared-kernel gradients), with a GPU "
-        "or TPU the plain model; plain: the plain model everywhere; native: auto plus C++ "
-        "kernels built on this machine at first use (15-50 s, once). See "
-        "albert_tf/speed_paths.py.",
-        choices=("auto", "plain", "native"),
-    )
-
-
 def _flag_fields(cls):
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
@@ -239,7 +222,6 @@ def check(opts) -> None:
 __all__ = [
     "REQUIRED",
     "Options",
-    "SpeedPathOptions",
     "option",
     "define_flags",
     "from_flags",

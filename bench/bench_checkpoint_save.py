@@ -9,7 +9,7 @@ per weight, as pretraining has), writes one step into an empty local folder as
   * original: model.ckpt-N alone (weights, adam_m, adam_v, global_step under the
     original's names): what the original release wrote, the reference for bytes;
   * former:   ckpt-N (tf.train.Checkpoint of model, optimizer, input iterator) plus the
-    model.ckpt-N copy: every save before albert_tf/checkpoint_layout.py;
+    model.ckpt-N copy: every save before albert_tf/run/checkpoint_layout.py;
   * current:  albert_tf/checkpoint_layout.save: train_state/state-N (input iterator,
     variables without an original name) plus model.ckpt-N;
 
@@ -36,10 +36,11 @@ sys.path.insert(0, os.path.dirname(HERE))
 import bench_model as bm  # noqa: E402  (machine description)
 import tensorflow as tf  # noqa: E402
 
-from albert_tf import checkpoint_layout, checkpoints  # noqa: E402
-from albert_tf.config import preset  # noqa: E402
-from albert_tf.modeling import AlbertPretrainer  # noqa: E402
-from albert_tf.optimization import create_optimizer  # noqa: E402
+from albert_tf.model.config import preset  # noqa: E402
+from albert_tf.model.modeling import AlbertPretrainer  # noqa: E402
+from albert_tf.run import checkpoint_layout  # noqa: E402
+from albert_tf.run.optimization import create_optimizer  # noqa: E402
+from albert_tf.weights import checkpoints  # noqa: E402
 
 STEP = 1000
 

@@ -7,7 +7,7 @@ Same configuration, random weights, random token ids with a realistic mask (3/4 
 sequence real), inference mode, class probabilities computed:
 
   * ours: `AlbertClassifier` under tf.function (the body of the eval loop of
-    albert_tf.classifier.predict_arrays), float32;
+    albert_tf.tasks.classifier.predict_arrays), float32;
   * keras-hub `AlbertTextClassifier` (TensorFlow backend) built from an `AlbertBackbone`
     of the same sizes, `preprocessor=None`, `activation="softmax"`, called through a
     tf.function (its Keras `predict` adds per-call overhead we do not count for ours);
@@ -53,7 +53,7 @@ def _time(fn, runs):
 def child(impl, config_name, seq, batch, runs, labels):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     sys.path.insert(0, ROOT)
-    from albert_tf.config import preset
+    from albert_tf.model.config import preset
 
     cfg = preset(config_name)
     ids, mask, seg = bm.classifier_inputs(batch, seq, cfg.vocab_size)

@@ -27,9 +27,9 @@ import time
 
 import numpy as np
 
-from albert_tf import tokenization
 from albert_tf.data import create_pretraining_data as cpd
 from albert_tf.data import pretraining_instances as pi
+from albert_tf.data import tokenization
 
 # ---------------------------------------------------------------------------------------------
 # Peer: single-process port of the original algorithm (structure kept on purpose).

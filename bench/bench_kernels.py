@@ -44,8 +44,7 @@ def kernel_pairs(batch: int, dtype: str):
     import numpy as np
     import tensorflow as tf
 
-    from albert_tf import speed_paths
-    from albert_tf.cpu import block
+    from albert_tf.cpu import block, speed_paths
     from albert_tf.cpu import fused_elementwise as fe
 
     without_kernels = speed_paths.CPU_AUTO

@@ -5,7 +5,7 @@
         [--rounds 5] [--out bench/results/model.md]
 
 Measures sequences/s (median of --runs timed calls after warm-up) of
-`albert_tf.config.preset("albert_base_v2")` with random weights at seq 128:
+`albert_tf.model.config.preset("albert_base_v2")` with random weights at seq 128:
 
   * inference  (forward, batch 32): a tf.function returning sequence and pooled output;
   * training   (forward+backward, batch 16): gradients of sum(sequence_output) w.r.t.
@@ -271,7 +271,7 @@ def classifier_inputs(batch, seq, vocab):
 
 def classifier_call(impl, cfg, dtype, batch, seq, labels=2):
     """A GLUE classifier's eval call of `impl` ("ours": `AlbertClassifier`, the body of
-    albert_tf.classifier.predict_arrays' loop; "keras_hub": `AlbertTextClassifier` with
+    albert_tf.tasks.classifier.predict_arrays' loop; "keras_hub": `AlbertTextClassifier` with
     `preprocessor=None` and a softmax) as a zero-argument callable: class probabilities
     for `batch` `classifier_inputs` of length `seq`, config `cfg` with random weights,
     under the Keras dtype policy `dtype`, through a tf.function."""
@@ -281,7 +281,7 @@ def classifier_call(impl, cfg, dtype, batch, seq, labels=2):
     keras.mixed_precision.set_global_policy(dtype)
     ids, mask, seg = (tf.constant(x) for x in classifier_inputs(batch, seq, cfg.vocab_size))
     if impl == "ours":
-        from albert_tf.classifier import AlbertClassifier
+        from albert_tf.tasks.classifier import AlbertClassifier
 
         model = AlbertClassifier(cfg, labels)
         model.build()
@@ -311,7 +311,7 @@ def model_call(impl, dtype, xla, mode, batch, seq, threads):
     "mixed_bfloat16", under XLA if `xla` (TensorFlow peers); or a GLUE classifier's eval
     ("classify", `classifier_call`; TensorFlow peers, no XLA)."""
     if mode == "classify":
-        from albert_tf import config as albert_config
+        from albert_tf.model import config as albert_config
 
         return classifier_call(impl, albert_config.preset("albert_base_v2"), dtype, batch, seq)
     train = mode == "train"
@@ -320,12 +320,12 @@ def model_call(impl, dtype, xla, mode, batch, seq, threads):
         import tensorflow as tf
 
         keras.mixed_precision.set_global_policy(dtype)
-        from albert_tf import config as albert_config
+        from albert_tf.model import config as albert_config
 
         cfg = albert_config.preset("albert_base_v2")
         ids, mask, seg = _random_inputs(batch, seq, cfg.vocab_size)
         if impl == "ours":
-            from albert_tf.modeling import AlbertModel
+            from albert_tf.model.modeling import AlbertModel
 
             model = AlbertModel(cfg)
             inputs = {
@@ -377,7 +377,7 @@ def model_call(impl, dtype, xla, mode, batch, seq, threads):
         import torch
         from transformers import AlbertModel as HFAlbert
 
-        from albert_tf import config as albert_config
+        from albert_tf.model import config as albert_config
 
         torch.set_num_threads(threads)
         torch.manual_seed(0)
@@ -670,7 +670,7 @@ def main(argv=None):
     peak = peak["peak"] if peak else {}
     print(f"matmul peak: {peak or err}; {args.onednn}", flush=True)
 
-    from albert_tf import config as albert_config
+    from albert_tf.model import config as albert_config
 
     cfg = albert_config.preset("albert_base_v2")
     results, notes = {}, {}

@@ -24,11 +24,11 @@ range and each side's median rate.
     moments when a shared machine's neighbours are idle (one round's burst read 2.6x
     another's); the sustained probe averages over the same length of time as the call it is
     compared with, so its MFU (the headline) moves far less from round to round.
-  * --speed_paths: the switch our side runs with (albert_tf.speed_paths; default auto).
+  * --speed_paths: the switch our side runs with (albert_tf.cpu.speed_paths; default auto).
     --seq and --batch: a smaller encoder cell than ALBERT-base's seq 128 at batch 32 / 16,
     for a quick check on a busy machine (its MFU and targets are not the goals' cells).
   * --speed_paths_off: instead of keras-hub, each encoder cell pits ours against ours
-    with those speed paths (albert_tf.speed_paths.SpeedPaths fields) switched off: what
+    with those speed paths (albert_tf.cpu.speed_paths.SpeedPaths fields) switched off: what
     a path is worth, measured in one process.
   * --emulate avx2: every worker as on a CPU with AVX2 and no AVX-512, on one that has it:
     oneDNN (ONEDNN_MAX_CPU_ISA), XLA's loops (--xla_cpu_max_isa) and our C++ kernels
@@ -87,7 +87,7 @@ def _batch(mode):
 
 def worker_encoder(dtype, mode, pairs):
     """Ours vs keras-hub, one encoder cell, with matmul peak probes in the same rotation."""
-    from albert_tf import config as albert_config
+    from albert_tf.model import config as albert_config
 
     cfg = albert_config.preset("albert_base_v2")
     batch = _batch(mode)
@@ -260,7 +260,7 @@ def worker_pretraining(seq, batch, pairs):
 def worker_speed_paths(cell, names, pairs):
     """Ours with the speed paths as chosen against ours with the SpeedPaths fields
     `names` (comma-separated) off, in the encoder cell `cell` ("dtype:mode")."""
-    from albert_tf import speed_paths
+    from albert_tf.cpu import speed_paths
 
     dtype, mode = cell.split(":")
     batch, seq = _batch(mode), SIZE["seq"]
@@ -311,7 +311,7 @@ def main(argv=None):
         "--speed_paths_off",
         default="",
         help="SpeedPaths fields (comma-separated): instead of keras-hub, each encoder cell "
-        "compares ours with them on and off (albert_tf.speed_paths)",
+        "compares ours with them on and off (albert_tf.cpu.speed_paths)",
     )
     bm.add_emulate_flag(p)
     p.add_argument("--pairs", type=int, default=10, help="timed pairs per configuration")
@@ -319,7 +319,7 @@ def main(argv=None):
         "--speed_paths",
         default="auto",
         choices=("auto", "plain", "native"),
-        help="the switch our side runs with (albert_tf.speed_paths)",
+        help="the switch our side runs with (albert_tf.cpu.speed_paths)",
     )
     p.add_argument("--seq", type=int, default=128, help="encoder cells' sequence length")
     p.add_argument("--batch", type=int, help="encoder cells' batch (default 32; fwd+bwd 16)")
@@ -329,7 +329,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     SIZE.update(seq=args.seq, batch=args.batch)
     if args.worker:
-        from albert_tf import speed_paths
+        from albert_tf.cpu import speed_paths
 
         speed_paths.use(args.speed_paths)
         kind, a, b = args.worker
@@ -347,7 +347,7 @@ def main(argv=None):
         for mode in filter(None, args.modes.split(","))
     ]
     if args.speed_paths_off:
-        from albert_tf import speed_paths
+        from albert_tf.cpu import speed_paths
 
         known = {field.name for field in dataclasses.fields(speed_paths.SpeedPaths)}
         unknown = sorted(set(args.speed_paths_off.split(",")) - known)
@@ -432,7 +432,7 @@ def main(argv=None):
             "## Ours with and without speed paths",
             "",
             f"Seq {args.seq}, sequences/s; 'off': the speed paths named switched off "
-            "(albert_tf.speed_paths), each side traced in the same process. Ratio: off time "
+            "(albert_tf.cpu.speed_paths), each side traced in the same process. Ratio: off time "
             "/ on time.",
             "",
             "| dtype | mode | batch | paths off | on | off | ratio (range) |",

@@ -118,7 +118,7 @@ def _synthetic_batch(batch, seq, vocab, predictions=PREDICTIONS, seed=0):
 
 def _step_fn(impl, preset_name, dtype, xla, batch, seq, threads):
     """Builds one implementation's training step; returns a zero-argument callable."""
-    from albert_tf import config as albert_config
+    from albert_tf.model import config as albert_config
 
     cfg = albert_config.preset(preset_name)
     data = _synthetic_batch(batch, seq, cfg.vocab_size)
@@ -127,10 +127,10 @@ def _step_fn(impl, preset_name, dtype, xla, batch, seq, threads):
         import tensorflow as tf
 
         keras.mixed_precision.set_global_policy(dtype)
-        from albert_tf import training
-        from albert_tf.modeling import AlbertPretrainer
-        from albert_tf.optimization import create_optimizer
-        from albert_tf.pretraining import METRIC_NAMES, pretraining_loss_fn
+        from albert_tf.model.modeling import AlbertPretrainer
+        from albert_tf.run import training
+        from albert_tf.run.optimization import create_optimizer
+        from albert_tf.tasks.pretraining import METRIC_NAMES, pretraining_loss_fn
 
         strategy = tf.distribute.get_strategy()
         model = AlbertPretrainer(cfg, full_sequence_output=False)  # as pretraining.run
@@ -250,7 +250,7 @@ def worker_train(args):
 def worker_memory(args):
     """Peak RSS of `steps` training steps (ru_maxrss includes model build and tracing)."""
     if args.host_allocator != "tensorflow":
-        from albert_tf.host_memory import configure_host_allocator
+        from albert_tf.run.host_memory import configure_host_allocator
 
         configure_host_allocator(args.host_allocator)
     call = _step_fn(args.impl, args.preset, "float32", False, args.batch, args.seq, args.threads)
@@ -381,7 +381,7 @@ def _header(title, args, argv, start, final):
 
 
 def _speed_tables(args, res, notes, peak):
-    from albert_tf import config as albert_config
+    from albert_tf.model import config as albert_config
 
     cfg = albert_config.preset("albert_base_v2")
     names = {
@@ -538,7 +538,7 @@ def _emit(lines, path, final):
 
 
 def _write_table2(args, argv, res, notes, start, final):
-    from albert_tf import config as albert_config
+    from albert_tf.model import config as albert_config
 
     lines = _header("Paper Table 2 speed column on this CPU", args, argv, start, final)
     lines += [

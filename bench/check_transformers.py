@@ -6,7 +6,7 @@
 Needs torch and transformers 5.x (not dependencies of albert_tf; not run in CI). Does:
 
 1. in:  a random transformers AlbertForPreTraining (hidden_act "gelu_new"), saved with
-   save_pretrained (safetensors), loaded by albert_tf.checkpoints.load_original_checkpoint
+   save_pretrained (safetensors), loaded by albert_tf.weights.checkpoints.load_original_checkpoint
    into an AlbertPretrainer; sequence, pooled, masked-LM and sentence-order outputs of
    both on the same ids.
 2. out: a random AlbertPretrainer in a release folder (albert_config.json,
@@ -90,7 +90,7 @@ def _torch_inputs() -> dict:
 
 def _export_huggingface(source, exported):
     """export --export_format=huggingface of the release folder `source` into `exported`."""
-    from albert_tf.export import main
+    from albert_tf.export.command import main
 
     argv = [f"--albert_directory={source}", f"--export_path={exported}"]
     assert main(["export", *argv, "--export_format=huggingface"]) == 0
@@ -169,8 +169,8 @@ def check_in(shape, tolerance, failures, work):
     from transformers import AlbertConfig as HFConfig
     from transformers import AlbertForPreTraining
 
-    from albert_tf import checkpoints, weights
-    from albert_tf.modeling import AlbertPretrainer
+    from albert_tf.model.modeling import AlbertPretrainer
+    from albert_tf.weights import checkpoints, foreign_folders
 
     torch.manual_seed(0)
     scale = WEIGHT_SCALE[shape]
@@ -184,7 +184,7 @@ def check_in(shape, tolerance, failures, work):
     folder = os.path.join(work, "hf_saved")
     hf_model.save_pretrained(folder)
     print(f"save_pretrained wrote: {sorted(os.listdir(folder))}")
-    config = weights.open_foreign(folder, tensors=False).config
+    config = foreign_folders.open_foreign(folder, tensors=False).config
     model = AlbertPretrainer(config)
     report = checkpoints.load_original_checkpoint(model, folder)
     print(f"loaded {len(report.loaded)} variables, ignored {report.ignored}")
@@ -200,7 +200,7 @@ def check_in(shape, tolerance, failures, work):
 def _release_folder(folder, model):
     import shutil
 
-    from albert_tf import checkpoints, release
+    from albert_tf.weights import checkpoints, release
 
     os.makedirs(folder)
     model.config.to_json_file(os.path.join(folder, release.CONFIG_NAME))
@@ -225,14 +225,14 @@ def check_out(shape, tolerance, failures, work, albert_directory=None):
         AutoTokenizer,
     )
 
-    from albert_tf import tokenization
-    from albert_tf.classifier import AlbertClassifier
-    from albert_tf.config import AlbertConfig
-    from albert_tf.modeling import AlbertPretrainer
+    from albert_tf.data import tokenization
+    from albert_tf.model.config import AlbertConfig
+    from albert_tf.model.modeling import AlbertPretrainer
+    from albert_tf.tasks.classifier import AlbertClassifier
 
     config = AlbertConfig(vocab_size=_vocab_size(), **SHAPES[shape])
     if albert_directory:
-        from albert_tf.release import load_release
+        from albert_tf.weights.release import load_release
 
         _, ours, _ = load_release(albert_directory, model_cls=AlbertPretrainer)
         source = albert_directory
@@ -275,7 +275,7 @@ def check_out(shape, tolerance, failures, work, albert_directory=None):
 
     from transformers import AutoModelForQuestionAnswering
 
-    from albert_tf.squad import AlbertSquadV1
+    from albert_tf.tasks.squad import AlbertSquadV1
 
     squad = _randomize(AlbertSquadV1(config), 3, WEIGHT_SCALE[shape])
     spans, out = _through_huggingface(

@@ -112,7 +112,7 @@ def _step(dtype, mode, pretrain_shape):
     """(step callable, its analytic matmul FLOPs); pretrain_shape "seq:batch"."""
     import bench_pretraining as bp
 
-    from albert_tf import config as albert_config
+    from albert_tf.model import config as albert_config
 
     cfg = albert_config.preset("albert_base_v2")
     if mode == "pretrain":
@@ -191,7 +191,7 @@ def dense_product_shapes(mode, pretrain_shape):
     """The (rows, in, out) of ALBERT-base's dense products in a step of `mode`: the
     query/key/value and attention-output kernels [H, H], the intermediate [H, F] and the
     FFN output [F, H], rows = batch * seq."""
-    from albert_tf import config as albert_config
+    from albert_tf.model import config as albert_config
 
     cfg = albert_config.preset("albert_base_v2")
     if mode == "pretrain":
@@ -376,14 +376,14 @@ def main(argv=None):
         "--speed_paths",
         default="auto",
         choices=("auto", "plain", "native"),
-        help="the switch our model runs with (albert_tf.speed_paths)",
+        help="the switch our model runs with (albert_tf.cpu.speed_paths)",
     )
     p.add_argument("--worker", choices=("profile", "onednn"), help=argparse.SUPPRESS)
     bm.add_emulate_flag(p)
     args = p.parse_args(argv)
     bm.run_emulated(args.emulate)  # the subprocesses inherit its settings
     if args.worker:
-        from albert_tf import speed_paths
+        from albert_tf.cpu import speed_paths
 
         speed_paths.use(args.speed_paths)
         args.dtype, args.mode = args.dtypes, args.modes

@@ -840,8 +840,8 @@ USER_SYMBOLS = ["(", ")", '"', "-", ".", "–", "£", "€"]
 
 
 def _normalize_for_spm(line: str) -> str:
-    # Same as albert_tf.tokenization.preprocess_text(lower=True); duplicated so this script needs
-    # only the standard library and sentencepiece.
+    # Same as albert_tf.data.tokenization.preprocess_text(lower=True); duplicated so this
+    # script needs only the standard library and sentencepiece.
     out = unicodedata.normalize("NFKD", " ".join(line.strip().split()))
     return "".join(c for c in out if not unicodedata.combining(c)).lower()
 

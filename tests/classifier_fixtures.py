@@ -30,7 +30,7 @@ _WORDS = [
 
 
 def spm_size():
-    from albert_tf.tokenization import FullTokenizer
+    from albert_tf.data.tokenization import FullTokenizer
 
     return FullTokenizer(spm_model_file=DEMO_SPM).vocab_size
 

@@ -14,8 +14,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 
-from albert_tf import classifier  # noqa: E402
-from albert_tf.distribute import get_strategy  # noqa: E402
+from albert_tf.run.distribute import get_strategy  # noqa: E402
+from albert_tf.tasks import classifier  # noqa: E402
 
 from classifier_fixtures import tiny_config  # noqa: E402
 from worker_fixtures import strategy_named  # noqa: E402

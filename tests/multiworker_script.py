@@ -19,8 +19,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 
-from albert_tf import checkpoint_layout, losses, pretraining, training  # noqa: E402
-from albert_tf.distribute import get_strategy, is_chief  # noqa: E402
+from albert_tf.model import losses
+from albert_tf.run import checkpoint_layout, training  # noqa: E402
+from albert_tf.run.distribute import get_strategy, is_chief  # noqa: E402
+from albert_tf.tasks import pretraining
 
 from training_fixtures import build, dataset_fn, loss_summaries  # noqa: E402
 from worker_fixtures import strategy_named  # noqa: E402
@@ -62,12 +64,12 @@ def train(strategy, output_dir, normalizers):
         loss_normalizers=normalizers,
     )
     progress = ProgressSteps()
-    logging.getLogger("albert_tf.training").addHandler(progress)
-    logging.getLogger("albert_tf.training").setLevel(logging.INFO)
+    logging.getLogger("albert_tf.run.training").addHandler(progress)
+    logging.getLogger("albert_tf.run.training").setLevel(logging.INFO)
     try:
         trainer.train(dataset_fn(8))
     finally:
-        logging.getLogger("albert_tf.training").removeHandler(progress)
+        logging.getLogger("albert_tf.run.training").removeHandler(progress)
     summaries = loss_summaries(output_dir)
     return {
         **{f"w{i}": v.numpy() for i, v in enumerate(model.weights)},

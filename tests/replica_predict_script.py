@@ -15,8 +15,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 
-from albert_tf import classifier, race, squad, tokenization  # noqa: E402
-from albert_tf.data import race_data, squad_data  # noqa: E402
+from albert_tf.data import race_data, squad_data, tokenization  # noqa: E402
+from albert_tf.tasks import classifier, race, squad  # noqa: E402
 
 from classifier_fixtures import DEMO_SPM, tiny_config  # noqa: E402
 from worker_fixtures import strategy_named  # noqa: E402

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from albert_tf import ablation_report as report
-from albert_tf import plots
+from albert_tf.research import ablation_report as report
+from albert_tf.research import plots
 
 TITLES = {"squad_v1": "SQuAD1.1 F1", "MNLI": "MNLI"}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -11,8 +11,10 @@ import sys
 
 import pytest
 
-from albert_tf import ablations, options, pretraining
+from albert_tf import options
 from albert_tf.errors import UserError
+from albert_tf.research import ablations
+from albert_tf.tasks import pretraining
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

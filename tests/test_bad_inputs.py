@@ -21,8 +21,9 @@ import time
 
 import pytest
 
-from albert_tf import classifier, cli, pretraining, race, squad
+from albert_tf import cli
 from albert_tf.data import create_pretraining_data as cpd
+from albert_tf.tasks import classifier, pretraining, race, squad
 
 from classifier_fixtures import DEMO_SPM, tiny_config, write_mrpc
 from record_fixtures import DEMO_CORPUS, write_demo_pretraining_records
@@ -804,8 +805,8 @@ def paths(tmp_path_factory):
     """Every input the rows name, good and bad."""
     import tensorflow as tf
 
-    from albert_tf import checkpoints
-    from albert_tf.modeling import AlbertModel, AlbertPretrainer
+    from albert_tf.model.modeling import AlbertModel, AlbertPretrainer
+    from albert_tf.weights import checkpoints
 
     root = tmp_path_factory.mktemp("bad_inputs")
     p = {"tmp": str(root), "spm": DEMO_SPM, "spm_vocab": os.path.join(DEMO, "spm.vocab")}
@@ -1004,7 +1005,7 @@ def _flip(data):
 def _reliability_inputs(root, p, config, model, good_ckpt):
     """The inputs of the issue-38 rows: a copy of the RACE data, trained output folders
     (and damaged copies), a locked folder, checkpoints with their own config."""
-    from albert_tf import checkpoints
+    from albert_tf.weights import checkpoints
 
     shutil.copytree(os.path.join(DEMO, "RACE"), root / "race_copy" / "RACE")
     p["race_copy"] = str(root / "race_copy")

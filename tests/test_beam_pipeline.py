@@ -13,9 +13,9 @@ import sys
 import pytest
 
 import albert_tf.data
-from albert_tf import tokenization
 from albert_tf.data import create_pretraining_data as cpd
 from albert_tf.data import pretraining_instances as pi
+from albert_tf.data import tokenization
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPM = os.path.join(ROOT, "data", "demo", "spm.model")

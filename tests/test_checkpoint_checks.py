@@ -1,4 +1,4 @@
-"""albert_tf/checkpoint_checks.py: the checkpoints a run starts from."""
+"""albert_tf/run/checkpoint_checks.py: the checkpoints a run starts from."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import os
 
 import pytest
 
-from albert_tf import checkpoint_checks, checkpoints
 from albert_tf.errors import UserError
-from albert_tf.modeling import AlbertModel
+from albert_tf.model.modeling import AlbertModel
+from albert_tf.run import checkpoint_checks
+from albert_tf.weights import checkpoints
 
 from classifier_fixtures import tiny_config
 

@@ -7,7 +7,8 @@ import uuid
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import checkpoint_layout, checkpoints
+from albert_tf.run import checkpoint_layout
+from albert_tf.weights import checkpoints
 
 from training_fixtures import build
 

@@ -7,7 +7,9 @@ import pytest
 import tensorflow as tf
 from test_modeling import assert_rel_close, make_inputs, tiny
 
-from albert_tf.checkpoints import (
+from albert_tf.errors import UserError
+from albert_tf.model.modeling import AlbertModel, AlbertPretrainer
+from albert_tf.weights.checkpoints import (
     CheckpointMismatchError,
     check_checkpoint_readable,
     checkpoint_variable_shapes,
@@ -18,8 +20,6 @@ from albert_tf.checkpoints import (
     resolve_checkpoint_path,
     save_original_checkpoint,
 )
-from albert_tf.errors import UserError
-from albert_tf.modeling import AlbertModel, AlbertPretrainer
 
 import albert_numpy
 
@@ -351,7 +351,7 @@ def test_optimizer_exclusions_on_paths_equal_those_on_original_names():
     original, which matched the same regexes on the original names."""
     import re
 
-    from albert_tf.optimization import DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY, create_optimizer
+    from albert_tf.run.optimization import DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY, create_optimizer
 
     model = AlbertPretrainer(tiny(num_hidden_groups=2, inner_group_num=2))
     model.build()
@@ -364,7 +364,7 @@ def test_optimizer_exclusions_on_paths_equal_those_on_original_names():
 
 
 def test_optimizer_slots_round_trip_under_original_names(tmp_path):
-    from albert_tf.optimization import create_optimizer
+    from albert_tf.run.optimization import create_optimizer
 
     cfg = tiny()
     model = AlbertPretrainer(cfg)
@@ -395,7 +395,7 @@ def test_optimizer_slots_round_trip_under_original_names(tmp_path):
 
 
 def test_init_from_object_checkpoint(tmp_path):
-    from albert_tf.checkpoints import init_from_checkpoint
+    from albert_tf.weights.checkpoints import init_from_checkpoint
 
     cfg = tiny(num_hidden_groups=2)
     encoder_only = AlbertModel(cfg)

@@ -1,13 +1,18 @@
-"""AlbertClassifier, its loss, and --init_checkpoint handling (albert_tf/classifier.py)."""
+"""AlbertClassifier, its loss, and --init_checkpoint handling (albert_tf/tasks/classifier.py)."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import checkpoints
-from albert_tf.classifier import AlbertClassifier, init_from_checkpoint, loss_fn, per_example_loss
 from albert_tf.errors import UserError
-from albert_tf.modeling import AlbertPretrainer
+from albert_tf.model.modeling import AlbertPretrainer
+from albert_tf.tasks.classifier import (
+    AlbertClassifier,
+    init_from_checkpoint,
+    loss_fn,
+    per_example_loss,
+)
+from albert_tf.weights import checkpoints
 
 from classifier_fixtures import tiny_config
 from worker_fixtures import run_cluster, run_script

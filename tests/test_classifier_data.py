@@ -431,7 +431,7 @@ def test_single_truncation_empty_b_and_regression():
 
 
 def test_features_with_sentencepiece(spm_model):
-    from albert_tf import tokenization
+    from albert_tf.data import tokenization
 
     tok = tokenization.FullTokenizer(spm_model_file=spm_model)
     ex = cd.InputExample("g", "the cat sat", "a dog", "1")
@@ -541,7 +541,7 @@ def test_sharding_by_input_context(tmp_path):
 
 
 def test_cache_key_and_reuse(tmp_path, spm_model):
-    from albert_tf import tokenization
+    from albert_tf.data import tokenization
 
     data = str(tmp_path / "glue")
     cache = str(tmp_path / "cache")
@@ -596,7 +596,7 @@ def test_cache_key_and_reuse(tmp_path, spm_model):
 
 
 def test_empty_split_is_an_error_and_writes_no_cache(tmp_path, spm_model):
-    from albert_tf import tokenization
+    from albert_tf.data import tokenization
 
     data, cache = str(tmp_path / "glue"), tmp_path / "cache"
     write_tsv(data, "RTE", "dev.tsv", [["index", "s1", "s2", "label"]])
@@ -634,7 +634,7 @@ def test_tfds_examples_with_mock_data(tmp_path, spm_model):
     import tensorflow as tf
     import tensorflow_datasets as tfds
 
-    from albert_tf import tokenization
+    from albert_tf.data import tokenization
 
     def as_dataset(builder, split=None, **kwargs):
         cfg = builder.builder_config.name
@@ -721,7 +721,7 @@ def test_tfds_examples_with_mock_data(tmp_path, spm_model):
 
 
 def test_default_features_equal_the_originals_python3_ids(tmp_path):
-    from albert_tf.tokenization import FullTokenizer
+    from albert_tf.data.tokenization import FullTokenizer
 
     demo_spm = os.path.join(
         os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "demo", "spm.model"

@@ -8,12 +8,15 @@ import tensorflow as tf
 from tensorflow.core.framework import types_pb2
 from tensorflow.python.framework import op_def_registry
 
-from albert_tf import classifier, driver, losses, pretraining, speed_paths, squad, training
-from albert_tf.classifier import AlbertClassifier
-from albert_tf.config import AlbertConfig
-from albert_tf.modeling import AlbertPretrainer
-from albert_tf.race import AlbertRace
-from albert_tf.squad import AlbertSquadV1, AlbertSquadV2
+from albert_tf.cpu import speed_paths
+from albert_tf.model import losses
+from albert_tf.model.config import AlbertConfig
+from albert_tf.model.modeling import AlbertPretrainer
+from albert_tf.run import driver, training
+from albert_tf.tasks import classifier, pretraining, squad
+from albert_tf.tasks.classifier import AlbertClassifier
+from albert_tf.tasks.race import AlbertRace
+from albert_tf.tasks.squad import AlbertSquadV1, AlbertSquadV2
 
 BATCH, SEQ, PREDS, CHOICES = 4, 12, 3, 4
 # Ops that run Python or need the host: XLA cannot compile them, a TPU cannot run them.

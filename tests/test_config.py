@@ -5,8 +5,8 @@ import json
 import pytest
 
 from albert_tf import AlbertConfig
-from albert_tf.config import PRESETS, REQUIRED_FIELDS, preset
 from albert_tf.errors import UserError
+from albert_tf.model.config import PRESETS, REQUIRED_FIELDS, preset
 
 ORIGINAL_FIELDS = [
     "vocab_size",

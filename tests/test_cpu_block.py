@@ -1,4 +1,4 @@
-"""albert_tf.cpu.block: the CPU speed paths' block against the plain one (albert_tf.layers),
+"""albert_tf.cpu.block: the CPU speed paths' block against the plain one (albert_tf.model.layers),
 outputs and gradients, float32 and bfloat16, at head size 4 and 32; and the pieces it
 substitutes (hand-written gradients, float32 loops, the bias's gradient)."""
 
@@ -8,9 +8,9 @@ import pytest
 import tensorflow as tf
 from test_modeling import make_inputs, tiny
 
-from albert_tf import layers, speed_paths
-from albert_tf.cpu import block, fused_elementwise
-from albert_tf.modeling import AlbertModel
+from albert_tf.cpu import block, fused_elementwise, speed_paths
+from albert_tf.model import layers
+from albert_tf.model.modeling import AlbertModel
 
 # Head size 4 (the numpy comparisons' size) and 32 (what the C++ products and attention
 # take, test_cpu_native_kernels): two layers of two groups, so that kernels are shared.

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import speed_paths
 from albert_tf.cpu import fused_elementwise as fe
+from albert_tf.cpu import speed_paths
 
 import albert_numpy
 
@@ -313,7 +313,7 @@ def test_saved_model_traced_by_save_has_no_onednn_layer_norm(tmp_path):
 
 
 def test_accelerator_decision_turns_the_fused_kernels_off():
-    from albert_tf import speed_paths
+    from albert_tf.cpu import speed_paths
 
     f32 = tf.TensorSpec([4, 8], tf.float32)
     with speed_paths.forced(speed_paths.PLAIN):

@@ -10,9 +10,8 @@ import pytest
 import tensorflow as tf
 from test_modeling import CONFIGS, built_encoder
 
-from albert_tf import speed_paths
 from albert_tf.cpu import fused_elementwise as fe
-from albert_tf.cpu import native_kernels
+from albert_tf.cpu import native_kernels, speed_paths
 
 import albert_numpy
 

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, speed_paths
-from albert_tf.cpu import shared_kernels
+from albert_tf import AlbertConfig
+from albert_tf.cpu import shared_kernels, speed_paths
 from albert_tf.cpu.block import apply_block
 from albert_tf.cpu.shared_kernels import run_with_summed_kernel_gradients
-from albert_tf.modeling import AlbertModel
+from albert_tf.model.modeling import AlbertModel
 
 # The CPU speed paths less the summed gradients: plain autodiff over the same blocks.
 UNSUMMED = dataclasses.replace(speed_paths.CPU_AUTO, summed_kernel_gradients=False)

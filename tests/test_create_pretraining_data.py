@@ -63,7 +63,7 @@ def _leftovers(tmp):
 
 
 def test_output_invariants(tmp_path):
-    from albert_tf import tokenization
+    from albert_tf.data import tokenization
 
     _write_corpus(tmp_path)
     assert _run(tmp_path, out="a.tfrecord,b.tfrecord") == 0
@@ -240,8 +240,8 @@ DIGIT_COMMA_LINES = [
 @pytest.mark.parametrize("digit_comma", ["python3", "intended"])
 def test_fast_tokenizer_equals_full_and_in_graph_tokenizers(digit_comma):
     """All three tokenizers agree in both digit-comma modes."""
-    from albert_tf import tokenization
-    from albert_tf.tf_tokenization import InGraphTokenizer
+    from albert_tf.data import tokenization
+    from albert_tf.data.tf_tokenization import InGraphTokenizer
 
     tok = tokenization.FullTokenizer(spm_model_file=SPM, digit_comma=digit_comma)
     fast = cpd.FastTokenizer(tok)
@@ -271,7 +271,7 @@ def test_digit_comma_flag(tmp_path):
     python3 = ["▁", "0", ","]
     for flag, expected in (((), True), (("--digit_comma=intended",), False)):
         assert _run(tmp_path, "--write_unmasked", *flag, out="u.tfrecord") == 0
-        from albert_tf import tokenization
+        from albert_tf.data import tokenization
 
         tok = tokenization.FullTokenizer(spm_model_file=SPM)
         found = False
@@ -359,7 +359,7 @@ def test_temporaries_of_running_processes_or_other_programs_are_kept(tmp_path):
 
 
 def test_long_lines_warn_with_the_dropped_tokens(tmp_path, caplog):
-    from albert_tf import tokenization
+    from albert_tf.data import tokenization
 
     _write_corpus(tmp_path, files=1, docs=20)
     long_line = " ".join(["the cat sat on the mat"] * 100)

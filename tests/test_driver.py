@@ -1,13 +1,13 @@
-"""albert_tf.driver: the selection rule, the final weights and the batch split (the whole
+"""albert_tf.run.driver: the selection rule, the final weights and the batch split (the whole
 driver runs in every end-to-end test of the four tasks)."""
 
 import types
 
 import pytest
 
-from albert_tf import driver
-from albert_tf.config import preset
 from albert_tf.errors import UserError
+from albert_tf.model.config import preset
+from albert_tf.run import driver
 
 
 class _Selector:
@@ -108,3 +108,22 @@ def test_best_checkpoint_line_is_what_the_scripts_print():
     )
     assert driver.best_checkpoint_line({}) is None
     assert driver.best_checkpoint_line({"best": None}) is None
+
+
+def test_the_run_sets_the_speed_path_switch_before_anything_is_traced(tmp_path, monkeypatch):
+    """driver.run applies --speed_paths first: the task's own checks already see it."""
+    from albert_tf.cpu import speed_paths
+
+    monkeypatch.setattr(speed_paths, "_mode", "plain")
+    seen = []
+
+    class _Stops(driver.Task):
+        def resolve(self):
+            seen.append(speed_paths.mode())
+            raise UserError("stop here")
+
+    for setting in ("native", "auto"):
+        opts = driver.RunOptions(output_dir=str(tmp_path / setting), speed_paths=setting)
+        with pytest.raises(UserError, match="stop here"):
+            driver.run(_Stops(opts))
+    assert seen == ["native", "auto"]

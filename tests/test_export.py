@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.classifier import AlbertClassifier
 from albert_tf.data.classifier_data import InputExample, convert_examples_to_features, get_processor
-from albert_tf.export import ClassifierServing, export_classifier
-from albert_tf.tokenization import FullTokenizer
+from albert_tf.data.tokenization import FullTokenizer
+from albert_tf.export.saved_model import ClassifierServing, export_classifier
+from albert_tf.tasks.classifier import AlbertClassifier
 
 from classifier_fixtures import DEMO_SPM, tiny_config
 from weights_fixtures import randomized
@@ -229,8 +229,8 @@ def _release_folder(folder, heads=("cls/predictions", "cls/seq_relationship"), e
     """albert_config.json, 30k-clean.model and model.ckpt-best of a random tiny
     pretrainer (every variable random); `extra`: more tensors in the checkpoint (optimizer
     state). Returns (folder, pretrainer)."""
-    from albert_tf import checkpoints
-    from albert_tf.modeling import AlbertPretrainer
+    from albert_tf.model.modeling import AlbertPretrainer
+    from albert_tf.weights import checkpoints
 
     os.makedirs(folder)
     config = tiny_config()
@@ -255,7 +255,7 @@ def _release_folder(folder, heads=("cls/predictions", "cls/seq_relationship"), e
 
 def test_encoder_export_refuses_features_longer_than_the_positions(tmp_path):
     from albert_tf.errors import UserError
-    from albert_tf.export import export_encoder
+    from albert_tf.export.saved_model import export_encoder
 
     folder, model = _release_folder(tmp_path / "albert")
     positions = model.config.max_position_embeddings
@@ -265,9 +265,9 @@ def test_encoder_export_refuses_features_longer_than_the_positions(tmp_path):
 
 
 def test_encoder_export_reloads_in_fresh_processes(tmp_path):
-    from albert_tf import hub
-    from albert_tf.export import export_encoder
-    from albert_tf.modeling import AlbertModel
+    from albert_tf.export.saved_model import export_encoder
+    from albert_tf.model.modeling import AlbertModel
+    from albert_tf.weights import hub
 
     folder, model = _release_folder(tmp_path / "albert")
     paths = export_encoder(folder, str(tmp_path / "hub"), max_seq_length=SEQ)
@@ -318,8 +318,8 @@ def test_encoder_export_reloads_in_fresh_processes(tmp_path):
 
 
 def test_encoder_signatures_follow_the_heads_the_checkpoint_held():
-    from albert_tf.export import EncoderServing
-    from albert_tf.modeling import AlbertPretrainer
+    from albert_tf.export.saved_model import EncoderServing
+    from albert_tf.model.modeling import AlbertPretrainer
 
     model = AlbertPretrainer(tiny_config())
     model.build()
@@ -337,7 +337,7 @@ def test_encoder_signatures_follow_the_heads_the_checkpoint_held():
 def _assert_best_checkpoint_holds(out, model, keep=lambda name: True) -> dict:
     """model.ckpt-best in `out` holds global_step and exactly the variables of `model`
     whose original names `keep` passes, bit-exact; returns its values."""
-    from albert_tf import checkpoints
+    from albert_tf.weights import checkpoints
 
     values = checkpoints.read_checkpoint_values(str(out / "model.ckpt-best"))
     want = {n: v.numpy() for n, v in checkpoints.original_variable_map(model).items() if keep(n)}
@@ -348,8 +348,8 @@ def _assert_best_checkpoint_holds(out, model, keep=lambda name: True) -> dict:
 
 
 def test_export_checkpoint_cli_strips_optimizer_state(tmp_path, capsys):
-    from albert_tf import release
-    from albert_tf.export import main
+    from albert_tf.export.command import main
+    from albert_tf.weights import release
 
     slots = {"bert/pooler/dense/kernel/adam_m": np.ones((32, 32), np.float32)}
     folder, model = _release_folder(
@@ -380,7 +380,7 @@ def test_export_checkpoint_cli_strips_optimizer_state(tmp_path, capsys):
 
 
 def test_export_cli_errors_are_one_line(tmp_path, capsys):
-    from albert_tf.export import main
+    from albert_tf.export.command import main
 
     assert main(["export", f"--albert_directory={tmp_path / 'none'}", "--export_path=x"]) == 1
     err = capsys.readouterr().err
@@ -404,7 +404,7 @@ def test_export_cli_errors_are_one_line(tmp_path, capsys):
 
 
 def _export(folder, out, export_format, *extra):
-    from albert_tf.export import main
+    from albert_tf.export.command import main
 
     argv = [f"--albert_directory={folder}", f"--export_path={out}"]
     return main(["export", *argv, f"--export_format={export_format}", *extra])
@@ -413,8 +413,8 @@ def _export(folder, out, export_format, *extra):
 def test_huggingface_export_converts_back_to_a_release_folder_bit_exact(tmp_path, capsys):
     """ours -> Hugging Face -> original format (export --export_format=checkpoint of the
     Hugging Face folder): every variable bit-exact, and a release folder comes out."""
-    from albert_tf import release
-    from albert_tf.config import AlbertConfig
+    from albert_tf.model.config import AlbertConfig
+    from albert_tf.weights import release
 
     folder, model = _release_folder(tmp_path / "release")
     hf = tmp_path / "hf"
@@ -444,7 +444,7 @@ def test_huggingface_export_converts_back_to_a_release_folder_bit_exact(tmp_path
 def test_fine_tuned_classifier_exports_as_sequence_classification(tmp_path):
     from safetensors.numpy import load_file
 
-    from albert_tf.export import export_huggingface
+    from albert_tf.export.command import export_huggingface
 
     head = {"output_weights": np.ones([3, 32], np.float32), "output_bias": np.ones([3], np.float32)}
     folder, _ = _release_folder(tmp_path / "glue", extra=head)

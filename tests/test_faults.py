@@ -20,7 +20,8 @@ import time
 
 import pytest
 
-from albert_tf import cli, pretraining
+from albert_tf import cli
+from albert_tf.tasks import pretraining
 
 from classifier_fixtures import DEMO_SPM, tiny_config, write_mrpc
 from record_fixtures import DEMO_CORPUS, write_demo_pretraining_records
@@ -227,8 +228,8 @@ def test_a_multi_worker_peer_that_never_comes(inputs, tmp_path):
 
 
 def _release_folder(root):
-    from albert_tf import checkpoints
-    from albert_tf.modeling import AlbertModel
+    from albert_tf.model.modeling import AlbertModel
+    from albert_tf.weights import checkpoints
 
     folder = root / "release"
     model = AlbertModel(tiny_config())

@@ -1,4 +1,4 @@
-"""Tests of albert_tf.host_memory (each case in a fresh process: the allocator is
+"""Tests of albert_tf.run.host_memory (each case in a fresh process: the allocator is
 chosen at TensorFlow's first op)."""
 
 import json
@@ -8,13 +8,13 @@ import sys
 
 import pytest
 
-from albert_tf.host_memory import configure_host_allocator
+from albert_tf.run.host_memory import configure_host_allocator
 
 SCRIPT = """
 import json, logging, os, sys
 os.environ.pop("TF_ONEDNN_USE_SYSTEM_ALLOCATOR", None)
 import tensorflow as tf
-from albert_tf.host_memory import configure_host_allocator
+from albert_tf.run.host_memory import configure_host_allocator
 if sys.argv[1] == "late":
     tf.matmul(tf.ones([256, 256]), tf.ones([256, 256])).numpy()
 ok = configure_host_allocator(sys.argv[2])
@@ -60,8 +60,8 @@ def test_unknown_allocator():
 
 
 def test_auto_picks_malloc_for_large_models_only():
-    from albert_tf.config import preset
-    from albert_tf.host_memory import resolve_allocator
+    from albert_tf.model.config import preset
+    from albert_tf.run.host_memory import resolve_allocator
 
     assert resolve_allocator("auto", preset("albert_xxlarge_v2").num_parameters()) == "system"
     assert resolve_allocator("auto", preset("albert_xlarge_v2").num_parameters()) == "tensorflow"
@@ -72,9 +72,9 @@ def test_auto_picks_malloc_for_large_models_only():
 
 
 def test_auto_keeps_tensorflows_allocator_with_an_accelerator():
-    from albert_tf import speed_paths
-    from albert_tf.config import preset
-    from albert_tf.host_memory import resolve_allocator
+    from albert_tf.cpu import speed_paths
+    from albert_tf.model.config import preset
+    from albert_tf.run.host_memory import resolve_allocator
 
     xxlarge = preset("albert_xxlarge_v2").num_parameters()
     with speed_paths.forced(speed_paths.PLAIN):

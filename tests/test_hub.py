@@ -1,4 +1,4 @@
-"""TF-Hub module folders (albert_tf/hub.py) and --albert_hub_module_handle in the
+"""TF-Hub module folders (albert_tf/weights/hub.py) and --albert_hub_module_handle in the
 fine-tuning scripts: modules built here in each format the reader knows, loaded by name."""
 
 import os
@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import checkpoints, hub
-from albert_tf.classifier import HEAD_PATTERNS, AlbertClassifier, ClassifierOptions, run
-from albert_tf.config import preset
-from albert_tf.driver import init_from_checkpoint
 from albert_tf.errors import UserError
-from albert_tf.modeling import AlbertModel, AlbertPretrainer
+from albert_tf.model.config import preset
+from albert_tf.model.modeling import AlbertModel, AlbertPretrainer
+from albert_tf.run.driver import init_from_checkpoint
+from albert_tf.tasks.classifier import HEAD_PATTERNS, AlbertClassifier, ClassifierOptions, run
+from albert_tf.weights import checkpoints, hub
 
 from classifier_fixtures import DEMO_SPM, tiny_config, write_mrpc
 from weights_fixtures import random_keras_hub_backbone, randomized
@@ -289,8 +289,8 @@ def test_script_options_refused_before_anything_is_written(tmp_path):
 
 @pytest.mark.parametrize("task", ["squad_v1", "squad_v2", "race"])
 def test_every_fine_tuning_task_starts_from_a_module(tmp_path, task):
-    from albert_tf.race import RaceOptions, RaceTask
-    from albert_tf.squad import SquadOptions, SquadTask
+    from albert_tf.tasks.race import RaceOptions, RaceTask
+    from albert_tf.tasks.squad import SquadOptions, SquadTask
 
     config = tiny_config()
     source = _pretrainer(config)

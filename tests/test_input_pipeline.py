@@ -232,8 +232,7 @@ def _write(path, examples):
 
 def test_check_tfrecords_accepts_what_the_writers_write(files, tmp_path):
     """The spec tables match the records our writers produce (and so the readers' specs)."""
-    from albert_tf import tokenization
-    from albert_tf.data import classifier_data, race_data, squad_data
+    from albert_tf.data import classifier_data, race_data, squad_data, tokenization
 
     from classifier_fixtures import DEMO_SPM
 

@@ -1,4 +1,4 @@
-"""The plain layers (albert_tf.layers): GELU, layer norm and the block against the numpy
+"""The plain layers (albert_tf.model.layers): GELU, layer norm and the block against the numpy
 reference, at head size 4 and 32."""
 
 import math
@@ -8,8 +8,8 @@ import pytest
 import tensorflow as tf
 from test_modeling import make_inputs, set_weights, tiny
 
-from albert_tf import layers
-from albert_tf.modeling import AlbertModel
+from albert_tf.model import layers
+from albert_tf.model.modeling import AlbertModel
 
 import albert_numpy
 

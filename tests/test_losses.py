@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import losses
+from albert_tf.model import losses
 
 
 def log_softmax(x):

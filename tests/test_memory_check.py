@@ -1,12 +1,12 @@
-"""albert_tf/memory_check.py: a model that cannot fit is refused before allocation."""
+"""albert_tf/run/memory_check.py: a model that cannot fit is refused before allocation."""
 
 from __future__ import annotations
 
 import pytest
 
-from albert_tf import memory_check
-from albert_tf.config import AlbertConfig
 from albert_tf.errors import UserError
+from albert_tf.model.config import AlbertConfig
+from albert_tf.run import memory_check
 
 
 def test_weights_and_optimizer_state_are_counted_against_the_memory():

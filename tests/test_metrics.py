@@ -1,4 +1,4 @@
-"""Tests of albert_tf.metrics against hand-computed values."""
+"""Tests of albert_tf.tasks.metrics against hand-computed values."""
 
 import math
 import os
@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from albert_tf import metrics as m
+from albert_tf.tasks import metrics as m
 
 # A binary confusion matrix with tp=3, tn=2, fp=1, fn=2 (positive class 1).
 PRED = [1, 1, 1, 0, 0, 1, 0, 0]

@@ -1,4 +1,4 @@
-"""albert_tf.model_files: which config, tokenizer and checkpoint files a fine-tuning
+"""albert_tf.run.model_files: which config, tokenizer and checkpoint files a fine-tuning
 run's flags name, and the errors for missing ones."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import types
 import pytest
 
 from albert_tf.errors import UserError
-from albert_tf.model_files import resolve_model_files
+from albert_tf.run.model_files import resolve_model_files
 
 from classifier_fixtures import DEMO_SPM, tiny_config
 

@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, speed_paths
-from albert_tf.checkpoints import original_variable_map
-from albert_tf.modeling import AlbertModel, AlbertPretrainer
+from albert_tf import AlbertConfig
+from albert_tf.cpu import speed_paths
+from albert_tf.model.modeling import AlbertModel, AlbertPretrainer
+from albert_tf.weights.checkpoints import original_variable_map
 
 import albert_numpy
 
@@ -73,7 +74,7 @@ def assert_rel_close(actual, expected, tol=1e-5):
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_plain_pretrainer_matches_numpy_reference(name):
-    # The plain model (albert_tf.layers): the CPU speed paths are compared with it in
+    # The plain model (albert_tf.model.layers): the CPU speed paths are compared with it in
     # tests/test_cpu_block.py, and with this reference at selected rows below.
     cfg = CONFIGS[name]
     weights = albert_numpy.random_weights(cfg.to_dict(), seed=1)
@@ -146,7 +147,7 @@ def test_selected_rows_give_the_same_gradients():
 def test_docstring_examples_run():
     import doctest
 
-    from albert_tf import modeling
+    from albert_tf.model import modeling
 
     result = doctest.testmod(modeling)
     assert result.attempted > 0 and result.failed == 0
@@ -415,14 +416,14 @@ def _count_in_graph(model_cls, cfg):
 
 @pytest.mark.parametrize("name", sorted(RELEASED_COUNTS))
 def test_parameter_counts_of_released_configs(name):
-    from albert_tf.config import preset
+    from albert_tf.model.config import preset
 
     assert _count_in_graph(AlbertModel, preset(name)) == RELEASED_COUNTS[name]
     assert preset(name).num_parameters() == RELEASED_COUNTS[name]
 
 
 def test_num_parameters_with_groups_and_inner_groups():
-    from albert_tf.config import preset
+    from albert_tf.model.config import preset
 
     cfg = preset("albert_tiny").replace(num_hidden_layers=6, num_hidden_groups=3, inner_group_num=2)
     assert cfg.num_parameters() == _count_in_graph(AlbertModel, cfg)
@@ -436,7 +437,7 @@ def test_num_parameters_with_groups_and_inner_groups():
 def test_parameter_counts_of_sharing_strategies(sharing, paper_millions):
     """ALBERT-base shape, E = 128, one group per layer: the counts of docs/original.md's
     ablation table (paper Table 4: 89M not-shared, 64M shared-attention, 38M shared-FFN)."""
-    from albert_tf.config import preset
+    from albert_tf.model.config import preset
 
     cfg = preset("base", num_hidden_groups=12, cross_layer_sharing=sharing)
     assert round(cfg.num_parameters() / 1e6, 2) == paper_millions
@@ -456,6 +457,6 @@ def test_partial_sharing_shares_the_variables_themselves():
 
 @pytest.mark.parametrize("name", sorted(PRETRAINING_TOTALS))
 def test_pretraining_parameter_totals(name):
-    from albert_tf.config import preset
+    from albert_tf.model.config import preset
 
     assert _count_in_graph(AlbertPretrainer, preset(name)) == PRETRAINING_TOTALS[name]

@@ -1,4 +1,4 @@
-"""Tests of albert_tf.optimization against numpy references written from the
+"""Tests of albert_tf.run.optimization against numpy references written from the
 math of the original release (docs/original.md §7), not from the code
 under test."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import optimization
+from albert_tf.run import optimization
 
 F32 = np.float32
 ORIGINAL_EXCLUSIONS = ["LayerNorm", "layer_norm", "bias"]

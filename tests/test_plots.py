@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from albert_tf import plots
+from albert_tf.research import plots
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -161,8 +161,8 @@ def test_equal_to_original_structure_port(tmp_path):
     spm_model = os.path.join(ROOT, "data", "demo", "spm.model")
     if not os.path.exists(spm_model):
         pytest.skip("demo SentencePiece model not generated")
-    from albert_tf import tokenization
     from albert_tf.data import create_pretraining_data as cpd
+    from albert_tf.data import tokenization
 
     bench = _load_bench()
     r = random.Random(3)

@@ -1,4 +1,4 @@
-"""RACE: the multiple-choice model and end-to-end runs (albert_tf.race / run_race.py)."""
+"""RACE: the multiple-choice model and end-to-end runs (albert_tf.tasks.race / run_race.py)."""
 
 import json
 import os
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import checkpoints
 from albert_tf.errors import UserError
-from albert_tf.race import AlbertRace, RaceOptions, run
+from albert_tf.tasks.race import AlbertRace, RaceOptions, run
+from albert_tf.weights import checkpoints
 
 from classifier_fixtures import DEMO_SPM, tiny_config
 

@@ -7,8 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from albert_tf import tokenization
-from albert_tf.data import race_data
+from albert_tf.data import race_data, tokenization
 from albert_tf.data.race_data import RaceDataError, RaceExample, read_race_examples
 
 from classifier_fixtures import DEMO_SPM

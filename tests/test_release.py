@@ -1,4 +1,4 @@
-"""load_release: the unpacked folder of a released model (albert_tf/release.py)."""
+"""load_release: the unpacked folder of a released model (albert_tf/weights/release.py)."""
 
 import os
 import shutil
@@ -6,10 +6,10 @@ import shutil
 import numpy as np
 import pytest
 
-from albert_tf import checkpoints
-from albert_tf.classifier import AlbertClassifier, ClassifierOptions, ClassifierTask
-from albert_tf.modeling import AlbertModel, AlbertPretrainer
-from albert_tf.release import is_release_folder, load_release, release_files
+from albert_tf.model.modeling import AlbertModel, AlbertPretrainer
+from albert_tf.tasks.classifier import AlbertClassifier, ClassifierOptions, ClassifierTask
+from albert_tf.weights import checkpoints
+from albert_tf.weights.release import is_release_folder, load_release, release_files
 
 from classifier_fixtures import DEMO_SPM, tiny_config, write_mrpc
 
@@ -90,7 +90,7 @@ def test_run_classifier_takes_config_and_spm_from_release(release, tmp_path):
 
 
 def test_tokenizer_files_are_written_as_a_release_names_them(tmp_path):
-    from albert_tf.release import write_tokenizer_files
+    from albert_tf.weights.release import write_tokenizer_files
 
     spm_vocab = open(DEMO_SPM.replace(".model", ".vocab"), "rb").read()
     lone = tmp_path / "lone.model"  # no .vocab beside it: the vocab comes from the model

@@ -1,4 +1,4 @@
-"""End-to-end GLUE runs through albert_tf.classifier.run / run_classifier.py."""
+"""End-to-end GLUE runs through albert_tf.tasks.classifier.run / run_classifier.py."""
 
 import contextlib
 import json
@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import checkpoints, selection
-from albert_tf.classifier import AlbertClassifier, ClassifierOptions, ClassifierTask, run
 from albert_tf.errors import UserError
+from albert_tf.run import selection
+from albert_tf.tasks.classifier import AlbertClassifier, ClassifierOptions, ClassifierTask, run
+from albert_tf.weights import checkpoints
 
 from classifier_fixtures import DEMO_SPM, tiny_config, write_mrpc, write_stsb
 
@@ -133,7 +134,7 @@ def test_a_killed_run_resumes_to_the_same_files(setup, tmp_path, monkeypatch):
         raise _Killed
 
     with monkeypatch.context() as patch:
-        patch.setattr("albert_tf.checkpoint_layout.write_state_file", kill)
+        patch.setattr("albert_tf.run.checkpoint_layout.write_state_file", kill)
         with pytest.raises(_Killed):
             run(_opts(setup, killed, **kw))
     assert (killed / "model.ckpt-2.index").exists() and not (killed / "checkpoint").exists()
@@ -158,8 +159,8 @@ def test_a_signal_between_saves_leaves_no_trace_after_the_rerun(setup, tmp_path,
     uninterrupted run's files."""
     import signal
 
-    from albert_tf import training
     from albert_tf.errors import TrainingInterrupted
+    from albert_tf.run import training
 
     kw = dict(do_train=True, do_eval=True, do_predict=True, iterations_per_loop=1)
     straight, stopped = tmp_path / "straight", tmp_path / "stopped"
@@ -221,7 +222,7 @@ def test_eval_and_predict_only_on_a_folder_of_original_format_checkpoints(setup,
 def test_a_training_checkpoint_without_the_head_is_refused(setup, trained, tmp_path):
     """Eval-only on a folder whose model.ckpt-2 holds only the encoder: one line naming the
     file and what is missing, not a silently fresh head."""
-    from albert_tf.modeling import AlbertModel
+    from albert_tf.model.modeling import AlbertModel
 
     encoder = AlbertModel(tiny_config())
     encoder.build()

@@ -1,4 +1,4 @@
-"""albert_tf/run_lock.py: one writer per output folder."""
+"""albert_tf/run/run_lock.py: one writer per output folder."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from albert_tf import run_lock
 from albert_tf.errors import UserError
+from albert_tf.run import run_lock
 
 
 def _dead_pid():

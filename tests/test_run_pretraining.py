@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.checkpoints import read_checkpoint_values
+from albert_tf.weights.checkpoints import read_checkpoint_values
 
 from record_fixtures import write_demo_pretraining_records
 
@@ -84,9 +84,9 @@ def run(cmd, **kwargs):
 def _original_names_restore_with_a_tf1_saver(prefix, config_file):
     """The original code's way to read a checkpoint: a TF1 graph whose variables carry the
     original names (model, adam_m/adam_v slots, global_step), restored by name."""
-    from albert_tf import checkpoints
-    from albert_tf.config import AlbertConfig
-    from albert_tf.modeling import AlbertPretrainer
+    from albert_tf.model.config import AlbertConfig
+    from albert_tf.model.modeling import AlbertPretrainer
+    from albert_tf.weights import checkpoints
 
     model = AlbertPretrainer(AlbertConfig.from_json_file(config_file))
     model.build()
@@ -183,7 +183,7 @@ def test_end_to_end_checkpoint_formats_and_resume_after_sigkill(tiny_data, tmp_p
     result = run(command(tiny_data, original, "--do_train=false", "--do_eval"))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "after 60 steps:" in result.stdout
-    from albert_tf import selection
+    from albert_tf.run import selection
 
     assert selection.read_eval_results(str(original)) == {
         60: selection.read_eval_results(str(straight))[60]
@@ -249,9 +249,9 @@ def _log_has(folder):
 
 
 def test_init_checkpoint_must_match(tiny_data, tmp_path):
-    from albert_tf.checkpoints import save_original_checkpoint
-    from albert_tf.config import AlbertConfig
-    from albert_tf.modeling import AlbertModel
+    from albert_tf.model.config import AlbertConfig
+    from albert_tf.model.modeling import AlbertModel
+    from albert_tf.weights.checkpoints import save_original_checkpoint
 
     other = AlbertConfig.from_json_file(tiny_data / "albert_config.json").replace(hidden_size=16)
     model = AlbertModel(other)
@@ -315,10 +315,12 @@ def test_albert_config_json_comes_with_the_first_checkpoint(tiny_data, tmp_path,
     brings the config along, and --spm_model_file as 30k-clean.model/.vocab: the files
     the original's export_to_tfhub.py opens (albert_config.json, 30k-clean.model,
     30k-clean.vocab, <checkpoint_name>.*)."""
-    from albert_tf import checkpoints, pretraining, release, training
-    from albert_tf.config import AlbertConfig
     from albert_tf.errors import UserError
-    from albert_tf.modeling import AlbertPretrainer
+    from albert_tf.model.config import AlbertConfig
+    from albert_tf.model.modeling import AlbertPretrainer
+    from albert_tf.run import training
+    from albert_tf.tasks import pretraining
+    from albert_tf.weights import checkpoints, release
 
     out = tmp_path / "out"
     opts = pretraining.PretrainingOptions(

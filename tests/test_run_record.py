@@ -1,4 +1,4 @@
-"""albert_tf/run_record.py: the input flags compared when a run resumes."""
+"""albert_tf/run/run_record.py: the input flags compared when a run resumes."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from albert_tf import run_record
 from albert_tf.errors import UserError
+from albert_tf.run import run_record
 
 
 def test_recorded_values_are_compared_at_resume(tmp_path, monkeypatch):

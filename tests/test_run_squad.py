@@ -1,4 +1,4 @@
-"""End-to-end SQuAD v1.1 runs through albert_tf.squad.run / run_squad.py."""
+"""End-to-end SQuAD v1.1 runs through albert_tf.tasks.squad.run / run_squad.py."""
 
 import dataclasses
 import json
@@ -10,9 +10,9 @@ import types
 import numpy as np
 import pytest
 
-from albert_tf import checkpoints
 from albert_tf.errors import UserError
-from albert_tf.squad import AlbertSquadV1, SquadOptions, run
+from albert_tf.tasks.squad import AlbertSquadV1, SquadOptions, run
+from albert_tf.weights import checkpoints
 
 from classifier_fixtures import DEMO_SPM, tiny_config
 
@@ -263,7 +263,8 @@ def test_cli_error_exit_code(setup, tmp_path):
 def test_training_features_are_reused_only_when_built_from_the_same_inputs(
     setup, tmp_path, monkeypatch
 ):
-    from albert_tf import squad, tokenization
+    from albert_tf.data import tokenization
+    from albert_tf.tasks import squad
 
     def task_for(opts):
         task = squad.SquadTask(opts)

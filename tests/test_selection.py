@@ -6,8 +6,8 @@ import json
 import pytest
 import tensorflow as tf
 
-from albert_tf import selection
 from albert_tf.errors import UserError
+from albert_tf.run import selection
 
 
 def test_trained_checkpoints_of_both_formats_in_step_order(tmp_path):

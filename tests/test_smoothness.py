@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import checkpoints, smoothness, tokenization
-from albert_tf.config import preset
+from albert_tf.data import tokenization
 from albert_tf.errors import UserError
-from albert_tf.modeling import AlbertModel
-from albert_tf.pretraining import DEMO_DIR
+from albert_tf.model.config import preset
+from albert_tf.model.modeling import AlbertModel
+from albert_tf.research import smoothness
+from albert_tf.tasks.pretraining import DEMO_DIR
+from albert_tf.weights import checkpoints
 
 DEMO_SPM = str(DEMO_DIR / "spm.model")
 

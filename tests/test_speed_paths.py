@@ -1,4 +1,4 @@
-"""albert_tf.speed_paths: the switch and the devices decide, the override, the log line,
+"""albert_tf.cpu.speed_paths: the switch and the devices decide, the override, the log line,
 the fallback when the CPU paths cannot be imported, and the plain model (standard
 TensorFlow ops only, the same numbers as the CPU paths)."""
 
@@ -13,10 +13,9 @@ import pytest
 import tensorflow as tf
 from test_modeling import CONFIGS, assert_rel_close, make_inputs, set_weights
 
-from albert_tf import speed_paths
-from albert_tf.cpu import fused_elementwise
-from albert_tf.modeling import AlbertModel, AlbertPretrainer
-from albert_tf.speed_paths import CPU_AUTO, CPU_NATIVE, PLAIN, SpeedPaths
+from albert_tf.cpu import fused_elementwise, speed_paths
+from albert_tf.cpu.speed_paths import CPU_AUTO, CPU_NATIVE, PLAIN, SpeedPaths
+from albert_tf.model.modeling import AlbertModel, AlbertPretrainer
 
 import albert_numpy
 
@@ -31,8 +30,10 @@ def switch(monkeypatch):
     return devices
 
 
-def test_the_switch_and_the_devices_decide(switch):
-    assert speed_paths.mode() == "auto" and not speed_paths.accelerator_present()
+def test_the_switch_and_the_devices_decide(switch, monkeypatch):
+    monkeypatch.setattr(speed_paths, "_mode", "plain")  # as in a fresh process
+    assert speed_paths.choose() == PLAIN and not speed_paths.accelerator_present()
+    speed_paths.use("auto")
     assert speed_paths.choose() == CPU_AUTO
     assert "auto on CPU" in speed_paths.describe()
     for mode, on_cpu in (("plain", PLAIN), ("native", CPU_NATIVE), ("auto", CPU_AUTO)):
@@ -53,10 +54,10 @@ def test_the_first_trace_logs_the_choice_once(switch, caplog, monkeypatch):
     cfg = CONFIGS["shared_gelu"]
     model = AlbertModel(cfg)
     ids = {"input_ids": tf.constant([[1, 2, 3]], tf.int32)}
-    with caplog.at_level(logging.INFO, logger="albert_tf.speed_paths"):
+    with caplog.at_level(logging.INFO, logger="albert_tf.cpu.speed_paths"):
         model(ids)
         model(ids)
-    lines = [r.getMessage() for r in caplog.records if r.name == "albert_tf.speed_paths"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "albert_tf.cpu.speed_paths"]
     assert lines == ["speed paths: plain (taken: none)"]
 
 
@@ -64,14 +65,15 @@ def test_the_plain_model_runs_where_the_cpu_paths_cannot_be_imported(switch, cap
     """A TensorFlow release that moved a private module (albert_tf.cpu.tf_internals): one
     warning, and the plain model's numbers."""
     monkeypatch.setattr(speed_paths, "_logged", set())
-    monkeypatch.setitem(sys.modules, "albert_tf.cpu", None)  # import fails
+    monkeypatch.setitem(sys.modules, "albert_tf.cpu.encoder", None)  # import fails
+    speed_paths.use("auto")
     cfg = CONFIGS["shared_gelu"]
     weights = albert_numpy.random_weights(cfg.to_dict(), seed=4)
     model = AlbertPretrainer(cfg)
     model.build()
     set_weights(model, weights)
     inputs = make_inputs(cfg)
-    with caplog.at_level(logging.WARNING, logger="albert_tf.speed_paths"):
+    with caplog.at_level(logging.WARNING, logger="albert_tf.cpu.speed_paths"):
         first, second = model(inputs), model(inputs)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "running the plain model" in warnings[0], warnings

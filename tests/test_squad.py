@@ -4,9 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import checkpoints
 from albert_tf.data.squad_data import SquadExample, SquadFeature
-from albert_tf.squad import (
+from albert_tf.tasks.squad import (
     AlbertSquadV1,
     AlbertSquadV2,
     accumulate_spans,
@@ -16,6 +15,7 @@ from albert_tf.squad import (
     nbest_predictions_v2,
     span_loss,
 )
+from albert_tf.weights import checkpoints
 
 from classifier_fixtures import tiny_config
 

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import tokenization
-from albert_tf.data import squad_data
+from albert_tf.data import squad_data, tokenization
 from albert_tf.data.squad_data import (
     SquadDataError,
     SquadExample,

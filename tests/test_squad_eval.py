@@ -2,7 +2,7 @@
 
 import pytest
 
-from albert_tf import squad_eval
+from albert_tf.tasks import squad_eval
 
 
 def _dataset(questions):

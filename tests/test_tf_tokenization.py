@@ -10,8 +10,8 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from sentencepiece import sentencepiece_model_pb2
 
-from albert_tf import tokenization as T
-from albert_tf.tf_tokenization import InGraphTokenizer, pack_inputs
+from albert_tf.data import tokenization as T
+from albert_tf.data.tf_tokenization import InGraphTokenizer, pack_inputs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO_SPM = os.path.join(ROOT, "data", "demo", "spm.model")

@@ -1,4 +1,4 @@
-"""Tests for albert_tf.tokenization (pure Python)."""
+"""Tests for albert_tf.data.tokenization (pure Python)."""
 
 import os
 import sys
@@ -6,7 +6,7 @@ import sys
 import pytest
 import sentencepiece as spm
 
-from albert_tf import tokenization as T
+from albert_tf.data import tokenization as T
 from albert_tf.errors import UserError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -16,7 +16,7 @@ DEMO_SPM = os.path.join(ROOT, "data", "demo", "spm.model")
 def test_tokenization_does_not_import_tensorflow():
     import subprocess
 
-    code = "import sys, albert_tf.tokenization; print('tensorflow' in sys.modules)"
+    code = "import sys, albert_tf.data.tokenization; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

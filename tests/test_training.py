@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import checkpoint_layout, losses, pretraining, training
+from albert_tf.model import losses
+from albert_tf.run import checkpoint_layout, training
+from albert_tf.tasks import pretraining
 
 from training_fixtures import build, dataset_fn, loss_summaries
 from worker_fixtures import run_cluster, run_script
@@ -347,7 +349,7 @@ def test_steps_per_loop_change_nothing_but_when_lines_are_written(tmp_path, capl
     for per_loop in (1, 3):
         model, opt = build(strategy)
         caplog.clear()
-        with caplog.at_level("INFO", logger="albert_tf.training"):
+        with caplog.at_level("INFO", logger="albert_tf.run.training"):
             make_trainer(
                 model,
                 opt,

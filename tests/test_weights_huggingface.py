@@ -9,11 +9,10 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from albert_tf import checkpoints, weights
-from albert_tf.classifier import AlbertClassifier
 from albert_tf.errors import UserError
-from albert_tf.modeling import AlbertPretrainer
-from albert_tf.weights import huggingface
+from albert_tf.model.modeling import AlbertPretrainer
+from albert_tf.tasks.classifier import AlbertClassifier
+from albert_tf.weights import checkpoints, foreign_folders, huggingface
 
 import albert_numpy
 from classifier_fixtures import DEMO_SPM, tiny_config, write_mrpc
@@ -159,7 +158,7 @@ def test_config_is_translated_and_erf_gelu_refused(tmp_path):
     config = tiny_config(**SHAPE)
     folder = str(tmp_path / "hf")
     write_hf_folder(folder, config, config_changes={"hidden_act": "gelu_pytorch_tanh"})
-    foreign = weights.open_foreign(folder, tensors=False)
+    foreign = foreign_folders.open_foreign(folder, tensors=False)
     assert foreign.config.to_dict() == config.to_dict() and foreign.values == {}
     for changes, match in (
         ({"hidden_act": "gelu"}, r"config.json: hidden_act 'gelu' is the exact \(erf\) GELU"),
@@ -222,7 +221,7 @@ def test_ours_to_huggingface_to_ours_is_bit_exact(tmp_path, embedding_size):
     checkpoints.load_original_checkpoint(model, folder)
     for name, value in original_values(source).items():
         assert np.array_equal(original_values(model)[name], value), name
-    foreign = weights.open_foreign(folder)
+    foreign = foreign_folders.open_foreign(folder)
     assert foreign.spm_model_file == os.path.join(folder, "spiece.model")
 
 
@@ -246,7 +245,7 @@ def test_fine_tuned_classifier_goes_out_as_sequence_classification(tmp_path):
 
 
 def test_squad_v1_head_goes_out_as_question_answering(tmp_path):
-    from albert_tf.squad import AlbertSquadV1
+    from albert_tf.tasks.squad import AlbertSquadV1
 
     config = tiny_config()
     source = randomized(AlbertSquadV1(config), 1)
@@ -266,7 +265,7 @@ def test_squad_v1_head_goes_out_as_question_answering(tmp_path):
 
 
 def test_run_classifier_fine_tunes_from_a_huggingface_folder(tmp_path):
-    from albert_tf.classifier import ClassifierOptions, run
+    from albert_tf.tasks.classifier import ClassifierOptions, run
 
     config = tiny_config()
     folder = str(tmp_path / "hf")

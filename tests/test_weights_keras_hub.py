@@ -9,10 +9,9 @@ import h5py
 import numpy as np
 import pytest
 
-from albert_tf import checkpoints, weights
 from albert_tf.errors import UserError
-from albert_tf.modeling import AlbertModel
-from albert_tf.weights import keras_hub
+from albert_tf.model.modeling import AlbertModel
+from albert_tf.weights import checkpoints, foreign_folders, keras_hub
 
 from classifier_fixtures import DEMO_SPM, tiny_config
 from weights_fixtures import original_values, random_keras_hub_backbone, randomized
@@ -49,7 +48,7 @@ def test_preset_saved_by_keras_hub_loads_by_name_and_runs_as_keras_hub(tmp_path)
     backbone = random_keras_hub_backbone(config, 3)
     backbone.save_to_preset(str(tmp_path / "preset"))
     keras_hub_lib.models.AlbertTokenizer(proto=DEMO_SPM).save_to_preset(str(tmp_path / "preset"))
-    foreign = weights.open_foreign(str(tmp_path / "preset"))
+    foreign = foreign_folders.open_foreign(str(tmp_path / "preset"))
     assert foreign.config.to_dict() == config.to_dict()
     assert foreign.spm_model_file == str(tmp_path / "preset" / keras_hub.SPM_ASSET)
     model = AlbertModel(foreign.config)

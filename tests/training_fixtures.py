@@ -7,8 +7,8 @@ import tensorflow as tf
 from tensorflow.core.util import event_pb2
 
 from albert_tf import AlbertConfig
-from albert_tf.modeling import AlbertPretrainer
-from albert_tf.optimization import create_optimizer
+from albert_tf.model.modeling import AlbertPretrainer
+from albert_tf.run.optimization import create_optimizer
 
 SEQ, PREDS, NUM_EXAMPLES = 16, 3, 64
 

@@ -16,7 +16,7 @@ def randomized(model, seed, stddev=0.1):
 
 def original_values(model) -> dict:
     """{original name: array} of `model`'s variables."""
-    from albert_tf import checkpoints
+    from albert_tf.weights import checkpoints
 
     return {n: np.asarray(v) for n, v in checkpoints.original_variable_map(model).items()}
 

@@ -1,6 +1,6 @@
 """The encoder's block on the CPU speed paths: the same computation as
-albert_tf.layers.AlbertTransformerBlock, with its pieces replaced where the switch
-(albert_tf.speed_paths) takes a faster one on this CPU.
+albert_tf.model.layers.AlbertTransformerBlock, with its pieces replaced where the switch
+(albert_tf.cpu.speed_paths) takes a faster one on this CPU.
 
 `apply_block(block, ...)` runs a block (its variables, sublayers and dropout layers)
 with a `BlockWeights` prepared for the pass by albert_tf.cpu.shared_kernels: XLA-fused
@@ -18,7 +18,7 @@ import math
 import tensorflow as tf
 
 from albert_tf.cpu import fused_elementwise
-from albert_tf.layers import gelu_tanh, get_activation
+from albert_tf.model.layers import gelu_tanh, get_activation
 
 
 @tf.custom_gradient
@@ -39,7 +39,7 @@ def gelu_tanh_trainable(x):
 
 def apply_activation(name, y, training=False):
     """`get_activation(name)(y)`, with the hand-written GELU gradient when training
-    on the fused-elementwise speed path (albert_tf.speed_paths)."""
+    on the fused-elementwise speed path (albert_tf.cpu.speed_paths)."""
     act = get_activation(name)
     if act is None:
         return y
@@ -273,7 +273,7 @@ class BlockWeights:
 
 def layer_norm(norm, x, training=False, residual=None, bias=None, copies=1, product_of=None):
     """LN(x + bias + residual) -> float32, x's shape, with the variables of `norm` (an
-    albert_tf.layers.LayerNorm); `residual` (float32, x's shape) and `bias` ([H], a
+    albert_tf.model.layers.LayerNorm); `residual` (float32, x's shape) and `bias` ([H], a
     dense layer's that produced x) are optional. On the fused-elementwise path, training
     graphs take the closed-form gradient and inference graphs run one oneDNN kernel
     where TensorFlow has one. `copies`: how many products will read the output in
@@ -293,7 +293,7 @@ def layer_norm(norm, x, training=False, residual=None, bias=None, copies=1, prod
 
 
 def apply_block(block, x, attention_adder, w, training=False, query_positions=None):
-    """`block` (an albert_tf.layers.AlbertTransformerBlock) applied to x [B, S, H]
+    """`block` (an albert_tf.model.layers.AlbertTransformerBlock) applied to x [B, S, H]
     float32 with attention_adder [B, 1, 1, S] -> [B, S, H] float32, its weights `w` (the
     block's `BlockWeights` for the pass).
 

@@ -49,7 +49,7 @@ What is fused, and what is not (measured on the bench machine):
 
 Results equal the plain ops to float32 rounding (XLA's tanh differs in the
 last bits). Whether these kernels are used is the speed-path decision
-(`SpeedPaths.fused_elementwise`, albert_tf.speed_paths: yes on CPU-only machines,
+(`SpeedPaths.fused_elementwise`, albert_tf.cpu.speed_paths: yes on CPU-only machines,
 no with a GPU or TPU, or `--speed_paths=plain`), read when a call is traced.
 `disabled()` makes the functions below traced inside it use the plain ops whatever the
 decision (for comparisons in tests and benches).
@@ -63,9 +63,8 @@ import threading
 
 import tensorflow as tf
 
-from albert_tf import speed_paths
-from albert_tf.cpu import native_kernels, tf_internals
-from albert_tf.layers import GELU_A, GELU_C
+from albert_tf.cpu import native_kernels, paths, tf_internals
+from albert_tf.model.layers import GELU_A, GELU_C
 
 _state = threading.local()
 
@@ -74,7 +73,7 @@ def enabled():
     """Whether calls traced now use the fused kernels (XLA loops, oneDNN layer norm,
     and the hand-written gradients of albert_tf.cpu.block): the speed-path decision,
     unless `disabled()` is in effect in this thread."""
-    return getattr(_state, "enabled", True) and speed_paths.choose().fused_elementwise
+    return getattr(_state, "enabled", True) and paths.taken().fused_elementwise
 
 
 @contextlib.contextmanager
@@ -206,7 +205,7 @@ def packed_kernel(kernel):
     for float32, K and N static multiples of 32. Else None: the caller keeps the oneDNN
     product and what follows it."""
     static = kernel.shape.rank == 2 and all(d is not None and d % 32 == 0 for d in kernel.shape)
-    if not (static and speed_paths.choose().native_products and _products_run(kernel.dtype)):
+    if not (static and paths.taken().native_products and _products_run(kernel.dtype)):
         return None
     return native_kernels.pack_kernel(kernel)
 
@@ -229,7 +228,7 @@ def attention_usable(q):
         q.shape.rank == 4
         and q.shape[-1] is not None
         and q.shape[-1] % 32 == 0
-        and speed_paths.choose().native_attention
+        and paths.taken().native_attention
         and _products_run(q.dtype)
     )
 
@@ -598,7 +597,7 @@ def _native_usable():
     machine where the kernels could be built."""
     return (
         enabled()
-        and speed_paths.choose().native_cpu_kernels
+        and paths.taken().native_cpu_kernels
         and not _saving()
         and not tf_internals.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
         and native_kernels.library() is not None

@@ -45,7 +45,7 @@ and stores only for a row's last columns), else as plain loops the compiler vect
 the float32 products and their finishing code have an AVX2 form of 8 floats as well.
 
 Nothing here is compiled or loaded unless the switch asks for the kernels
-(`--speed_paths=native`, albert_tf.speed_paths; `SpeedPaths.native_cpu_kernels`).
+(`--speed_paths=native`, albert_tf.cpu.speed_paths; `SpeedPaths.native_cpu_kernels`).
 Then the sources (albert_tf/cpu/native/) are compiled with the C++ compiler found here
 ($CXX, else c++ or g++) and TensorFlow's own headers, for this CPU (-march=native), once
 per machine, compiler, source and TensorFlow version: the first trace that uses them on

@@ -1,7 +1,7 @@
 """The weights of the encoder's blocks in a forward pass, and the gradients of
 shared kernels as one matrix product over all their uses.
 
-`EncoderKernels` holds the encoder's speed paths (albert_tf.speed_paths) for
+`EncoderKernels` holds the encoder's speed paths (albert_tf.cpu.speed_paths) for
 one pass: each block's weights cast once for all layers, fused inference QKV,
 last-layer row selection, and the summed gradients below.
 
@@ -30,8 +30,8 @@ import tensorflow as tf
 
 from albert_tf.cpu import fused_elementwise
 from albert_tf.cpu.block import BlockWeights, fused_qkv_weights
-from albert_tf.layers import DENSE_SUBLAYERS
-from albert_tf.speed_paths import SpeedPaths
+from albert_tf.cpu.paths import SpeedPaths
+from albert_tf.model.layers import DENSE_SUBLAYERS
 
 _QKV = ("query", "key", "value")
 # matmul(a, key) -> a @ kernels[key]; a is [rows, in].
@@ -184,7 +184,7 @@ class EncoderKernels:
     Args:
       blocks: every block of the model once, the owners of shared sublayers
         first (group 0's blocks lend theirs).
-      paths: the speed paths (albert_tf.speed_paths.choose()).
+      paths: the speed paths the switch chose (albert_tf.cpu.speed_paths).
       training: whether the pass trains.
       output_rows: int32 [B, P] or None, the rows the stack's last output keeps.
       shares_weights: whether some kernel is applied at more than one layer.

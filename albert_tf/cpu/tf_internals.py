@@ -1,8 +1,8 @@
 """Every private TensorFlow module the CPU speed paths use, imported in this one place.
 
 TensorFlow does not promise to keep these where they are. If a release moves one, this
-import fails, and with it `import albert_tf.cpu`: albert_tf.speed_paths then warns once
-and runs the plain model (albert_tf.layers), which uses public TensorFlow only.
+import fails, and with it `import albert_tf.cpu`: albert_tf.cpu.speed_paths then warns once
+and runs the plain model (albert_tf.model.layers), which uses public TensorFlow only.
 """
 
 from __future__ import annotations

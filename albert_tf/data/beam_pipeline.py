@@ -45,9 +45,9 @@ from apache_beam.io.localfilesystem import LocalFileSystem
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from albert_tf import tokenization
 from albert_tf.data import create_pretraining_data as cpd
 from albert_tf.data import pretraining_instances as pi
+from albert_tf.data import tokenization
 from albert_tf.errors import UserError
 
 logger = logging.getLogger(__name__)

@@ -221,7 +221,9 @@ class DataProcessor:
     def process_text(self, text: str) -> str:
         """The original's per-field normalisation (see class docstring)."""
         if self.use_spm:
-            from albert_tf import tokenization  # no TF import; loaded lazily like the tokenizer
+            from albert_tf.data import (
+                tokenization,  # no TF import; loaded lazily like the tokenizer
+            )
 
             return tokenization.preprocess_text(text, lower=self.do_lower_case)
         return text

@@ -69,9 +69,10 @@ from typing import Sequence
 
 import numpy as np
 
-from albert_tf import cli, fileio, output_paths, tokenization
+from albert_tf import cli, fileio, output_paths
 from albert_tf.data import example_serialization as es
 from albert_tf.data import pretraining_instances as pi
+from albert_tf.data import tokenization
 from albert_tf.errors import UserError
 from albert_tf.options import Options, check, option
 
@@ -505,7 +506,7 @@ def _pool_context():
     ctx = multiprocessing.get_context("forkserver")
     # Workers fork from a server that has imported the worker code (numpy, SentencePiece), so
     # they start in milliseconds; applies when this call starts the server.
-    ctx.set_forkserver_preload([__name__, "albert_tf.tokenization"])
+    ctx.set_forkserver_preload([__name__, "albert_tf.data.tokenization"])
     return ctx
 
 
@@ -650,7 +651,7 @@ def create_pretraining_data(
     max_seq_length - 3 tokens, which every instance cuts; a warning reports them). Raises
     InputDataError on bad input or when no instance can be made; then no output file exists.
     Temporaries of killed earlier runs next to the outputs are removed first.
-    `digit_comma`: the SentencePiece digit-comma rule (`albert_tf.tokenization`)."""
+    `digit_comma`: the SentencePiece digit-comma rule (`albert_tf.data.tokenization`)."""
     outputs, files, units = plan(
         input_file,
         output_file,

@@ -135,7 +135,7 @@ class Vocab:
 
     @classmethod
     def from_tokenizer(cls, tokenizer) -> "Vocab":
-        """From an `albert_tf.tokenization.FullTokenizer`."""
+        """From an `albert_tf.data.tokenization.FullTokenizer`."""
         size = len(tokenizer.vocab)
         inv = tokenizer.inv_vocab
         pieces = [inv[i] for i in range(size)]

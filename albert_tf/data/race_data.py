@@ -21,7 +21,8 @@ import logging
 import os
 from typing import Iterable
 
-from albert_tf import fileio, tokenization
+from albert_tf import fileio
+from albert_tf.data import tokenization
 from albert_tf.data.example_serialization import example_bytes
 from albert_tf.errors import UserError
 

@@ -22,7 +22,8 @@ import json
 import logging
 from typing import Iterable, Iterator, Sequence
 
-from albert_tf import fileio, tokenization
+from albert_tf import fileio
+from albert_tf.data import tokenization
 from albert_tf.data.example_serialization import example_bytes
 from albert_tf.errors import UserError
 

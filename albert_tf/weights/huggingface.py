@@ -29,9 +29,9 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.config import REQUIRED_FIELDS
 from albert_tf.errors import UserError
-from albert_tf.weights import (
+from albert_tf.model.config import REQUIRED_FIELDS
+from albert_tf.weights.foreign_weights import (
     HUGGINGFACE,
     ForeignWeights,
     check_all_named,
@@ -174,7 +174,7 @@ def _hf_group(config, layer):
 def config_from_huggingface(values: dict, source: str):
     """The AlbertConfig of a Hugging Face config.json's values; UserError naming `source`
     and the field for what this model cannot run exactly."""
-    from albert_tf.config import AlbertConfig
+    from albert_tf.model.config import AlbertConfig
 
     merged = {**HF_DEFAULTS, **values}
     act = merged["hidden_act"]

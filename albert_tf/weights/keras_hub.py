@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.errors import UserError
-from albert_tf.weights import (
+from albert_tf.weights.foreign_weights import (
     KERAS_HUB,
     ForeignWeights,
     check_all_named,
@@ -167,7 +167,7 @@ def _keras_hub_group(config, layer):
 
 def config_from_keras_hub(values: dict, source: str):
     """The AlbertConfig of a keras-hub AlbertBackbone config.json."""
-    from albert_tf.config import AlbertConfig
+    from albert_tf.model.config import AlbertConfig
 
     inner = values.get("config")
     if not isinstance(inner, dict):

@@ -1,0 +1,196 @@
+"""What a run checks about the checkpoints it starts from, before anything is written:
+the output folder's own (complete files), --init_checkpoint's (its albert_config.json
+agrees with --albert_config_file; when the output folder's checkpoints win, it must
+still fit the model, and the log says which one is used), and the one-line report of a
+checkpoint found damaged while it is read.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+
+import tensorflow as tf
+
+from albert_tf.errors import UserError
+from albert_tf.weights import checkpoints, release
+
+_logger = logging.getLogger(__name__)
+# Fields that do not change the network's weights: fine-tuning may set other values.
+_FREE_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob")
+
+
+def check_output_checkpoints_intact(output_dir: str) -> None:
+    """UserError naming the first checkpoint file of `output_dir` whose index cannot be
+    read or whose data files are missing or cut short, with the files to remove to go on
+    from the step before. Looks at every saved step, the newest (the one resumed) first,
+    whatever files it has (albert_tf/run/checkpoint_layout.py); reads only the indexes."""
+    from albert_tf.run import checkpoint_layout
+
+    for saved in reversed(checkpoint_layout.saved_steps(output_dir)):
+        prefixes = [p for p in (saved.weights, saved.state, saved.resume_point) if p]
+        for prefix in prefixes:
+            try:
+                checkpoints.check_checkpoint_readable(prefix)
+            except (UserError, FileNotFoundError) as err:
+                files = ", ".join(f"{p}.*" for p in prefixes)
+                raise UserError(
+                    f"--output_dir={output_dir}: checkpoint {os.path.basename(prefix)} is "
+                    f"damaged ({err}); expected complete checkpoint files: remove the files "
+                    f"of step {saved.step} ({files}) to go on from the step before, or use "
+                    "another --output_dir"
+                ) from None
+
+
+def _config_beside(init: str) -> str | None:
+    """The albert_config.json that describes --init_checkpoint: the release folder's, or
+    the one in the checkpoint's folder; None when there is none."""
+    if release.is_release_folder(init):
+        return release.release_files(init).config_file
+    try:
+        prefix = checkpoints.resolve_checkpoint_path(init)
+    except FileNotFoundError:
+        return None
+    path = os.path.join(os.path.dirname(prefix), release.CONFIG_NAME)
+    return path if tf.io.gfile.exists(path) else None
+
+
+def check_init_config(
+    init: str, config, config_file: str | None, other_depth: bool = False
+) -> None:
+    """UserError when --init_checkpoint's own albert_config.json describes another
+    network than the run's config (`config`, read from `config_file`); dropout rates may
+    differ, and with `other_depth` (--init_from_other_depth) num_hidden_layers too. A
+    checkpoint without one is not checked."""
+    from albert_tf.model.config import AlbertConfig, differing_fields
+
+    beside = _config_beside(init)
+    if beside is None or (config_file and os.path.abspath(beside) == os.path.abspath(config_file)):
+        return
+    try:
+        theirs = AlbertConfig.from_json_file(beside)
+    except (ValueError, TypeError, KeyError, UserError) as err:
+        raise UserError(f"--init_checkpoint={init}: {beside}: {err}") from None
+    free = _FREE_FIELDS + (("num_hidden_layers",) if other_depth else ())
+    differ = differing_fields(theirs, config, ignore=free)
+    if differ:
+        shown = ", ".join(f"{k}={a!r} vs {b!r}" for k, a, b in differ[:3])
+        raise UserError(
+            f"--init_checkpoint={init}: its {release.CONFIG_NAME} ({beside}) describes "
+            f"another network than --albert_config_file={config_file} ({shown}); expected "
+            "the config the checkpoint was trained with"
+        )
+
+
+def check_init_not_replaced(init: str, output_dir: str) -> None:
+    """UserError when --init_checkpoint is a checkpoint of `output_dir` under a name the
+    run writes itself (model.ckpt-best, model.ckpt-<step>, ckpt-<step>): a release folder
+    used as the output folder would have its weights replaced by the run's."""
+    from albert_tf import output_paths
+    from albert_tf.weights import hub
+
+    if hub.is_hub_module(init):
+        return
+    try:
+        prefix = (
+            release.release_files(init).checkpoint
+            if release.is_release_folder(init)
+            else checkpoints.resolve_checkpoint_path(init)
+        )
+    except FileNotFoundError:
+        return
+    folder = output_paths.resolved(os.path.dirname(prefix))
+    written = re.fullmatch(r"(model\.ckpt-(best|\d+)|ckpt-\d+)", os.path.basename(prefix))
+    if written and folder == output_paths.resolved(output_dir):
+        raise UserError(
+            f"--init_checkpoint={init}: {prefix} lies in --output_dir={output_dir}, where this "
+            "run writes checkpoints of that name (it would be replaced); expected another "
+            "--output_dir"
+        )
+
+
+def check_init_fits(model, init: str, head_patterns=(), init_from_group0=False) -> None:
+    """UserError when the original-format --init_checkpoint cannot fill `model`'s encoder
+    (a variable missing or of another shape; the head may be missing). Reads only the
+    index. Object checkpoints, TF-Hub modules and group-0 initialisation are checked
+    when they are loaded."""
+    from albert_tf.weights import hub
+
+    if hub.is_hub_module(init) or init_from_group0:
+        return
+    prefix = (
+        release.release_files(init).checkpoint
+        if release.is_release_folder(init)
+        else checkpoints.resolve_checkpoint_path(init)
+    )
+    shapes = checkpoints.checkpoint_variable_shapes(prefix)
+    if checkpoints.OBJECT_GRAPH_KEY in shapes:
+        return
+    for name, variable in checkpoints.original_variable_map(model).items():
+        if any(re.search(p, name) for p in head_patterns) and name not in shapes:
+            continue
+        if name not in shapes or list(shapes[name]) != list(variable.shape):
+            found = list(shapes[name]) if name in shapes else "absent"
+            raise UserError(
+                f"--init_checkpoint={init}: does not fit this model ({name}: checkpoint "
+                f"{found}, model {list(variable.shape)}); expected a checkpoint of the "
+                "config given"
+            )
+
+
+def log_resume_wins(init: str, output_dir: str) -> None:
+    """Says which weights a training run starts from when both exist."""
+    from albert_tf.run import checkpoint_layout
+
+    latest = checkpoint_layout.resume_points(output_dir)[-1][1]
+    _logger.warning(
+        "--init_checkpoint=%s is not loaded: training resumes from %s of --output_dir (an "
+        "initial checkpoint only starts a fresh run; use another --output_dir to start from it)",
+        init,
+        latest,
+    )
+
+
+_RECORD_PROBLEM = re.compile(r"(corrupted|truncated) record at \d+")
+_CHECKPOINT_PROBLEM = re.compile(
+    r"Checksum does not match|Read less bytes than requested|not an sstable|TensorBundle"
+)
+
+
+def is_damaged_read(err) -> bool:
+    """Whether a TensorFlow error met while reading is a damaged file (a TFRecord or a
+    checkpoint) rather than a bug: DataLossError, or a checkpoint read's own words."""
+    import tensorflow as tf
+
+    return isinstance(err, tf.errors.DataLossError) or bool(
+        _CHECKPOINT_PROBLEM.search(err.message or "")
+    )
+
+
+def damaged_read_message(detail: str, record_flags: str, output_dir: str, init: str | None):
+    """The one line for a DataLossError met while the run reads: a TFRecord file of the
+    input (`record_flags` names them) or a checkpoint (of the output folder, or the
+    initial one)."""
+    if _RECORD_PROBLEM.search(detail):
+        return (
+            f"a TFRecord file{' of ' + record_flags if record_flags else ''} is damaged "
+            f"({detail}): expected whole records, as TFRecordWriter writes them"
+        )
+    where = f"--output_dir={output_dir}" + (f" or --init_checkpoint={init}" if init else "")
+    return (
+        f"a checkpoint of {where} is damaged ({detail}): expected complete checkpoint files; "
+        "remove the damaged checkpoint's files (or copy the initial checkpoint again) and "
+        "run the same command"
+    )
+
+
+__all__ = [
+    "check_init_not_replaced",
+    "check_output_checkpoints_intact",
+    "check_init_config",
+    "check_init_fits",
+    "log_resume_wins",
+    "damaged_read_message",
+    "is_damaged_read",
+]

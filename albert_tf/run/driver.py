@@ -1,0 +1,844 @@
+"""The one driver of every run (pretraining, GLUE, SQuAD, RACE): the steps that are the
+same whatever the task. A `Task` supplies what differs: its model, loss, data, dev
+metrics and output files.
+
+    summary = driver.run(ClassifierTask(ClassifierOptions(task_name="MRPC", ...)))
+
+1. resolve     `Task.resolve`: options, files and data checked; --init_checkpoint's files
+               complete; a run that does not train has weights to use; nothing is
+               written.
+2. start       host allocator, dtype policy, seeds, distribution strategy.
+3. build       `Task.build_model` under the strategy; the checkpoints already in
+               output_dir must fit it, and its task.json name this task
+               (`Task.output_identity`).
+4. initialize  --init_checkpoint (either checkpoint format or a release folder) or
+               --albert_hub_module_handle (a TF-Hub module folder), unless a training
+               run resumes from its own checkpoint in output_dir.
+5. prepare     the output folder (and its task.json), then `Task.prepare` (features,
+               eval data).
+6. train       one training loop to the last step (albert_tf/run/training.py); after every
+               checkpoint the dev metrics (`Task.evaluator`) and model.ckpt-best selection
+               (albert_tf/run/selection.py). Every checkpoint is model.ckpt-<step> (the
+               original's format, named by the `checkpoint` file) plus the input position
+               and random state (albert_tf/run/checkpoint_layout.py), with
+               `Task.describe_weights`.
+7. select      checkpoints of either format not evaluated yet (a resumed run, or the
+               original's second "evaluate every checkpoint" command); with none, the
+               initial weights.
+8. predict     the final weights (model.ckpt-best, else the last checkpoint, else the
+               initial weights) -> `Task.predict`, `Task.export`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import re
+from typing import Callable
+
+import keras
+import tensorflow as tf
+
+from albert_tf import fileio
+from albert_tf.cpu import speed_paths
+from albert_tf.cpu.speed_paths import SpeedPathOptions
+from albert_tf.errors import UserError
+from albert_tf.options import REQUIRED, check, option
+from albert_tf.run import checkpoint_checks, run_lock, run_record, selection
+from albert_tf.weights import checkpoints
+
+_logger = logging.getLogger(__name__)
+TASK_FILE = "task.json"  # output_dir: what its checkpoints are for (Task.output_identity)
+
+
+@dataclasses.dataclass(kw_only=True)
+class RunOptions(SpeedPathOptions):
+    """What every script accepts: the output folder, the training loop's flags, devices
+    (the original's TPU flags; ours: strategy, dtype, XLA), seed and host memory.
+    Scripts whose original had other defaults re-declare them with `RunOptions.default`."""
+
+    output_dir: str = option(
+        REQUIRED,
+        "Checkpoints, summaries, eval_results.txt and predictions go here.",
+        output="folder",
+    )
+    init_checkpoint: str | None = option(
+        None,
+        "Initial weights: an original-format checkpoint (as our runs write), a ckpt-<step>, "
+        "or a release folder.",
+    )
+    do_train: bool = option(False, "Train.")
+    train_batch_size: int = option(32, "Global training batch size.", minimum=1)
+    learning_rate: float = option(5e-5, "Peak learning rate.", minimum=0.0)
+    optimizer: str = option("adamw", "Optimizer.", choices=("adamw", "lamb"))
+    save_checkpoints_steps: int = option(
+        1000, "Checkpoint (and dev evaluation) interval.", minimum=1
+    )
+    iterations_per_loop: int = option(1000, "Steps per tf.function call.", minimum=1)
+    keep_checkpoint_max: int | None = option(
+        None,
+        "Checkpoints kept, in each format (the best is kept separately as "
+        "model.ckpt-best); unset or 0: all, as the original's fine-tuning scripts, "
+        "which ignored this flag.",
+        minimum=0,
+    )
+    use_tpu: bool = option(False, "Run on a Cloud TPU (TPUStrategy).")
+    tpu_name: str | None = option(None, "Cloud TPU name or grpc:// address.")
+    tpu_zone: str | None = option(None, "GCE zone of the TPU.")
+    gcp_project: str | None = option(None, "GCP project of the TPU.")
+    master: str | None = option(None, "TPU master address (alternative to --tpu_name).")
+    num_tpu_cores: int = option(8, "Accepted for compatibility; the TPU topology decides.")
+    strategy: str = option(
+        "default",
+        "Distribution strategy when not on TPU.",
+        choices=("default", "mirrored", "multi_worker"),
+    )
+    random_seed: int = option(12345, "Seed of initialization and data order.")
+    host_allocator: str = option(
+        "auto",
+        "CPU tensor memory: TensorFlow's pool (fastest for small models) or malloc "
+        "with a 1 MiB mmap threshold (lowest peak memory: ALBERT-xxlarge b2 step 4.8 "
+        "vs 6.0 GB; ALBERT-base steps ~35% slower); auto = malloc from 100M "
+        "parameters on. See albert_tf/run/host_memory.py.",
+        choices=("auto", "tensorflow", "system"),
+    )
+    tpu_timeout_s: float = option(
+        300.0, "Seconds to wait for the TPU (--use_tpu) before giving up.", minimum=0.0
+    )
+    worker_timeout_s: float = option(
+        300.0,
+        "Seconds to wait for every worker of TF_CONFIG to join (--strategy=multi_worker) "
+        "before giving up.",
+        minimum=0.0,
+    )
+    init_from_other_depth: bool = option(
+        False,
+        "Let --init_checkpoint's own albert_config.json differ from --albert_config_file in "
+        "num_hidden_layers (a deeper shared network warm-started from a shallower one, the "
+        "paper's Table 11); every other field must still agree.",
+    )
+    force_memory: bool = option(
+        False,
+        "Build the model even if its weights and optimizer state need more than this "
+        "machine's memory (albert_tf/run/memory_check.py).",
+    )
+    dtype: str = option("float32", "Keras dtype policy.", choices=("float32", "mixed_bfloat16"))
+    use_xla: bool = option(
+        False, "Compile the training and evaluation steps with XLA (always on a TPU)."
+    )
+
+    @classmethod
+    def default(cls, name, value):
+        """The field `name` with another default, for a subclass (help and bounds kept)."""
+        field = cls.__dataclass_fields__[name]
+        return dataclasses.field(default=value, metadata=field.metadata)
+
+
+@dataclasses.dataclass
+class TrainingPlan:
+    """What a task trains on, and for how long.
+
+    dataset_fn(input_context) -> the per-replica dataset of (micro-)batches.
+    """
+
+    dataset_fn: Callable
+    num_train_steps: int
+    num_warmup_steps: int
+    poly_power: float = 1.0
+    start_warmup_step: int = 0
+    gradient_accumulation_steps: int = 1
+
+
+@dataclasses.dataclass
+class Evaluation:
+    """A task's dev evaluation: `evaluate()` -> metrics of the model's current weights;
+    the checkpoint with the largest `key` becomes model.ckpt-best; `fmt`: the layout of
+    eval_results.txt the original script wrote."""
+
+    key: str
+    evaluate: Callable[[], dict]
+    fmt: selection.EvalFormat = selection.GLUE_FORMAT
+
+
+@dataclasses.dataclass
+class Run:
+    """The run in progress, as the task's methods see it."""
+
+    options: RunOptions
+    config: object  # AlbertConfig
+    strategy: tf.distribute.Strategy
+    is_chief: bool
+    model: keras.Model | None = None
+    resuming: bool = False  # training continues from output_dir's own checkpoints
+    initialized: bool = False  # the initial weights (--init_checkpoint or a hub module) were loaded
+    summary: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def replicas(self) -> int:
+        return self.strategy.num_replicas_in_sync
+
+    @property
+    def jit_compile(self) -> bool:
+        """Whether the training and evaluation steps are compiled with XLA: --use_xla, and
+        always on a TPU."""
+        return self.options.use_xla or isinstance(self.strategy, tf.distribute.TPUStrategy)
+
+
+class Task:
+    """What differs between runs; subclasses implement the methods that raise.
+
+    head: the model attribute holding the task's head (a key of checkpoints.HEAD_SCOPES).
+    head_patterns: regexes of the head's original variable names, which an
+      --init_checkpoint may lack (a pretrained encoder then gets a fresh head).
+    metric_names: the extra scalars `loss_fn` returns, logged with the loss.
+    init_from_group0: fill every group from the checkpoint's group_0 (pretraining).
+    record_flags: the flags naming TFRecord files the run reads as they are (a damaged
+      one can only show while it is read); the feature caches of the fine-tuning tasks
+      are checked against their inputs instead.
+    """
+
+    head: str = ""
+    head_patterns: tuple[str, ...] = ()
+    metric_names: tuple[str, ...] = ()
+    init_from_group0: bool = False
+    record_flags: tuple[str, ...] = ()
+
+    def __init__(self, options: RunOptions):
+        self.options = options
+
+    def output_identity(self) -> dict:
+        """What the checkpoints in output_dir are for beyond their shapes (a GLUE task
+        name, a SQuAD version): kept in output_dir's task.json, which a later run into
+        the folder must match. {} (no file): the shapes say it all."""
+        return {}
+
+    # --- before anything is written -----------------------------------------------
+    def resolve(self):
+        """Checks the options, files and data; returns the AlbertConfig. Writes nothing."""
+        raise NotImplementedError
+
+    def file_outputs(self) -> dict:
+        """{flag: (path, feature names)}: the TFRecord files this run writes outside its
+        output folder's own names; each must not be an input and, where it exists, must
+        be records of those features (albert_tf/output_paths.py)."""
+        return {}
+
+    def file_inputs(self) -> dict:
+        """{flag: [paths]}: the files this run reads that an output must not replace."""
+        opts = self.options
+        names = (
+            "albert_config_file",
+            "spm_model_file",
+            "vocab_file",
+            "init_checkpoint",
+            "data_dir",
+        )
+        return {f"--{n}": [getattr(opts, n)] for n in names if getattr(opts, n, None)}
+
+    def input_shape(self) -> dict:
+        """{flag: value} of the flags that shape the training input (files, batch size,
+        sequence length, masking): recorded with a training run and compared when it
+        resumes (albert_tf/run/run_record.py)."""
+        return {}
+
+    def batch_divisor(self) -> int:
+        """Micro-batches per step: the training batch is split over replicas x this."""
+        return 1
+
+    # --- model ------------------------------------------------------------------------
+    def build_model(self, config) -> keras.Model:
+        """The task model (built under the strategy's scope)."""
+        raise NotImplementedError
+
+    def loss_fn(self, model, features, training):
+        """(loss [], {metric name: []}) of one replica's batch: means over the batch, or
+        with `loss_normalizers`, called with a 4th argument, the batch's shares of the
+        global batch's values (see albert_tf.run.training.Trainer)."""
+        raise NotImplementedError
+
+    def loss_normalizers(self):
+        """None (the loss is a mean over each replica's batch, exact for fixed-size
+        batches), or `fn(features) -> tuple of []`: what the loss terms divide by, from
+        the input alone, totalled over each step's global batch by the Trainer."""
+        return None
+
+    # --- data and evaluation ----------------------------------------------------------
+    def prepare(self, run: Run) -> None:
+        """Features and files the run needs (output_dir exists)."""
+
+    def describe_weights(self, run: Run) -> None:
+        """Writes the files that describe the weights this run puts into output_dir (the
+        chief calls it with every checkpoint, and before the initial weights become
+        model.ckpt-best): after --init_checkpoint loaded and any resume restored, so a
+        run that fails before leaves none."""
+
+    def evaluator(self, run: Run) -> Evaluation | None:
+        """The dev evaluation, or None when the run selects no checkpoint."""
+        return None
+
+    def training_plan(self, run: Run) -> TrainingPlan:
+        raise NotImplementedError
+
+    # --- outputs ----------------------------------------------------------------------
+    def wants_final_weights(self) -> bool:
+        """Whether predict/export run (they see the final weights)."""
+        return False
+
+    def predict(self, run: Run) -> None:
+        """Writes the task's prediction files; adds to run.summary."""
+
+    def export(self, run: Run) -> None:
+        """Writes the task's exports; adds to run.summary."""
+
+
+def run(task: Task) -> dict:
+    """Runs the task as its options ask (steps 1-8 of the module docstring); returns the
+    summary dict (init, train_step, best, eval, prediction files, ...)."""
+    opts = task.options
+    check(opts)  # also: output_dir (a folder, writable) before anything is read or built
+    speed_paths.use(opts.speed_paths)  # before anything is traced
+    config = task.resolve()
+    check_weights_to_use(opts)
+    resuming = opts.do_train and bool(selection.trained_checkpoints(opts.output_dir))
+    initial = initial_weights(opts)
+    check_before_work(task, config, resuming, initial)
+    current = start(opts, config, task.batch_divisor())
+    with current.strategy.scope():
+        current.model = task.build_model(config)
+        current.model.build()
+    check_output_checkpoints(current.model, opts.output_dir)
+    check_output_identity(task)
+    current.resuming = resuming
+    if initial and initial[0] == "--init_checkpoint" and resuming:
+        checkpoint_checks.check_init_fits(
+            current.model, initial[1], task.head_patterns, task.init_from_group0
+        )
+        checkpoint_checks.log_resume_wins(initial[1], opts.output_dir)
+    if initial and not current.resuming:
+        flag, path = initial
+        current.summary["init"] = init_from_checkpoint(
+            current.model,
+            path,
+            task.head,
+            task.head_patterns,
+            task.init_from_group0,
+            flag=flag,
+        )
+        current.initialized = True
+        _logger.info("%s: %s", flag, current.summary["init"])
+    tf.io.gfile.makedirs(opts.output_dir)  # only once the inputs proved usable
+    with run_lock.hold(opts.output_dir, current.is_chief):
+        if task.output_identity() and current.is_chief:
+            fileio.atomic_write_text(
+                os.path.join(opts.output_dir, TASK_FILE),
+                json.dumps(task.output_identity(), indent=2, sort_keys=True) + "\n",
+            )
+        try:
+            return _train_evaluate_predict(task, current)
+        except tf.errors.OpError as err:
+            # A record cut short or corrupted after the first, which `resolve` checks, or
+            # a checkpoint whose bytes do not match its checksums: the checkpoints written
+            # so far stay; a rerun resumes and stops at the same place.
+            if not checkpoint_checks.is_damaged_read(err):
+                raise
+            detail = re.sub(r"^\{\{.*?\}\}\s*|\s*\[Op:.*$", "", err.message.strip().splitlines()[0])
+            named = " or ".join(
+                f"{flag}={getattr(opts, flag[2:])}"
+                for flag in task.record_flags
+                if getattr(opts, flag[2:], None)
+            )
+            init = initial[1] if initial else None
+            message = checkpoint_checks.damaged_read_message(detail, named, opts.output_dir, init)
+            raise UserError(message) from None
+        finally:
+            if current.is_chief:  # a save cut short (full disk, a signal): its temporaries
+                from albert_tf.run import checkpoint_layout
+
+                checkpoint_layout.remove_unfinished(opts.output_dir)
+
+
+def check_before_work(task: Task, config, resuming: bool, initial) -> None:
+    """The checks of a run's files that need no model, before anything is built or
+    written: no output replaces an input or a file of someone else
+    (albert_tf/output_paths.py); no other run writes in the output folder
+    (albert_tf/run/run_lock.py); the output folder's checkpoints are complete, and a
+    resumed run's input flags are those it was started with (albert_tf/run/run_record.py);
+    --init_checkpoint is complete and its config agrees; the model fits in memory
+    (albert_tf/run/memory_check.py)."""
+    from albert_tf import output_paths
+    from albert_tf.run import memory_check
+
+    opts = task.options
+    outputs = task.file_outputs()
+    inputs = task.file_inputs()
+    for flag, (path, features) in outputs.items():
+        if not tf.io.gfile.isdir(path):  # a folder: check_replaceable says so
+            output_paths.check_not_an_input({f"--{flag}": path}, inputs)
+        output_paths.check_replaceable(flag, path, features)
+    export_dir = getattr(opts, "export_dir", None)
+    if export_dir:  # replaced as a whole by the export: never an input or the output folder
+        guarded = {**inputs, "--output_dir": [opts.output_dir]}
+        output_paths.check_not_an_input({"--export_dir": export_dir}, guarded)
+    if opts.strategy != "multi_worker":  # workers share the chief's folder
+        run_lock.check_free(opts.output_dir)
+    checkpoint_checks.check_output_checkpoints_intact(opts.output_dir)
+    if resuming:
+        run_record.check_resume(opts.output_dir, task.input_shape())
+    if initial and initial[0] == "--init_checkpoint":
+        check_init_checkpoint(initial[1])
+        config_file = getattr(opts, "albert_config_file", None)
+        checkpoint_checks.check_init_config(
+            initial[1], config, config_file, other_depth=opts.init_from_other_depth
+        )
+        if not resuming:
+            checkpoint_checks.check_init_not_replaced(initial[1], opts.output_dir)
+    if not (opts.force_memory or opts.use_tpu or tf.config.list_physical_devices("GPU")):
+        memory_check.check_model_fits(config.num_parameters(), opts.do_train)
+
+
+def _train_evaluate_predict(task: Task, current: Run) -> dict:
+    """Steps 5-8 of the module docstring once the output folder is made."""
+    opts = task.options
+    task.prepare(current)
+
+    evaluation = task.evaluator(current)
+    selector = None
+    if evaluation is not None:
+        selector = selection.CheckpointSelector(
+            evaluation.key,
+            opts.output_dir,
+            current.model,
+            evaluation.evaluate,
+            task.head,
+            current.is_chief,
+            evaluation.fmt,
+        )
+    skip = resume_points(opts) if opts.do_train else None
+    if opts.do_train:
+        if selector is not None:
+            selector.evaluate_pending(skip)  # checkpoints of an interrupted run
+        current.summary["train_step"] = train(task, current, selector)
+    if selector is not None:
+        finish_selection(selector, current, task, skip)
+    if task.wants_final_weights():
+        current.summary["predict_weights"] = final_weights(current, task.head)
+        task.predict(current)
+        task.export(current)
+    return current.summary
+
+
+def start(opts: RunOptions, config, batch_divisor: int = 1) -> Run:
+    """Host allocator, dtype policy, seeds and distribution strategy; checks that the
+    training batch splits evenly over replicas x batch_divisor."""
+    from albert_tf.run.distribute import get_strategy, is_chief
+    from albert_tf.run.host_memory import configure_host_allocator
+
+    configure_host_allocator(
+        opts.host_allocator,  # before TensorFlow's first op
+        num_parameters=config.num_parameters(),
+    )
+    keras.mixed_precision.set_global_policy(opts.dtype)
+    keras.utils.set_random_seed(opts.random_seed)
+    strategy = get_strategy(
+        opts.strategy,
+        opts.use_tpu,
+        opts.tpu_name,
+        opts.tpu_zone,
+        opts.gcp_project,
+        opts.master,
+        opts.tpu_timeout_s,
+        opts.worker_timeout_s,
+    )
+    replicas = strategy.num_replicas_in_sync
+    if opts.train_batch_size % (replicas * batch_divisor):
+        split = f"the {replicas} replicas" + (
+            f" x {batch_divisor} accumulation steps" if batch_divisor > 1 else ""
+        )
+        raise UserError(
+            f"--train_batch_size={opts.train_batch_size}: expected a multiple of {split}"
+        )
+    return Run(opts, config, strategy, is_chief(strategy))
+
+
+def train(task: Task, current: Run, selector) -> int:
+    """Trains the task's model to its last step, evaluating on dev after every checkpoint
+    (albert_tf/run/checkpoint_layout.py) and describing its weights (`Task.describe_weights`).
+    Returns the step reached."""
+    from albert_tf.run import checkpoint_layout, training
+    from albert_tf.run.optimization import create_optimizer
+
+    opts, plan = current.options, task.training_plan(current)
+    with current.strategy.scope():
+        optimizer = create_optimizer(
+            opts.learning_rate,
+            plan.num_train_steps,
+            plan.num_warmup_steps,
+            opts.optimizer,
+            plan.poly_power,
+            plan.start_warmup_step,
+        )
+    # The input flags, recorded with the first checkpoint this run writes (a fresh run),
+    # or kept as they are (a resumed one: `check_before_work` compared them).
+    record = {}  # emptied once written
+    if current.is_chief and (not current.resuming or run_record.read(opts.output_dir) is None):
+        record["values"] = task.input_shape()
+    loop = training.LoopConfig(
+        num_train_steps=plan.num_train_steps,
+        global_batch_size=opts.train_batch_size,
+        iterations_per_loop=opts.iterations_per_loop,
+        save_checkpoints_steps=opts.save_checkpoints_steps,
+        keep_checkpoint_max=opts.keep_checkpoint_max,
+        gradient_accumulation_steps=plan.gradient_accumulation_steps,
+        jit_compile=current.jit_compile,
+    )
+    trainer = training.Trainer(
+        current.strategy,
+        current.model,
+        optimizer,
+        task.loss_fn,
+        task.metric_names,
+        opts.output_dir,
+        loop,
+        current.is_chief,
+        save_hook=lambda step: describe_saved_step(current, task, record),
+        loss_normalizers=task.loss_normalizers(),
+        resume_hook=lambda step: complete_saved_step(current, optimizer, step, task),
+    )
+    if not checkpoint_layout.resume_points(opts.output_dir):
+        resume_from_original_format(current, optimizer)
+    trainer.train(
+        plan.dataset_fn, after_save=selector.evaluate_current if selector is not None else None
+    )
+    return int(optimizer.iterations.numpy())
+
+
+def describe_saved_step(current: Run, task: Task, record) -> None:
+    """After each checkpoint on the schedule (chief only): the input flags' record
+    (`record["values"]`, written once: albert_tf/run/run_record.py) and the task's files
+    describing the weights."""
+    if not current.is_chief:
+        return
+    if record:
+        run_record.write(current.options.output_dir, record.pop("values"))
+    task.describe_weights(current)
+
+
+def complete_saved_step(current: Run, optimizer, step, task: Task) -> None:
+    """After a resume from step `step` (on the schedule), finishes what a run killed
+    during that save left undone (chief only): the model.ckpt-<step> of an older layout's
+    ckpt-<step>, the `checkpoint` state file, the task's files describing the weights."""
+    from albert_tf.run import checkpoint_layout
+
+    if not current.is_chief:
+        return
+    out = current.options.output_dir
+    if not tf.io.gfile.exists(checkpoint_layout.weights_prefix(out, step) + ".index"):
+        checkpoint_layout.save_weights(out, step, current.model, optimizer)
+    checkpoint_layout.write_state_file(
+        out, [s.step for s in checkpoint_layout.saved_steps(out) if s.weights]
+    )
+    task.describe_weights(current)
+
+
+def resume_from_original_format(current: Run, optimizer) -> None:
+    """Continues from the latest model.ckpt-<step> of output_dir when it has no point to
+    resume from (a folder the original code trained): weights, optimizer slots and
+    global_step; the input restarts from the beginning, as the original's did."""
+    originals = selection.original_checkpoints(current.options.output_dir)
+    if not originals:
+        return
+    step, prefix = originals[-1]
+    try:
+        checkpoints.load_original_checkpoint(current.model, prefix, optimizer=optimizer)
+    except checkpoints.CheckpointMismatchError as err:
+        raise UserError(f"cannot resume from {prefix}: {mismatch_summary(err)}") from None
+    values = checkpoints.checkpoint_variable_shapes(prefix)
+    if "global_step" in values:
+        step = int(tf.train.load_checkpoint(prefix).get_tensor("global_step"))
+    optimizer.iterations.assign(step)
+    _logger.warning(
+        "resumed from the original-format %s (step %d); the input starts from its beginning",
+        prefix,
+        step,
+    )
+
+
+def resume_points(opts: RunOptions):
+    """For `CheckpointSelector.evaluate_pending` in a training run: whether (step, prefix)
+    is a signal's resume point (albert_tf/run/checkpoint_layout.py): a ckpt-<step> without a
+    model.ckpt-<step>, off the --save_checkpoints_steps schedule. An uninterrupted run
+    never evaluates one (the final step, if off the schedule, is a regular save)."""
+    from albert_tf.run import checkpoint_layout
+
+    def skip(step, prefix):
+        object_only = os.path.basename(prefix).startswith(checkpoint_layout.RESUME_POINT_NAME + "-")
+        return object_only and step % opts.save_checkpoints_steps != 0
+
+    return skip
+
+
+def finish_selection(selector, current: Run, task: Task, skip=None) -> None:
+    """Evaluates the checkpoints not evaluated yet (but those `skip` names, see
+    `resume_points`); with none ever evaluated, the initial weights as step 0 (with the
+    task's files describing them). Puts the best into the summary."""
+    selector.evaluate_pending(skip)
+    if not selector.results and selector.best is None:
+        if not current.initialized:
+            raise UserError(
+                "no checkpoint (model.ckpt-<step> or ckpt-<step>) in "
+                f"{current.options.output_dir} and no --init_checkpoint to evaluate"
+            )
+        if current.is_chief:
+            task.describe_weights(current)
+        selector.evaluate_current(0)  # the --init_checkpoint weights
+    selector.write_final_block()
+    current.summary["best"] = selector.best and {
+        k: v for k, v in selector.best.items() if k != "previous"
+    }
+    if selector.results:
+        last = max(selector.results)
+        current.summary["eval_step"], current.summary["eval"] = last, selector.results[last]
+    if current.is_chief and selector.best is not None:
+        _logger.info(
+            "best checkpoint on dev: step %d, %s = %.4f (best-on-dev, as the "
+            "original's reported numbers)",
+            selector.best["global_step"],
+            selector.best["key"],
+            selector.best["value"],
+        )
+
+
+def check_weights_to_use(opts) -> None:
+    """Refuses, before the output folder or any feature file is written, a run that does
+    not train and has no weights to evaluate, predict or export with: no initial weights
+    and no checkpoint in output_dir (`finish_selection` and `final_weights` would refuse
+    it only after `Task.prepare`)."""
+    if opts.do_train or initial_weights(opts):
+        return
+    out = opts.output_dir
+    best = os.path.join(out, selection.BEST_PREFIX + ".index")
+    if selection.trained_checkpoints(out) or tf.io.gfile.exists(best):
+        return
+    uses = {"do_eval": "evaluate", "do_predict": "predict", "export_dir": "export"}
+    asked = [(f"--{name}", verb) for name, verb in uses.items() if getattr(opts, name, None)]
+    flags = " and ".join(flag for flag, _ in asked) or "this run"
+    verbs = " or ".join(verb for _, verb in asked) or "use"
+    raise UserError(
+        f"{flags} {'have' if len(asked) > 1 else 'has'} nothing to {verbs} with: no "
+        "--init_checkpoint and no checkpoint "
+        f"({selection.BEST_PREFIX}, model.ckpt-<step> or ckpt-<step>) in "
+        f"--output_dir={out}; expected one of them, or --do_train"
+    )
+
+
+def initial_weights(opts) -> tuple[str, str] | None:
+    """(flag, value) naming the weights a run starts from: --init_checkpoint, or the
+    fine-tuning scripts' --albert_hub_module_handle (a TF-Hub module folder); None when
+    neither is given (an empty value, as run_glue.sh passes, is not given)."""
+    for flag in ("init_checkpoint", "albert_hub_module_handle"):
+        value = getattr(opts, flag, None)
+        if value:
+            return f"--{flag}", value
+    return None
+
+
+def mismatch_summary(err: checkpoints.CheckpointMismatchError, shown: int = 2) -> str:
+    """One line of a CheckpointMismatchError: each kind of problem with its count and
+    first `shown` entries; the whole list goes to the log."""
+    _logger.error("%s", err)
+    groups = []  # [header, entries]
+    for line in str(err).splitlines()[1:]:
+        if line.startswith(" ") and groups:
+            groups[-1][1].append(line.strip())
+        elif line.strip():
+            groups.append([line.strip().rstrip(":"), []])
+    if not groups:
+        return str(err)
+    return "; ".join(
+        f"{header}: {', '.join(entries[:shown])}"
+        + (f" and {len(entries) - shown} more" if len(entries) > shown else "")
+        for header, entries in groups
+    )
+
+
+def check_init_checkpoint(path) -> str:
+    """Checks that --init_checkpoint names a checkpoint (any form, or a release folder)
+    whose files are complete, without reading its tensors; returns its prefix."""
+    from albert_tf.weights import foreign_folders, hub, release
+
+    if hub.is_hub_module(path) or foreign_folders.foreign_format(path):
+        return path  # read (and checked) when the model is filled
+    try:
+        if release.is_release_folder(path):
+            prefix = release.release_files(path).checkpoint
+        else:
+            prefix = checkpoints.resolve_checkpoint_path(path)
+        return checkpoints.check_checkpoint_readable(prefix)
+    except (FileNotFoundError, UserError) as err:
+        raise UserError(f"--init_checkpoint={path}: {err}") from None
+
+
+def check_output_checkpoints(model, output_dir) -> None:
+    """Refuses an output folder whose checkpoints cannot fill `model` (trained with
+    another config or for another task): its latest original-format checkpoint must hold
+    every variable of the model in the model's shape. Reads only the checkpoint's index,
+    before anything is written."""
+    originals = selection.original_checkpoints(output_dir)
+    if not originals:
+        return
+    prefix = checkpoints.check_checkpoint_readable(originals[-1][1])
+    shapes = checkpoints.checkpoint_variable_shapes(prefix)
+    problems = []
+    for name, variable in checkpoints.original_variable_map(model).items():
+        if name not in shapes:
+            problems.append(f"{name}: not in the checkpoint")
+        elif list(shapes[name]) != list(variable.shape):
+            problems.append(
+                f"{name}: checkpoint {list(shapes[name])}, model {list(variable.shape)}"
+            )
+    if problems:
+        more = f" and {len(problems) - 1} more" if len(problems) > 1 else ""
+        raise UserError(
+            f"--output_dir={output_dir}: its checkpoints do not fit this model ({prefix}: "
+            f"{problems[0]}{more}); expected the config and task they were trained with, "
+            "or another --output_dir"
+        )
+
+
+def check_output_identity(task: Task) -> None:
+    """Refuses an output folder whose task.json names another task than this run's (a
+    GLUE folder of another task: its checkpoints have the same shapes, so only this tells
+    them apart; resuming or evaluating them would mix two tasks' results)."""
+    identity = task.output_identity()
+    path = os.path.join(task.options.output_dir, TASK_FILE)
+    if not identity or not tf.io.gfile.exists(path):
+        return
+    try:
+        recorded = json.loads(fileio.read_text(path))
+    except ValueError as err:
+        raise UserError(f"{path}: not JSON ({err}); expected what {TASK_FILE} holds") from None
+    if recorded != identity:
+        theirs = ", ".join(f"{k}={v}" for k, v in sorted(recorded.items()))
+        ours = ", ".join(f"{k}={v}" for k, v in sorted(identity.items()))
+        raise UserError(
+            f"--output_dir={task.options.output_dir}: holds a run for {theirs} ({path}), "
+            f"this run is for {ours}; expected the same task, or another --output_dir"
+        )
+
+
+def init_from_checkpoint(
+    model, path, head: str, head_patterns=(), init_from_group0=False, flag="--init_checkpoint"
+):
+    """Fills `model` from --init_checkpoint (or the TF-Hub module `flag` names); returns
+    a one-line description.
+
+    Accepts an original-format checkpoint (a pretraining one: the task head stays fresh;
+    a fine-tuned one: head restored), one of our object-based checkpoints (encoder
+    restored, head where present), a release folder (albert_config.json +
+    model.ckpt-best), a TF-Hub module folder (albert_tf/weights/hub.py; the head stays fresh) or
+    a Hugging Face folder / keras-hub preset (albert_tf/weights; its head where it has one).
+    `head_patterns`: regexes of the head's original names, which may be missing. Raises
+    UserError when the checkpoint cannot fill the encoder.
+    """
+    from albert_tf.weights import foreign_folders, hub, release
+    from albert_tf.weights.foreign_weights import FORMAT_NAMES
+
+    allow_missing = list(head_patterns)
+    try:
+        if hub.is_hub_module(path):
+            module = hub.open_module(path, flag)
+            kind, where = "TF-Hub module", module.description
+            load = lambda: hub.load_module(model, module, allow_missing)
+        elif foreign_folders.foreign_format(path):
+            kind, where = FORMAT_NAMES[foreign_folders.foreign_format(path)], path
+            load = lambda: checkpoints.load_original_checkpoint(
+                model, path, allow_missing=allow_missing, init_from_group0=init_from_group0
+            )
+        else:
+            if release.is_release_folder(path):
+                where = release.release_files(path).checkpoint
+            else:
+                where = checkpoints.resolve_checkpoint_path(path)
+            object_based = checkpoints.is_object_based(where)
+            kind = "object checkpoint" if object_based else "original-format checkpoint"
+            load = lambda: checkpoints.init_from_checkpoint(
+                model, where, allow_missing=allow_missing, init_from_group0=init_from_group0
+            )
+    except FileNotFoundError as err:
+        raise UserError(f"{flag}={path}: {err}") from None
+    try:
+        report = load()
+    except tf.errors.OpError as err:  # bytes that do not match the index's checksums
+        detail = err.message.strip().splitlines()[0] if err.message else type(err).__name__
+        raise UserError(
+            f"{flag}={path}: damaged, nothing loaded ({detail}); expected intact checkpoint "
+            "files: copy or download them again"
+        ) from None
+    except checkpoints.CheckpointMismatchError as err:
+        raise UserError(
+            f"{flag}={path}: nothing loaded; the checkpoint cannot fill this model: "
+            f"{mismatch_summary(err)}"
+        ) from None
+    if not report.loaded:
+        raise UserError(f"{flag}={path}: no variable matched")
+    fresh = f"; fresh {head} head" if report.missing_allowed else ""
+    return f"loaded {len(report.loaded)} variables from {kind} {where}{fresh}"
+
+
+def final_weights(current: Run, head: str) -> str:
+    """Loads the weights predict/export use: output_dir's model.ckpt-best, else its latest
+    training checkpoint, else the initial weights already loaded (--init_checkpoint or the TF-Hub
+    module). Returns their path."""
+    output_dir = current.options.output_dir
+    best = os.path.join(output_dir, selection.BEST_PREFIX)
+    if tf.io.gfile.exists(best + ".index"):
+        try:
+            checkpoints.load_original_checkpoint(current.model, best)
+        except checkpoints.CheckpointMismatchError as err:
+            raise UserError(f"{best}: {err}") from None
+        return best
+    trained = selection.trained_checkpoints(output_dir)
+    if trained:
+        selection.restore_checkpoint(current.model, trained[-1][1], head)
+        return trained[-1][1]
+    initial = initial_weights(current.options)
+    if initial:
+        return initial[1]
+    raise UserError(
+        f"nothing to predict with: no {selection.BEST_PREFIX}, model.ckpt-<step> or ckpt-<step> in "
+        f"{output_dir} and no --init_checkpoint"
+    )
+
+
+def best_checkpoint_line(summary) -> str | None:
+    """The line the scripts print about a run's dev selection ("best checkpoint on dev:
+    step <n>, <metric> = <value>"), or None when the summary has no best checkpoint."""
+    best = summary.get("best")
+    if not best:
+        return None
+    step, key, value = best["global_step"], best["key"], best["value"]
+    return f"best checkpoint on dev: step {step}, {key} = {value:.4f}"
+
+
+__all__ = [
+    "RunOptions",
+    "best_checkpoint_line",
+    "TrainingPlan",
+    "Evaluation",
+    "Run",
+    "Task",
+    "run",
+    "start",
+    "train",
+    "finish_selection",
+    "initial_weights",
+    "check_weights_to_use",
+    "check_init_checkpoint",
+    "check_output_identity",
+    "check_output_checkpoints",
+    "mismatch_summary",
+    "init_from_checkpoint",
+    "final_weights",
+]
