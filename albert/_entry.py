@@ -18,8 +18,8 @@ ENTRIES = {
     "run_squad_v2": ("run_squad.py", ("--version_2_with_negative",)),
     "run_race": ("run_race.py", ()),
     "create_pretraining_data": ("albert_tf.data.create_pretraining_data", ()),
-    "export_checkpoints": ("albert_tf.export", ("--export_format=checkpoint",)),
-    "export_to_tfhub": ("albert_tf.export", ("--export_format=saved_model",)),
+    "export_checkpoints": ("albert_tf.export.command", ("--export_format=checkpoint",)),
+    "export_to_tfhub": ("albert_tf.export.command", ("--export_format=saved_model",)),
 }
 
 

@@ -41,7 +41,7 @@ def test_command_lines():
     )
     assert _entry.command_line("run_squad_v1", argv[:2]) == ("run_squad.py", argv[:2])
     assert _entry.command_line("export_checkpoints", ["x", "--export_path=e"]) == (
-        "albert_tf.export",
+        "albert_tf.export.command",
         ["x", "--export_format=checkpoint", "--export_path=e"],
     )
     assert _entry.command_line("export_to_tfhub", ["x"])[1] == ["x", "--export_format=saved_model"]

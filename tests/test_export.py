@@ -1,4 +1,4 @@
-"""Exports (albert_tf/export.py): each SavedModel loaded in a fresh process that imports only
+"""Exports (albert_tf/export/): each SavedModel loaded in a fresh process that imports only
 what its export_info.json says, with the outputs of the Keras model; stripped checkpoints."""
 
 import json
