@@ -7,7 +7,7 @@ against the local builder (one worker process), on the same corpus and flags.
 The corpus is --copies files, each a copy of --corpus (other file indices, so other seeds and
 records), so that Beam's fixed start-up cost weighs less.
 
-Both build the same records (tests/test_beam_pipeline.py); the ratio of their instances/s is
+Both build the same records (tests/data/test_beam_pipeline.py); the ratio of their instances/s is
 Beam's cost per core. From the per-core rates in pieces (the input tokens placed in instances)
 per second at the paper's dupe_factor 40 and seq 512, the script also works out the core-hours
 of the paper's corpus (16 GB of text; PAPER_BYTES_PER_PIECE below). The demo's stories are

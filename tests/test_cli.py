@@ -237,7 +237,7 @@ class _ModelOptions(SpeedPathOptions):
 
 
 def test_a_bad_speed_path_setting_is_one_line(capsys):
-    """The switch's flag is checked like any other (the run sets it: tests/test_driver.py)."""
+    """The switch's flag is checked like any other (the run sets it: tests/run/test_driver.py)."""
     seen = []
     run = lambda opts: seen.append(opts.speed_paths)
     assert cli.execute(_ModelOptions, run, ["prog.py", "--speed_paths=native"]) == 0

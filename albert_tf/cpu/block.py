@@ -8,7 +8,7 @@ elementwise work and hand-written gradients (albert_tf.cpu.fused_elementwise), o
 layer norm in inference, the query/key/value products side by side, only selected rows
 in the last block, and where the switch is "native" the C++ kernels and products
 (albert_tf.cpu.native_kernels). Tests compare it with the plain block
-(tests/test_cpu_block.py).
+(tests/cpu/test_block.py).
 """
 
 from __future__ import annotations

@@ -5,16 +5,16 @@ the plain code they replace.
 `AlbertModel.run_blocks`: the blocks applied layer by layer with their pieces replaced
 (albert_tf.cpu.block, albert_tf.cpu.shared_kernels). It replaces code, so it runs only
 where `plain_code_changes(model)` finds the model to be exactly the plain code the speed
-paths were checked against (tests/test_cpu_block.py): the plain block, dense and
+paths were checked against (tests/cpu/test_block.py): the plain block, dense and
 layer-norm classes with their own methods, the functions and constants of
 albert_tf/model/layers.py they use, and AlbertModel's way of stacking blocks. An edit of
 any of them (in the file or at run time), a subclass, or a method set on one object makes
 the plain model run, with one log line naming what differs.
 
 PLAIN_CODE holds a short hash of the source of each of them as checked. When the plain
-code changes on purpose, check the speed paths against it (tests/test_cpu_*.py) and put
+code changes on purpose, check the speed paths against it (tests/cpu/) and put
 the hashes `plain_code_hashes()` returns into PLAIN_CODE
-(tests/test_cpu_encoder.py prints them).
+(tests/cpu/test_encoder.py prints them).
 """
 
 from __future__ import annotations

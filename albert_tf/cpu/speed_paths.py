@@ -27,7 +27,7 @@ edited or subclassed block runs as written, and the log says why. The first trac
 logs what was chosen and why.
 
 Each path was chosen by measurements on CPUs (docs/benchmarks.md); each gives the plain
-model's numbers to float rounding (tests/test_cpu_*.py). None was measured on a GPU or
+model's numbers to float rounding (tests/cpu/). None was measured on a GPU or
 TPU, and some cannot run there (oneDNN's layer norm exists only in CPU builds).
 
 Not decided here: TensorFlow's oneDNN CPU kernels (albert_tf.cli.prefer_onednn), which

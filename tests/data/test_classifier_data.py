@@ -9,6 +9,7 @@ import pytest
 from albert_tf.data import classifier_data as cd
 
 from record_fixtures import assert_records_sorted_by_feature_name
+from repo_paths import REPO_ROOT
 from tokenizer_fixtures import IDS_A, IDS_B, INTENDED_IDS_A, INTENDED_IDS_B, TEXT_A, TEXT_B
 
 # ----------------------------------------------------------------------------------------------
@@ -723,9 +724,7 @@ def test_tfds_examples_with_mock_data(tmp_path, spm_model):
 def test_default_features_equal_the_originals_python3_ids(tmp_path):
     from albert_tf.data.tokenization import FullTokenizer
 
-    demo_spm = os.path.join(
-        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "demo", "spm.model"
-    )
+    demo_spm = os.path.join(REPO_ROOT, "data", "demo", "spm.model")
     write_tsv(
         str(tmp_path),
         "MRPC",

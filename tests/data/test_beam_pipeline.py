@@ -17,7 +17,9 @@ from albert_tf.data import create_pretraining_data as cpd
 from albert_tf.data import pretraining_instances as pi
 from albert_tf.data import tokenization
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from repo_paths import REPO_ROOT
+
+ROOT = REPO_ROOT
 SPM = os.path.join(ROOT, "data", "demo", "spm.model")
 DEMO = os.path.join(ROOT, "data", "demo", "corpus", "part-00000.txt")
 # Beam's in-process runner (DirectRunner may first try to download the Prism runner).

@@ -5,7 +5,6 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_modeling import assert_rel_close, make_inputs, tiny
 
 from albert_tf.errors import UserError
 from albert_tf.model.modeling import AlbertModel, AlbertPretrainer
@@ -22,6 +21,7 @@ from albert_tf.weights.checkpoints import (
 )
 
 import albert_numpy
+from model_fixtures import assert_rel_close, make_inputs, tiny
 
 # docs/original.md §5.2 for G = I = 1, written out literally.
 RELEASED_LAYOUT_NAMES = """

@@ -18,9 +18,10 @@ from albert_tf.tasks.classifier import HEAD_PATTERNS, AlbertClassifier, Classifi
 from albert_tf.weights import checkpoints, hub
 
 from classifier_fixtures import DEMO_SPM, tiny_config, write_mrpc
+from repo_paths import REPO_ROOT
 from weights_fixtures import random_keras_hub_backbone, randomized
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = REPO_ROOT
 IDS = {
     "input_ids": np.array([[2, 40, 77, 9, 3, 0], [2, 5, 3, 61, 13, 3]], np.int32),
     "input_mask": np.array([[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1]], np.int32),

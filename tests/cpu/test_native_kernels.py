@@ -8,12 +8,12 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_modeling import CONFIGS, built_encoder
 
 from albert_tf.cpu import fused_elementwise as fe
 from albert_tf.cpu import native_kernels, speed_paths
 
 import albert_numpy
+from model_fixtures import CONFIGS, built_encoder
 
 NO_NATIVE_KERNELS = speed_paths.CPU_AUTO
 
@@ -1197,8 +1197,8 @@ import numpy as np
 import tensorflow as tf
 from albert_tf import speed_paths
 from albert_tf.cpu import native_kernels
-from test_modeling import built_encoder
-from test_cpu_native_kernels import PRODUCT_SIZED, NO_NATIVE_PRODUCTS, _op_types
+from model_fixtures import built_encoder
+from test_native_kernels import PRODUCT_SIZED, NO_NATIVE_PRODUCTS, _op_types
 
 speed_paths.use("native")
 assert native_kernels.products_ready(tf.float32)
@@ -1229,8 +1229,9 @@ def test_float32_inference_on_a_cpu_without_avx512():
     if "avx2" not in flags or "fma" not in flags:
         pytest.skip("this CPU has no AVX2 with FMA")
     env = dict(os.environ, ALBERT_TF_KERNEL_FLAGS="-mno-avx512f")
-    tests = os.path.dirname(os.path.abspath(__file__))
-    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(tests), tests])
+    here = os.path.dirname(os.path.abspath(__file__))  # tests/cpu
+    tests = os.path.dirname(here)
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(tests), tests, here])
     done = subprocess.run(
         [sys.executable, "-c", _AVX2_INFERENCE], env=env, capture_output=True, text=True
     )
@@ -1360,7 +1361,7 @@ def test_native_paths_equal_the_plain_block(policy):
     """`--speed_paths=native` at head size 32 (our products and attention where this CPU
     has them, the elementwise kernels everywhere) against the plain model: outputs in
     inference, gradients in training."""
-    from test_cpu_block import HEAD_SIZES, assert_paths_equal_plain, paths_against_plain
+    from test_block import HEAD_SIZES, assert_paths_equal_plain, paths_against_plain
 
     results = paths_against_plain(HEAD_SIZES[32], policy, speed_paths.CPU_NATIVE)
     assert_paths_equal_plain(results, 1e-4 if policy == "float32" else 3e-2)

@@ -14,8 +14,9 @@ from albert_tf.data import pretraining_instances as pi
 
 from instance_fixtures import synthetic_corpus as _synthetic
 from instance_fixtures import write_documents
+from repo_paths import REPO_ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = REPO_ROOT
 
 
 def test_start_piece_rule_quirks():

@@ -12,6 +12,7 @@ from albert_tf.weights import checkpoints
 from albert_tf.weights.release import is_release_folder, load_release, release_files
 
 from classifier_fixtures import DEMO_SPM, tiny_config, write_mrpc
+from repo_paths import REPO_ROOT
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +112,7 @@ def test_requirements_txt_lists_the_package_dependencies():
     does."""
     import tomllib
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = REPO_ROOT
     with open(os.path.join(root, "pyproject.toml"), "rb") as f:
         dependencies = tomllib.load(f)["project"]["dependencies"]
     with open(os.path.join(root, "requirements.txt"), encoding="utf-8") as f:

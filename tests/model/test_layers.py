@@ -6,12 +6,12 @@ import math
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_modeling import make_inputs, set_weights, tiny
 
 from albert_tf.model import layers
 from albert_tf.model.modeling import AlbertModel
 
 import albert_numpy
+from model_fixtures import make_inputs, set_weights, tiny
 
 
 def test_gelu_is_the_tanh_approximation():

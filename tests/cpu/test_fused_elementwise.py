@@ -165,7 +165,7 @@ def test_bfloat16_inference_attention_is_fused_into_its_product_by_grappler():
     """The pattern `product_attention_softmax` leaves must reach the remapper intact
     in the whole model's graph: no other op between the scores product, the scale
     and the mask, and shapes Grappler can see."""
-    from test_modeling import CONFIGS, built_encoder
+    from model_fixtures import CONFIGS, built_encoder
 
     # Head size 4: the scale 1/2 is exact in bfloat16.
     model, inputs = built_encoder(CONFIGS["shared_gelu"], "mixed_bfloat16")
@@ -194,7 +194,7 @@ def test_xla_for_float32_and_bfloat16_not_when_disabled():
         len(_xla_functions(lambda dy: fe.layer_norm_backward(dy, dy, dy[:, :1], dy[0]), f32)) == 1
     )
     assert len(_xla_functions(fe.gelu_tanh, bf16)) == 1
-    with speed_paths.forced(NO_NATIVE_KERNELS):  # else the native kernel, test_cpu_native_kernels
+    with speed_paths.forced(NO_NATIVE_KERNELS):  # else the native kernel (test_native_kernels)
         assert len(_xla_functions(lambda y: fe.bias_gelu_tanh(y, y[0]), bf16)) == 1
     adder = tf.zeros([1, 1, 1, 8])
     assert len(_xla_functions(lambda y: fe.attention_softmax(y, adder, 0.5), bf16)) == 1

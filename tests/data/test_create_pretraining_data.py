@@ -13,8 +13,9 @@ from albert_tf.data import pretraining_instances as pi
 from albert_tf.errors import UserError
 
 from instance_fixtures import write_documents
+from repo_paths import REPO_ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = REPO_ROOT
 SPM = os.path.join(ROOT, "data", "demo", "spm.model")
 
 pytestmark = pytest.mark.skipif(not os.path.exists(SPM), reason="demo spm.model not generated")

@@ -11,12 +11,13 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_modeling import make_inputs, tiny
 
 import albert_tf
 from albert_tf.cpu import encoder, native_kernels, speed_paths
 from albert_tf.cpu.paths import CPU_AUTO, CPU_NATIVE, PLAIN
 from albert_tf.model import layers, modeling
+
+from model_fixtures import make_inputs, tiny
 
 CFG = tiny(num_hidden_layers=2)
 SPEED_PATHS = {"auto": CPU_AUTO, "native": CPU_NATIVE}
@@ -46,7 +47,7 @@ def test_the_recorded_hashes_are_the_plain_code_as_it_is():
     now = encoder.plain_code_hashes()
     assert now == encoder.PLAIN_CODE, (
         "the plain code the CPU speed paths replace has changed: check them against it "
-        "(tests/test_cpu_*.py), then set albert_tf.cpu.encoder.PLAIN_CODE to "
+        "(tests/cpu/), then set albert_tf.cpu.encoder.PLAIN_CODE to "
         f"{now}"
     )
 
@@ -130,9 +131,7 @@ def test_a_model_that_stacks_blocks_its_own_way_runs_as_written(monkeypatch):
 
     model = Reversed(CFG)
     assert encoder.plain_code_changes(model) == "Reversed overrides AlbertModel.run_blocks"
-    np.testing.assert_array_equal(
-        _sequence_output(model, CPU_AUTO), _sequence_output(model, PLAIN)
-    )
+    np.testing.assert_array_equal(_sequence_output(model, CPU_AUTO), _sequence_output(model, PLAIN))
 
 
 def test_an_edit_of_the_file_runs_as_written(tmp_path):

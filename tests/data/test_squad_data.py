@@ -20,9 +20,10 @@ from albert_tf.data.squad_data import (
 )
 
 from record_fixtures import assert_records_sorted_by_feature_name
+from repo_paths import REPO_ROOT
 from tokenizer_fixtures import IDS_A, IDS_B, TEXT_A, TEXT_B
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = REPO_ROOT
 DEMO = os.path.join(ROOT, "data", "demo")
 SPM = os.path.join(DEMO, "spm.model")
 

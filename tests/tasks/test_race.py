@@ -14,8 +14,9 @@ from albert_tf.tasks.race import AlbertRace, RaceOptions, run
 from albert_tf.weights import checkpoints
 
 from classifier_fixtures import DEMO_SPM, tiny_config
+from repo_paths import REPO_ROOT
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = REPO_ROOT
 DEMO = os.path.join(REPO, "data", "demo")
 
 

@@ -11,13 +11,13 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_modeling import CONFIGS, assert_rel_close, make_inputs, set_weights
 
 from albert_tf.cpu import fused_elementwise, speed_paths
 from albert_tf.cpu.speed_paths import CPU_AUTO, CPU_NATIVE, PLAIN, SpeedPaths
 from albert_tf.model.modeling import AlbertModel, AlbertPretrainer
 
 import albert_numpy
+from model_fixtures import CONFIGS, assert_rel_close, make_inputs, set_weights
 
 
 @pytest.fixture

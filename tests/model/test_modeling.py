@@ -11,71 +11,13 @@ from albert_tf.model.modeling import AlbertModel, AlbertPretrainer
 from albert_tf.weights.checkpoints import original_variable_map
 
 import albert_numpy
-
-
-def tiny(**overrides):
-    base = dict(
-        vocab_size=61,
-        embedding_size=8,
-        hidden_size=16,
-        num_hidden_layers=3,
-        num_hidden_groups=1,
-        num_attention_heads=4,
-        intermediate_size=24,
-        inner_group_num=1,
-        hidden_act="gelu",
-        max_position_embeddings=20,
-        type_vocab_size=2,
-    )
-    base.update(overrides)
-    return AlbertConfig(**base)
-
-
-CONFIGS = {
-    "shared_gelu": tiny(),
-    "groups2_inner2_relu": tiny(num_hidden_groups=2, inner_group_num=2, hidden_act="relu"),
-    "bert_shaped_E_eq_H_tanh": tiny(embedding_size=16, num_hidden_groups=3, hidden_act="tanh"),
-    "groups3_L4_linear_type3": tiny(
-        num_hidden_layers=4, num_hidden_groups=3, hidden_act="linear", type_vocab_size=3
-    ),
-    # Paper Table 4: one set of attention (or FFN) weights, the other part per layer.
-    "shared_attention_inner2": tiny(num_hidden_groups=3, inner_group_num=2).replace(
-        cross_layer_sharing="attention"
-    ),
-    "shared_ffn_E_eq_H": tiny(embedding_size=16, num_hidden_groups=3).replace(
-        cross_layer_sharing="ffn"
-    ),
-}
-
-
-def make_inputs(cfg, batch=3, seq=11, preds=4, seed=0):
-    rng = np.random.default_rng(seed)
-    ids = rng.integers(0, cfg.vocab_size, size=(batch, seq)).astype(np.int32)
-    mask = np.ones((batch, seq), np.int32)
-    mask[1, 7:] = 0  # padded example
-    mask[2, 3:] = 0
-    seg = rng.integers(0, cfg.type_vocab_size, size=(batch, seq)).astype(np.int32)
-    pos = np.sort(rng.integers(0, seq, size=(batch, preds)), axis=1).astype(np.int32)
-    return {"input_ids": ids, "input_mask": mask, "segment_ids": seg, "masked_lm_positions": pos}
-
-
-def set_weights(model, weights):
-    for name, variable in original_variable_map(model).items():
-        variable.assign(weights[name])
-
-
-def assert_rel_close(actual, expected, tol=1e-5):
-    actual = np.asarray(actual, np.float64)
-    expected = np.asarray(expected, np.float64)
-    assert actual.shape == expected.shape
-    err = np.max(np.abs(actual - expected)) / max(np.max(np.abs(expected)), 1e-12)
-    assert err <= tol, f"relative error {err:.3g} > {tol}"
+from model_fixtures import CONFIGS, assert_rel_close, built_encoder, make_inputs, set_weights, tiny
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_plain_pretrainer_matches_numpy_reference(name):
     # The plain model (albert_tf.model.layers): the CPU speed paths are compared with it in
-    # tests/test_cpu_block.py, and with this reference at selected rows below.
+    # tests/cpu/test_block.py, and with this reference at selected rows below.
     cfg = CONFIGS[name]
     weights = albert_numpy.random_weights(cfg.to_dict(), seed=1)
     model = AlbertPretrainer(cfg)
@@ -307,18 +249,6 @@ def test_jit_compile_matches_eager():
     assert_rel_close(compiled["mlm_logits"], eager["mlm_logits"], tol=1e-5)
 
 
-def built_encoder(cfg, policy):
-    """(AlbertModel of cfg built under the Keras dtype policy, its encoder inputs)."""
-    keras.mixed_precision.set_global_policy(policy)
-    try:
-        model = AlbertModel(cfg)
-    finally:
-        keras.mixed_precision.set_global_policy("float32")
-    inputs = {k: tf.constant(v) for k, v in make_inputs(cfg).items() if k != "masked_lm_positions"}
-    model(inputs)
-    return model, inputs
-
-
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
 def test_training_step_calls_the_plain_gelu_loop(policy):
     """The GELU forward (bfloat16: also the bias and layer-norm input loops) has its
@@ -333,7 +263,7 @@ def test_training_step_calls_the_plain_gelu_loop(policy):
             loss = tf.reduce_sum(model(x, training=True)["sequence_output"])
         return tape.gradient(loss, model.trainable_variables)
 
-    # The loops, not the native kernels that replace some of them (test_cpu_native_kernels).
+    # The loops, not the native kernels that replace some of them (test_native_kernels).
     with speed_paths.forced(speed_paths.CPU_AUTO):
         graph = step.get_concrete_function(inputs).graph
     called = [

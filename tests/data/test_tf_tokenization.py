@@ -13,7 +13,9 @@ from sentencepiece import sentencepiece_model_pb2
 from albert_tf.data import tokenization as T
 from albert_tf.data.tf_tokenization import InGraphTokenizer, pack_inputs
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from repo_paths import REPO_ROOT
+
+ROOT = REPO_ROOT
 DEMO_SPM = os.path.join(ROOT, "data", "demo", "spm.model")
 
 FIXED = [

@@ -6,14 +6,15 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_modeling import make_inputs, tiny
 
 from albert_tf.cpu import block, fused_elementwise, speed_paths
 from albert_tf.model import layers
 from albert_tf.model.modeling import AlbertModel
 
+from model_fixtures import make_inputs, tiny
+
 # Head size 4 (the numpy comparisons' size) and 32 (what the C++ products and attention
-# take, test_cpu_native_kernels): two layers of two groups, so that kernels are shared.
+# take, tests/cpu/test_native_kernels.py): two layers of two groups, so that kernels are shared.
 HEAD_SIZES = {
     4: tiny(num_hidden_layers=4, num_hidden_groups=2),
     32: tiny(
@@ -281,7 +282,7 @@ def test_bfloat16_attention_probs_and_their_gradient(training):
 def test_bias_stays_fused_with_the_product_in_float32_only():
     # float32: tf.nn.bias_add, which Grappler fuses into oneDNN's _FusedMatMul.
     # bfloat16: a plain MatMul (oneDNN's AMX kernel) and one XLA loop (the native kernel
-    # with --speed_paths=native, test_cpu_native_kernels).
+    # with --speed_paths=native, tests/cpu/test_native_kernels.py).
     def op_types(dtype):
         kernel, bias = tf.ones([8, 4], dtype), tf.ones([4], dtype)
         fn = tf.function(lambda x: block.bias_and_activation(tf.matmul(x, kernel), bias, "gelu"))

@@ -9,7 +9,9 @@ import sentencepiece as spm
 from albert_tf.data import tokenization as T
 from albert_tf.errors import UserError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from repo_paths import REPO_ROOT
+
+ROOT = REPO_ROOT
 DEMO_SPM = os.path.join(ROOT, "data", "demo", "spm.model")
 
 

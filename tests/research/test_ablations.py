@@ -16,7 +16,9 @@ from albert_tf.errors import UserError
 from albert_tf.research import ablations
 from albert_tf.tasks import pretraining
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from repo_paths import REPO_ROOT
+
+ROOT = REPO_ROOT
 
 
 def test_sharing_variants_follow_table_4():
