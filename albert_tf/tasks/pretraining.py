@@ -28,7 +28,7 @@ from albert_tf.weights import release
 
 _logger = logging.getLogger(__name__)
 
-REPO_DATA_DIR = pathlib.Path(__file__).resolve().parents[1] / "data"
+REPO_DATA_DIR = pathlib.Path(__file__).resolve().parents[2] / "data"  # albert_tf/tasks/ -> repo
 DEMO_DIR = REPO_DATA_DIR / "demo"
 METRIC_NAMES = ("masked_lm_loss", "sentence_order_loss")
 

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.cpu import fused_elementwise as fe
-from albert_tf.cpu import native_kernels, speed_paths
+from albert_tf.cpu import native_kernels, paths, speed_paths
 
 import albert_numpy
 from model_fixtures import CONFIGS, built_encoder
@@ -21,8 +21,10 @@ NO_NATIVE_KERNELS = speed_paths.CPU_AUTO
 @pytest.fixture(autouse=True)
 def native_switch(monkeypatch):
     """Every test here opts in to the C++ kernels, as `--speed_paths=native` does; the
-    library is built once per test session (into conftest's ALBERT_TF_KERNEL_CACHE)."""
+    library is built once per test session (into conftest's ALBERT_TF_KERNEL_CACHE);
+    the pieces called directly get what the switch hands down under "native"."""
     monkeypatch.setattr(speed_paths, "_mode", "native")
+    paths.take(paths.CPU_NATIVE)  # conftest's fixture restores what was taken before
 
 
 BF16 = tf.bfloat16.as_numpy_dtype

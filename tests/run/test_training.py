@@ -88,9 +88,9 @@ def test_training_reduces_loss_and_writes_checkpoints(tmp_path):
     ]
     names = {n for n, _ in tf.train.list_variables(str(tmp_path / "model.ckpt-60"))}
     assert "global_step" in names and "bert/pooler/dense/kernel/adam_m" in names
-    weights_bytes = os.path.getsize(tmp_path / "model.ckpt-60.data-00000-of-00001")
-    state_bytes = os.path.getsize(tmp_path / "train_state" / "state-60.data-00000-of-00001")
-    assert state_bytes < 0.1 * weights_bytes  # the input position: no weights
+    # The input position (its size varies with what the prefetch buffer held): no weights.
+    state = {n for n, _ in tf.train.list_variables(str(tmp_path / "train_state" / "state-60"))}
+    assert state == {"_CHECKPOINTABLE_OBJECT_GRAPH", "iterator/.ATTRIBUTES/ITERATOR_STATE"}
     assert os.listdir(tmp_path / "train")  # TensorBoard events
 
 
