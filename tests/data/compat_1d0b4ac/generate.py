@@ -6,9 +6,13 @@ code must read them, not rewrite them (that is what the test checks). From the
 repository's root:
 
     git worktree add ../albert_tf_1d0b4ac 1d0b4ac
+    mkdir -p ../albert_tf_1d0b4ac/tests/data/compat_1d0b4ac
     cp tests/data/compat_1d0b4ac/generate.py ../albert_tf_1d0b4ac/tests/data/compat_1d0b4ac/
     cd ../albert_tf_1d0b4ac/tests/data/compat_1d0b4ac
-    PYTHONPATH=$PWD/../../.. python3 generate.py --output_dir=NEW_FOLDER
+    PYTHONPATH=$PWD/../../.. python3 generate.py
+
+then copy the folder's new files over these. The script must sit in tests/data/<folder>/
+of that checkout: it runs the scripts of the checkout it is in.
 
 It writes into a new folder (default: the folder of this script, which then must hold
 nothing but README.md and generate.py) and runs every command there, naming the files
