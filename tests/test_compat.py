@@ -17,7 +17,7 @@ were written with, and TensorFlow's own readers.
   probabilities before any training are those recorded.
 - A fine-tuning run's output folder: the same command (nothing left to train) writes the
   recorded test predictions from its model.ckpt-best.
-- The encoder SavedModel, loaded with TensorFlow alone, gives the recorded outputs.
+- The encoder SavedModel, loaded with tf.saved_model.load, gives the recorded outputs.
 """
 
 import json
