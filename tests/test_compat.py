@@ -1,5 +1,5 @@
 """What albert_tf wrote at commit 1d0b4ac still loads and resumes with today's code: the
-fixtures in tests/data/compat_1d0b4ac (its README.md says which command wrote each file)
+fixtures in tests/fixtures/compat_1d0b4ac (its README.md says which command wrote each file)
 and the outputs that code gave on them (expected.json, expected.npz).
 
 Only what outlives a change of the package's inside is used: the entry scripts' command
@@ -31,7 +31,7 @@ import pytest
 import tensorflow as tf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FIXTURE = os.path.join(ROOT, "tests", "data", "compat_1d0b4ac")
+FIXTURE = os.path.join(ROOT, "tests", "fixtures", "compat_1d0b4ac")
 with open(os.path.join(FIXTURE, "expected.json")) as _f:
     EXPECTED = json.load(_f)
 TOLERANCE = 1e-6  # float32 rounding of a model of this size (outputs below 10)
