@@ -36,6 +36,7 @@ import bench_model as bm  # noqa: E402  (machine description)
 from albert_tf.data import beam_pipeline  # noqa: E402
 from albert_tf.data import create_pretraining_data as cpd  # noqa: E402
 from albert_tf.data import pretraining_instances as pi  # noqa: E402
+from albert_tf.data import pretraining_units as pu  # noqa: E402
 
 PAPER_CORPUS_BYTES = 16e9  # BookCorpus + English Wikipedia (the paper: 16 GB of text)
 PAPER_DUPE_FACTOR = 40
@@ -71,7 +72,7 @@ def main(argv=None):
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         copies = []
-        for i, src in enumerate(cpd.resolve_input_files(args.corpus) * args.copies):
+        for i, src in enumerate(pu.resolve_input_files(args.corpus) * args.copies):
             copies.append(os.path.join(tmp, f"corpus-{i:03d}.txt"))
             shutil.copy(src, copies[-1])
         corpus = ",".join(copies)

@@ -6,8 +6,9 @@
 
 Only `create_pretraining_data --runner=...` imports this module (Beam is the optional extra
 `pip install -e ".[beam]"`). It runs the local builder's own algorithm
-(albert_tf/data/create_pretraining_data.py): the same flag checks, the same units (a file, or
-a byte range of a large file cut at a document boundary, per --chunk_size_mb), the same
+(albert_tf/data/pretraining_units.py, which create_pretraining_data.py drives locally): the
+same flag checks, the same units (a file, or a byte range of a large file cut at a document
+boundary, per --chunk_size_mb), the same
 per-unit seeds from (random_seed, file index, chunk index) and the same per-unit function
 (`process_unit`), so the records are byte-identical to the local builder's.
 
@@ -45,8 +46,8 @@ from apache_beam.io.localfilesystem import LocalFileSystem
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from albert_tf.data import create_pretraining_data as cpd
 from albert_tf.data import pretraining_instances as pi
+from albert_tf.data import pretraining_units as pu
 from albert_tf.data import tokenization
 from albert_tf.errors import UserError
 
@@ -65,13 +66,13 @@ def _is_local(path: str) -> bool:
 
 
 class BeamInputs:
-    """`cpd.LocalInputs` on Beam's filesystems. Local paths keep the local builder's glob
+    """`pu.LocalInputs` on Beam's filesystems. Local paths keep the local builder's glob
     (so its errors, e.g. for a folder, are the same); other schemes use Beam's match."""
 
     @staticmethod
     def glob(pattern: str) -> list[str]:
         if _is_local(pattern):
-            return cpd.LocalInputs.glob(pattern)
+            return pu.LocalInputs.glob(pattern)
         return [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
 
     @staticmethod
@@ -118,7 +119,7 @@ class _BuildUnit(beam.DoFn):
     """Unit -> (output index, piece of TFRecord-framed records), by the local builder's
     `process_unit`; the unit's records k go to output (unit.index + k) mod N."""
 
-    def __init__(self, settings: cpd.Settings, piece_bytes: int):
+    def __init__(self, settings: pu.Settings, piece_bytes: int):
         self._settings = settings
         self._piece_bytes = piece_bytes
         self._spm_model = _read_model_file(settings.spm_model_file)
@@ -134,12 +135,11 @@ class _BuildUnit(beam.DoFn):
                 local[name] = os.path.join(self._tmp, name)
                 with open(local[name], "wb") as f:  # machine-local spill
                     f.write(data)
-        self._worker_settings = dataclasses.replace(self._settings, tmp_dir=self._tmp, **local)
+        settings = dataclasses.replace(self._settings, tmp_dir=self._tmp, **local)
+        self._worker = pu.unit_worker(settings)  # tokenizer and vocabulary, once per instance
 
     def process(self, unit):
-        if cpd._WORKER.get("settings") is not self._worker_settings:
-            cpd._init_worker(self._worker_settings)  # tokenizer and vocabulary, once
-        res = cpd.process_unit(unit)
+        res = pu.process_unit(unit, self._worker)
         if res["path"] is not None:
             n = len(res["sizes"])
             try:
@@ -179,9 +179,9 @@ def _check_outputs(outputs: Sequence[str]) -> None:
     checks that need no folder (Beam creates what a remote path needs)."""
     local = [o for o in outputs if _is_local(o)]
     if len(local) < len(outputs) and len(set(outputs)) != len(outputs):
-        raise cpd.InputDataError(f"--output_file lists a file twice: {list(outputs)}")
+        raise pu.InputDataError(f"--output_file lists a file twice: {list(outputs)}")
     if local or not outputs:
-        cpd._check_outputs(local)  # also: "--output_file is empty"
+        pu.check_outputs(local)  # also: "--output_file is empty"
 
 
 def _temp_folders(outputs: Sequence[str]) -> set[str]:
@@ -192,7 +192,7 @@ def _temp_folders(outputs: Sequence[str]) -> set[str]:
         folder, name = FileSystems.split(out)
         pattern = FileSystems.join(folder, f"beam-temp-{name}-*")
         if _is_local(out):
-            found.update(cpd.LocalInputs.glob(pattern))
+            found.update(pu.LocalInputs.glob(pattern))
         else:
             for r in FileSystems.match([FileSystems.join(pattern, "*")]):
                 found.update(FileSystems.split(m.path)[0] for m in r.metadata_list)
@@ -211,16 +211,16 @@ class _DropUserErrors(logging.Filter):
 _STEP_ERROR_LOGGER = "apache_beam.runners.common"
 
 
-def _user_error(err: UserError) -> cpd.InputDataError:
+def _user_error(err: UserError) -> pu.InputDataError:
     """The message of a bad-input error raised in a step, without the runner's
     " [while running '<step>']" suffixes."""
-    return cpd.InputDataError(re.sub(r" \[while running '[^']*'\]", "", str(err)))
+    return pu.InputDataError(re.sub(r" \[while running '[^']*'\]", "", str(err)))
 
 
 def build_pipeline(
     pipeline: beam.Pipeline,
-    units: Sequence[cpd.Unit],
-    settings: cpd.Settings,
+    units: Sequence[pu.Unit],
+    settings: pu.Settings,
     outputs: Sequence[str],
     piece_bytes: int = PIECE_BYTES,
 ) -> None:
@@ -252,17 +252,18 @@ def create_pretraining_data_beam(
     digit_comma: str = tokenization.DEFAULT_DIGIT_COMMA,
     dupe_factor: int = 40,
     random_seed: int = 12345,
-    chunk_size_mb: float = cpd.DEFAULT_CHUNK_SIZE_MB,
+    chunk_size_mb: float = pu.DEFAULT_CHUNK_SIZE_MB,
     piece_bytes: int = PIECE_BYTES,
 ) -> dict:
-    """`cpd.create_pretraining_data` as a Beam pipeline (`pipeline_args`: Beam's pipeline
-    options, --runner among them); runs it to the end and returns the same stats (longest
-    line without its file). Bad flags and inputs that can be known up front (flags, globs,
-    folders, the plan of units) raise InputDataError before the pipeline starts; a bad unit
-    (invalid UTF-8, a file without documents) raises the local builder's error once the
-    runner reports it. Then no output file exists (on runners in this process; a remote job
-    that fails is reported by the runner)."""
-    outputs, files, units = cpd.plan(
+    """The local builder (`create_pretraining_data.create_pretraining_data`) as a Beam
+    pipeline (`pipeline_args`: Beam's pipeline options, --runner among them); runs it to the
+    end and returns the same stats (longest line without its file). Bad flags and inputs
+    that can be known up front (flags, globs, folders, the plan of units) raise
+    InputDataError before the pipeline starts; a bad unit (invalid UTF-8, a file without
+    documents) raises the local builder's error once the runner reports it. Then no output
+    file exists (on runners in this process; a remote job that fails is reported by the
+    runner)."""
+    outputs, files, units = pu.plan(
         input_file,
         output_file,
         config,
@@ -281,7 +282,7 @@ def create_pretraining_data_beam(
         len(outputs),
         list(pipeline_args),
     )
-    settings = cpd.Settings(
+    settings = pu.Settings(
         vocab_file,
         spm_model_file,
         do_lower_case,
@@ -305,8 +306,8 @@ def create_pretraining_data_beam(
         result.wait_until_finish()
         stats = _stats(result, len(units))
         try:
-            cpd.check_totals(stats, input_file, len(files), config, None)
-        except cpd.InputDataError:
+            pu.check_totals(stats, input_file, len(files), config, None)
+        except pu.InputDataError:
             FileSystems.delete([o for o in outputs if FileSystems.exists(o)])
             raise
         ok = True
@@ -319,7 +320,7 @@ def create_pretraining_data_beam(
             if stale:
                 FileSystems.delete(stale)
     stats["seconds"] = time.time() - t0
-    cpd.log_summary(stats, len(outputs), logger)
+    pu.log_summary(stats, len(outputs), logger)
     return stats
 
 

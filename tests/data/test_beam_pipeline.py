@@ -15,6 +15,7 @@ import pytest
 import albert_tf.data
 from albert_tf.data import create_pretraining_data as cpd
 from albert_tf.data import pretraining_instances as pi
+from albert_tf.data import pretraining_units as pu
 from albert_tf.data import tokenization
 
 from repo_paths import REPO_ROOT
@@ -76,10 +77,10 @@ def test_demo_corpus_gives_the_local_builders_records(tmp_path, beam_pipeline):
 
 def _unit_groups(units, settings):
     """For each unit, its records grouped by k mod N (the local builder's own function)."""
-    cpd._init_worker(settings)
+    worker = pu.unit_worker(settings)
     groups = []
     for unit in units:
-        res = cpd.process_unit(unit)
+        res = pu.process_unit(unit, worker)
         with open(res["path"], "rb") as f:
             data = f.read()
         os.remove(res["path"])
@@ -113,9 +114,9 @@ def test_units_of_a_large_file_give_the_local_builders_records_in_mixed_shards(
     local_records = sorted(r for p in local for r in _framed_records(p))
     assert sorted(r for p in beam for r in _framed_records(p)) == local_records
     # Unit u sends its records k to file (u + k) mod 3: each file mixes all units.
-    files = cpd.resolve_input_files(pattern)
-    units = cpd.plan_units(files, int(0.06 * (1 << 20)))
-    settings = cpd.Settings(  # the flags above
+    files = pu.resolve_input_files(pattern)
+    units = pu.plan_units(files, int(0.06 * (1 << 20)))
+    settings = pu.Settings(  # the flags above
         None, SPM, True, tokenization.DEFAULT_DIGIT_COMMA, config, 1, 7, str(tmp_path), 3
     )
     expected = [[] for _ in range(3)]
@@ -259,7 +260,7 @@ def test_corpus_and_outputs_on_another_beam_filesystem(tmp_path, beam_pipeline):
         "memtest://bucket/corpus/a.txt": text,
         "memtest://bucket/corpus/b.txt": b"x\n\xff\n",
     }
-    with pytest.raises(cpd.InputDataError) as err:
+    with pytest.raises(pu.InputDataError) as err:
         beam_pipeline.create_pretraining_data_beam(
             "memtest://bucket/corpus/*.txt", remote, config, pipeline_args=RUNNER, **flags
         )

@@ -123,9 +123,6 @@ def test_deterministic_and_independent_of_workers(tmp_path):
 
 def test_chunked_units_are_deterministic(tmp_path):
     _write_corpus(tmp_path, files=1, docs=200)
-    units = cpd.plan_units([str(tmp_path / "part-0.txt")], 8192)
-    assert len(units) > 3 and units[0].start == 0
-    assert all(u.end == v.start for u, v in zip(units, units[1:]))
     assert _run(tmp_path, "--chunk_size_mb=0.01", out="c1.tfrecord") == 0
     assert _run(tmp_path, "--chunk_size_mb=0.01", "--num_workers=2", out="c2.tfrecord") == 0
     assert (tmp_path / "c1.tfrecord").read_bytes() == (tmp_path / "c2.tfrecord").read_bytes()
@@ -226,41 +223,6 @@ def test_cli_subprocess_exit_code(tmp_path):
         timeout=120,
     )
     assert r.returncode == 1 and "none.txt" in r.stderr and not os.path.exists(tmp_path / "o")
-
-
-# Lines whose pieces end in "<digit>,": "0," and "4," pieces without "▁" (the two modes differ),
-# "▁1990," and "▁2," (they agree), and a line with an unknown piece and a comma (exact path).
-DIGIT_COMMA_LINES = [
-    "In 1990, sales were 3,500, not 2,000, units.",
-    "Prices rose 4,5,6, then fell; x1234, ok",
-    "A 1,000,000, tax and 1990s, 80s, then 7,",
-    "\u0416\u0416 rose 3,500, again",
-]
-
-
-@pytest.mark.parametrize("digit_comma", ["python3", "intended"])
-def test_fast_tokenizer_equals_full_and_in_graph_tokenizers(digit_comma):
-    """All three tokenizers agree in both digit-comma modes."""
-    from albert_tf.data import tokenization
-    from albert_tf.data.tf_tokenization import InGraphTokenizer
-
-    tok = tokenization.FullTokenizer(spm_model_file=SPM, digit_comma=digit_comma)
-    fast = cpd.FastTokenizer(tok)
-    flat, lens = fast.encode(fast.preprocess_lines("\n".join(DIGIT_COMMA_LINES)))
-    got = np.split(flat, np.cumsum(lens)[:-1])
-    want = [tok.encode(line) for line in DIGIT_COMMA_LINES]
-    assert [list(g) for g in got] == want
-    in_graph = InGraphTokenizer(SPM, digit_comma=digit_comma)
-    assert in_graph(np.array(DIGIT_COMMA_LINES, object)).to_list() == want
-    other = tokenization.FullTokenizer(
-        spm_model_file=SPM, digit_comma=("intended" if digit_comma == "python3" else "python3")
-    )
-    assert [other.encode(line) != w for line, w in zip(DIGIT_COMMA_LINES, want)] == [
-        True,
-        True,
-        False,
-        True,
-    ]
 
 
 def test_digit_comma_flag(tmp_path):

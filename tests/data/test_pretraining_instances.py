@@ -162,7 +162,7 @@ def test_equal_to_original_structure_port(tmp_path):
     spm_model = os.path.join(ROOT, "data", "demo", "spm.model")
     if not os.path.exists(spm_model):
         pytest.skip("demo SentencePiece model not generated")
-    from albert_tf.data import create_pretraining_data as cpd
+    from albert_tf.data import pretraining_units as pu
     from albert_tf.data import tokenization
 
     bench = _load_bench()
@@ -182,8 +182,8 @@ def test_equal_to_original_structure_port(tmp_path):
         random.Random(7),
         pi._NgramSampler(np.random.default_rng(9), cfg.ngram_probs()).draw,
     )
-    corpus = cpd.read_unit(
-        cpd.Unit(0, 0, 0, str(path), 0, os.path.getsize(path)), cpd.FastTokenizer(tok)
+    corpus = pu.read_unit(
+        pu.Unit(0, 0, 0, str(path), 0, os.path.getsize(path)), pu.FastTokenizer(tok)
     )
     b = pi.InstanceBuilder(
         cfg, pi.Vocab.from_tokenizer(tok), random.Random(7), np.random.default_rng(9)
