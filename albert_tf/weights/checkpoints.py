@@ -467,10 +467,22 @@ def load_by_name(
             lines += [f"  {m}" for m in mismatched]
         raise CheckpointMismatchError("\n".join(lines))
 
-    for _, found, variable in plan:
-        variable.assign(reader.get_tensor(found).astype(variable.dtype))
-    for key, slot in slot_plan:
-        slot.assign(reader.get_tensor(key).astype(slot.dtype))
+    targets = [(found, variable) for _, found, variable in plan] + slot_plan
+    _check_float_tensors(reader, source, targets)
+    non_finite = []
+    for found, variable in targets:
+        value = reader.get_tensor(found)
+        if not np.all(np.isfinite(value)):
+            non_finite.append(found)
+        variable.assign(value.astype(variable.dtype))
+    if non_finite:
+        # The original's init_from_checkpoint loads such values unchecked: said, not refused.
+        _logger.warning(
+            "%s: %d tensor(s) hold NaN or infinite values, loaded as the original would: %s",
+            source,
+            len(non_finite),
+            ", ".join(non_finite),
+        )
 
     used = {found for _, found, _ in plan} | {key for key, _ in slot_plan}
     ignored = sorted(n for n in shapes if n not in used)
@@ -488,6 +500,27 @@ def load_by_name(
         ignored=ignored,
         source=renamed,
     )
+
+
+def _check_float_tensors(reader, source: str, targets) -> None:
+    """UserError naming the first stored name of `targets` ([(name, variable)]) whose
+    type is not floating-point (integer or bool values are no weights: casting them would
+    train quantized codes); one log line states the conversions of other float types to
+    the variables'. Reads only the reader's type map, before anything is assigned."""
+    dtypes = reader.get_variable_to_dtype_map()
+    converted = {}
+    for name, variable in targets:
+        dtype, wanted = tf.as_dtype(dtypes[name]), tf.as_dtype(variable.dtype)
+        if not dtype.is_floating:
+            raise UserError(
+                f"{source}: tensor {name} is {dtype.name}; expected floating-point weights"
+            )
+        if dtype != wanted:
+            change = f"{dtype.name} to {wanted.name}"
+            converted[change] = converted.get(change, 0) + 1
+    if converted:
+        done = ", ".join(f"{n} from {change}" for change, n in sorted(converted.items()))
+        _logger.warning("%s: converted %s tensor(s)", source, done)
 
 
 def _log_ignored(prefix, ignored):

@@ -173,6 +173,10 @@ class _RenamedReader:
     def get_variable_to_shape_map(self):
         return dict(self._shapes)
 
+    def get_variable_to_dtype_map(self):
+        stored = self._reader.get_variable_to_dtype_map()
+        return {name: stored[key] for name, (key, _) in self._table.items()}
+
     def get_tensor(self, name):
         key, _ = self._table[name]
         return np.reshape(self._reader.get_tensor(key), self._shapes[name])
