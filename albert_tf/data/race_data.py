@@ -74,6 +74,7 @@ def _json_lines(path):
             f"{path}: a directory where a file was expected (RACE level folders hold "
             "all.txt or numbered *.txt files of JSON lines)"
         )
+    fileio.check_input_file(path, path)  # a FIFO would block the read below
     try:
         with tf.io.gfile.GFile(path, "rb") as f:
             for line_no, raw in enumerate(f, 1):
@@ -87,6 +88,10 @@ def _json_lines(path):
                     ) from None
                 if not line.strip():
                     continue
+                if fileio.json_depth(line) > fileio.MAX_JSON_DEPTH:
+                    raise RaceDataError(
+                        f"{where}: JSON nested deeper than {fileio.MAX_JSON_DEPTH} levels"
+                    )
                 try:
                     record = json.loads(line)
                 except json.JSONDecodeError as err:

@@ -107,6 +107,7 @@ def _load_document(path: str):
         raise FileNotFoundError(f"SQuAD file {path} not found")
     if tf.io.gfile.isdir(path):  # TensorFlow's read error would be a traceback
         raise SquadDataError(f"{path}: a directory, expected a SQuAD JSON file")
+    fileio.check_input_file(path, path)  # a FIFO would block the read below
     with tf.io.gfile.GFile(path, "rb") as f:
         data = f.read()
     try:
@@ -117,6 +118,11 @@ def _load_document(path: str):
             f"{path}: not UTF-8 (byte 0x{data[err.start]:02x} at offset {err.start}, line "
             f"{line}); expected a UTF-8 encoded SQuAD JSON file"
         ) from None
+    if fileio.json_depth(text) > fileio.MAX_JSON_DEPTH:
+        raise SquadDataError(
+            f"{path}: JSON nested deeper than {fileio.MAX_JSON_DEPTH} levels; expected a "
+            "SQuAD JSON file"
+        )
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:

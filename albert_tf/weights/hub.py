@@ -36,7 +36,6 @@ with a warning naming every assumed value. A module of another shape needs
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import re
@@ -284,7 +283,10 @@ def _export_info(folder) -> dict:
     path = os.path.join(folder, EXPORT_INFO)
     if not fileio.isfile(path):
         return {}
-    return json.loads(fileio.read_text(path))
+    value = fileio.read_json(path)
+    if not isinstance(value, dict):
+        raise UserError(f"{path}: expected a JSON object, got {type(value).__name__}")
+    return value
 
 
 def _tf1_do_lower_case(folder) -> bool | None:
@@ -421,8 +423,7 @@ def module_config(module: HubModule, albert_config_file: str | None = None):
     from albert_tf.model.config import AlbertConfig
 
     if albert_config_file:
-        if not fileio.isfile(albert_config_file):
-            raise UserError(f"--albert_config_file={albert_config_file}: file not found")
+        fileio.check_input_file(albert_config_file, f"--albert_config_file={albert_config_file}")
         return AlbertConfig.from_json_file(albert_config_file), albert_config_file
     if module.config_file:
         return AlbertConfig.from_json_file(module.config_file), module.config_file
