@@ -53,11 +53,11 @@ def open_foreign(path, flag: str | None = None, tensors: bool = True) -> Foreign
     """The weights of a Hugging Face folder or keras-hub preset at `path`, None when
     `path` is neither. Without `tensors` only the config and tokenizer are read (values
     is {}). Errors are UserErrors naming the file (and `flag` when given)."""
-    kind = foreign_format(path)
-    if kind is None:
-        return None
-    module = huggingface if kind == HUGGINGFACE else keras_hub
     try:
+        kind = foreign_format(path)
+        if kind is None:
+            return None
+        module = huggingface if kind == HUGGINGFACE else keras_hub
         return module.read_folder(path, tensors=tensors)
     except UserError as err:
         if flag:
