@@ -869,7 +869,13 @@ ROWS = [
         "squad_train_file_deeply_nested",
         "run_squad.py",
         ("--train_file={squad_nested}",),
-        "{squad_nested}: JSON nested deeper than 64 levels",
+        "{squad_nested}: JSON nested too deeply",
+    ),
+    Row(
+        "race_line_deeply_nested",
+        "run_race.py",
+        ("--data_dir={race_nested}",),
+        "{race_nested}/RACE/train/high/all.txt:{race_nested_line}: JSON nested too deeply",
     ),
 ]
 
@@ -1216,9 +1222,17 @@ def _foreign_and_special_inputs(root, p, config, model):
     p["config_nested"] = _write_json(
         root / "config_nested.json", {**config.to_dict(), "extra": nested}
     )
-    with open(p["squad_train"]) as f:
-        document = json.load(f)
-    p["squad_nested"] = _write_json(root / "squad_nested.json", {**document, "extra": nested})
+    # Past Python's own parser limit (a large file is not pre-scanned for depth).
+    deep = "[" * 100_000 + "]" * 100_000
+    text = (root / "train-v1.1.json").read_text()
+    p["squad_nested"] = str(root / "squad_nested.json")
+    (root / "squad_nested.json").write_text(text[:-1] + f', "extra": {deep}}}')
+    shutil.copytree(os.path.join(DEMO, "RACE"), root / "race_nested" / "RACE")
+    all_txt = root / "race_nested" / "RACE" / "train" / "high" / "all.txt"
+    lines = all_txt.read_text().splitlines()
+    all_txt.write_text("\n".join(lines) + f'\n{{"article": {deep}}}\n')
+    p["race_nested"] = str(root / "race_nested")
+    p["race_nested_line"] = str(len(lines) + 1)
 
 
 def _snapshot(folder):

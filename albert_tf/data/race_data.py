@@ -88,12 +88,12 @@ def _json_lines(path):
                     ) from None
                 if not line.strip():
                     continue
-                if fileio.json_depth(line) > fileio.MAX_JSON_DEPTH:
-                    raise RaceDataError(
-                        f"{where}: JSON nested deeper than {fileio.MAX_JSON_DEPTH} levels"
-                    )
                 try:
+                    # Only the record's fixed fields are walked: no depth pre-scan (as
+                    # squad_data), the parser's own limit is caught.
                     record = json.loads(line)
+                except RecursionError:
+                    raise RaceDataError(f"{where}: JSON nested too deeply") from None
                 except json.JSONDecodeError as err:
                     raise RaceDataError(f"{where}: invalid JSON: {err.msg}") from None
                 if not isinstance(record, dict):

@@ -118,13 +118,14 @@ def _load_document(path: str):
             f"{path}: not UTF-8 (byte 0x{data[err.start]:02x} at offset {err.start}, line "
             f"{line}); expected a UTF-8 encoded SQuAD JSON file"
         ) from None
-    if fileio.json_depth(text) > fileio.MAX_JSON_DEPTH:
-        raise SquadDataError(
-            f"{path}: JSON nested deeper than {fileio.MAX_JSON_DEPTH} levels; expected a "
-            "SQuAD JSON file"
-        )
     try:
+        # Not pre-scanned for depth as small JSON inputs are (fileio.parse_json): a SQuAD
+        # file is large, and only its fixed fields are ever walked.
         return json.loads(text)
+    except RecursionError:
+        raise SquadDataError(
+            f"{path}: JSON nested too deeply for Python's parser; expected a SQuAD JSON file"
+        ) from None
     except json.JSONDecodeError as err:
         raise SquadDataError(
             f"{path}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}"
