@@ -1,7 +1,8 @@
 """Hugging Face ALBERT folders: `config.json` (model_type "albert"), `model.safetensors`
 (or shards listed in `model.safetensors.index.json`), `spiece.model`,
-`tokenizer_config.json`. Read and written with the safetensors library's numpy API
-(no PyTorch), every file through tf.io.gfile.
+`tokenizer_config.json`. Written with the safetensors library's numpy API (no PyTorch);
+read from each file's checked header (albert_tf/weights/foreign_tensors.py: types,
+sizes, paths inside the folder, the index's map); every file through tf.io.gfile.
 
 Names: `_TABLE` maps each original variable name to the name transformers'
 AlbertForPreTraining / AlbertForSequenceClassification / AlbertForQuestionAnswering gives

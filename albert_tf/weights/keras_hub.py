@@ -2,6 +2,9 @@
 (Keras 3's weights file), `tokenizer.json` + `assets/tokenizer/vocabulary.spm` (the
 SentencePiece model) and `metadata.json`. Read and written with h5py (keras-hub itself is
 not needed); files go through tf.io.gfile, a non-local weights file through a local copy.
+Reading checks every dataset before any is read (albert_tf/weights/foreign_tensors.py):
+floating-point, its data inside the file (no external storage, virtual datasets or
+links), its declared shape within the config's sizes.
 
 Layout of model.weights.h5: `layers/<path>/vars/<k>` datasets, one group per layer of the
 functional model; `<path>` is Keras' own generated path (`dense`, `transformer_encoder_1`,
