@@ -172,6 +172,7 @@ class SafetensorsFile:
 
     def __init__(self, path: str):
         self.path = path
+        fileio.check_input_file(path, path)  # a FIFO would block the read below
         try:
             size = tf.io.gfile.stat(path).length
             with tf.io.gfile.GFile(path, "rb") as f:

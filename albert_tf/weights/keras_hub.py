@@ -32,6 +32,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from albert_tf import fileio
 from albert_tf.errors import UserError
 from albert_tf.weights.foreign_tensors import (
     Conversions,
@@ -382,6 +383,7 @@ def read_weights_file(path, config) -> dict:
 
     import h5py
 
+    fileio.check_input_file(path, path)  # a FIFO would block HDF5's open
     tensors = {}
     with contextlib.ExitStack() as stack:
         try:

@@ -252,6 +252,25 @@ def test_hdf5_data_or_links_outside_the_file_are_refused(tmp_path):
             _load_preset(folder)
 
 
+def test_a_group_reached_twice_is_refused(tmp_path):
+    folder, weights, _ = _preset(tmp_path)
+    with h5py.File(weights, "a") as file:
+        file["layers/dense_1/loop"] = file["layers/dense_1"]  # a hard link: a circle
+    with pytest.raises(
+        UserError, match=f"{weights}: layers/dense_1/loop is reached twice; expected a tree"
+    ):
+        _load_preset(folder)
+
+
+@pytest.mark.parametrize("name", ["model.safetensors", "config.json"])
+def test_a_fifo_in_a_folder_is_refused_without_opening_it(tmp_path, name):
+    folder, _, _ = _hf_folder(tmp_path)
+    os.remove(os.path.join(folder, name))
+    os.mkfifo(os.path.join(folder, name))
+    with pytest.raises(UserError, match=f"^{folder}/{name}: not a regular file"):
+        _load(folder)
+
+
 def test_non_finite_preset_values_are_refused(tmp_path):
     folder, weights, values = _preset(tmp_path)
     kernel = values["bert/pooler/dense/kernel"].copy()
