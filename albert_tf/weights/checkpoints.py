@@ -406,10 +406,14 @@ def load_by_name(
 ) -> LoadReport:
     """`load_original_checkpoint` from any source of values under the original names.
 
-    `reader`: has `get_variable_to_shape_map()` ({original name: shape}) and
-    `get_tensor(name)` (numpy array), as `tf.train.load_checkpoint` returns; a TF-Hub
-    module (albert_tf/weights/hub.py) supplies one that renames its variables. `source`: how
-    messages name it. Same checks, errors and result as `load_original_checkpoint`.
+    `reader`: has `get_variable_to_shape_map()` ({original name: shape}),
+    `get_variable_to_dtype_map()` ({original name: dtype}) and `get_tensor(name)` (numpy
+    array), as `tf.train.load_checkpoint` returns; a TF-Hub module
+    (albert_tf/weights/hub.py) supplies one that renames its variables. `source`: how
+    messages name it. Same checks, errors and result as `load_original_checkpoint`, and:
+    a stored type that is not floating-point is a UserError naming the tensor, raised
+    before anything is assigned (other float types are converted, with a log line); NaN
+    or infinity is loaded, as the original loads it, with a warning naming the tensors.
     """
     _ensure_built(model)
     shapes = reader.get_variable_to_shape_map()

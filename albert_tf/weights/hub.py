@@ -138,8 +138,9 @@ _MODEL_GARDEN_TABLE = {
 class HubModule:
     """A module folder, read.
 
-    reader: `get_variable_to_shape_map()` / `get_tensor(name)` under the original names
-      (what albert_tf.weights.checkpoints.load_by_name takes).
+    reader: `get_variable_to_shape_map()` / `get_variable_to_dtype_map()` /
+      `get_tensor(name)` under the original names (what
+      albert_tf.weights.checkpoints.load_by_name takes).
     spm_model_file / config_file: the module's assets (None where absent).
     do_lower_case: what the module says (its tokenization_info signature, or the export
       info of albert_tf's export); None when it says nothing.
