@@ -848,6 +848,25 @@ ROWS = [
         "--albert_config_file={config_nested}: {config_nested}: JSON nested deeper than 64",
     ),
     Row(
+        "init_checkpoint_is_a_fifo",
+        "run_classifier.py",
+        ("--init_checkpoint={fifo}",),
+        "--init_checkpoint={fifo}: no checkpoint at",
+    ),
+    Row(
+        "init_checkpoint_is_a_symlink_loop",
+        "run_classifier.py",
+        ("--init_checkpoint={symlink_loop}",),
+        "--init_checkpoint={symlink_loop}: no checkpoint at",
+    ),
+    Row(
+        "vocab_file_is_a_fifo",
+        "run_classifier.py",
+        ("--vocab_file={fifo}",),
+        "--vocab_file={fifo}: not a regular file",
+        drop=("--spm_model_file",),
+    ),
+    Row(
         "spm_model_is_a_folder",
         "run_classifier.py",
         ("--spm_model_file={tmp}",),

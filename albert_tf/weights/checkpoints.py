@@ -298,6 +298,7 @@ def check_checkpoint_readable(path) -> str:
     """
     prefix = resolve_checkpoint_path(path)
     index = prefix + ".index"
+    fileio.check_input_file(index, index)  # a FIFO would block the read below
     with tf.io.gfile.GFile(index, "rb") as f:
         table = f.read()
     try:

@@ -403,7 +403,7 @@ def read_weights_file(path, config) -> dict:
                 value = np.asarray(dataset[()], np.float32)
             except (OSError, ValueError, TypeError) as err:
                 raise UserError(f"{path}: cannot read dataset {name} ({err})") from None
-            conversions.add(str(dataset.dtype))
+            conversions.add(dataset.dtype.name)
             check_finite(value, path, name)
             tensors[name] = value
         conversions.log()

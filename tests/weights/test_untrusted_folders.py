@@ -308,6 +308,13 @@ def test_original_checkpoint_with_an_int_tensor_is_refused_before_assigning(tmp_
         np.testing.assert_array_equal(value, before[key], err_msg=key)
 
 
+def test_a_checkpoint_index_that_is_a_fifo_is_refused_without_opening_it(tmp_path):
+    os.mkfifo(tmp_path / "model.ckpt.index")
+    index = f"{tmp_path}/model.ckpt.index"
+    with pytest.raises(UserError, match=f"^{index}: not a regular file"):
+        checkpoints.check_checkpoint_readable(str(tmp_path / "model.ckpt"))
+
+
 def test_original_checkpoint_with_nan_loads_with_a_warning_as_the_original(tmp_path, caplog):
     name = "bert/pooler/dense/bias"
     prefix = _original_checkpoint(tmp_path, name, lambda v: np.where(np.arange(v.size), v, np.nan))
