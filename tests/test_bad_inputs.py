@@ -482,7 +482,7 @@ ROWS = [
         "squad_train_file_is_a_directory",
         "run_squad.py",
         ("--train_file={tmp}",),
-        "--train_file={tmp}: a directory, expected a SQuAD JSON file",
+        "--train_file={tmp}: a folder; expected a file",
         output="absent",
     ),
     Row(
