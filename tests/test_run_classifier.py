@@ -71,6 +71,8 @@ def test_train_eval_predict(trained):
     assert (out / "best_checkpoint").exists()
     # What the folder's checkpoints are for: MNLI's are MisMNLI's and AX's too.
     assert json.loads((out / "task.json").read_text()) == {"task_name": "mrpc"}
+    # Off TPU, auto clips as the original on CPU and GPU; a resume keeps it.
+    assert json.loads((out / "run_record.json").read_text())["clip_norm_like"] == "gpu"
     for task, family in (("MisMNLI", "mnli"), ("AX", "mnli"), ("SST-2", "sst-2")):
         identity = ClassifierTask(ClassifierOptions(task_name=task, output_dir=str(out)))
         assert identity.output_identity() == {"task_name": family}

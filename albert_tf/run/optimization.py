@@ -545,6 +545,13 @@ def global_norm_clip_scale(grads: Iterable, clip_norm=1.0):
     if not present:
         return tf.constant(1.0, tf.float32), tf.constant(0.0, tf.float32)
     norm = tf.linalg.global_norm(present)
+    return clip_scale(norm, clip_norm), norm
+
+
+def clip_scale(norm, clip_norm=1.0):
+    """The factor `tf.clip_by_global_norm` multiplies every gradient by when their
+    global norm is `norm` (a float32 []): min(1, clip_norm / norm), NaN when `norm`
+    is not finite, in its operation order."""
     clip = tf.cast(clip_norm, norm.dtype)
     scale = clip * tf.minimum(1.0 / norm, tf.constant(1.0, norm.dtype) / clip)
-    return scale + (norm - norm), norm
+    return scale + (norm - norm)

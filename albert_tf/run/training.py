@@ -32,6 +32,21 @@ per core and summed the per-core gradients (CrossShardOptimizer without its
 meaning so that results do not depend on how the batch is split (the tests check 1 vs
 2 workers, 1 vs 2 replicas and k micro-batches vs one big batch on data whose masked
 counts differ between parts).
+
+The clipping norm (`LoopConfig.clip_norm_over_lookup_rows`, docs/original.md §7.2): the
+original on TPU looked embeddings up with a one-hot matmul, so every gradient was dense
+and the norm was that of the summed gradient (ours with the option off). Off TPU it
+looked them up with a gather, whose gradient (`tf.IndexedSlices`) holds one row per
+token position with repeated ids not yet added up, and `tf.clip_by_global_norm` took
+the norm over those rows; the update still applied the added-up gradient. With the
+option on we do the same: each replica adds up the squares of its lookup gradients' rows
+(their values are the upstream gradient, already computed; no copy is made), the
+replicas' and micro-batches' row sums are added (the rows of a global batch on one
+device), and the other gradients count densely. Which gradients arrive row by row is a
+property of the model's graph: in fine-tuning the word and token-type tables; in
+pretraining the token-type table alone, since the word table is also the masked-LM
+output matrix and TensorFlow adds its two gradients into a dense one, as the original's
+graph did.
 """
 
 from __future__ import annotations
@@ -49,7 +64,7 @@ import tensorflow as tf
 
 from albert_tf.errors import TrainingInterrupted, UserError
 from albert_tf.run import checkpoint_layout
-from albert_tf.run.optimization import clip_by_global_norm, global_norm_clip_scale
+from albert_tf.run.optimization import clip_by_global_norm, clip_scale, global_norm_clip_scale
 
 _logger = logging.getLogger(__name__)
 
@@ -106,6 +121,9 @@ class LoopConfig:
     keep_checkpoint_max: int | None = 5  # None or 0: keep every checkpoint
     gradient_accumulation_steps: int = 1
     clip_norm: float = 1.0
+    # The original off TPU: lookup gradients count row by row in the clipping norm
+    # (module docstring); False: the norm of the added-up gradients (the original on TPU).
+    clip_norm_over_lookup_rows: bool = False
     jit_compile: bool = False
 
     def __post_init__(self):
@@ -196,6 +214,16 @@ class Trainer:
                     )
                     for v in model.trainable_variables
                 ]
+                # The micro-batches' sum of squared lookup-gradient rows.
+                self._row_square_accumulator = tf.Variable(
+                    0.0,
+                    trainable=False,
+                    synchronization=tf.VariableSynchronization.ON_READ,
+                    aggregation=tf.VariableAggregation.SUM,
+                )
+        # The indices of the variables whose gradient arrives row by row (a gather's
+        # tf.IndexedSlices); found when the step is traced, the same on every trace.
+        self._lookup_rows = ()
         self._train_loop = tf.function(self._loop_body)
         self._probe = tf.function(self._probe_body)
         if config.jit_compile:
@@ -207,8 +235,10 @@ class Trainer:
 
     # --- replica context ---------------------------------------------------
     def _gradients(self, features, *normalizers):
-        """Gradients of this replica's share of the global batch's loss, and its shares of
-        the logged scalars (summed over the parts, they give the step's values)."""
+        """Gradients of this replica's share of the global batch's loss (dense), half the
+        sum of squares of the lookup gradients' rows (float32 [], 0 unless
+        `clip_norm_over_lookup_rows`), and this replica's shares of the logged scalars
+        (summed over the parts, they give the step's values)."""
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
             if normalizers:
@@ -219,20 +249,40 @@ class Trainer:
                 share = self.strategy.num_replicas_in_sync * self.config.gradient_accumulation_steps
             loss = tf.cast(loss, tf.float32) / share
         grads = tape.gradient(loss, variables)
+        rows = [i for i, g in enumerate(grads) if isinstance(g, tf.IndexedSlices)]
+        self._lookup_rows = tuple(rows)
+        row_squares = tf.constant(0.0, tf.float32)
+        if self.config.clip_norm_over_lookup_rows and rows:
+            # As tf.linalg.global_norm sums them: halves of squared norms (l2_loss).
+            row_squares = tf.add_n(
+                [tf.nn.l2_loss(tf.cast(grads[i].values, tf.float32)) for i in rows]
+            )
         grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
         shares = {name: tf.cast(value, tf.float32) / share for name, value in parts.items()}
-        return grads, {"loss": loss, **shares}
+        return grads, row_squares, {"loss": loss, **shares}
 
-    def _apply(self, grads):
+    def _apply(self, grads, row_squares):
         variables = self.model.trainable_variables
         present = [i for i, g in enumerate(grads) if g is not None]
         reduced = [grads[i] for i in present]
         if self.strategy.num_replicas_in_sync > 1:
-            reduced = tf.distribute.get_replica_context().all_reduce(
-                tf.distribute.ReduceOp.SUM, reduced
+            *reduced, row_squares = tf.distribute.get_replica_context().all_reduce(
+                tf.distribute.ReduceOp.SUM, [*reduced, row_squares]
             )
         targets = [variables[i] for i in present]
-        if getattr(self.optimizer, "accepts_gradient_scale", False):
+        if self.config.clip_norm_over_lookup_rows and self._lookup_rows:
+            # The norm of the original off TPU: the lookups' rows instead of their sums.
+            dense = [
+                tf.nn.l2_loss(g) for i, g in zip(present, reduced) if i not in self._lookup_rows
+            ]
+            half_squares = tf.reduce_sum(tf.stack([*dense, row_squares]))
+            norm = tf.sqrt(half_squares * 2.0)
+            scale = clip_scale(norm, self.config.clip_norm)
+            if getattr(self.optimizer, "accepts_gradient_scale", False):
+                self.optimizer.apply(reduced, targets, gradient_scale=scale)
+            else:
+                self.optimizer.apply([g * scale for g in reduced], targets)
+        elif getattr(self.optimizer, "accepts_gradient_scale", False):
             # Clipping inside each variable's update: no clipped copy of all gradients.
             scale, norm = global_norm_clip_scale(reduced, self.config.clip_norm)
             self.optimizer.apply(reduced, targets, gradient_scale=scale)
@@ -242,21 +292,23 @@ class Trainer:
         return norm
 
     def _step(self, features, *normalizers):
-        grads, parts = self._gradients(features, *normalizers)
-        return parts, self._apply(grads)
+        grads, row_squares, parts = self._gradients(features, *normalizers)
+        return parts, self._apply(grads, row_squares)
 
     def _accumulate(self, features, *normalizers):
-        grads, parts = self._gradients(features, *normalizers)
+        grads, row_squares, parts = self._gradients(features, *normalizers)
         for acc, g in zip(self._accumulators, grads):
             if g is not None:
                 acc.assign_add(g)
+        self._row_square_accumulator.assign_add(row_squares)
         return parts
 
     def _apply_accumulated(self):
         grads = [acc.read_value() for acc in self._accumulators]
-        norm = self._apply(grads)
+        norm = self._apply(grads, self._row_square_accumulator.read_value())
         for acc in self._accumulators:
             acc.assign(tf.zeros_like(acc))
+        self._row_square_accumulator.assign(0.0)
         return norm
 
     def _probe_replica_non_finite(self, features):
