@@ -449,7 +449,9 @@ def build_classifier(optimizer, seed=3):
     return model, create_optimizer(1e-2, 10, 0, optimizer)
 
 
-def train_classifier_once(tmp_path, batch, optimizer, rows, accumulation=1, clip_norm=0.01):
+def train_classifier_once(
+    tmp_path, batch, optimizer, rows, accumulation=1, clip_norm=0.01, jit_compile=False
+):
     """One Trainer step of the tiny classifier on `batch`; (model, trainer, metrics)."""
     model, opt = build_classifier(optimizer)
     size = len(batch["input_ids"])
@@ -460,6 +462,7 @@ def train_classifier_once(tmp_path, batch, optimizer, rows, accumulation=1, clip
         gradient_accumulation_steps=accumulation,
         clip_norm=clip_norm,
         clip_norm_over_lookup_rows=rows,
+        jit_compile=jit_compile,
     )
     trainer = training.Trainer(
         tf.distribute.get_strategy(), model, opt, classifier.loss_fn, [], str(tmp_path), config
@@ -514,12 +517,14 @@ def test_lookup_row_clipping_is_tf_clip_by_global_norm_of_the_gathers_gradients(
     np.testing.assert_allclose(dense["gradient_norm"], dense_norm.numpy(), rtol=1e-6)
 
 
-def test_lookup_row_clipping_adds_the_rows_of_every_micro_batch(tmp_path):
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["plain", "xla"])
+def test_lookup_row_clipping_adds_the_rows_of_every_micro_batch(tmp_path, jit_compile):
     """Two micro-batches of 3 give the norm and update of one batch of 6: the rows of a
-    global batch on one device."""
+    global batch on one device; also when the gradients are compiled by XLA. (Replicas:
+    multiworker_script.py clips so.)"""
     one, _, whole = train_classifier_once(tmp_path / "one", REPEATED, "lamb", rows=True)
     two, _, split = train_classifier_once(
-        tmp_path / "two", REPEATED, "lamb", rows=True, accumulation=2
+        tmp_path / "two", REPEATED, "lamb", rows=True, accumulation=2, jit_compile=jit_compile
     )
     np.testing.assert_allclose(split["gradient_norm"], whole["gradient_norm"], rtol=1e-6)
     for a, b in zip(one.trainable_variables, two.trainable_variables):
