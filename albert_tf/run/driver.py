@@ -133,7 +133,13 @@ class RunOptions(SpeedPathOptions):
         "Build the model even if its weights and optimizer state need more than this "
         "machine's memory (albert_tf/run/memory_check.py).",
     )
-    dtype: str = option("float32", "Keras dtype policy.", choices=("float32", "mixed_bfloat16"))
+    dtype: str = option(
+        "float32",
+        "Keras dtype policy: the matrix products in bfloat16 (TPUs, A100/H100, CPUs with "
+        "AVX512_BF16 or AMX) or float16 with dynamic loss scaling (T4, V100, P100); layer "
+        "norm, softmax, the losses and the optimizer stay float32 (docs/pretraining.md).",
+        choices=("float32", "mixed_bfloat16", "mixed_float16"),
+    )
     use_xla: bool = option(
         False, "Compile the training and evaluation steps with XLA (always on a TPU)."
     )
@@ -504,6 +510,7 @@ def train(task: Task, current: Run, selector) -> int:
         keep_checkpoint_max=opts.keep_checkpoint_max,
         gradient_accumulation_steps=plan.gradient_accumulation_steps,
         clip_norm_over_lookup_rows=clip_like == "gpu",
+        loss_scaling=opts.dtype == "mixed_float16",
         jit_compile=current.jit_compile,
     )
     trainer = training.Trainer(
