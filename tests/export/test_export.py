@@ -421,6 +421,7 @@ def test_huggingface_export_converts_back_to_a_release_folder_bit_exact(tmp_path
     assert _export(folder, hf, "huggingface") == 0
     assert "architecture: AlbertForPreTraining" in capsys.readouterr().out
     assert sorted(os.listdir(hf)) == [
+        ".albert_tf_output.json",
         "config.json",
         "model.safetensors",
         "special_tokens_map.json",
@@ -466,6 +467,7 @@ def test_keras_hub_export_converts_back_to_a_release_folder_bit_exact(tmp_path, 
     assert _export(folder, preset, "keras_hub") == 0
     assert "left_out: 7" in capsys.readouterr().out  # the MLM (5) and SOP (2) heads
     assert sorted(os.listdir(preset)) == [
+        ".albert_tf_output.json",
         "assets",
         "config.json",
         "metadata.json",
