@@ -20,7 +20,7 @@ choose another path.
 
 The replacement, beside the destination `<parent>/<name>`:
 1. the new output is written into `.<name>.new-<host>-<pid>-<hex>`, its marker last;
-2. the earlier output is moved aside to `.<name>.old-<host>-<pid>`;
+2. the earlier output is moved aside to `.<name>.old-<host>-<pid>-<hex>`;
 3. the new one is moved to `<name>`;
 4. the earlier one is deleted.
 An exception at any step (an error, SIGINT, SIGTERM) puts the earlier output back and
@@ -126,19 +126,20 @@ def _check_contents(folder: str, kind: str, shown: str, flag: str) -> None:
         names = ", ".join(sorted(found)[:3]) + (", ..." if len(found) > 3 else "")
         raise UserError(
             f"{shown}: holds files this program did not write ({names}); expected an absent "
-            f"or empty folder, or an earlier {kind} export (replaced as a whole): choose "
-            f"another {flag}"
+            f"or empty folder, or an earlier output of this export ({kind}), which is "
+            f"replaced as a whole: choose another {flag}"
         )
     if marker.get("kind") != kind:
         raise UserError(
-            f"{shown}: an earlier {marker.get('kind')} export; expected a {kind} export to "
-            f"replace, or an absent or empty folder: choose another {flag}"
+            f"{shown}: holds an export of another kind ({marker.get('kind')}); expected an "
+            f"absent or empty folder, or an earlier output of this export ({kind}): choose "
+            f"another {flag}"
         )
     foreign = sorted(found - set(marker["entries"]) - {MARKER})
     if foreign:
         raise UserError(
-            f"{shown}: an earlier {kind} export that also holds files it did not write "
-            f"({', '.join(foreign[:3])}); move them out, or choose another {flag}"
+            f"{shown}: an earlier output of this export ({kind}) that also holds files it "
+            f"did not write ({', '.join(foreign[:3])}); move them out, or choose another {flag}"
         )
 
 
@@ -200,7 +201,7 @@ def _recover(target: str, kind: str) -> None:
     """Cleans what killed writers of `target` left beside it: an earlier output they had
     moved aside goes back in place if none is there, every other leftover is deleted."""
     folder, name = _sides(target)
-    for old in fileio.stale_entries(folder, re.escape(f".{name}.old-") + "{owner}"):
+    for old in fileio.stale_entries(folder, re.escape(f".{name}.old-") + r"{owner}-[0-9a-f]{32}"):
         _put_back(old, target, kind)
     for new in fileio.stale_entries(folder, re.escape(f".{name}.new-") + r"{owner}-[0-9a-f]{32}"):
         _logger.info("removing %s, the unfinished output of a killed run", new)
@@ -259,7 +260,7 @@ def replace_output(
     folder, name = _sides(target)
     fileio.makedirs(folder)
     new = fileio.join(folder, f".{name}.new-{fileio.owner_tag()}-{uuid.uuid4().hex}")
-    old = fileio.join(folder, f".{name}.old-{fileio.owner_tag()}")
+    old = fileio.join(folder, f".{name}.old-{fileio.owner_tag()}-{uuid.uuid4().hex}")
     fileio.makedirs(new)
     try:
         yield new
