@@ -184,7 +184,12 @@ def _fail_at(monkeypatch, function, call):
 
 
 @pytest.mark.parametrize(
-    "function, call", [("_write_marker", 1), ("_move", 1), ("_move", 2)], ids=str
+    "function, call",
+    [
+        pytest.param("_write_marker", 1, id="marking_the_new"),
+        pytest.param("_move", 1, id="moving_the_old_aside"),
+        pytest.param("_move", 2, id="moving_the_new_in"),
+    ],
 )
 def test_an_error_at_any_step_leaves_the_earlier_export(tmp_path, monkeypatch, function, call):
     out = tmp_path / "export"
@@ -217,11 +222,10 @@ with output_writer.replace_output(out, "test export", flag="--export_path") as t
 @pytest.mark.parametrize(
     "step, function, call, found",
     [
-        ("new written", "_move", 1, "v1"),
-        ("old moved aside", "_move", 2, "v1"),
-        ("new moved in", "_remove", 1, "v2"),
+        pytest.param("new written", "_move", 1, "v1", id="new_written"),
+        pytest.param("old moved aside", "_move", 2, "v1", id="old_moved_aside"),
+        pytest.param("new moved in", "_remove", 1, "v2", id="new_moved_in"),
     ],
-    ids=lambda v: v if isinstance(v, str) and " " in v else "",
 )
 def test_a_rerun_after_a_kill_at_any_step_finds_an_export_and_cleans_up(
     tmp_path, step, function, call, found
