@@ -99,14 +99,24 @@ def _entries(folder: str) -> set[str]:
     return found
 
 
+_MARKER_LIMIT = 16 << 20  # bytes; a marker lists a few hundred names
+
+
 def _marker(folder: str) -> dict | None:
-    """The marker of the output `folder`, or None when it has none (or a damaged one)."""
+    """The marker of the output `folder`, or None when it has none or one this module
+    did not write (not a plain file, too large, not the JSON it writes)."""
     path = fileio.join(folder, MARKER)
+    if fileio.is_local(path) and (os.path.islink(path) or not os.path.isfile(path)):
+        return None  # plain local path: the OS; a link, FIFO or folder is never read
     try:
-        marker = json.loads(fileio.read_bytes(path)) if fileio.exists(path) else None
-    except (OSError, ValueError):
+        if not fileio.exists(path) or fileio.size(path) > _MARKER_LIMIT:
+            return None
+        marker = json.loads(fileio.read_bytes(path))
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(marker, dict) or not isinstance(marker.get("entries"), list):
+        return None
+    if not all(isinstance(name, str) for name in marker["entries"]):
         return None
     return marker
 

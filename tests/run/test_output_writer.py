@@ -105,6 +105,25 @@ def test_an_export_with_a_file_added_or_of_another_kind_is_kept(tmp_path):
         _write(tmp_path / "file")
 
 
+@pytest.mark.parametrize("marker", ["fifo", "nested", "link", "not a list"])
+def test_a_marker_this_module_did_not_write_makes_the_folder_foreign(tmp_path, marker):
+    out = tmp_path / "export"
+    _write(out, files={"model.bin": "v1"})
+    (out / MARKER).unlink()
+    if marker == "fifo":  # never opened: reading it would wait for a writer
+        os.mkfifo(out / MARKER)
+    elif marker == "nested":
+        (out / MARKER).write_text('{"entries": ' + "[" * 100000 + "]" * 100000 + "}")
+    elif marker == "link":
+        (tmp_path / "elsewhere.json").write_text(json.dumps({"kind": KIND, "entries": []}))
+        (out / MARKER).symlink_to(tmp_path / "elsewhere.json")
+    else:
+        (out / MARKER).write_text(json.dumps({"kind": KIND, "entries": "model.bin"}))
+    with pytest.raises(UserError, match="holds files this program did not write"):
+        _write(out)
+    assert (out / "model.bin").read_text() == "v1"
+
+
 @pytest.mark.parametrize("given", [".", "", "..", "/"])
 def test_the_current_folder_and_those_holding_it_are_refused(tmp_path, monkeypatch, given):
     here = tmp_path / "work"
