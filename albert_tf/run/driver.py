@@ -212,6 +212,8 @@ class Task:
     record_flags: the flags naming TFRecord files the run reads as they are (a damaged
       one can only show while it is read); the feature caches of the fine-tuning tasks
       are checked against their inputs instead.
+    export_kind: the kind of output folder --export_dir holds, the only kind it replaces
+      (albert_tf/run/output_writer.py).
     """
 
     head: str = ""
@@ -219,6 +221,7 @@ class Task:
     metric_names: tuple[str, ...] = ()
     init_from_group0: bool = False
     record_flags: tuple[str, ...] = ()
+    export_kind: str = ""
 
     def __init__(self, options: RunOptions):
         self.options = options
@@ -383,7 +386,7 @@ def check_before_work(task: Task, config, resuming: bool, initial) -> None:
     --init_checkpoint is complete and its config agrees; the model fits in memory
     (albert_tf/run/memory_check.py)."""
     from albert_tf import output_paths
-    from albert_tf.run import memory_check
+    from albert_tf.run import memory_check, output_writer
 
     opts = task.options
     outputs = task.file_outputs()
@@ -395,7 +398,9 @@ def check_before_work(task: Task, config, resuming: bool, initial) -> None:
     export_dir = getattr(opts, "export_dir", None)
     if export_dir:  # replaced as a whole by the export: never an input or the output folder
         guarded = {**inputs, "--output_dir": [opts.output_dir]}
-        output_paths.check_not_an_input({"--export_dir": export_dir}, guarded)
+        output_writer.check_destination(
+            export_dir, task.export_kind, flag="--export_dir", inputs=guarded
+        )
     if opts.strategy != "multi_worker":  # workers share the chief's folder
         run_lock.check_free(opts.output_dir)
     checkpoint_checks.check_output_checkpoints_intact(opts.output_dir)
