@@ -64,17 +64,17 @@ def _pid_running(pid: int) -> bool:
     return True
 
 
-def remove_stale(directory: str, name_pattern: str) -> list[str]:
-    """Removes the leftovers of killed processes of this host from `directory`.
+def stale_entries(directory: str, name_pattern: str) -> list[str]:
+    """The entries of `directory` left by killed processes of this host.
 
     Args:
       directory: a folder on any filesystem (a missing one holds nothing).
       name_pattern: regex that a whole entry name must match, with the placeholder
         `{owner}` where the name holds `owner_tag()`; it becomes this host's name
         and a captured process id.
-    Returns the removed paths: entries (files or folders) whose process is not
-    running. Our own and running processes' entries are kept, as are those of
-    other hosts (a shared folder), whose processes cannot be checked from here.
+    Returns the paths (files or folders) whose process is not running. Our own and
+    running processes' entries are left out, as are those of other hosts (a shared
+    folder), whose processes cannot be checked from here.
     """
     host = owner_tag().rsplit("-", 1)[0]
     regex = re.compile(name_pattern.replace("{owner}", re.escape(host) + r"-(?P<pid>\d+)"))
@@ -82,8 +82,8 @@ def remove_stale(directory: str, name_pattern: str) -> list[str]:
         names = _gfile().listdir(directory)
     except _tf_errors().OpError:
         return []
-    removed = []
-    for name in names:
+    found = []
+    for name in sorted(names):
         name = name.rstrip("/")  # object stores list folders with a trailing slash
         match = regex.fullmatch(name)
         if not match:
@@ -91,7 +91,15 @@ def remove_stale(directory: str, name_pattern: str) -> list[str]:
         pid = int(match.group("pid"))
         if pid == os.getpid() or _pid_running(pid):
             continue
-        path = join(directory, name)
+        found.append(join(directory, name))
+    return found
+
+
+def remove_stale(directory: str, name_pattern: str) -> list[str]:
+    """Removes the leftovers of killed processes of this host from `directory`
+    (`stale_entries`, same arguments); returns the removed paths."""
+    removed = []
+    for path in stale_entries(directory, name_pattern):
         with contextlib.suppress(_tf_errors().NotFoundError):
             if _gfile().isdir(path):
                 _gfile().rmtree(path)

@@ -51,6 +51,10 @@ def train(strategy, output_dir, normalizers):
         global_batch_size=8,
         iterations_per_loop=ITERATIONS,
         save_checkpoints_steps=SAVE_EVERY,
+        # The original's norm off TPU, low enough to clip: the token-type gradient's rows
+        # of every replica count, as those of one device holding the global batch.
+        clip_norm=0.05,
+        clip_norm_over_lookup_rows=True,
     )
     trainer = training.Trainer(
         strategy,

@@ -682,6 +682,31 @@ ROWS = [
         "--export_dir={glue} is an input of this run (--data_dir={glue})",
     ),
     Row(
+        "export_dir_holds_user_files",
+        "run_classifier.py",
+        ("--export_dir={user_folder}",),
+        "--export_dir={user_folder}: holds files this program did not write (notes.txt, sub, "
+        "sub/results.csv)",
+    ),
+    Row(
+        "export_dir_is_a_link",
+        "run_classifier.py",
+        ("--export_dir={linked_folder}",),
+        "--export_dir={linked_folder}: a symbolic link (to {user_folder})",
+    ),
+    Row(
+        "export_dir_locked_by_a_running_process",
+        "run_classifier.py",
+        ("--export_dir={locked_folder}",),
+        "--export_dir={locked_folder}: another run writes in it (process {live_pid} ",
+    ),
+    Row(
+        "squad_export_dir_holds_user_files",
+        "run_squad.py",
+        ("--export_dir={user_folder}",),
+        "--export_dir={user_folder}: holds files this program did not write",
+    ),
+    Row(
         "output_dir_is_the_release_folder",
         "run_classifier.py",
         ("--init_checkpoint={out}",),
@@ -1104,6 +1129,7 @@ def paths(tmp_path_factory):
         f.write("\u200b\n\u200b\n\n" * 3)
     p["closed_port"] = str(_closed_port())
     _reliability_inputs(root, p, config, model, good_ckpt)
+    _export_inputs(root, p)
     _foreign_and_special_inputs(root, p, config, model)
     return p
 
@@ -1125,6 +1151,18 @@ def _damage(folder, suffix, how):
 def _flip(data):
     middle = len(data) // 2
     return data[:middle] + bytes(b ^ 0xFF for b in data[middle : middle + 64]) + data[middle + 64 :]
+
+
+def _export_inputs(root, p):
+    """The --export_dir folders of the issue-43 rows: the user's files, and a link to
+    them; every row leaves their bytes as they are."""
+    user = root / "user_folder"
+    (user / "sub").mkdir(parents=True)
+    (user / "notes.txt").write_bytes(b"kept \x00 bytes\n")
+    (user / "sub" / "results.csv").write_bytes(b"a,b\n1,2\n")
+    p["user_folder"] = str(user)
+    os.symlink(user, root / "linked_folder")
+    p["linked_folder"] = str(root / "linked_folder")
 
 
 def _reliability_inputs(root, p, config, model, good_ckpt):
@@ -1307,6 +1345,7 @@ def test_bad_input_is_one_line_exit_1_and_changes_nothing(row, paths, tmp_path, 
         fill["read_only_export"] = os.path.join(request.getfixturevalue("read_only_folder"), "x")
     argv = _argv(row, fill)
     before = _snapshot(out)
+    user_files = _snapshot(paths["user_folder"])
     start = time.monotonic()
     if row.subprocess:
         command = COMMANDS.get(row.script, [os.path.join(ROOT, row.script)])
@@ -1331,6 +1370,7 @@ def test_bad_input_is_one_line_exit_1_and_changes_nothing(row, paths, tmp_path, 
     assert lines[0].startswith(f"{row.script}: error: "), lines
     assert row.expect.format(**fill) in lines[0]
     assert _snapshot(out) == before
+    assert _snapshot(paths["user_folder"]) == user_files and user_files["notes.txt"]
     assert elapsed < (120 if row.subprocess else SECONDS), elapsed
 
 

@@ -246,8 +246,8 @@ def test_sigterm_during_export_and_evaluation_leaves_nothing(inputs, tmp_path):
     exports.mkdir()
     dead = subprocess.Popen(["true"])
     dead.wait()
-    stale = exports / f".tmp-export-{socket.gethostname()}-{dead.pid}-ab12"
-    stale.mkdir()  # of a killed export: the next export removes it
+    stale = exports / f".encoder.new-{socket.gethostname()}-{dead.pid}-{'ab' * 16}"
+    stale.mkdir()  # of a killed export: the next export of encoder removes it
     err = tmp_path / "export.err"
     proc = _start(
         [

@@ -71,6 +71,8 @@ def test_train_eval_predict(trained):
     assert (out / "best_checkpoint").exists()
     # What the folder's checkpoints are for: MNLI's are MisMNLI's and AX's too.
     assert json.loads((out / "task.json").read_text()) == {"task_name": "mrpc"}
+    # Off TPU, auto clips as the original on CPU and GPU; a resume keeps it.
+    assert json.loads((out / "run_record.json").read_text())["clip_norm_like"] == "gpu"
     for task, family in (("MisMNLI", "mnli"), ("AX", "mnli"), ("SST-2", "sst-2")):
         identity = ClassifierTask(ClassifierOptions(task_name=task, output_dir=str(out)))
         assert identity.output_identity() == {"task_name": family}
@@ -317,3 +319,30 @@ def test_cli_error_exit_code(setup, tmp_path):
     assert proc.returncode != 0
     assert "--task_name='bogus' is not a known task" in proc.stderr
     assert not out.exists()
+
+
+def test_mixed_float16_trains_with_loss_scaling_and_exports_float32(setup, tmp_path, caplog):
+    """--dtype=mixed_float16: float16 products with a loss scale; the checkpoints hold
+    float32 weights under the original names, and the export returns float32."""
+    import keras
+
+    out, export = tmp_path / "out", tmp_path / "export"
+    caplog.set_level("INFO", logger="albert_tf.run.training")
+    try:
+        summary = run(
+            _opts(setup, out, do_train=True, dtype="mixed_float16", export_dir=str(export))
+        )
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert summary["train_step"] == 4
+    assert "loss_scale 32768" in caplog.text  # no overflow on this tiny model
+    reader = tf.train.load_checkpoint(str(out / "model.ckpt-4"))
+    dtypes = reader.get_variable_to_dtype_map()
+    assert "bert/embeddings/word_embeddings" in dtypes
+    assert {d for n, d in dtypes.items() if n.startswith(("bert/", "output_"))} == {tf.float32}
+    signature = tf.saved_model.load(str(export)).signatures["serving_default"]
+    outputs = signature.structured_outputs
+    assert outputs and all(
+        t.dtype in (tf.float32, tf.int32, tf.int64, tf.string) for t in outputs.values()
+    )
+    assert any(t.dtype == tf.float32 for t in outputs.values())

@@ -138,7 +138,11 @@ def test_export_saved_model_and_tflite(setup, trained, tmp_path):
     saved, tflite = summary["export"]["saved_model"], summary["export"]["tflite"]
     assert os.path.dirname(saved) == str(tmp_path / "export" / "saved_model")
     assert tflite == str(tmp_path / "export" / "albert_model.tflite")
-    assert sorted(os.listdir(tmp_path / "export")) == ["albert_model.tflite", "saved_model"]
+    assert sorted(os.listdir(tmp_path / "export")) == [
+        ".albert_tf_output.json",
+        "albert_model.tflite",
+        "saved_model",
+    ]
     model = AlbertSquadV1(tiny_config(max_position_embeddings=96))
     checkpoints.load_original_checkpoint(model, str(out / "model.ckpt-best"))
     rng = np.random.default_rng(0)

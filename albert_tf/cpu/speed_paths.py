@@ -108,6 +108,13 @@ def accelerator_present() -> bool:
     return isinstance(tf.distribute.get_strategy(), tpu_strategies)
 
 
+def _float16_policy() -> bool:
+    """Whether Keras computes in float16 (`--dtype=mixed_float16`, meant for GPUs)."""
+    import keras  # only when a decision is made: importing this module stays light
+
+    return keras.mixed_precision.global_policy().compute_dtype == "float16"
+
+
 def _decide() -> tuple[SpeedPaths, str]:
     """(the paths, why) for the switch's setting and the devices, or what `forced` set."""
     if _forced is not None:
@@ -116,6 +123,11 @@ def _decide() -> tuple[SpeedPaths, str]:
         return PLAIN, "plain"
     if accelerator_present():
         return PLAIN, f"{_mode} with a GPU or TPU: the plain model"
+    if _float16_policy():
+        return (
+            PLAIN,
+            f"{_mode} under mixed_float16: the plain model (CPU paths: float32, bfloat16)",
+        )
     if _mode == "native":
         return CPU_NATIVE, "native on CPU: the CPU speed paths and the C++ kernels"
     return CPU_AUTO, "auto on CPU: the CPU speed paths without the C++ kernels"

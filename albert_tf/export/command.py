@@ -14,16 +14,40 @@ import sys
 
 import tensorflow as tf
 
-from albert_tf import output_paths
 from albert_tf.cpu import speed_paths
 from albert_tf.cpu.speed_paths import SpeedPathOptions
 from albert_tf.data.tokenization import digit_comma_option
-from albert_tf.export.saved_model import export_encoder, load_pretrainer, staged
+from albert_tf.export.saved_model import ENCODER_KIND, export_encoder, load_pretrainer
 from albert_tf.options import REQUIRED, option
+from albert_tf.run.output_writer import check_destination, replace_output
 
 _logger = logging.getLogger(__name__)
 # What error lines and --help call the command (its module is run as __main__.py).
 SCRIPT = "export.py"
+
+
+# The kinds of output folder each format writes (albert_tf/run/output_writer.py).
+CHECKPOINT_KIND = "release folder (checkpoint)"
+HUGGINGFACE_KIND = "Hugging Face folder"
+KERAS_HUB_KIND = "keras-hub preset"
+KINDS = {
+    "saved_model": ENCODER_KIND,
+    "checkpoint": CHECKPOINT_KIND,
+    "huggingface": HUGGINGFACE_KIND,
+    "keras_hub": KERAS_HUB_KIND,
+}
+
+
+def checkpoint_place(export_path) -> tuple[str, str]:
+    """(the folder, the checkpoint prefix's name) that export_checkpoint writes for
+    `export_path`: a folder and model.ckpt-best, or the folder and name of a prefix
+    (a name containing "ckpt" that is no folder)."""
+    from albert_tf.weights import release
+
+    export_path = os.fspath(export_path).rstrip("/")
+    if tf.io.gfile.isdir(export_path) or "ckpt" not in os.path.basename(export_path):
+        return export_path, release.CHECKPOINT_NAME
+    return os.path.dirname(export_path) or ".", os.path.basename(export_path)
 
 
 def export_checkpoint(albert_directory, export_path, *, checkpoint_name=None) -> dict:
@@ -34,33 +58,35 @@ def export_checkpoint(albert_directory, export_path, *, checkpoint_name=None) ->
     be a Hugging Face folder or keras-hub preset (albert_tf/weights): the conversion to
     the original format.
 
-    `export_path`: a folder (then `<folder>/model.ckpt-best`; created if needed), or the
-    prefix to write when its name contains "ckpt" and it is no folder; the folder's
-    `checkpoint` file names it, and albert_config.json (when absent), 30k-clean.model and
-    30k-clean.vocab (the source's SentencePiece model) are put beside it, so the folder is
-    a release folder (--init_checkpoint=<folder>, the original's export_to_tfhub.py).
-    Returns {"checkpoint": prefix, "variables": number written}.
+    `export_path`: a folder (then `<folder>/model.ckpt-best`), or the prefix to write
+    when its name contains "ckpt" and it is no folder (`checkpoint_place`). The folder is
+    written as a whole and replaces an earlier one (albert_tf/run/output_writer.py): its
+    `checkpoint` file names the prefix, and albert_config.json (the source's),
+    30k-clean.model and 30k-clean.vocab (the source's SentencePiece model) are put beside
+    it, so the folder is a release folder (--init_checkpoint=<folder>, the original's
+    export_to_tfhub.py). Returns {"checkpoint": prefix, "variables": number written}.
     """
     from albert_tf.weights import checkpoints, release
 
+    folder, name = checkpoint_place(export_path)
     files, config, model, _, report = load_pretrainer(albert_directory, checkpoint_name)
-    export_path = os.fspath(export_path)
-    if tf.io.gfile.isdir(export_path) or "ckpt" not in os.path.basename(export_path.rstrip("/")):
-        export_path = os.path.join(export_path, release.CHECKPOINT_NAME)
-    checkpoints.save_original_checkpoint(model, export_path, global_step=0, names=report.loaded)
-    folder = os.path.dirname(export_path) or "."
-    config_target = os.path.join(folder, release.CONFIG_NAME)
-    if not tf.io.gfile.exists(config_target):
+    inputs = {"--albert_directory": [albert_directory]}
+    with replace_output(folder, CHECKPOINT_KIND, flag="--export_path", inputs=inputs) as tmp:
+        checkpoints.save_original_checkpoint(
+            model, os.path.join(tmp, name), global_step=0, names=report.loaded
+        )
+        config_target = os.path.join(tmp, release.CONFIG_NAME)
         if files.config_file:
             tf.io.gfile.copy(files.config_file, config_target)
         else:
             config.to_json_file(config_target)
-    if files.spm_model_file:
-        release.write_tokenizer_files(folder, files.spm_model_file)
-    else:
-        _logger.warning("%s has no SentencePiece model: none written", albert_directory)
-    _logger.info("wrote %s: %d variables, no optimizer state", export_path, len(report.loaded) + 1)
-    return {"checkpoint": export_path, "variables": len(report.loaded) + 1}
+        if files.spm_model_file:
+            release.write_tokenizer_files(tmp, files.spm_model_file)
+        else:
+            _logger.warning("%s has no SentencePiece model: none written", albert_directory)
+    prefix = os.path.join(folder, name)
+    _logger.info("wrote %s: %d variables, no optimizer state", prefix, len(report.loaded) + 1)
+    return {"checkpoint": prefix, "variables": len(report.loaded) + 1}
 
 
 # Task heads with a Hugging Face class: run_classifier.py's, run_squad.py's SQuAD v1.1.
@@ -90,7 +116,8 @@ def export_huggingface(
     AlbertForPreTraining with the pretraining heads the checkpoint holds; a fine-tuned
     classifier (output_weights/output_bias in the checkpoint) goes out as
     AlbertForSequenceClassification, a SQuAD v1.1 model (cls/squad/*) as
-    AlbertForQuestionAnswering instead. An existing `export_path` is replaced.
+    AlbertForQuestionAnswering instead. An earlier Hugging Face export at `export_path` is
+    replaced (albert_tf/run/output_writer.py).
     Returns {"export_path", "architecture", "tensors"}."""
     from albert_tf.weights import huggingface
 
@@ -98,7 +125,7 @@ def export_huggingface(
     values = _loaded_values(model, report)
     values.update(_task_head_values(files, report))
     export_path = os.fspath(export_path).rstrip("/")
-    with staged(export_path) as tmp:
+    with replace_output(export_path, HUGGINGFACE_KIND, flag="--export_path") as tmp:
         written = huggingface.write_folder(
             tmp, config, values, files.spm_model_file, do_lower_case=do_lower_case
         )
@@ -116,13 +143,14 @@ def export_keras_hub(albert_directory, export_path, *, checkpoint_name=None) -> 
     AlbertTokenizer (tokenizer.json, assets/tokenizer/vocabulary.spm), which
     keras_hub.models.AlbertBackbone.from_preset and AlbertTokenizer.from_preset load. The
     pretraining and task heads are not carried (a backbone preset has none). An existing
-    `export_path` is replaced. Returns {"export_path", "tensors", "left_out"}."""
+    `export_path`: absent, empty or an earlier preset, which is replaced
+    (albert_tf/run/output_writer.py). Returns {"export_path", "tensors", "left_out"}."""
     from albert_tf.weights import keras_hub
 
     files, config, model, _, report = load_pretrainer(albert_directory, checkpoint_name)
     values = _loaded_values(model, report)
     export_path = os.fspath(export_path).rstrip("/")
-    with staged(export_path) as tmp:
+    with replace_output(export_path, KERAS_HUB_KIND, flag="--export_path") as tmp:
         written = keras_hub.write_folder(tmp, config, values, files.spm_model_file)
     if written["left_out"]:
         _logger.warning("not in a keras-hub backbone preset: %s", ", ".join(written["left_out"]))
@@ -161,7 +189,8 @@ class ExportOptions(SpeedPathOptions):
         "saved_model: the SavedModel folder (the raw-text model goes to its preprocess/); "
         "checkpoint: the folder to write (its model.ckpt-best), or the prefix to write when "
         "its name contains 'ckpt'; "
-        "huggingface, keras_hub: the folder to write.",
+        "huggingface, keras_hub: the folder to write. It must be absent, empty or an earlier "
+        "export of the same format, which is replaced once the new one is complete.",
         output="folder",
     )
     export_format: str = option(
@@ -187,9 +216,16 @@ def run(opts: ExportOptions) -> dict:
 
     check(opts)
     speed_paths.use(opts.speed_paths)
-    # The export replaces --export_path as a whole: never the release folder it reads.
-    output_paths.check_not_an_input(
-        {"--export_path": opts.export_path}, {"--albert_directory": [opts.albert_directory]}
+    # The export replaces its folder as a whole: only an earlier export of its format,
+    # never the folder it reads, "." or a folder a run holds (checked before any work).
+    folder = opts.export_path
+    if opts.export_format == "checkpoint":
+        folder = checkpoint_place(opts.export_path)[0]
+    check_destination(
+        folder,
+        KINDS[opts.export_format],
+        flag="--export_path",
+        inputs={"--albert_directory": [opts.albert_directory]},
     )
     if opts.export_format == "checkpoint":
         return export_checkpoint(

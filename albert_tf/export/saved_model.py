@@ -25,25 +25,24 @@ GLUE classifier signatures:
     preprocess_text. With it the SavedModel needs `import tensorflow_text` to load.
 
 The classifier's folder also holds `assets.extra/labels.txt` (one label per line, in
-index order). Every export is written under a temporary name and renamed, so a failed
-export leaves nothing behind.
+index order). Every export folder is written beside its destination and replaces it
+only once complete (albert_tf/run/output_writer.py): a failed export leaves the earlier
+one as it was, and a folder holding anything else is refused.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
 import os
-import uuid
 
 import tensorflow as tf
 
-from albert_tf import fileio
 from albert_tf.cpu import speed_paths
 from albert_tf.data.tokenization import DEFAULT_DIGIT_COMMA
 from albert_tf.errors import UserError
+from albert_tf.run.output_writer import replace_output
 
 _logger = logging.getLogger(__name__)
 
@@ -52,6 +51,11 @@ _logger = logging.getLogger(__name__)
 TENSORFLOW_ONLY = ("tensorflow",)
 WITH_TEXT_OPS = ("tensorflow", "tensorflow_text")
 EXPORT_INFO = os.path.join("assets.extra", "export_info.json")
+# The kinds of output folder (albert_tf/run/output_writer.py): an export replaces only
+# an earlier export of its kind.
+CLASSIFIER_KIND = "run_classifier.py SavedModel"
+SQUAD_KIND = "run_squad.py SavedModel and TFLite"
+ENCODER_KIND = "encoder SavedModel"
 
 
 def load_note(imports) -> str:
@@ -181,35 +185,6 @@ class ClassifierServing(tf.Module):
         return sigs
 
 
-def _owned_temporary(parent) -> str:
-    """A new temporary folder name in `parent` carrying this process's owner tag; the
-    temporaries of killed exports (SIGKILL) found there are removed first."""
-    fileio.remove_stale(parent, r"\.tmp-export-{owner}-[0-9a-f]+")
-    return fileio.join(parent, f".tmp-export-{fileio.owner_tag()}-{uuid.uuid4().hex}")
-
-
-@contextlib.contextmanager
-def staged(export_dir):
-    """Yields a temporary folder beside `export_dir`; on success it replaces export_dir
-    (an existing one is removed), on failure it is removed. Any filesystem: on a local
-    disk the folder appears at once; on Cloud Storage (no rename) its objects are copied
-    one by one, so a reader there should wait for the run to finish."""
-    export_dir = os.fspath(export_dir).rstrip("/")
-    parent = fileio.parent(
-        export_dir if fileio.is_remote(export_dir) else os.path.abspath(export_dir)
-    )
-    tf.io.gfile.makedirs(parent)
-    tmp = _owned_temporary(parent)
-    try:
-        yield tmp
-        if tf.io.gfile.exists(export_dir):
-            tf.io.gfile.rmtree(export_dir)
-        tf.io.gfile.rename(tmp, export_dir)
-    finally:
-        if tf.io.gfile.exists(tmp):
-            tf.io.gfile.rmtree(tmp)
-
-
 def _write_export_info(saved_model_dir, info: dict) -> None:
     extra = os.path.join(saved_model_dir, "assets.extra")
     tf.io.gfile.makedirs(extra)
@@ -229,8 +204,10 @@ def export_classifier(
     task_name=None,
     threshold=None,
     digit_comma=DEFAULT_DIGIT_COMMA,
+    flag="--export_dir",
 ) -> str:
-    """Writes a SavedModel of `model` (an AlbertClassifier) to `export_dir`.
+    """Writes a SavedModel of `model` (an AlbertClassifier) to `export_dir` (given as
+    `flag`, named in refusals).
 
     `digit_comma`: the tokenizer mode the model was fine-tuned with (serve_text must
     tokenize as training did; albert_tf.data.tokenization). An existing `export_dir` is
@@ -242,7 +219,7 @@ def export_classifier(
     )
     if spm_model_file is None:
         _logger.warning("no SentencePiece model: exporting without the serve_text signature")
-    with staged(export_dir) as tmp:
+    with replace_output(export_dir, CLASSIFIER_KIND, flag=flag) as tmp:
         # Plain ops only: the serving graph must load on builds without oneDNN
         # kernels or XLA (TF Serving, ARM).
         with speed_paths.forced(speed_paths.PLAIN):
@@ -279,13 +256,14 @@ def _squad_input_specs(max_seq_length):
     ]
 
 
-def export_squad(model, export_dir, max_seq_length) -> dict:
+def export_squad(model, export_dir, max_seq_length, flag="--export_dir") -> dict:
     """The original run_squad_v1.py --export_dir: a SavedModel under
     `<export_dir>/saved_model/<timestamp>` (serving_default: input_ids, input_mask,
     segment_ids int32 [1, S] -> start_logits, end_logits [1, S]) and a float TFLite
     model `<export_dir>/albert_model.tflite` with the same inputs; its outputs are
     output_0 = start_logits and output_1 = end_logits (TFLite drops the names of a
-    frozen function). Both are written under temporary names and renamed. Returns
+    frozen function). `export_dir` (given as `flag`) is replaced as a whole once both
+    are written (albert_tf/run/output_writer.py), so it holds one timestamp. Returns
     {"saved_model": path, "tflite": path}."""
     import time
 
@@ -299,36 +277,35 @@ def export_squad(model, export_dir, max_seq_length) -> dict:
         return {"start_logits": out["start_logits"], "end_logits": out["end_logits"]}
 
     export_dir = os.fspath(export_dir).rstrip("/")
-    saved = os.path.join(export_dir, "saved_model", str(int(time.time())))
-    tf.io.gfile.makedirs(os.path.dirname(saved))
-    tmp = _owned_temporary(os.path.dirname(saved))
+    saved_name = os.path.join("saved_model", str(int(time.time())))
+    tflite_name = "albert_model.tflite"
     module = tf.Module()
     module.model = model
-    # Plain ops only (see export_classifier); TFLite needs them too.
-    with speed_paths.forced(speed_paths.PLAIN):
-        module.serve = tf.function(serve, input_signature=_squad_input_specs(max_seq_length))
-        concrete = module.serve.get_concrete_function()
-        try:
-            tf.saved_model.save(module, tmp, signatures={"serving_default": concrete})
-            tf.io.gfile.rename(tmp, saved)
-        finally:
-            if tf.io.gfile.exists(tmp):
-                tf.io.gfile.rmtree(tmp)
-        # TFLite takes the weights as constants.
-        frozen = convert_variables_to_constants_v2(concrete)
-
-        def as_tuple(input_ids, input_mask, segment_ids):
-            out = tf.nest.pack_sequence_as(
-                concrete.structured_outputs, frozen(input_ids, input_mask, segment_ids)
+    with replace_output(export_dir, SQUAD_KIND, flag=flag) as tmp:
+        # Plain ops only (see export_classifier); TFLite needs them too.
+        with speed_paths.forced(speed_paths.PLAIN):
+            module.serve = tf.function(serve, input_signature=_squad_input_specs(max_seq_length))
+            concrete = module.serve.get_concrete_function()
+            tf.saved_model.save(
+                module, os.path.join(tmp, saved_name), signatures={"serving_default": concrete}
             )
-            return out["start_logits"], out["end_logits"]
+            # TFLite takes the weights as constants.
+            frozen = convert_variables_to_constants_v2(concrete)
 
-        as_tuple = tf.function(as_tuple, input_signature=_squad_input_specs(max_seq_length))
-        flatbuffer = tf.lite.TFLiteConverter.from_concrete_functions(
-            [as_tuple.get_concrete_function()], module
-        ).convert()
-    tflite = os.path.join(export_dir, "albert_model.tflite")
-    fileio.atomic_write_bytes(tflite, flatbuffer)
+            def as_tuple(input_ids, input_mask, segment_ids):
+                out = tf.nest.pack_sequence_as(
+                    concrete.structured_outputs, frozen(input_ids, input_mask, segment_ids)
+                )
+                return out["start_logits"], out["end_logits"]
+
+            as_tuple = tf.function(as_tuple, input_signature=_squad_input_specs(max_seq_length))
+            flatbuffer = tf.lite.TFLiteConverter.from_concrete_functions(
+                [as_tuple.get_concrete_function()], module
+            ).convert()
+        with tf.io.gfile.GFile(os.path.join(tmp, tflite_name), "wb") as f:
+            f.write(flatbuffer)
+    saved = os.path.join(export_dir, saved_name)
+    tflite = os.path.join(export_dir, tflite_name)
     _logger.info(
         "exported SavedModel to %s and TFLite to %s; the SavedModel %s",
         saved,
@@ -510,6 +487,7 @@ def export_encoder(
     do_lower_case=True,
     max_seq_length=128,
     digit_comma=DEFAULT_DIGIT_COMMA,
+    flag="--export_path",
 ) -> dict:
     """The pretrained encoder of `albert_directory` (albert_config.json, the checkpoint
     `checkpoint_name` (default model.ckpt-best, else the latest), 30k-clean.model) as a
@@ -522,6 +500,7 @@ def export_encoder(
     input_mask, segment_ids int32 [None, max_seq_length] (signatures serving_default and
     pair), tokenized in the graph as FullTokenizer does; it needs `import
     tensorflow_text`. Both folders' assets.extra/export_info.json say what loading needs.
+    `export_path` (given as `flag`) is replaced as a whole (albert_tf/run/output_writer.py).
     Returns {"encoder": path, "preprocess": path, "signatures": [...]}.
     """
     files, config, model, heads, _ = load_pretrainer(albert_directory, checkpoint_name)
@@ -547,7 +526,7 @@ def export_encoder(
         files.spm_model_file, max_seq_length, do_lower_case, digit_comma
     )
     export_path = os.fspath(export_path).rstrip("/")
-    with staged(export_path) as tmp:
+    with replace_output(export_path, ENCODER_KIND, flag=flag) as tmp:
         with speed_paths.forced(
             speed_paths.PLAIN
         ):  # no oneDNN-only kernels, no XLA (export_classifier)

@@ -85,6 +85,15 @@ class RunOptions(SpeedPathOptions):
         minimum=0,
     )
     use_tpu: bool = option(False, "Run on a Cloud TPU (TPUStrategy).")
+    clip_norm_like: str = option(
+        "auto",
+        "Which original the gradient-clipping norm follows: gpu = the original off TPU "
+        "(embedding lookups' gradient rows counted one per token position, repeated ids "
+        "not added up), tpu = the original on TPU (the added-up gradient); auto = tpu with "
+        "--use_tpu, else gpu, and a resumed run keeps the value it was started with. "
+        "docs/original.md 7.2.",
+        choices=("auto", "gpu", "tpu"),
+    )
     tpu_name: str | None = option(None, "Cloud TPU name or grpc:// address.")
     tpu_zone: str | None = option(None, "GCE zone of the TPU.")
     gcp_project: str | None = option(None, "GCP project of the TPU.")
@@ -124,7 +133,13 @@ class RunOptions(SpeedPathOptions):
         "Build the model even if its weights and optimizer state need more than this "
         "machine's memory (albert_tf/run/memory_check.py).",
     )
-    dtype: str = option("float32", "Keras dtype policy.", choices=("float32", "mixed_bfloat16"))
+    dtype: str = option(
+        "float32",
+        "Keras dtype policy: the matrix products in bfloat16 (TPUs, A100/H100, CPUs with "
+        "AVX512_BF16 or AMX) or float16 with dynamic loss scaling (T4, V100, P100); layer "
+        "norm, softmax, the losses and the optimizer stay float32 (docs/pretraining.md).",
+        choices=("float32", "mixed_bfloat16", "mixed_float16"),
+    )
     use_xla: bool = option(
         False, "Compile the training and evaluation steps with XLA (always on a TPU)."
     )
@@ -197,6 +212,8 @@ class Task:
     record_flags: the flags naming TFRecord files the run reads as they are (a damaged
       one can only show while it is read); the feature caches of the fine-tuning tasks
       are checked against their inputs instead.
+    export_kind: the kind of output folder --export_dir holds, the only kind it replaces
+      (albert_tf/run/output_writer.py).
     """
 
     head: str = ""
@@ -204,6 +221,7 @@ class Task:
     metric_names: tuple[str, ...] = ()
     init_from_group0: bool = False
     record_flags: tuple[str, ...] = ()
+    export_kind: str = ""
 
     def __init__(self, options: RunOptions):
         self.options = options
@@ -368,7 +386,7 @@ def check_before_work(task: Task, config, resuming: bool, initial) -> None:
     --init_checkpoint is complete and its config agrees; the model fits in memory
     (albert_tf/run/memory_check.py)."""
     from albert_tf import output_paths
-    from albert_tf.run import memory_check
+    from albert_tf.run import memory_check, output_writer
 
     opts = task.options
     outputs = task.file_outputs()
@@ -380,12 +398,15 @@ def check_before_work(task: Task, config, resuming: bool, initial) -> None:
     export_dir = getattr(opts, "export_dir", None)
     if export_dir:  # replaced as a whole by the export: never an input or the output folder
         guarded = {**inputs, "--output_dir": [opts.output_dir]}
-        output_paths.check_not_an_input({"--export_dir": export_dir}, guarded)
+        output_writer.check_destination(
+            export_dir, task.export_kind, flag="--export_dir", inputs=guarded
+        )
     if opts.strategy != "multi_worker":  # workers share the chief's folder
         run_lock.check_free(opts.output_dir)
     checkpoint_checks.check_output_checkpoints_intact(opts.output_dir)
     if resuming:
-        run_record.check_resume(opts.output_dir, task.input_shape())
+        chosen = {} if opts.clip_norm_like == "auto" else {"clip_norm_like": opts.clip_norm_like}
+        run_record.check_resume(opts.output_dir, {**task.input_shape(), **chosen})
     if initial and initial[0] == "--init_checkpoint":
         check_init_checkpoint(initial[1])
         config_file = getattr(opts, "albert_config_file", None)
@@ -481,9 +502,11 @@ def train(task: Task, current: Run, selector) -> int:
         )
     # The input flags, recorded with the first checkpoint this run writes (a fresh run),
     # or kept as they are (a resumed one: `check_before_work` compared them).
+    recorded = run_record.read(opts.output_dir) if current.resuming else None
+    clip_like = clip_norm_like(opts, recorded)
     record = {}  # emptied once written
-    if current.is_chief and (not current.resuming or run_record.read(opts.output_dir) is None):
-        record["values"] = task.input_shape()
+    if current.is_chief and recorded is None:
+        record["values"] = {**task.input_shape(), "clip_norm_like": clip_like}
     loop = training.LoopConfig(
         num_train_steps=plan.num_train_steps,
         global_batch_size=opts.train_batch_size,
@@ -491,6 +514,8 @@ def train(task: Task, current: Run, selector) -> int:
         save_checkpoints_steps=opts.save_checkpoints_steps,
         keep_checkpoint_max=opts.keep_checkpoint_max,
         gradient_accumulation_steps=plan.gradient_accumulation_steps,
+        clip_norm_over_lookup_rows=clip_like == "gpu",
+        loss_scaling=opts.dtype == "mixed_float16",
         jit_compile=current.jit_compile,
     )
     trainer = training.Trainer(
@@ -512,6 +537,18 @@ def train(task: Task, current: Run, selector) -> int:
         plan.dataset_fn, after_save=selector.evaluate_current if selector is not None else None
     )
     return int(optimizer.iterations.numpy())
+
+
+def clip_norm_like(opts: RunOptions, recorded: dict | None) -> str:
+    """ "gpu" or "tpu": --clip_norm_like, or for auto the value a resumed run was started
+    with (its run record), else the original's on this hardware. A record written
+    before the flag existed says nothing: those runs clipped as "tpu" does, and auto
+    resumes them so, for the same weights as an uninterrupted run."""
+    if opts.clip_norm_like != "auto":
+        return opts.clip_norm_like
+    if recorded is not None:
+        return recorded.get("clip_norm_like", "tpu")
+    return "tpu" if opts.use_tpu else "gpu"
 
 
 def describe_saved_step(current: Run, task: Task, record) -> None:

@@ -226,6 +226,7 @@ class _AdamCore(keras.optimizers.Optimizer):
         self._adaptation_exclusions = self._layer_adaptation_arg or self._decay_exclusions
         # Set for the duration of one `apply` (see there).
         self._gradient_scale = None
+        self._apply_if = None
         self._previous_update = {}
 
     # --- exclusion rules (original `_do_use_weight_decay` and
@@ -245,10 +246,12 @@ class _AdamCore(keras.optimizers.Optimizer):
 
     # --- Keras optimizer protocol --------------------------------------
 
-    def apply(self, grads, trainable_variables=None, gradient_scale=None):
+    def apply(self, grads, trainable_variables=None, gradient_scale=None, apply_if=None):
         """Applies one update; `gradient_scale` (a scalar, e.g. the factor of
         `global_norm_clip_scale`) multiplies each gradient inside its own
-        update, so clipping needs no clipped copy of every gradient.
+        update, so clipping needs no clipped copy of every gradient. With `apply_if` (a
+        bool []) False, every variable and slot keeps its value (a float16 step whose
+        gradients overflowed, albert_tf/run/loss_scale.py); the step still counts.
 
         In graph mode the per-variable updates run one after another (control
         dependencies), so only one variable's temporaries are alive at a time
@@ -263,11 +266,13 @@ class _AdamCore(keras.optimizers.Optimizer):
                 grads = [g for g, _ in pairs]
                 trainable_variables = [v for _, v in pairs]
         self._gradient_scale = gradient_scale
+        self._apply_if = apply_if
         self._previous_update = {}  # device -> ops the next update waits for
         try:
             return super().apply(grads, trainable_variables)
         finally:
             self._gradient_scale = None
+            self._apply_if = None
             self._previous_update = {}
 
     def build(self, var_list):
@@ -319,6 +324,11 @@ class _AdamCore(keras.optimizers.Optimizer):
             update_with_lr = lr * update
 
         new_param = param - update_with_lr
+        if self._apply_if is not None:
+            # A select, not a cond: no branch to leave the replica context for.
+            new_param = tf.where(self._apply_if, new_param, param)
+            next_m = tf.where(self._apply_if, next_m, m)
+            next_v = tf.where(self._apply_if, next_v, v)
         if isinstance(variable, tf.Variable) and not tf.executing_eagerly():
             ops = [
                 variable.assign(new_param, read_value=False),
@@ -545,6 +555,13 @@ def global_norm_clip_scale(grads: Iterable, clip_norm=1.0):
     if not present:
         return tf.constant(1.0, tf.float32), tf.constant(0.0, tf.float32)
     norm = tf.linalg.global_norm(present)
+    return clip_scale(norm, clip_norm), norm
+
+
+def clip_scale(norm, clip_norm=1.0):
+    """The factor `tf.clip_by_global_norm` multiplies every gradient by when their
+    global norm is `norm` (a float32 []): min(1, clip_norm / norm), NaN when `norm`
+    is not finite, in its operation order."""
     clip = tf.cast(clip_norm, norm.dtype)
     scale = clip * tf.minimum(1.0 / norm, tf.constant(1.0, norm.dtype) / clip)
-    return scale + (norm - norm), norm
+    return scale + (norm - norm)

@@ -80,7 +80,7 @@ def _stale(holder: dict) -> bool:
     return False
 
 
-def _refuse(output_dir: str, holder: dict) -> UserError:
+def _refuse(output_dir: str, holder: dict, flag: str = "--output_dir") -> UserError:
     path = lock_path(output_dir)
     who = (
         f"process {holder.get('pid')} on {holder.get('host')}, started {holder.get('started')}"
@@ -88,8 +88,8 @@ def _refuse(output_dir: str, holder: dict) -> UserError:
         else "a run that left an unreadable lock"
     )
     return UserError(
-        f"--output_dir={output_dir}: another run writes in it ({who}; {path}); expected "
-        "one run per output folder: wait for it, use another --output_dir, or remove "
+        f"{flag}={output_dir}: another run writes in it ({who}; {path}); expected "
+        f"one run per output folder: wait for it, use another {flag}, or remove "
         f"{path} if that run is gone"
     )
 
@@ -104,14 +104,14 @@ def _create_local(path: str, text: str) -> bool:
     return True
 
 
-def check_free(output_dir: str) -> None:
-    """UserError when a running process holds the lock of `output_dir` (checked before
-    any work; `acquire` takes the lock once the folder exists)."""
+def check_free(output_dir: str, flag: str = "--output_dir") -> None:
+    """UserError (naming `flag`) when a running process holds the lock of `output_dir`
+    (checked before any work; `acquire` takes the lock once the folder exists)."""
     path = lock_path(output_dir)
     if tf.io.gfile.exists(path):
         holder = _read(path)
         if holder is not None and not _stale(holder):
-            raise _refuse(output_dir, holder)
+            raise _refuse(output_dir, holder, flag)
 
 
 def acquire(output_dir: str) -> dict:

@@ -32,6 +32,27 @@ per core and summed the per-core gradients (CrossShardOptimizer without its
 meaning so that results do not depend on how the batch is split (the tests check 1 vs
 2 workers, 1 vs 2 replicas and k micro-batches vs one big batch on data whose masked
 counts differ between parts).
+
+The clipping norm (`LoopConfig.clip_norm_over_lookup_rows`, docs/original.md §7.2): the
+original on TPU looked embeddings up with a one-hot matmul, so every gradient was dense
+and the norm was that of the summed gradient (ours with the option off). Off TPU it
+looked them up with a gather, whose gradient (`tf.IndexedSlices`) holds one row per
+token position with repeated ids not yet added up, and `tf.clip_by_global_norm` took
+the norm over those rows; the update still applied the added-up gradient. With the
+option on we do the same: each replica adds up the squares of its lookup gradients' rows
+(their values are the upstream gradient, already computed; no copy is made), the
+replicas' and micro-batches' row sums are added (the rows of a global batch on one
+device), and the other gradients count densely. Which gradients arrive row by row is a
+property of the model's graph: in fine-tuning the word and token-type tables; in
+pretraining the token-type table alone, since the word table is also the masked-LM
+output matrix and TensorFlow adds its two gradients into a dense one, as the original's
+graph did.
+
+With `LoopConfig.loss_scaling` (`--dtype=mixed_float16`) the loss is scaled before it is
+differentiated and the gradients unscaled after the cross-replica sum, before the norm
+is taken; a step whose gradients overflow is skipped (albert_tf/run/loss_scale.py). Its
+loss is still finite: a non-finite loss, or gradients that overflow at the smallest
+scale, stop the run as a divergence does in every dtype.
 """
 
 from __future__ import annotations
@@ -49,7 +70,8 @@ import tensorflow as tf
 
 from albert_tf.errors import TrainingInterrupted, UserError
 from albert_tf.run import checkpoint_layout
-from albert_tf.run.optimization import clip_by_global_norm, global_norm_clip_scale
+from albert_tf.run.loss_scale import INITIAL_SCALE, SMALLEST_SCALE, DynamicLossScale
+from albert_tf.run.optimization import clip_by_global_norm, clip_scale, global_norm_clip_scale
 
 _logger = logging.getLogger(__name__)
 
@@ -106,6 +128,12 @@ class LoopConfig:
     keep_checkpoint_max: int | None = 5  # None or 0: keep every checkpoint
     gradient_accumulation_steps: int = 1
     clip_norm: float = 1.0
+    # The original off TPU: lookup gradients count row by row in the clipping norm
+    # (module docstring); False: the norm of the added-up gradients (the original on TPU).
+    clip_norm_over_lookup_rows: bool = False
+    # Dynamic loss scaling (float16 products: albert_tf/run/loss_scale.py).
+    loss_scaling: bool = False
+    initial_loss_scale: float = INITIAL_SCALE
     jit_compile: bool = False
 
     def __post_init__(self):
@@ -173,7 +201,9 @@ class Trainer:
         self.model = model
         self.optimizer = optimizer
         self.loss_fn = loss_fn
-        self.metric_names = ["loss", *metric_names, "gradient_norm"]
+        # skipped_steps: the fraction of a loop's steps whose float16 gradients overflowed.
+        extra = ["skipped_steps"] if config.loss_scaling else []
+        self.metric_names = ["loss", *metric_names, "gradient_norm", *extra]
         self.output_dir = output_dir
         self.config = config
         self.is_chief = is_chief
@@ -182,7 +212,12 @@ class Trainer:
         self.loss_normalizers = loss_normalizers
         if hasattr(optimizer, "gradients_are_reduced"):
             optimizer.gradients_are_reduced = True
+        if config.loss_scaling and not getattr(optimizer, "accepts_gradient_scale", False):
+            raise ValueError("loss scaling needs an albert_tf.run.optimization optimizer")
+        self.loss_scale = None
         with strategy.scope():
+            if config.loss_scaling:
+                self.loss_scale = DynamicLossScale(config.initial_loss_scale)
             # Slots exist before a restore, so it fills them instead of deferring.
             optimizer.build(model.trainable_variables)
             self._accumulators = []
@@ -196,6 +231,16 @@ class Trainer:
                     )
                     for v in model.trainable_variables
                 ]
+                # The micro-batches' sum of squared lookup-gradient rows.
+                self._row_square_accumulator = tf.Variable(
+                    0.0,
+                    trainable=False,
+                    synchronization=tf.VariableSynchronization.ON_READ,
+                    aggregation=tf.VariableAggregation.SUM,
+                )
+        # The indices of the variables whose gradient arrives row by row (a gather's
+        # tf.IndexedSlices); found when the step is traced, the same on every trace.
+        self._lookup_rows = ()
         self._train_loop = tf.function(self._loop_body)
         self._probe = tf.function(self._probe_body)
         if config.jit_compile:
@@ -207,8 +252,10 @@ class Trainer:
 
     # --- replica context ---------------------------------------------------
     def _gradients(self, features, *normalizers):
-        """Gradients of this replica's share of the global batch's loss, and its shares of
-        the logged scalars (summed over the parts, they give the step's values)."""
+        """Gradients of this replica's share of the global batch's loss (dense), half the
+        sum of squares of the lookup gradients' rows (float32 [], 0 unless
+        `clip_norm_over_lookup_rows`), and this replica's shares of the logged scalars
+        (summed over the parts, they give the step's values)."""
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
             if normalizers:
@@ -218,46 +265,83 @@ class Trainer:
                 loss, parts = self.loss_fn(self.model, features, training=True)
                 share = self.strategy.num_replicas_in_sync * self.config.gradient_accumulation_steps
             loss = tf.cast(loss, tf.float32) / share
-        grads = tape.gradient(loss, variables)
+            target = loss if self.loss_scale is None else loss * self.loss_scale.scale
+        grads = tape.gradient(target, variables)
+        rows = [i for i, g in enumerate(grads) if isinstance(g, tf.IndexedSlices)]
+        self._lookup_rows = tuple(rows)
+        row_squares = tf.constant(0.0, tf.float32)
+        if self.config.clip_norm_over_lookup_rows and rows:
+            # As tf.linalg.global_norm sums them: halves of squared norms (l2_loss).
+            row_squares = tf.add_n(
+                [tf.nn.l2_loss(tf.cast(grads[i].values, tf.float32)) for i in rows]
+            )
         grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
         shares = {name: tf.cast(value, tf.float32) / share for name, value in parts.items()}
-        return grads, {"loss": loss, **shares}
+        return grads, row_squares, {"loss": loss, **shares}
 
-    def _apply(self, grads):
+    def _apply(self, grads, row_squares):
+        """Sums the replicas' gradients, clips and applies them; returns
+        {"gradient_norm": [], and with loss scaling "skipped_steps": 1.0 or 0.0}."""
         variables = self.model.trainable_variables
         present = [i for i, g in enumerate(grads) if g is not None]
         reduced = [grads[i] for i in present]
         if self.strategy.num_replicas_in_sync > 1:
-            reduced = tf.distribute.get_replica_context().all_reduce(
-                tf.distribute.ReduceOp.SUM, reduced
+            *reduced, row_squares = tf.distribute.get_replica_context().all_reduce(
+                tf.distribute.ReduceOp.SUM, [*reduced, row_squares]
             )
         targets = [variables[i] for i in present]
-        if getattr(self.optimizer, "accepts_gradient_scale", False):
+        if self.loss_scale is not None:  # a power of two: unscaling is exact
+            unscale = 1.0 / tf.convert_to_tensor(self.loss_scale.scale)
+            reduced = [g * unscale for g in reduced]
+            row_squares = row_squares * unscale * unscale
+        accepts_scale = getattr(self.optimizer, "accepts_gradient_scale", False)
+        if self.config.clip_norm_over_lookup_rows and self._lookup_rows:
+            # The norm of the original off TPU: the lookups' rows instead of their sums.
+            dense = [
+                tf.nn.l2_loss(g) for i, g in zip(present, reduced) if i not in self._lookup_rows
+            ]
+            norm = tf.sqrt(tf.reduce_sum(tf.stack([*dense, row_squares])) * 2.0)
+            scale = clip_scale(norm, self.config.clip_norm)
+        elif accepts_scale:
             # Clipping inside each variable's update: no clipped copy of all gradients.
             scale, norm = global_norm_clip_scale(reduced, self.config.clip_norm)
-            self.optimizer.apply(reduced, targets, gradient_scale=scale)
         else:
             clipped, norm = clip_by_global_norm(reduced, self.config.clip_norm)
             self.optimizer.apply(clipped, targets)
-        return norm
+            return {"gradient_norm": norm}
+        if self.loss_scale is not None:
+            finite = tf.math.is_finite(norm)  # any overflowed gradient makes the norm so
+            self.optimizer.apply(reduced, targets, gradient_scale=scale, apply_if=finite)
+            self.loss_scale.update(finite)
+            return {
+                "gradient_norm": tf.where(finite, norm, 0.0),
+                "skipped_steps": 1.0 - tf.cast(finite, tf.float32),
+            }
+        if accepts_scale:
+            self.optimizer.apply(reduced, targets, gradient_scale=scale)
+        else:
+            self.optimizer.apply([g * scale for g in reduced], targets)
+        return {"gradient_norm": norm}
 
     def _step(self, features, *normalizers):
-        grads, parts = self._gradients(features, *normalizers)
-        return parts, self._apply(grads)
+        grads, row_squares, parts = self._gradients(features, *normalizers)
+        return parts, self._apply(grads, row_squares)
 
     def _accumulate(self, features, *normalizers):
-        grads, parts = self._gradients(features, *normalizers)
+        grads, row_squares, parts = self._gradients(features, *normalizers)
         for acc, g in zip(self._accumulators, grads):
             if g is not None:
                 acc.assign_add(g)
+        self._row_square_accumulator.assign_add(row_squares)
         return parts
 
     def _apply_accumulated(self):
         grads = [acc.read_value() for acc in self._accumulators]
-        norm = self._apply(grads)
+        applied = self._apply(grads, self._row_square_accumulator.read_value())
         for acc in self._accumulators:
             acc.assign(tf.zeros_like(acc))
-        return norm
+        self._row_square_accumulator.assign(0.0)
+        return applied
 
     def _probe_replica_non_finite(self, features):
         outputs = tf.nest.flatten(self.model(features, training=False))
@@ -303,7 +387,7 @@ class Trainer:
             batches = [next(iterator) for _ in range(k)]  # the step's global batch
             normalizers = self._step_normalizers(batches)
             if k == 1:
-                parts, norm = self.strategy.run(self._step, args=(batches[0], *normalizers))
+                parts, applied = self.strategy.run(self._step, args=(batches[0], *normalizers))
                 parts = self._sum(parts)
             else:
                 shares = [
@@ -311,11 +395,9 @@ class Trainer:
                     for b in batches
                 ]
                 parts = {name: tf.add_n([s[name] for s in shares]) for name in shares[0]}
-                norm = self.strategy.run(self._apply_accumulated)
-            # The same norm on every replica.
-            parts["gradient_norm"] = self.strategy.reduce(
-                tf.distribute.ReduceOp.MEAN, norm, axis=None
-            )
+                applied = self.strategy.run(self._apply_accumulated)
+            for name, value in applied.items():  # the same value on every replica
+                parts[name] = self.strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None)
             totals = {name: totals[name] + parts[name] for name in self.metric_names}
         return {name: value / tf.cast(steps, tf.float32) for name, value in totals.items()}
 
@@ -348,6 +430,8 @@ class Trainer:
         # point (ckpt-<step>) holds whole.
         state = checkpoint_layout.state_objects(self.model, self.optimizer, iterator_state)
         whole = {"model": self.model, "optimizer": self.optimizer}
+        if self.loss_scale is not None:  # beside the input position (loss_scale.py)
+            state["loss_scale"] = whole["loss_scale"] = self.loss_scale
         streams = random_stream_states(self.model)
         if streams:  # none without dropout: checkpoints keep their former layout
             whole["random_streams"] = streams
@@ -390,6 +474,14 @@ class Trainer:
                         f"non-finite training metrics in steps {step + 1}-{step + n}: {metrics}",
                         directory,
                     )
+                if self.loss_scale is not None:
+                    metrics["loss_scale"] = float(self.loss_scale.scale.numpy())
+                    if metrics["loss_scale"] < SMALLEST_SCALE:
+                        self._stop_non_finite(
+                            f"the float16 gradients of steps {step + 1}-{step + n} overflow "
+                            f"even at loss scale {SMALLEST_SCALE:g}",
+                            directory,
+                        )
                 step += n
                 self._report(step, n, elapsed, metrics, start_step, start_time)
                 regular = self._on_schedule(step)

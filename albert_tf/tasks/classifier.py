@@ -27,6 +27,7 @@ import tensorflow as tf
 
 from albert_tf import fileio
 from albert_tf.errors import UserError
+from albert_tf.export.saved_model import CLASSIFIER_KIND
 from albert_tf.model.config import AlbertConfig
 from albert_tf.model.heads import OutputProjection
 from albert_tf.model.modeling import AlbertModel
@@ -243,6 +244,7 @@ class ClassifierTask(driver.Task):
 
     head = "classifier"
     head_patterns = tuple(HEAD_PATTERNS)
+    export_kind = CLASSIFIER_KIND
 
     def __init__(self, options: ClassifierOptions):
         super().__init__(options)

@@ -35,6 +35,7 @@ import tensorflow as tf
 
 from albert_tf import fileio
 from albert_tf.errors import UserError
+from albert_tf.export.saved_model import SQUAD_KIND
 from albert_tf.model.config import AlbertConfig
 from albert_tf.model.heads import OutputProjection, SquadV2Head
 from albert_tf.model.modeling import AlbertModel
@@ -488,6 +489,8 @@ class SquadTask(driver.Task):
     """SQuAD v1.1 / v2.0: span features of the train and predict JSON files, checkpoints
     selected by F1 on the predict file when it holds answers, predictions.json,
     nbest_predictions.json (and null_odds.json for v2), the v1.1 SavedModel/TFLite export."""
+
+    export_kind = SQUAD_KIND
 
     def __init__(self, options: SquadOptions):
         super().__init__(options)

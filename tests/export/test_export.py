@@ -421,6 +421,7 @@ def test_huggingface_export_converts_back_to_a_release_folder_bit_exact(tmp_path
     assert _export(folder, hf, "huggingface") == 0
     assert "architecture: AlbertForPreTraining" in capsys.readouterr().out
     assert sorted(os.listdir(hf)) == [
+        ".albert_tf_output.json",
         "config.json",
         "model.safetensors",
         "special_tokens_map.json",
@@ -466,6 +467,7 @@ def test_keras_hub_export_converts_back_to_a_release_folder_bit_exact(tmp_path, 
     assert _export(folder, preset, "keras_hub") == 0
     assert "left_out: 7" in capsys.readouterr().out  # the MLM (5) and SOP (2) heads
     assert sorted(os.listdir(preset)) == [
+        ".albert_tf_output.json",
         "assets",
         "config.json",
         "metadata.json",
@@ -476,3 +478,79 @@ def test_keras_hub_export_converts_back_to_a_release_folder_bit_exact(tmp_path, 
     assert _export(preset, out, "checkpoint") == 0
     _assert_best_checkpoint_holds(out, model, lambda n: n.startswith("bert/"))
     assert (out / "30k-clean.model").read_bytes() == open(DEMO_SPM, "rb").read()
+
+
+# --- every format writes through albert_tf/run/output_writer.py -----------------------
+def _user_files(folder):
+    (folder / "sub").mkdir(parents=True)
+    (folder / "notes.txt").write_bytes(b"mine \x00\n")
+    (folder / "sub" / "results.csv").write_bytes(b"a,b\n1,2\n")
+    return {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def _one_line_error(capsys, start):
+    err = capsys.readouterr().err
+    assert err.startswith(f"export: error: {start}") and err.count("\n") == 1, err
+    return err
+
+
+@pytest.mark.parametrize("export_format", ["saved_model", "checkpoint", "huggingface", "keras_hub"])
+def test_no_format_writes_over_user_files_the_current_folder_or_a_link(
+    tmp_path, capsys, monkeypatch, export_format
+):
+    """Refused before any work: the source is never even read (it holds a config only)."""
+    source = tmp_path / "release"
+    source.mkdir()
+    tiny_config().to_json_file(str(source / "albert_config.json"))
+    user = tmp_path / "user"
+    kept = _user_files(user)
+    assert _export(source, user, export_format) == 1
+    _one_line_error(capsys, f"--export_path={user}: holds files this program did not write")
+    (tmp_path / "link").symlink_to(user)
+    assert _export(source, tmp_path / "link", export_format) == 1
+    _one_line_error(capsys, f"--export_path={tmp_path / 'link'}: a symbolic link (to {user})")
+    monkeypatch.chdir(user)
+    assert _export(source, ".", export_format) == 1
+    _one_line_error(capsys, "--export_path=.: the current folder")
+    assert {p: p.read_bytes() for p in user.rglob("*") if p.is_file()} == kept
+    assert sorted(os.listdir(tmp_path)) == ["link", "release", "user"]
+
+
+def test_checkpoint_export_refuses_a_folder_a_training_holds_or_with_a_foreign_config(
+    tmp_path, capsys
+):
+    import socket
+
+    source = tmp_path / "release"
+    source.mkdir()
+    tiny_config().to_json_file(str(source / "albert_config.json"))
+    training = tmp_path / "training"
+    training.mkdir()
+    lock = {"host": socket.gethostname(), "pid": os.getppid(), "started": "t0"}
+    (training / ".albert_tf.lock").write_text(json.dumps(lock))
+    for target in (training, training / "model.ckpt-9"):
+        assert _export(source, target, "checkpoint") == 1
+        _one_line_error(capsys, f"--export_path={training}: another run writes in it")
+    assert os.listdir(training) == [".albert_tf.lock"]
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "albert_config.json").write_text('{"num_hidden_layers": 48}')
+    assert _export(source, tmp_path / "other", "checkpoint") == 1
+    _one_line_error(capsys, f"--export_path={tmp_path / 'other'}: holds files this program")
+    assert (tmp_path / "other" / "albert_config.json").read_text() == '{"num_hidden_layers": 48}'
+
+
+def test_checkpoint_export_replaces_an_earlier_one_with_the_sources_config(tmp_path):
+    from albert_tf.run.output_writer import MARKER
+
+    folder, model = _release_folder(tmp_path / "release")
+    out = tmp_path / "exported"
+    assert _export(folder, out, "checkpoint") == 0
+    listing = sorted(os.listdir(out))
+    (out / "albert_config.json").write_text('{"num_hidden_layers": 48}')
+    assert _export(folder, out, "checkpoint") == 0
+    assert sorted(os.listdir(out)) == listing and MARKER in listing
+    assert (out / "albert_config.json").read_bytes() == open(
+        os.path.join(folder, "albert_config.json"), "rb"
+    ).read()
+    _assert_best_checkpoint_holds(out, model)
+    assert sorted(os.listdir(tmp_path)) == ["exported", "release"]

@@ -127,3 +127,19 @@ def test_the_run_sets_the_speed_path_switch_before_anything_is_traced(tmp_path, 
         with pytest.raises(UserError, match="stop here"):
             driver.run(_Stops(opts))
     assert seen == ["native", "auto"]
+
+
+@pytest.mark.parametrize(
+    "flag, use_tpu, recorded, expected",
+    [
+        ("auto", False, None, "gpu"),  # a fresh run: the original on this hardware
+        ("auto", True, None, "tpu"),
+        ("auto", True, {"clip_norm_like": "gpu"}, "gpu"),  # a resume keeps its value
+        ("auto", False, {"train_batch_size": 8}, "tpu"),  # recorded before the flag
+        ("tpu", False, None, "tpu"),
+        ("gpu", True, {"clip_norm_like": "tpu"}, "gpu"),  # check_resume refuses it first
+    ],
+)
+def test_clip_norm_like_resolves_auto(flag, use_tpu, recorded, expected):
+    opts = types.SimpleNamespace(clip_norm_like=flag, use_tpu=use_tpu)
+    assert driver.clip_norm_like(opts, recorded) == expected

@@ -3,15 +3,18 @@
 import os
 import re
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from albert_tf.model import losses
 from albert_tf.run import checkpoint_layout, training
-from albert_tf.tasks import pretraining
+from albert_tf.run.optimization import create_optimizer
+from albert_tf.tasks import classifier, pretraining
+from albert_tf.tasks.classifier import AlbertClassifier
 
-from training_fixtures import build, dataset_fn, loss_summaries
+from training_fixtures import build, dataset_fn, loss_summaries, tiny_config
 from worker_fixtures import run_cluster, run_script
 
 
@@ -425,3 +428,115 @@ def test_xla_step_matches_plain_step(tmp_path):
     )
     for a, b in zip(weights(plain), weights(compiled)):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-5)
+
+
+# --- the clipping norm of the original off TPU (--clip_norm_like=gpu) -----------------
+def classifier_batch(ids, segments):
+    """A classifier batch: `ids` and `segments` [B, S] int, labels alternating."""
+    ids = np.asarray(ids, np.int32)
+    return {
+        "input_ids": ids,
+        "input_mask": np.ones_like(ids),
+        "segment_ids": np.asarray(segments, np.int32),
+        "label_ids": (np.arange(len(ids)) % 2).astype(np.int32),
+    }
+
+
+def build_classifier(optimizer, seed=3):
+    keras.utils.set_random_seed(seed)
+    model = AlbertClassifier(tiny_config(), num_labels=2, classifier_dropout=0.0)
+    model.build()
+    return model, create_optimizer(1e-2, 10, 0, optimizer)
+
+
+def train_classifier_once(
+    tmp_path, batch, optimizer, rows, accumulation=1, clip_norm=0.01, jit_compile=False
+):
+    """One Trainer step of the tiny classifier on `batch`; (model, trainer, metrics)."""
+    model, opt = build_classifier(optimizer)
+    size = len(batch["input_ids"])
+    config = training.LoopConfig(
+        num_train_steps=1,
+        global_batch_size=size,
+        iterations_per_loop=1,
+        gradient_accumulation_steps=accumulation,
+        clip_norm=clip_norm,
+        clip_norm_over_lookup_rows=rows,
+        jit_compile=jit_compile,
+    )
+    trainer = training.Trainer(
+        tf.distribute.get_strategy(), model, opt, classifier.loss_fn, [], str(tmp_path), config
+    )
+
+    def fn(ctx):
+        data = tf.data.Dataset.from_tensor_slices(batch).repeat()
+        return data.batch(size // accumulation, drop_remainder=True)
+
+    return model, trainer, trainer.train(fn)
+
+
+REPEATED = classifier_batch(
+    [[2, 5, 5, 7, 5, 9, 9, 3], [2, 7, 7, 7, 5, 9, 3, 3], [2, 5, 9, 9, 9, 7, 3, 0]] * 2,
+    [[0, 0, 0, 0, 1, 1, 1, 1]] * 6,
+)
+# Every word id and every segment id once: no row of a lookup gradient repeats.
+UNIQUE = classifier_batch([[2, 11]], [[0, 1]])
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "lamb"])
+@pytest.mark.parametrize("batch", [REPEATED, UNIQUE], ids=["repeated_ids", "unique_ids"])
+def test_lookup_row_clipping_is_tf_clip_by_global_norm_of_the_gathers_gradients(
+    tmp_path, optimizer, batch
+):
+    """The reference is the original's path off TPU: TensorFlow's own clip_by_global_norm
+    on the tape's gradients as they come, the word and token-type tables' as
+    tf.IndexedSlices of one row per token; the update then adds the rows up."""
+    model, trainer, metrics = train_classifier_once(tmp_path, batch, optimizer, rows=True)
+    names = sorted(model.trainable_variables[i].path for i in trainer._lookup_rows)
+    assert [n.rsplit("/", 1)[-1] for n in names] == ["token_type_embeddings", "word_embeddings"]
+
+    reference, opt = build_classifier(optimizer)
+    with tf.GradientTape() as tape:
+        loss, _ = classifier.loss_fn(reference, batch, training=True)
+    grads = tape.gradient(loss, reference.trainable_variables)
+    assert sum(isinstance(g, tf.IndexedSlices) for g in grads) == 2
+    clipped, norm = tf.clip_by_global_norm(grads, 0.01)
+    dense_norm = tf.linalg.global_norm([tf.convert_to_tensor(g) for g in grads])
+    np.testing.assert_allclose(metrics["gradient_norm"], norm.numpy(), rtol=1e-6)
+    if batch is REPEATED:
+        assert abs(float(norm) / float(dense_norm) - 1) > 0.01  # the two norms differ
+    else:
+        np.testing.assert_allclose(float(norm), float(dense_norm), rtol=1e-6)
+    opt.apply([tf.convert_to_tensor(g) for g in clipped], reference.trainable_variables)
+    # Scaling the added-up rows or adding up the scaled rows: float32 rounding, which
+    # Adam's normalised step carries into the weights at 1e-4 of the step (lr 1e-2).
+    for got, want in zip(model.trainable_variables, reference.trainable_variables):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=0, atol=1e-6)
+
+    _, _, dense = train_classifier_once(tmp_path / "dense", batch, optimizer, rows=False)
+    np.testing.assert_allclose(dense["gradient_norm"], dense_norm.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["plain", "xla"])
+def test_lookup_row_clipping_adds_the_rows_of_every_micro_batch(tmp_path, jit_compile):
+    """Two micro-batches of 3 give the norm and update of one batch of 6: the rows of a
+    global batch on one device; also when the gradients are compiled by XLA. (Replicas:
+    multiworker_script.py clips so.)"""
+    one, _, whole = train_classifier_once(tmp_path / "one", REPEATED, "lamb", rows=True)
+    two, _, split = train_classifier_once(
+        tmp_path / "two", REPEATED, "lamb", rows=True, accumulation=2, jit_compile=jit_compile
+    )
+    np.testing.assert_allclose(split["gradient_norm"], whole["gradient_norm"], rtol=1e-6)
+    for a, b in zip(one.trainable_variables, two.trainable_variables):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=0, atol=1e-6)
+
+
+def test_pretraining_counts_only_the_token_type_rows(tmp_path):
+    """The word table is also the masked-LM output matrix: its two gradients are added
+    into a dense one, as in the original's graph; the token-type table's stays rows."""
+    model, opt = build(tf.distribute.get_strategy())
+    trainer = make_trainer(model, opt, tmp_path, steps=1, batch=8)
+    trainer.config.clip_norm_over_lookup_rows = True
+    trainer.train(dataset_fn(8))
+    names = [model.trainable_variables[i].path for i in trainer._lookup_rows]
+    assert [n.rsplit("/", 1)[-1] for n in names] == ["token_type_embeddings"]
