@@ -62,6 +62,24 @@ def _pid_running(pid: int) -> bool:
     return True
 
 
+def stale_names(names, name_pattern: str) -> list[str]:
+    """The names among `names` left by killed processes of this host: those that match
+    `name_pattern` (a regex for the whole name, with `{owner}` where the name holds
+    `owner_tag()`) and whose process is not running. Our own and running processes'
+    names are not stale, nor are those of other hosts, which cannot be checked from here.
+    Touches no file: callers list and remove on their own filesystem."""
+    host = owner_tag().rsplit("-", 1)[0]
+    regex = re.compile(name_pattern.replace("{owner}", re.escape(host) + r"-(?P<pid>\d+)"))
+    stale = []
+    for name in names:
+        match = regex.fullmatch(name)
+        if match:
+            pid = int(match.group("pid"))
+            if pid != os.getpid() and not _pid_running(pid):
+                stale.append(name)
+    return stale
+
+
 def remove_stale(directory: str, name_pattern: str) -> list[str]:
     """Removes the leftovers of killed processes of this host from `directory`.
 
@@ -74,21 +92,13 @@ def remove_stale(directory: str, name_pattern: str) -> list[str]:
     running. Our own and running processes' entries are kept, as are those of
     other hosts (a shared folder), whose processes cannot be checked from here.
     """
-    host = owner_tag().rsplit("-", 1)[0]
-    regex = re.compile(name_pattern.replace("{owner}", re.escape(host) + r"-(?P<pid>\d+)"))
     try:
         names = _gfile().listdir(directory)
     except _tf_errors().OpError:
         return []
     removed = []
-    for name in names:
-        name = name.rstrip("/")  # object stores list folders with a trailing slash
-        match = regex.fullmatch(name)
-        if not match:
-            continue
-        pid = int(match.group("pid"))
-        if pid == os.getpid() or _pid_running(pid):
-            continue
+    # object stores list folders with a trailing slash
+    for name in stale_names([n.rstrip("/") for n in names], name_pattern):
         path = join(directory, name)
         with contextlib.suppress(_tf_errors().NotFoundError):
             if _gfile().isdir(path):

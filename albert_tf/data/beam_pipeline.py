@@ -29,13 +29,17 @@ removes the temporary folders that the run created.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 import re
 import shutil
+import signal
 import tempfile
+import threading
 import time
+import uuid
 from typing import Sequence
 
 import apache_beam as beam
@@ -45,7 +49,9 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.localfilesystem import LocalFileSystem
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.runner import PipelineState
 
+from albert_tf import fileio, interrupts
 from albert_tf.data import pretraining_instances as pi
 from albert_tf.data import pretraining_units as pu
 from albert_tf.data import tokenization
@@ -59,6 +65,12 @@ PIECE_BYTES = 64 << 20
 # Counters of the unit step, summed by the runner (the local builder's stats).
 _COUNTERS = ("documents", "instances", "tokens", "masked", "long_lines", "long_tokens")
 _METRICS_NAMESPACE = "albert_tf.create_pretraining_data"
+# Temporaries, named with fileio.owner_tag() so that a later run removes those of a killed
+# one: a worker's spill folder (in the worker's own temp folder), and Beam's folder of the
+# pieces of each output (next to it; Beam's own prefix).
+_SPILL_PREFIX = "albert_tf-beam-"
+_SPILL_PATTERN = re.escape(_SPILL_PREFIX) + r"{owner}-\w+"
+_TEMP_PREFIX = "beam-temp-"
 
 
 def _is_local(path: str) -> bool:
@@ -117,10 +129,16 @@ def _pieces(f, size: int, limit: int):
 
 class _BuildUnit(beam.DoFn):
     """Unit -> (output index, piece of TFRecord-framed records), by the local builder's
-    `process_unit`; the unit's records k go to output (unit.index + k) mod N."""
+    `process_unit`; the unit's records k go to output (unit.index + k) mod N.
+
+    Everything a worker needs travels with the step: the settings and the bytes of the
+    SentencePiece model (or vocabulary), read where the command runs. A worker may run on
+    another machine, in a thread or a process of Beam's: `setup` makes its tokenizer and a
+    spill folder in the worker's own temp folder and touches no process-wide state (signal
+    handlers, logging configuration, globals)."""
 
     def __init__(self, settings: pu.Settings, piece_bytes: int):
-        self._settings = settings
+        self._settings = dataclasses.replace(settings, tmp_dir="")  # each worker makes its own
         self._piece_bytes = piece_bytes
         self._spm_model = _read_model_file(settings.spm_model_file)
         self._vocab = None if settings.spm_model_file else _read_model_file(settings.vocab_file)
@@ -128,7 +146,12 @@ class _BuildUnit(beam.DoFn):
         self._longest = beam.metrics.Metrics.distribution(_METRICS_NAMESPACE, "longest_line")
 
     def setup(self):
-        self._tmp = tempfile.mkdtemp(prefix="albert_tf-beam-")
+        # The worker's own temp folder, as its machine and environment name it (not the
+        # launcher's); spill folders of killed workers of this host are removed first.
+        base = tempfile.gettempdir()
+        for name in fileio.stale_names(os.listdir(base), _SPILL_PATTERN):
+            shutil.rmtree(os.path.join(base, name), ignore_errors=True)  # machine-local
+        self._tmp = tempfile.mkdtemp(prefix=f"{_SPILL_PREFIX}{fileio.owner_tag()}-")
         local = {}
         for name, data in (("spm_model_file", self._spm_model), ("vocab_file", self._vocab)):
             if data is not None:
@@ -139,6 +162,7 @@ class _BuildUnit(beam.DoFn):
         self._worker = pu.unit_worker(settings)  # tokenizer and vocabulary, once per instance
 
     def process(self, unit):
+        logger.info("unit %d: %s bytes %d-%d started", unit.index, unit.path, unit.start, unit.end)
         res = pu.process_unit(unit, self._worker)
         if res["path"] is not None:
             n = len(res["sizes"])
@@ -159,9 +183,11 @@ class _BuildUnit(beam.DoFn):
 
 class _FramedRecordsSink(filebasedsink.FileBasedSink):
     """Beam's file sink for one output file whose elements are already TFRecord-framed
-    records (length, CRCs): written unchanged, then renamed into place by Beam."""
+    records (length, CRCs): written unchanged into a temporary folder next to the output,
+    then renamed into place by Beam. The folder's name carries the launcher's
+    fileio.owner_tag() (`owner`), so that a later run removes the folder of a killed one."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, owner: str):
         super().__init__(
             path,
             coder=beam.coders.BytesCoder(),
@@ -169,6 +195,12 @@ class _FramedRecordsSink(filebasedsink.FileBasedSink):
             shard_name_template="",
             compression_type=CompressionTypes.UNCOMPRESSED,
         )
+        self._owner = owner
+
+    def _create_temp_dir(self, file_path_prefix):
+        # Beam's own name ends in a random id alone, which cannot tell a killed run's folder.
+        folder, name = FileSystems.split(file_path_prefix)
+        return FileSystems.join(folder, f"{_TEMP_PREFIX}{name}-{self._owner}-{uuid.uuid4().hex}")
 
     def write_encoded_record(self, file_handle, encoded_value):
         file_handle.write(encoded_value)
@@ -184,19 +216,63 @@ def _check_outputs(outputs: Sequence[str]) -> None:
         pu.check_outputs(local)  # also: "--output_file is empty"
 
 
-def _temp_folders(outputs: Sequence[str]) -> set[str]:
-    """Beam's temporary folders of `outputs` that exist (on local disk; a remote filesystem
-    lists only files, so there: the folders that hold one)."""
-    found = set()
+def _temp_folders(outputs: Sequence[str], *, stale: bool) -> list[str]:
+    """Beam's temporary folders of `outputs` (named by `_FramedRecordsSink`) that this
+    process made (stale=False), or that killed runs of this host left (stale=True). On
+    local disk the folders themselves; a remote filesystem lists only files, so there:
+    the folders that hold one."""
+    owner = "{owner}" if stale else re.escape(fileio.owner_tag())
+    found = []
     for out in outputs:
         folder, name = FileSystems.split(out)
-        pattern = FileSystems.join(folder, f"beam-temp-{name}-*")
+        pattern = FileSystems.join(folder, f"{_TEMP_PREFIX}{name}-*")
         if _is_local(out):
-            found.update(pu.LocalInputs.glob(pattern))
+            paths = pu.LocalInputs.glob(pattern)
         else:
-            for r in FileSystems.match([FileSystems.join(pattern, "*")]):
-                found.update(FileSystems.split(m.path)[0] for m in r.metadata_list)
-    return found
+            matches = FileSystems.match([FileSystems.join(pattern, "*")])
+            paths = [FileSystems.split(m.path)[0] for r in matches for m in r.metadata_list]
+        by_name = {FileSystems.split(p)[1]: p for p in paths}
+        regex = re.escape(f"{_TEMP_PREFIX}{name}-") + owner + r"-[0-9a-f]{32}"
+        if stale:
+            found += [by_name[n] for n in fileio.stale_names(by_name, regex)]
+        else:
+            found += [p for n, p in by_name.items() if re.fullmatch(regex, n)]
+    return sorted(set(found))
+
+
+@contextlib.contextmanager
+def _quiet_once_stopped():
+    """While the pipeline runs: once SIGINT or SIGTERM arrives, the log records of Beam and
+    of the unit step are dropped (the errors of workers that the runner stops are a
+    consequence of the stop, not news), then the handler in place acts (the scripts':
+    RunInterrupted and one line, albert_tf/interrupts.py). Only in the main thread, and
+    only over handlers of Python's; restored afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stopped = threading.Event()
+    previous = {s: signal.getsignal(s) for s in interrupts.SIGNALS}
+    wrapped = {s: h for s, h in previous.items() if callable(h)}
+
+    def on_signal(signum, frame):
+        stopped.set()
+        wrapped[signum](signum, frame)
+
+    def keep(record: logging.LogRecord) -> bool:
+        return not (stopped.is_set() and record.name.startswith(("apache_beam", __name__)))
+
+    handlers = logging.getLogger().handlers
+    for h in handlers:
+        h.addFilter(keep)
+    for s in wrapped:
+        signal.signal(s, on_signal)
+    try:
+        yield
+    finally:
+        for s, h in wrapped.items():
+            signal.signal(s, h)
+        for h in handlers:
+            h.removeFilter(keep)
 
 
 class _DropUserErrors(logging.Filter):
@@ -236,7 +312,7 @@ def build_pipeline(
         (
             per_output[i]
             | f"Pieces {i}" >> beam.Values()
-            | f"Write {i}" >> beam.io.Write(_FramedRecordsSink(out))
+            | f"Write {i}" >> beam.io.Write(_FramedRecordsSink(out, fileio.owner_tag()))
         )
 
 
@@ -294,16 +370,21 @@ def create_pretraining_data_beam(
         num_shards=len(outputs),
         inputs=BeamInputs,
     )
-    temp_before = _temp_folders(outputs)
+    stale = _temp_folders(outputs, stale=True)
+    if stale:
+        FileSystems.delete(stale)
+        logger.info("removed %d temporary folder(s) of killed runs: %s", len(stale), stale)
     t0 = time.time()
     ok = False
+    result = None
     drop_user_errors = _DropUserErrors()
     logging.getLogger(_STEP_ERROR_LOGGER).addFilter(drop_user_errors)
     try:
-        pipeline = beam.Pipeline(options=PipelineOptions(list(pipeline_args)))
-        build_pipeline(pipeline, units, settings, outputs, piece_bytes)
-        result = pipeline.run()
-        result.wait_until_finish()
+        with _quiet_once_stopped():
+            pipeline = beam.Pipeline(options=PipelineOptions(list(pipeline_args)))
+            build_pipeline(pipeline, units, settings, outputs, piece_bytes)
+            result = pipeline.run()
+            result.wait_until_finish()
         stats = _stats(result, len(units))
         try:
             pu.check_totals(stats, input_file, len(files), config, None)
@@ -316,9 +397,11 @@ def create_pretraining_data_beam(
     finally:
         logging.getLogger(_STEP_ERROR_LOGGER).removeFilter(drop_user_errors)
         if not ok:
-            stale = sorted(_temp_folders(outputs) - temp_before)
-            if stale:
-                FileSystems.delete(stale)
+            if result is not None and not PipelineState.is_terminal(result.state):
+                result.cancel()  # a job on a remote engine that outlived its launcher's wait
+            own = _temp_folders(outputs, stale=False)
+            if own:
+                FileSystems.delete(own)
     stats["seconds"] = time.time() - t0
     pu.log_summary(stats, len(outputs), logger)
     return stats
