@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import logging
 import os
 import re
@@ -49,7 +50,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.localfilesystem import LocalFileSystem
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.runners.runner import PipelineState
+from apache_beam.runners.runner import PipelineState, create_runner
 
 from albert_tf import fileio, interrupts
 from albert_tf.data import pretraining_instances as pi
@@ -138,7 +139,10 @@ class _BuildUnit(beam.DoFn):
     handlers, logging configuration, globals)."""
 
     def __init__(self, settings: pu.Settings, piece_bytes: int):
-        self._settings = dataclasses.replace(settings, tmp_dir="")  # each worker makes its own
+        # No path of the launching machine reaches a worker: `setup` names its own copies.
+        self._settings = dataclasses.replace(
+            settings, tmp_dir="", spm_model_file=None, vocab_file=None
+        )
         self._piece_bytes = piece_bytes
         self._spm_model = _read_model_file(settings.spm_model_file)
         self._vocab = None if settings.spm_model_file else _read_model_file(settings.vocab_file)
@@ -148,9 +152,7 @@ class _BuildUnit(beam.DoFn):
     def setup(self):
         # The worker's own temp folder, as its machine and environment name it (not the
         # launcher's); spill folders of killed workers of this host are removed first.
-        base = tempfile.gettempdir()
-        for name in fileio.stale_names(os.listdir(base), _SPILL_PATTERN):
-            shutil.rmtree(os.path.join(base, name), ignore_errors=True)  # machine-local
+        _remove_stale_spills(tempfile.gettempdir())
         self._tmp = tempfile.mkdtemp(prefix=f"{_SPILL_PREFIX}{fileio.owner_tag()}-")
         local = {}
         for name, data in (("spm_model_file", self._spm_model), ("vocab_file", self._vocab)):
@@ -240,13 +242,78 @@ def _temp_folders(outputs: Sequence[str], *, stale: bool) -> list[str]:
     return sorted(set(found))
 
 
+def _remove_stale_spills(folder: str) -> None:
+    """Removes the spill folders that killed runs and workers of this host left in
+    `folder` (machine-local)."""
+    for name in fileio.stale_names(os.listdir(folder), _SPILL_PATTERN):
+        shutil.rmtree(os.path.join(folder, name), ignore_errors=True)  # machine-local
+
+
+# What the worker processes of Beam's local runners run (multi_processing mode).
+_SDK_WORKER_MODULE = b"apache_beam.runners.worker.sdk_worker_main"
+
+
+def _end_worker_processes() -> None:
+    """Kills the SDK worker processes that a local runner started under this process, when
+    the pipeline stops early: they would finish their bundle on their own, into folders
+    about to be removed. Reads the machine-local /proc (Linux); elsewhere does nothing."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:  # machine-local /proc
+                    ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # ended meanwhile
+            children.setdefault(ppid, []).append(int(entry))
+    todo = list(children.get(os.getpid(), []))
+    while todo:  # descendants: the runner starts each worker through a shell
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:  # machine-local /proc
+                if _SDK_WORKER_MODULE in f.read():
+                    os.kill(pid, signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            continue
+
+
+@contextlib.contextmanager
+def _run_temp_folder():
+    """While the pipeline runs: the temp folder of this process (tempfile) and of the worker
+    processes it starts (TMPDIR) is a folder of this run's in the system temp folder,
+    removed afterwards, whatever the outcome. So what Beam leaves there (DirectRunner's
+    staging for its Prism attempt) and what local workers stopped by a signal leave (their
+    spill folders) goes with it. Its name carries the owner tag: a later run removes the
+    folder of a killed one."""
+    base = tempfile.gettempdir()
+    _remove_stale_spills(base)
+    folder = tempfile.mkdtemp(prefix=f"{_SPILL_PREFIX}{fileio.owner_tag()}-")
+    saved_tempdir, saved_env = tempfile.tempdir, os.environ.get("TMPDIR")
+    tempfile.tempdir = os.environ["TMPDIR"] = folder
+    try:
+        yield
+    except BaseException:
+        _end_worker_processes()  # before their folders go: they would report the loss
+        raise
+    finally:
+        tempfile.tempdir = saved_tempdir
+        if saved_env is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved_env
+        shutil.rmtree(folder, ignore_errors=True)  # machine-local temporary folder
+
+
 @contextlib.contextmanager
 def _quiet_once_stopped():
     """While the pipeline runs: once SIGINT or SIGTERM arrives, the log records of Beam and
     of the unit step are dropped (the errors of workers that the runner stops are a
     consequence of the stop, not news), then the handler in place acts (the scripts':
-    RunInterrupted and one line, albert_tf/interrupts.py). Only in the main thread, and
-    only over handlers of Python's; restored afterwards."""
+    RunInterrupted and one line, albert_tf/interrupts.py). The errors of the runner's
+    threads (threading.excepthook) are dropped likewise. Only in the main thread, and only
+    over handlers of Python's; restored afterwards unless a signal came (then the runner's
+    threads may report the stopped workers until the process leaves)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -261,9 +328,14 @@ def _quiet_once_stopped():
     def keep(record: logging.LogRecord) -> bool:
         return not (stopped.is_set() and record.name.startswith(("apache_beam", __name__)))
 
+    def report_thread_error(args) -> None:
+        if not stopped.is_set():
+            thread_error_hook(args)
+
     handlers = logging.getLogger().handlers
     for h in handlers:
         h.addFilter(keep)
+    thread_error_hook, threading.excepthook = threading.excepthook, report_thread_error
     for s in wrapped:
         signal.signal(s, on_signal)
     try:
@@ -271,8 +343,10 @@ def _quiet_once_stopped():
     finally:
         for s, h in wrapped.items():
             signal.signal(s, h)
-        for h in handlers:
-            h.removeFilter(keep)
+        if not stopped.is_set():  # after a stop, the runner's threads report on until exit
+            threading.excepthook = thread_error_hook
+            for h in handlers:
+                h.removeFilter(keep)
 
 
 class _DropUserErrors(logging.Filter):
@@ -291,6 +365,35 @@ def _user_error(err: UserError) -> pu.InputDataError:
     """The message of a bad-input error raised in a step, without the runner's
     " [while running '<step>']" suffixes."""
     return pu.InputDataError(re.sub(r" \[while running '[^']*'\]", "", str(err)))
+
+
+def check_pipeline_args(pipeline_args: Sequence[str]) -> None:
+    """Refuses (InputDataError, one line) what Beam would meet only once the pipeline runs,
+    or drop with a warning: a value that Beam's option parser refuses, an unknown --runner,
+    and an option that no options class of Beam's knows."""
+    parser_said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(parser_said):  # Beam's argparse prints its usage
+            given = PipelineOptions(list(pipeline_args)).get_all_options(
+                retain_unknown_options=True
+            )
+    except SystemExit:
+        lines = parser_said.getvalue().strip().splitlines() or ["not accepted"]
+        reason = lines[-1].split("error: ", 1)[-1]
+        raise pu.InputDataError(f"Beam pipeline options: {reason}") from None
+    runner = given.get("runner")
+    try:
+        create_runner(runner)  # also imports the runner's module and its options classes
+    except (ValueError, ImportError) as e:
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise pu.InputDataError(f"--runner={runner}: {reason}") from None
+    unknown = sorted(set(given) - set(PipelineOptions([]).get_all_options()))
+    if unknown:
+        names = ", ".join(f"--{u}" for u in unknown)
+        raise pu.InputDataError(
+            f"{names}: neither a flag of create_pretraining_data (--help) nor an option of "
+            "Apache Beam's pipeline options"
+        )
 
 
 def build_pipeline(
@@ -383,8 +486,9 @@ def create_pretraining_data_beam(
         with _quiet_once_stopped():
             pipeline = beam.Pipeline(options=PipelineOptions(list(pipeline_args)))
             build_pipeline(pipeline, units, settings, outputs, piece_bytes)
-            result = pipeline.run()
-            result.wait_until_finish()
+            with _run_temp_folder():
+                result = pipeline.run()
+                result.wait_until_finish()
         stats = _stats(result, len(units))
         try:
             pu.check_totals(stats, input_file, len(files), config, None)
