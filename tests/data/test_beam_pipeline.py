@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -284,12 +285,38 @@ def test_runner_without_beam_is_a_one_line_error(tmp_path, capsys, monkeypatch):
     assert os.listdir(tmp_path) == []
 
 
-def test_split_pipeline_args():
+def test_split_pipeline_args_takes_our_flags_wherever_they_stand():
     argv = ["prog", "--input_file=a", "--runner", "DataflowRunner", "--project=p", "--region=r"]
     assert cpd.split_pipeline_args(argv) == (argv[:4], ["--project=p", "--region=r"])
-    argv = ["prog", "--input_file=a", "--runner=FlinkRunner", "--flink_master=h:8081"]
-    assert cpd.split_pipeline_args(argv) == (argv[:3], ["--flink_master=h:8081"])
-    assert cpd.split_pipeline_args(["prog", "--input_file=a"]) == (["prog", "--input_file=a"], [])
+    argv = [
+        "prog",
+        "--runner=FlinkRunner",
+        "--flink_master",
+        "h:8081",
+        "--output_file",
+        "o.tfrecord",
+        "--save_main_session",
+        "--nodo_lower_case",
+        "-dupe_factor=2",
+        "--write_unmasked",
+        "--max_seq_length=64",
+    ]
+    assert cpd.split_pipeline_args(argv) == (
+        [
+            "prog",
+            "--runner=FlinkRunner",
+            "--output_file",
+            "o.tfrecord",
+            "--nodo_lower_case",
+            "-dupe_factor=2",
+            "--write_unmasked",
+            "--max_seq_length=64",
+        ],
+        ["--flink_master", "h:8081", "--save_main_session"],
+    )
+    # Without --runner every argument is ours: the flags parser names what is not.
+    argv = ["prog", "--input_file=a", "--project=p"]
+    assert cpd.split_pipeline_args(argv) == (argv, [])
 
 
 def test_only_the_beam_module_imports_beam():
@@ -321,3 +348,119 @@ def test_an_output_that_is_the_corpus_is_refused_before_any_pipeline(
     assert f"error: --output_file={corpus} is an input of this run (--input_file=" in err[0]
     assert corpus.read_text() == "one sentence.\nanother one.\n\nnext document.\n"
     assert os.listdir(tmp_path) == ["c.txt"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Every local runner mode; workers that need nothing of the launching machine's temp folder
+# ---------------------------------------------------------------------------------------------
+
+# Beam's local runners and modes, each with two workers where the mode has workers.
+MODES = {
+    "FnApiRunner": ["--runner=FnApiRunner"],
+    **{
+        mode: [
+            "--runner=DirectRunner",
+            f"--direct_running_mode={mode}",
+            "--direct_num_workers=2",
+        ]
+        for mode in ("in_memory", "multi_threading", "multi_processing")
+    },
+}
+CONFIG = pi.MaskingConfig(max_seq_length=64, max_predictions_per_seq=8)
+# Environment of a launcher run as a command here: no network (see `offline_direct_runner`).
+OFFLINE = {"https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9"}
+
+
+@pytest.fixture
+def offline_direct_runner(monkeypatch, beam_pipeline):
+    """DirectRunner first tries Beam's Prism runner, which it downloads from GitHub, and runs
+    the pipeline itself when that fails. Tests talk only to 127.0.0.1: the attempt fails at
+    once, as on a machine without network."""
+    from apache_beam.runners.portability import prism_runner
+
+    def no_prism(self, pipeline, options):
+        raise RuntimeError("Prism cannot be downloaded here")
+
+    monkeypatch.setattr(prism_runner.PrismRunner, "run_pipeline", no_prism)
+
+
+@pytest.fixture
+def own_temp_folder(tmp_path, monkeypatch):
+    """This process's temp folder (tempfile and TMPDIR): an empty folder of the test's."""
+    folder = tmp_path / "system-tmp"
+    folder.mkdir()
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def corpora(tmp_path_factory):
+    """name -> (input pattern, builder flags, number of outputs, the local builder's records):
+    the demo corpus (one unit) and a corpus of six units in two files."""
+    root = tmp_path_factory.mktemp("corpora")
+    multi = root / "multi-unit"
+    multi.mkdir()
+    shutil.copy(DEMO, multi / "a.txt")  # 270 kB: five units of 0.06 MiB or more
+    with open(DEMO, "rb") as src, open(multi / "b.txt", "wb") as dst:
+        dst.write(src.read(30_000).rsplit(b"\n\n", 1)[0] + b"\n")  # one unit
+    found = {}
+    for name, pattern, flags, n in (
+        ("demo", DEMO, dict(spm_model_file=SPM, dupe_factor=1), 2),
+        ("multi-unit", str(multi / "*.txt"), dict(spm_model_file=SPM, chunk_size_mb=0.06), 3),
+    ):
+        flags = dict(flags, dupe_factor=1, random_seed=7)
+        local = [str(root / f"{name}-local-{i}.tfrecord") for i in range(n)]
+        stats = cpd.create_pretraining_data(pattern, local, CONFIG, num_workers=1, **flags)
+        assert stats["units"] == (1 if name == "demo" else 6)
+        records = sorted(r for p in local for r in _framed_records(p))
+        found[name] = (pattern, flags, n, records)
+    return found
+
+
+@pytest.mark.parametrize("corpus", ["demo", "multi-unit"])
+@pytest.mark.parametrize("mode", list(MODES))
+def test_every_local_runner_mode_gives_the_local_builders_records(
+    mode, corpus, corpora, tmp_path, beam_pipeline, offline_direct_runner, own_temp_folder
+):
+    pattern, flags, n, local_records = corpora[corpus]
+    outputs = [str(tmp_path / f"beam-{i}.tfrecord") for i in range(n)]
+    beam_pipeline.create_pretraining_data_beam(
+        pattern, outputs, CONFIG, pipeline_args=MODES[mode], piece_bytes=20_000, **flags
+    )
+    assert sorted(r for p in outputs for r in _framed_records(p)) == local_records
+    assert sorted(os.listdir(tmp_path)) == sorted(["system-tmp", *map(os.path.basename, outputs)])
+    assert os.listdir(own_temp_folder) == []  # the workers' spills, Beam's staging: all gone
+
+
+@pytest.mark.parametrize("mode", ["FnApiRunner", "multi_processing"])
+def test_workers_need_nothing_of_the_launching_machines_temp_folder(
+    mode, corpora, tmp_path, monkeypatch, beam_pipeline, offline_direct_runner
+):
+    """The SentencePiece model is given from the launcher's temp folder, which is removed
+    once the pipeline is built, before it runs; from then on the process (and the worker
+    processes it starts) has another temp folder, as a worker on another machine would."""
+    pattern, flags, n, local_records = corpora["multi-unit"]
+    launcher_tmp, worker_tmp = tmp_path / "launcher-tmp", tmp_path / "worker-tmp"
+    launcher_tmp.mkdir()
+    worker_tmp.mkdir()
+    shutil.copy(SPM, launcher_tmp / "spm.model")
+    monkeypatch.setenv("TMPDIR", str(launcher_tmp))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    build_pipeline = beam_pipeline.build_pipeline
+
+    def build_then_lose_the_temp_folder(*args, **kwargs):
+        build_pipeline(*args, **kwargs)
+        shutil.rmtree(launcher_tmp)
+        os.environ["TMPDIR"] = str(worker_tmp)  # monkeypatch restores it
+        tempfile.tempdir = None
+
+    monkeypatch.setattr(beam_pipeline, "build_pipeline", build_then_lose_the_temp_folder)
+    outputs = [str(tmp_path / f"beam-{i}.tfrecord") for i in range(n)]
+    flags = dict(flags, spm_model_file=str(launcher_tmp / "spm.model"))
+    beam_pipeline.create_pretraining_data_beam(
+        pattern, outputs, CONFIG, pipeline_args=MODES[mode], **flags
+    )
+    assert not launcher_tmp.exists()
+    assert sorted(r for p in outputs for r in _framed_records(p)) == local_records
+    assert os.listdir(worker_tmp) == []
