@@ -254,9 +254,9 @@ _SDK_WORKER_MODULE = b"apache_beam.runners.worker.sdk_worker_main"
 
 
 def _end_worker_processes() -> None:
-    """Kills the SDK worker processes that a local runner started under this process, when
-    the pipeline stops early: they would finish their bundle on their own, into folders
-    about to be removed. Reads the machine-local /proc (Linux); elsewhere does nothing."""
+    """Kills the SDK worker processes that a local runner started under this process (when
+    a signal stops the pipeline). Reads the machine-local /proc (Linux); elsewhere does
+    nothing."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
         if entry.isdigit():
@@ -293,16 +293,22 @@ def _run_temp_folder():
     tempfile.tempdir = os.environ["TMPDIR"] = folder
     try:
         yield
-    except BaseException:
-        _end_worker_processes()  # before their folders go: they would report the loss
-        raise
     finally:
         tempfile.tempdir = saved_tempdir
         if saved_env is None:
             os.environ.pop("TMPDIR", None)
         else:
             os.environ["TMPDIR"] = saved_env
-        shutil.rmtree(folder, ignore_errors=True)  # machine-local temporary folder
+        # After a stop, the runner's threads may still be setting up a worker: a file may
+        # appear in the folder as it goes, or a spill folder of this process (its owner tag)
+        # in the system temp folder once it is restored.
+        mine = re.compile(re.escape(f"{_SPILL_PREFIX}{fileio.owner_tag()}-") + r"\w+")
+        for _ in range(3):
+            shutil.rmtree(folder, ignore_errors=True)  # machine-local temporary folder
+            for name in filter(mine.fullmatch, os.listdir(base) if os.path.isdir(base) else ()):
+                shutil.rmtree(os.path.join(base, name), ignore_errors=True)  # machine-local
+            if not os.path.exists(folder):
+                break
 
 
 @contextlib.contextmanager
@@ -323,6 +329,9 @@ def _quiet_once_stopped():
 
     def on_signal(signum, frame):
         stopped.set()
+        # Before the runner unwinds: it would let them finish their bundles, into folders
+        # about to be removed.
+        _end_worker_processes()
         wrapped[signum](signum, frame)
 
     def keep(record: logging.LogRecord) -> bool:
@@ -483,12 +492,11 @@ def create_pretraining_data_beam(
     drop_user_errors = _DropUserErrors()
     logging.getLogger(_STEP_ERROR_LOGGER).addFilter(drop_user_errors)
     try:
-        with _quiet_once_stopped():
+        with _quiet_once_stopped(), _run_temp_folder():
             pipeline = beam.Pipeline(options=PipelineOptions(list(pipeline_args)))
             build_pipeline(pipeline, units, settings, outputs, piece_bytes)
-            with _run_temp_folder():
-                result = pipeline.run()
-                result.wait_until_finish()
+            result = pipeline.run()
+            result.wait_until_finish()
         stats = _stats(result, len(units))
         try:
             pu.check_totals(stats, input_file, len(files), config, None)

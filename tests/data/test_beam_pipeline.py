@@ -1,12 +1,15 @@
-"""The Beam pipeline of the pretraining-data builder (albert_tf/data/beam_pipeline.py) on Beam's
-in-process runner: the local builder's records byte for byte, its shard rule, the local
-builder's one-line errors, and the package without Beam."""
+"""The Beam pipeline of the pretraining-data builder (albert_tf/data/beam_pipeline.py) on
+Beam's local runners (FnApiRunner; DirectRunner in_memory, multi_threading and
+multi_processing): the local builder's records byte for byte, its shard rule, workers that need
+nothing of the launcher's paths, the local builder's one-line errors, the command line's flags
+and Beam's options, SIGINT/SIGTERM and a kill, and the package without Beam."""
 
 import glob
 import io
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -14,6 +17,7 @@ import tempfile
 import pytest
 
 import albert_tf.data
+from albert_tf import fileio
 from albert_tf.data import create_pretraining_data as cpd
 from albert_tf.data import pretraining_instances as pi
 from albert_tf.data import pretraining_units as pu
@@ -368,7 +372,12 @@ MODES = {
 }
 CONFIG = pi.MaskingConfig(max_seq_length=64, max_predictions_per_seq=8)
 # Environment of a launcher run as a command here: no network (see `offline_direct_runner`).
-OFFLINE = {"https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9"}
+# Its download of Prism goes to a closed port of 127.0.0.1; gRPC between the runner and its
+# workers stays direct.
+OFFLINE = {
+    **dict.fromkeys(["https_proxy", "HTTPS_PROXY"], "http://127.0.0.1:9"),
+    **dict.fromkeys(["no_proxy", "NO_PROXY"], "localhost,127.0.0.1"),
+}
 
 
 @pytest.fixture
@@ -464,3 +473,162 @@ def test_workers_need_nothing_of_the_launching_machines_temp_folder(
     assert not launcher_tmp.exists()
     assert sorted(r for p in outputs for r in _framed_records(p)) == local_records
     assert os.listdir(worker_tmp) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line: flags, runners and Beam's options
+# ---------------------------------------------------------------------------------------------
+
+
+def test_our_flags_after_the_runner_are_ours(
+    tmp_path, corpora, beam_pipeline, offline_direct_runner, own_temp_folder
+):
+    out = tmp_path / "out.tfrecord"
+    assert (
+        _main(
+            "--runner=DirectRunner",
+            f"--output_file={out}",
+            "--direct_running_mode=multi_threading",
+            f"--input_file={DEMO}",
+            "--direct_num_workers=2",
+            "--random_seed=7",
+        )
+        == 0
+    )
+    assert sorted(_framed_records(out)) == corpora["demo"][3]
+    assert os.listdir(own_temp_folder) == []
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--runner=BogusRunner"],
+            "--runner=BogusRunner: Unexpected pipeline runner: BogusRunner. Valid values are ",
+        ),
+        (
+            ["--runner=FnApiRunner", "--direct_num_workrs=2", "--project", "p"],
+            "--direct_num_workrs: neither a flag of create_pretraining_data (--help) nor an "
+            "option of Apache Beam's pipeline options",
+        ),
+        (
+            ["--direct_num_workers=two", "--runner=DirectRunner"],
+            "Beam pipeline options: argument --direct_num_workers: invalid int value: 'two'",
+        ),
+        (
+            ["--runner=DirectRunner", "--direct_running_mode=threads"],
+            "Beam pipeline options: argument --direct_running_mode: invalid choice: 'threads'",
+        ),
+    ],
+)
+def test_a_bad_runner_or_beam_option_is_one_line_before_any_work(
+    tmp_path, args, message, capsys, beam_pipeline, monkeypatch
+):
+    monkeypatch.setattr(beam_pipeline, "create_pretraining_data_beam", None)
+    out = tmp_path / "out.tfrecord"
+    assert _main(f"--input_file={DEMO}", f"--output_file={out}", *args) == 1
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith(f"create_pretraining_data: error: {message}")
+    assert os.listdir(tmp_path) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# SIGINT, SIGTERM and a kill during a Beam build
+# ---------------------------------------------------------------------------------------------
+
+
+def _start_build(tmp_path, mode):
+    """The command line building the four demo files (20 units of 0.06 MiB, 40 passes: far
+    from done when its first unit starts) on runner `mode`, with its own temp folder.
+    Returns (process, its output folder, its temp folder)."""
+    out, tmp = tmp_path / "out", tmp_path / "system-tmp"
+    out.mkdir(exist_ok=True)
+    tmp.mkdir(exist_ok=True)
+    corpus = os.path.join(os.path.dirname(DEMO), "part-*.txt")
+    outputs = ",".join(str(out / f"train-{i}.tfrecord") for i in range(2))
+    env = dict(os.environ, PYTHONPATH=ROOT, TMPDIR=str(tmp), **OFFLINE)
+    cmd = [sys.executable, "-m", "albert_tf.data.create_pretraining_data"]
+    cmd += [f"--input_file={corpus}", f"--output_file={outputs}", f"--spm_model_file={SPM}"]
+    cmd += ["--max_seq_length=64", "--max_predictions_per_seq=8", "--chunk_size_mb=0.06"]
+    proc = subprocess.Popen(
+        [*cmd, "--dupe_factor=40", *MODES[mode]],
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    return proc, out, tmp
+
+
+def _wait_for_a_unit(proc) -> list[str]:
+    """Reads the build's log until a unit has started (the unit step says so); its lines."""
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if re.search(r"unit \d+: .* started", line):
+            return lines
+    raise AssertionError("the build ended before a unit started:\n" + "".join(lines))
+
+
+@pytest.mark.parametrize(
+    "mode, signum",
+    [
+        ("in_memory", signal.SIGTERM),
+        ("multi_threading", signal.SIGINT),
+        ("multi_processing", signal.SIGINT),
+        ("multi_processing", signal.SIGTERM),
+    ],
+)
+def test_a_signal_stops_a_beam_build_with_one_line_and_leaves_nothing(
+    tmp_path, mode, signum, beam_pipeline
+):
+    proc, out, tmp = _start_build(tmp_path, mode)
+    try:
+        _wait_for_a_unit(proc)
+        proc.send_signal(signum)
+        rest = proc.stderr.read()
+        assert proc.wait(timeout=60) == 128 + signum
+    finally:
+        proc.kill()
+        proc.wait()
+    assert "Traceback" not in rest and "ERROR" not in rest, rest
+    assert rest.splitlines()[-1] == (
+        f"create_pretraining_data.py: interrupted by {signal.Signals(signum).name}; no partial "
+        "output was left: run the same command again to redo what was cut short"
+    )
+    assert os.listdir(out) == []  # neither outputs nor Beam's beam-temp-* folders
+    assert os.listdir(tmp) == []
+
+
+def test_a_rerun_removes_what_a_killed_build_left(
+    tmp_path, corpora, beam_pipeline, own_temp_folder
+):
+    """A build killed with SIGKILL (nothing of it can clean up) leaves its temp folder; the
+    next build removes it, and Beam's folders of outputs of killed runs of this host, but
+    not a folder of the same prefix that no run of ours made."""
+    proc, out, tmp = _start_build(tmp_path, "multi_threading")
+    try:
+        _wait_for_a_unit(proc)
+    finally:
+        proc.kill()
+        proc.wait()
+    left = os.listdir(tmp)
+    assert left and all(
+        n.startswith(f"albert_tf-beam-{fileio.owner_tag().rsplit('-', 1)[0]}-") for n in left
+    )
+    dead = f"{fileio.owner_tag().rsplit('-', 1)[0]}-{proc.pid}"
+    stale = out / f"beam-temp-train-0.tfrecord-{dead}-{'0' * 32}"
+    foreign = out / f"beam-temp-train-0.tfrecord-{'1' * 32}"
+    for folder in (stale, foreign):
+        folder.mkdir(exist_ok=True)
+        (folder / "piece").write_bytes(b"x")
+    pattern, flags, n, local_records = corpora["demo"]
+    outputs = [str(out / f"train-{i}.tfrecord") for i in range(n)]
+    beam_pipeline.create_pretraining_data_beam(
+        pattern, outputs, CONFIG, pipeline_args=MODES["FnApiRunner"], **flags
+    )
+    assert sorted(r for p in outputs for r in _framed_records(p)) == local_records
+    assert sorted(os.listdir(out)) == sorted([foreign.name, *map(os.path.basename, outputs)])
+    assert (foreign / "piece").read_bytes() == b"x"
+    assert os.listdir(tmp) == []
