@@ -475,6 +475,44 @@ def test_workers_need_nothing_of_the_launching_machines_temp_folder(
     assert os.listdir(worker_tmp) == []
 
 
+def test_portable_runner_against_beams_job_server_on_this_machine(
+    tmp_path, corpora, beam_pipeline, own_temp_folder
+):
+    """PortableRunner submits the pipeline to a job server: Beam's own (Python, no download),
+    serving on this machine; it runs the workers through the launcher (LOOPBACK)."""
+    import time
+
+    port_file = tmp_path / "server" / "port"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main"]
+        + [f"--port_file={port_file}"],
+        env=dict(os.environ, TMPDIR=str(tmp_path / "server"), **OFFLINE),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not port_file.exists():  # the server writes it (by a rename) once it serves
+            assert server.poll() is None and time.monotonic() < deadline, "no job server"
+            time.sleep(0.05)
+        port = int(port_file.read_text())
+        pattern, flags, n, local_records = corpora["multi-unit"]
+        outputs = [str(tmp_path / f"beam-{i}.tfrecord") for i in range(n)]
+        args = [
+            "--runner=PortableRunner",
+            f"--job_endpoint=localhost:{port}",
+            "--environment_type=LOOPBACK",
+        ]
+        beam_pipeline.create_pretraining_data_beam(
+            pattern, outputs, CONFIG, pipeline_args=args, **flags
+        )
+    finally:
+        server.terminate()
+        server.wait()
+    assert sorted(r for p in outputs for r in _framed_records(p)) == local_records
+    assert os.listdir(own_temp_folder) == []
+
+
 # ---------------------------------------------------------------------------------------------
 # The command line: flags, runners and Beam's options
 # ---------------------------------------------------------------------------------------------
