@@ -37,6 +37,7 @@ import os
 import re
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -311,13 +312,30 @@ def _run_temp_folder():
                 break
 
 
+class _MainThreadWrites:
+    """A text stream that passes on the writes of the main thread alone (some of Beam's
+    workers print the errors of a stopped bundle to sys.stderr themselves)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        if threading.current_thread() is threading.main_thread():
+            return self._stream.write(text)
+        return len(text)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 @contextlib.contextmanager
 def _quiet_once_stopped():
-    """While the pipeline runs: once SIGINT or SIGTERM arrives, the log records of Beam and
-    of the unit step are dropped (the errors of workers that the runner stops are a
-    consequence of the stop, not news), then the handler in place acts (the scripts':
-    RunInterrupted and one line, albert_tf/interrupts.py). The errors of the runner's
-    threads (threading.excepthook) are dropped likewise. Only in the main thread, and only
+    """While the pipeline runs: once SIGINT or SIGTERM arrives, the local SDK worker
+    processes are ended and the log records of Beam and of the unit step are dropped (the
+    errors of workers that the runner stops are a consequence of the stop, not news), then
+    the handler in place acts (the scripts': RunInterrupted and one line,
+    albert_tf/interrupts.py). The errors of the runner's threads (threading.excepthook) and
+    what they print to sys.stderr are dropped likewise. Only in the main thread, and only
     over handlers of Python's; restored afterwards unless a signal came (then the runner's
     threads may report the stopped workers until the process leaves)."""
     if threading.current_thread() is not threading.main_thread():
@@ -328,6 +346,8 @@ def _quiet_once_stopped():
     wrapped = {s: h for s, h in previous.items() if callable(h)}
 
     def on_signal(signum, frame):
+        if not stopped.is_set():
+            sys.stderr = _MainThreadWrites(sys.stderr)
         stopped.set()
         # Before the runner unwinds: it would let them finish their bundles, into folders
         # about to be removed.
