@@ -21,10 +21,13 @@ on every run; within a file, Beam decides the order of the pieces of different u
 Files go through Beam's filesystems (apache_beam.io.filesystems): the corpus globs, the unit
 reads (on the workers) and the outputs, so `gs://` works with Beam's GCP extra; the
 SentencePiece model (or vocabulary) is read where the command runs and sent with the step, so
-the workers need not reach its path. Each output file is written by Beam's file sink: into a
-`beam-temp-<name>-<id>` folder next to it, then renamed into place once every piece is
-written, so each file appears complete or not at all. If the pipeline fails, the launcher
-removes the temporary folders that the run created.
+the workers need not reach its path; a worker spills into its own temp folder. Each output
+file is written by Beam's file sink: into a `beam-temp-<name>-<host>-<pid>-<id>` folder next
+to it, then renamed into place once every piece is written, so each file appears complete or
+not at all. While the pipeline runs, the launcher's temp folder is a folder of the run's,
+removed at the end. If the pipeline fails or a signal stops it, the launcher removes the
+temporary folders that the run created (a signal also ends the local runner's worker
+processes); the next run removes those of a run that was killed outright.
 """
 
 from __future__ import annotations
