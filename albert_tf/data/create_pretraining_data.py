@@ -44,8 +44,8 @@ of them remain, and the temporaries of a killed run are removed by the next run.
 The work on one unit (planning, reading, tokenizing, `process_unit`) lives in
 albert_tf/data/pretraining_units.py; this module drives it with a pool of worker processes.
 With `--runner=<Beam runner>` (the arguments that are not our flags: Beam's pipeline options),
-albert_tf/data/beam_pipeline.py
-runs the same units, seeds and `process_unit` as an Apache Beam pipeline instead.
+albert_tf/data/beam_pipeline.py runs the same units, seeds and `process_unit` as an Apache Beam
+pipeline instead.
 """
 
 from __future__ import annotations
