@@ -64,6 +64,24 @@ def _pid_running(pid: int) -> bool:
     return True
 
 
+def stale_names(names, name_pattern: str) -> list[str]:
+    """The names among `names` left by killed processes of this host: those that match
+    `name_pattern` (a regex for the whole name, with `{owner}` where the name holds
+    `owner_tag()`) and whose process is not running. Our own and running processes'
+    names are not stale, nor are those of other hosts, which cannot be checked from here.
+    Touches no file: callers list and remove on their own filesystem."""
+    host = owner_tag().rsplit("-", 1)[0]
+    regex = re.compile(name_pattern.replace("{owner}", re.escape(host) + r"-(?P<pid>\d+)"))
+    stale = []
+    for name in names:
+        match = regex.fullmatch(name)
+        if match:
+            pid = int(match.group("pid"))
+            if pid != os.getpid() and not _pid_running(pid):
+                stale.append(name)
+    return stale
+
+
 def stale_entries(directory: str, name_pattern: str) -> list[str]:
     """The entries of `directory` left by killed processes of this host.
 
@@ -72,27 +90,15 @@ def stale_entries(directory: str, name_pattern: str) -> list[str]:
       name_pattern: regex that a whole entry name must match, with the placeholder
         `{owner}` where the name holds `owner_tag()`; it becomes this host's name
         and a captured process id.
-    Returns the paths (files or folders) whose process is not running. Our own and
-    running processes' entries are left out, as are those of other hosts (a shared
-    folder), whose processes cannot be checked from here.
+    Returns the paths (files or folders) whose process is not running (`stale_names`).
     """
-    host = owner_tag().rsplit("-", 1)[0]
-    regex = re.compile(name_pattern.replace("{owner}", re.escape(host) + r"-(?P<pid>\d+)"))
     try:
         names = _gfile().listdir(directory)
     except _tf_errors().OpError:
         return []
-    found = []
-    for name in sorted(names):
-        name = name.rstrip("/")  # object stores list folders with a trailing slash
-        match = regex.fullmatch(name)
-        if not match:
-            continue
-        pid = int(match.group("pid"))
-        if pid == os.getpid() or _pid_running(pid):
-            continue
-        found.append(join(directory, name))
-    return found
+    # object stores list folders with a trailing slash
+    found = stale_names(sorted(n.rstrip("/") for n in names), name_pattern)
+    return [join(directory, name) for name in found]
 
 
 def remove_stale(directory: str, name_pattern: str) -> list[str]:

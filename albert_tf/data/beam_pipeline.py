@@ -21,21 +21,30 @@ on every run; within a file, Beam decides the order of the pieces of different u
 Files go through Beam's filesystems (apache_beam.io.filesystems): the corpus globs, the unit
 reads (on the workers) and the outputs, so `gs://` works with Beam's GCP extra; the
 SentencePiece model (or vocabulary) is read where the command runs and sent with the step, so
-the workers need not reach its path. Each output file is written by Beam's file sink: into a
-`beam-temp-<name>-<id>` folder next to it, then renamed into place once every piece is
-written, so each file appears complete or not at all. If the pipeline fails, the launcher
-removes the temporary folders that the run created.
+the workers need not reach its path; a worker spills into its own temp folder. Each output
+file is written by Beam's file sink: into a `beam-temp-<name>-<host>-<pid>-<id>` folder next
+to it, then renamed into place once every piece is written, so each file appears complete or
+not at all. While the pipeline runs, the launcher's temp folder is a folder of the run's,
+removed at the end. If the pipeline fails or a signal stops it, the launcher removes the
+temporary folders that the run created (a signal also ends the local runner's worker
+processes); the next run removes those of a run that was killed outright.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import logging
 import os
 import re
 import shutil
+import signal
+import sys
 import tempfile
+import threading
 import time
+import uuid
 from typing import Sequence
 
 import apache_beam as beam
@@ -45,7 +54,9 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.localfilesystem import LocalFileSystem
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.runner import PipelineState, create_runner
 
+from albert_tf import fileio, interrupts
 from albert_tf.data import pretraining_instances as pi
 from albert_tf.data import pretraining_units as pu
 from albert_tf.data import tokenization
@@ -59,6 +70,12 @@ PIECE_BYTES = 64 << 20
 # Counters of the unit step, summed by the runner (the local builder's stats).
 _COUNTERS = ("documents", "instances", "tokens", "masked", "long_lines", "long_tokens")
 _METRICS_NAMESPACE = "albert_tf.create_pretraining_data"
+# Temporaries, named with fileio.owner_tag() so that a later run removes those of a killed
+# one: a worker's spill folder (in the worker's own temp folder), and Beam's folder of the
+# pieces of each output (next to it; Beam's own prefix).
+_SPILL_PREFIX = "albert_tf-beam-"
+_SPILL_PATTERN = re.escape(_SPILL_PREFIX) + r"{owner}-\w+"
+_TEMP_PREFIX = "beam-temp-"
 
 
 def _is_local(path: str) -> bool:
@@ -117,10 +134,19 @@ def _pieces(f, size: int, limit: int):
 
 class _BuildUnit(beam.DoFn):
     """Unit -> (output index, piece of TFRecord-framed records), by the local builder's
-    `process_unit`; the unit's records k go to output (unit.index + k) mod N."""
+    `process_unit`; the unit's records k go to output (unit.index + k) mod N.
+
+    Everything a worker needs travels with the step: the settings and the bytes of the
+    SentencePiece model (or vocabulary), read where the command runs. A worker may run on
+    another machine, in a thread or a process of Beam's: `setup` makes its tokenizer and a
+    spill folder in the worker's own temp folder and touches no process-wide state (signal
+    handlers, logging configuration, globals)."""
 
     def __init__(self, settings: pu.Settings, piece_bytes: int):
-        self._settings = settings
+        # No path of the launching machine reaches a worker: `setup` names its own copies.
+        self._settings = dataclasses.replace(
+            settings, tmp_dir="", spm_model_file=None, vocab_file=None
+        )
         self._piece_bytes = piece_bytes
         self._spm_model = _read_model_file(settings.spm_model_file)
         self._vocab = None if settings.spm_model_file else _read_model_file(settings.vocab_file)
@@ -128,7 +154,10 @@ class _BuildUnit(beam.DoFn):
         self._longest = beam.metrics.Metrics.distribution(_METRICS_NAMESPACE, "longest_line")
 
     def setup(self):
-        self._tmp = tempfile.mkdtemp(prefix="albert_tf-beam-")
+        # The worker's own temp folder, as its machine and environment name it (not the
+        # launcher's); spill folders of killed workers of this host are removed first.
+        _remove_stale_spills(tempfile.gettempdir())
+        self._tmp = tempfile.mkdtemp(prefix=f"{_SPILL_PREFIX}{fileio.owner_tag()}-")
         local = {}
         for name, data in (("spm_model_file", self._spm_model), ("vocab_file", self._vocab)):
             if data is not None:
@@ -139,6 +168,7 @@ class _BuildUnit(beam.DoFn):
         self._worker = pu.unit_worker(settings)  # tokenizer and vocabulary, once per instance
 
     def process(self, unit):
+        logger.info("unit %d: %s bytes %d-%d started", unit.index, unit.path, unit.start, unit.end)
         res = pu.process_unit(unit, self._worker)
         if res["path"] is not None:
             n = len(res["sizes"])
@@ -159,9 +189,11 @@ class _BuildUnit(beam.DoFn):
 
 class _FramedRecordsSink(filebasedsink.FileBasedSink):
     """Beam's file sink for one output file whose elements are already TFRecord-framed
-    records (length, CRCs): written unchanged, then renamed into place by Beam."""
+    records (length, CRCs): written unchanged into a temporary folder next to the output,
+    then renamed into place by Beam. The folder's name carries the launcher's
+    fileio.owner_tag() (`owner`), so that a later run removes the folder of a killed one."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, owner: str):
         super().__init__(
             path,
             coder=beam.coders.BytesCoder(),
@@ -169,6 +201,12 @@ class _FramedRecordsSink(filebasedsink.FileBasedSink):
             shard_name_template="",
             compression_type=CompressionTypes.UNCOMPRESSED,
         )
+        self._owner = owner
+
+    def _create_temp_dir(self, file_path_prefix):
+        # Beam's own name ends in a random id alone, which cannot tell a killed run's folder.
+        folder, name = FileSystems.split(file_path_prefix)
+        return FileSystems.join(folder, f"{_TEMP_PREFIX}{name}-{self._owner}-{uuid.uuid4().hex}")
 
     def write_encoded_record(self, file_handle, encoded_value):
         file_handle.write(encoded_value)
@@ -184,19 +222,163 @@ def _check_outputs(outputs: Sequence[str]) -> None:
         pu.check_outputs(local)  # also: "--output_file is empty"
 
 
-def _temp_folders(outputs: Sequence[str]) -> set[str]:
-    """Beam's temporary folders of `outputs` that exist (on local disk; a remote filesystem
-    lists only files, so there: the folders that hold one)."""
-    found = set()
+def _temp_folders(outputs: Sequence[str], *, stale: bool) -> list[str]:
+    """Beam's temporary folders of `outputs` (named by `_FramedRecordsSink`) that this
+    process made (stale=False), or that killed runs of this host left (stale=True). On
+    local disk the folders themselves; a remote filesystem lists only files, so there:
+    the folders that hold one."""
+    owner = "{owner}" if stale else re.escape(fileio.owner_tag())
+    found = []
     for out in outputs:
         folder, name = FileSystems.split(out)
-        pattern = FileSystems.join(folder, f"beam-temp-{name}-*")
+        pattern = FileSystems.join(folder, f"{_TEMP_PREFIX}{name}-*")
         if _is_local(out):
-            found.update(pu.LocalInputs.glob(pattern))
+            paths = pu.LocalInputs.glob(pattern)
         else:
-            for r in FileSystems.match([FileSystems.join(pattern, "*")]):
-                found.update(FileSystems.split(m.path)[0] for m in r.metadata_list)
-    return found
+            matches = FileSystems.match([FileSystems.join(pattern, "*")])
+            paths = [FileSystems.split(m.path)[0] for r in matches for m in r.metadata_list]
+        by_name = {FileSystems.split(p)[1]: p for p in paths}
+        regex = re.escape(f"{_TEMP_PREFIX}{name}-") + owner + r"-[0-9a-f]{32}"
+        if stale:
+            found += [by_name[n] for n in fileio.stale_names(by_name, regex)]
+        else:
+            found += [p for n, p in by_name.items() if re.fullmatch(regex, n)]
+    return sorted(set(found))
+
+
+def _remove_stale_spills(folder: str) -> None:
+    """Removes the spill folders that killed runs and workers of this host left in
+    `folder` (machine-local)."""
+    for name in fileio.stale_names(os.listdir(folder), _SPILL_PATTERN):
+        shutil.rmtree(os.path.join(folder, name), ignore_errors=True)  # machine-local
+
+
+# What the worker processes of Beam's local runners run (multi_processing mode).
+_SDK_WORKER_MODULE = b"apache_beam.runners.worker.sdk_worker_main"
+
+
+def _end_worker_processes() -> None:
+    """Kills the SDK worker processes that a local runner started under this process (when
+    a signal stops the pipeline). Reads the machine-local /proc (Linux); elsewhere does
+    nothing."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:  # machine-local /proc
+                    ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # ended meanwhile
+            children.setdefault(ppid, []).append(int(entry))
+    todo = list(children.get(os.getpid(), []))
+    while todo:  # descendants: the runner starts each worker through a shell
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:  # machine-local /proc
+                if _SDK_WORKER_MODULE in f.read():
+                    os.kill(pid, signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            continue
+
+
+@contextlib.contextmanager
+def _run_temp_folder():
+    """While the pipeline runs: the temp folder of this process (tempfile) and of the worker
+    processes it starts (TMPDIR) is a folder of this run's in the system temp folder,
+    removed afterwards, whatever the outcome. So what Beam leaves there (DirectRunner's
+    staging for its Prism attempt) and what local workers stopped by a signal leave (their
+    spill folders) goes with it. Its name carries the owner tag: a later run removes the
+    folder of a killed one."""
+    base = tempfile.gettempdir()
+    _remove_stale_spills(base)
+    folder = tempfile.mkdtemp(prefix=f"{_SPILL_PREFIX}{fileio.owner_tag()}-")
+    saved_tempdir, saved_env = tempfile.tempdir, os.environ.get("TMPDIR")
+    tempfile.tempdir = os.environ["TMPDIR"] = folder
+    try:
+        yield
+    finally:
+        tempfile.tempdir = saved_tempdir
+        if saved_env is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved_env
+        # After a stop, the runner's threads may still be setting up a worker: a file may
+        # appear in the folder as it goes, or a spill folder of this process (its owner tag)
+        # in the system temp folder once it is restored.
+        mine = re.compile(re.escape(f"{_SPILL_PREFIX}{fileio.owner_tag()}-") + r"\w+")
+        for _ in range(3):
+            shutil.rmtree(folder, ignore_errors=True)  # machine-local temporary folder
+            for name in filter(mine.fullmatch, os.listdir(base) if os.path.isdir(base) else ()):
+                shutil.rmtree(os.path.join(base, name), ignore_errors=True)  # machine-local
+            if not os.path.exists(folder):
+                break
+
+
+class _MainThreadWrites:
+    """A text stream that passes on the writes of the main thread alone (some of Beam's
+    workers print the errors of a stopped bundle to sys.stderr themselves)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        if threading.current_thread() is threading.main_thread():
+            return self._stream.write(text)
+        return len(text)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _quiet_once_stopped():
+    """While the pipeline runs: once SIGINT or SIGTERM arrives, the local SDK worker
+    processes are ended and the log records of Beam and of the unit step are dropped (the
+    errors of workers that the runner stops are a consequence of the stop, not news), then
+    the handler in place acts (the scripts': RunInterrupted and one line,
+    albert_tf/interrupts.py). The errors of the runner's threads (threading.excepthook) and
+    what they print to sys.stderr are dropped likewise. Only in the main thread, and only
+    over handlers of Python's; restored afterwards unless a signal came (then the runner's
+    threads may report the stopped workers until the process leaves)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stopped = threading.Event()
+    previous = {s: signal.getsignal(s) for s in interrupts.SIGNALS}
+    wrapped = {s: h for s, h in previous.items() if callable(h)}
+
+    def on_signal(signum, frame):
+        if not stopped.is_set():
+            sys.stderr = _MainThreadWrites(sys.stderr)
+        stopped.set()
+        # Before the runner unwinds: it would let them finish their bundles, into folders
+        # about to be removed.
+        _end_worker_processes()
+        wrapped[signum](signum, frame)
+
+    def keep(record: logging.LogRecord) -> bool:
+        return not (stopped.is_set() and record.name.startswith(("apache_beam", __name__)))
+
+    def report_thread_error(args) -> None:
+        if not stopped.is_set():
+            thread_error_hook(args)
+
+    handlers = logging.getLogger().handlers
+    for h in handlers:
+        h.addFilter(keep)
+    thread_error_hook, threading.excepthook = threading.excepthook, report_thread_error
+    for s in wrapped:
+        signal.signal(s, on_signal)
+    try:
+        yield
+    finally:
+        for s, h in wrapped.items():
+            signal.signal(s, h)
+        if not stopped.is_set():  # after a stop, the runner's threads report on until exit
+            threading.excepthook = thread_error_hook
+            for h in handlers:
+                h.removeFilter(keep)
 
 
 class _DropUserErrors(logging.Filter):
@@ -215,6 +397,35 @@ def _user_error(err: UserError) -> pu.InputDataError:
     """The message of a bad-input error raised in a step, without the runner's
     " [while running '<step>']" suffixes."""
     return pu.InputDataError(re.sub(r" \[while running '[^']*'\]", "", str(err)))
+
+
+def check_pipeline_args(pipeline_args: Sequence[str]) -> None:
+    """Refuses (InputDataError, one line) what Beam would meet only once the pipeline runs,
+    or drop with a warning: a value that Beam's option parser refuses, an unknown --runner,
+    and an option that no options class of Beam's knows."""
+    parser_said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(parser_said):  # Beam's argparse prints its usage
+            given = PipelineOptions(list(pipeline_args)).get_all_options(
+                retain_unknown_options=True
+            )
+    except SystemExit:
+        lines = parser_said.getvalue().strip().splitlines() or ["not accepted"]
+        reason = lines[-1].split("error: ", 1)[-1]
+        raise pu.InputDataError(f"Beam pipeline options: {reason}") from None
+    runner = given.get("runner")
+    try:
+        create_runner(runner)  # also imports the runner's module and its options classes
+    except (ValueError, ImportError) as e:
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise pu.InputDataError(f"--runner={runner}: {reason}") from None
+    unknown = sorted(set(given) - set(PipelineOptions([]).get_all_options()))
+    if unknown:
+        names = ", ".join(f"--{u}" for u in unknown)
+        raise pu.InputDataError(
+            f"{names}: neither a flag of create_pretraining_data (--help) nor an option of "
+            "Apache Beam's pipeline options"
+        )
 
 
 def build_pipeline(
@@ -236,7 +447,7 @@ def build_pipeline(
         (
             per_output[i]
             | f"Pieces {i}" >> beam.Values()
-            | f"Write {i}" >> beam.io.Write(_FramedRecordsSink(out))
+            | f"Write {i}" >> beam.io.Write(_FramedRecordsSink(out, fileio.owner_tag()))
         )
 
 
@@ -294,16 +505,21 @@ def create_pretraining_data_beam(
         num_shards=len(outputs),
         inputs=BeamInputs,
     )
-    temp_before = _temp_folders(outputs)
+    stale = _temp_folders(outputs, stale=True)
+    if stale:
+        FileSystems.delete(stale)
+        logger.info("removed %d temporary folder(s) of killed runs: %s", len(stale), stale)
     t0 = time.time()
     ok = False
+    result = None
     drop_user_errors = _DropUserErrors()
     logging.getLogger(_STEP_ERROR_LOGGER).addFilter(drop_user_errors)
     try:
-        pipeline = beam.Pipeline(options=PipelineOptions(list(pipeline_args)))
-        build_pipeline(pipeline, units, settings, outputs, piece_bytes)
-        result = pipeline.run()
-        result.wait_until_finish()
+        with _quiet_once_stopped(), _run_temp_folder():
+            pipeline = beam.Pipeline(options=PipelineOptions(list(pipeline_args)))
+            build_pipeline(pipeline, units, settings, outputs, piece_bytes)
+            result = pipeline.run()
+            result.wait_until_finish()
         stats = _stats(result, len(units))
         try:
             pu.check_totals(stats, input_file, len(files), config, None)
@@ -316,9 +532,11 @@ def create_pretraining_data_beam(
     finally:
         logging.getLogger(_STEP_ERROR_LOGGER).removeFilter(drop_user_errors)
         if not ok:
-            stale = sorted(_temp_folders(outputs) - temp_before)
-            if stale:
-                FileSystems.delete(stale)
+            if result is not None and not PipelineState.is_terminal(result.state):
+                result.cancel()  # a job on a remote engine that outlived its launcher's wait
+            own = _temp_folders(outputs, stale=False)
+            if own:
+                FileSystems.delete(own)
     stats["seconds"] = time.time() - t0
     pu.log_summary(stats, len(outputs), logger)
     return stats

@@ -43,8 +43,9 @@ Output files are first written under temporary names and renamed at the end; on 
 of them remain, and the temporaries of a killed run are removed by the next run.
 The work on one unit (planning, reading, tokenizing, `process_unit`) lives in
 albert_tf/data/pretraining_units.py; this module drives it with a pool of worker processes.
-With `--runner=<Beam runner>` (Beam's pipeline options after it), albert_tf/data/beam_pipeline.py
-runs the same units, seeds and `process_unit` as an Apache Beam pipeline instead.
+With `--runner=<Beam runner>` (the arguments that are not our flags: Beam's pipeline options),
+albert_tf/data/beam_pipeline.py runs the same units, seeds and `process_unit` as an Apache Beam
+pipeline instead.
 """
 
 from __future__ import annotations
@@ -62,9 +63,10 @@ import sys
 import tempfile
 import threading
 import time
+import typing
 from typing import Sequence
 
-from albert_tf import cli, fileio
+from albert_tf import cli, fileio, options
 from albert_tf.data import pretraining_instances as pi
 from albert_tf.data import pretraining_units as pu
 from albert_tf.data import tokenization
@@ -352,21 +354,39 @@ class CreatePretrainingDataOptions(Options):
     runner: str | None = option(
         None,
         "Build with Apache Beam on this runner (FnApiRunner, DirectRunner, DataflowRunner, "
-        "FlinkRunner, ...) instead of local worker processes; Beam's pipeline options follow "
-        "this flag (docs/pretraining.md).",
+        "FlinkRunner, ...) instead of local worker processes; the arguments that are not "
+        "flags of this script go to Beam as its pipeline options (docs/pretraining.md).",
     )
 
 
 def split_pipeline_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
-    """[prog, our flags, --runner=R, Beam's pipeline options] -> (everything up to and
-    including --runner, Beam's options). Without --runner: (argv, [])."""
+    """[prog, args...] -> ([prog, our flags], Beam's pipeline options), as Beam's examples
+    split a command line with parse_known_args: a flag of ours is taken wherever it stands
+    (`--flag=value`, `--flag value`, `--bool`, `--nobool`, one dash or two), every other
+    argument goes to Beam in its order. Without --runner among our flags nothing goes to
+    Beam: (argv, []), and the flags parser reports what is not ours."""
+    hints = typing.get_type_hints(CreatePretrainingDataOptions)
+    is_bool = {n: hints[n] is bool for n in options.flag_names(CreatePretrainingDataOptions)}
     argv = list(argv)
-    for i, arg in enumerate(argv[1:], 1):
-        if arg.startswith("--runner="):
-            return argv[: i + 1], argv[i + 1 :]
-        if arg == "--runner":
-            return argv[: i + 2], argv[i + 2 :]
-    return argv, []
+    ours, beam, i = argv[:1], [], 1
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        name, has_value, _ = arg.lstrip("-").partition("=")
+        negated = name.startswith("no") and is_bool.get(name[2:])
+        if not arg.startswith("-") or (name not in is_bool and not negated):
+            if arg in cli.HELP_FLAGS:
+                ours.append(arg)
+            else:
+                beam.append(arg)
+            continue
+        ours.append(arg)
+        if not has_value and not negated and not is_bool[name] and i < len(argv):
+            ours.append(argv[i])  # --flag value
+            i += 1
+    if not any(a.lstrip("-").partition("=")[0] == "runner" for a in ours[1:]):
+        return argv, []
+    return ours, beam
 
 
 def run(opts: CreatePretrainingDataOptions, pipeline_args: Sequence[str] = ()) -> None:
@@ -421,11 +441,13 @@ def run(opts: CreatePretrainingDataOptions, pipeline_args: Sequence[str] = ()) -
         raise pu.InputDataError(
             f"--runner={opts.runner}: Apache Beam is not installed (pip install -e '.[beam]')"
         ) from None
+    pipeline_args = [f"--runner={opts.runner}", *pipeline_args]
+    beam_pipeline.check_pipeline_args(pipeline_args)
     beam_pipeline.create_pretraining_data_beam(
         opts.input_file,
         opts.output_file,
         config,
-        pipeline_args=[f"--runner={opts.runner}", *pipeline_args],
+        pipeline_args=pipeline_args,
         **common,
     )
 
@@ -446,4 +468,13 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    if status > 128 and threading.active_count() > 1:
+        # A Beam build stopped by a signal leaves its runner's worker threads running (our
+        # temporaries are gone by now): the interpreter's exit would wait for them or abort
+        # in their native code. Leave at once, as the signal would have.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(status)
+    sys.exit(status)

@@ -1,18 +1,23 @@
-"""The Beam pipeline of the pretraining-data builder (albert_tf/data/beam_pipeline.py) on Beam's
-in-process runner: the local builder's records byte for byte, its shard rule, the local
-builder's one-line errors, and the package without Beam."""
+"""The Beam pipeline of the pretraining-data builder (albert_tf/data/beam_pipeline.py) on
+Beam's local runners (FnApiRunner; DirectRunner in_memory, multi_threading and
+multi_processing): the local builder's records byte for byte, its shard rule, workers that need
+nothing of the launcher's paths, the local builder's one-line errors, the command line's flags
+and Beam's options, SIGINT/SIGTERM and a kill, and the package without Beam."""
 
 import glob
 import io
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
 import albert_tf.data
+from albert_tf import fileio
 from albert_tf.data import create_pretraining_data as cpd
 from albert_tf.data import pretraining_instances as pi
 from albert_tf.data import pretraining_units as pu
@@ -284,12 +289,38 @@ def test_runner_without_beam_is_a_one_line_error(tmp_path, capsys, monkeypatch):
     assert os.listdir(tmp_path) == []
 
 
-def test_split_pipeline_args():
+def test_split_pipeline_args_takes_our_flags_wherever_they_stand():
     argv = ["prog", "--input_file=a", "--runner", "DataflowRunner", "--project=p", "--region=r"]
     assert cpd.split_pipeline_args(argv) == (argv[:4], ["--project=p", "--region=r"])
-    argv = ["prog", "--input_file=a", "--runner=FlinkRunner", "--flink_master=h:8081"]
-    assert cpd.split_pipeline_args(argv) == (argv[:3], ["--flink_master=h:8081"])
-    assert cpd.split_pipeline_args(["prog", "--input_file=a"]) == (["prog", "--input_file=a"], [])
+    argv = [
+        "prog",
+        "--runner=FlinkRunner",
+        "--flink_master",
+        "h:8081",
+        "--output_file",
+        "o.tfrecord",
+        "--save_main_session",
+        "--nodo_lower_case",
+        "-dupe_factor=2",
+        "--write_unmasked",
+        "--max_seq_length=64",
+    ]
+    assert cpd.split_pipeline_args(argv) == (
+        [
+            "prog",
+            "--runner=FlinkRunner",
+            "--output_file",
+            "o.tfrecord",
+            "--nodo_lower_case",
+            "-dupe_factor=2",
+            "--write_unmasked",
+            "--max_seq_length=64",
+        ],
+        ["--flink_master", "h:8081", "--save_main_session"],
+    )
+    # Without --runner every argument is ours: the flags parser names what is not.
+    argv = ["prog", "--input_file=a", "--project=p"]
+    assert cpd.split_pipeline_args(argv) == (argv, [])
 
 
 def test_only_the_beam_module_imports_beam():
@@ -321,3 +352,321 @@ def test_an_output_that_is_the_corpus_is_refused_before_any_pipeline(
     assert f"error: --output_file={corpus} is an input of this run (--input_file=" in err[0]
     assert corpus.read_text() == "one sentence.\nanother one.\n\nnext document.\n"
     assert os.listdir(tmp_path) == ["c.txt"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Every local runner mode; workers that need nothing of the launching machine's temp folder
+# ---------------------------------------------------------------------------------------------
+
+# Beam's local runners and modes, each with two workers where the mode has workers.
+MODES = {
+    "FnApiRunner": ["--runner=FnApiRunner"],
+    **{
+        mode: [
+            "--runner=DirectRunner",
+            f"--direct_running_mode={mode}",
+            "--direct_num_workers=2",
+        ]
+        for mode in ("in_memory", "multi_threading", "multi_processing")
+    },
+}
+CONFIG = pi.MaskingConfig(max_seq_length=64, max_predictions_per_seq=8)
+# Environment of a launcher run as a command here: no network (see `offline_direct_runner`).
+# Its download of Prism goes to a closed port of 127.0.0.1; gRPC between the runner and its
+# workers stays direct.
+OFFLINE = {
+    **dict.fromkeys(["https_proxy", "HTTPS_PROXY"], "http://127.0.0.1:9"),
+    **dict.fromkeys(["no_proxy", "NO_PROXY"], "localhost,127.0.0.1"),
+}
+
+
+@pytest.fixture
+def offline_direct_runner(monkeypatch, beam_pipeline):
+    """DirectRunner first tries Beam's Prism runner, which it downloads from GitHub, and runs
+    the pipeline itself when that fails. Tests talk only to 127.0.0.1: the attempt fails at
+    once, as on a machine without network."""
+    from apache_beam.runners.portability import prism_runner
+
+    def no_prism(self, pipeline, options):
+        raise RuntimeError("Prism cannot be downloaded here")
+
+    monkeypatch.setattr(prism_runner.PrismRunner, "run_pipeline", no_prism)
+
+
+@pytest.fixture
+def own_temp_folder(tmp_path, monkeypatch):
+    """This process's temp folder (tempfile and TMPDIR): an empty folder of the test's."""
+    folder = tmp_path / "system-tmp"
+    folder.mkdir()
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def corpora(tmp_path_factory):
+    """name -> (input pattern, builder flags, number of outputs, the local builder's records):
+    the demo corpus (one unit) and a corpus of six units in two files."""
+    root = tmp_path_factory.mktemp("corpora")
+    multi = root / "multi-unit"
+    multi.mkdir()
+    shutil.copy(DEMO, multi / "a.txt")  # 270 kB: five units of 0.06 MiB or more
+    with open(DEMO, "rb") as src, open(multi / "b.txt", "wb") as dst:
+        dst.write(src.read(30_000).rsplit(b"\n\n", 1)[0] + b"\n")  # one unit
+    found = {}
+    for name, pattern, flags, n in (
+        ("demo", DEMO, dict(spm_model_file=SPM, dupe_factor=1), 2),
+        ("multi-unit", str(multi / "*.txt"), dict(spm_model_file=SPM, chunk_size_mb=0.06), 3),
+    ):
+        flags = dict(flags, dupe_factor=1, random_seed=7)
+        local = [str(root / f"{name}-local-{i}.tfrecord") for i in range(n)]
+        stats = cpd.create_pretraining_data(pattern, local, CONFIG, num_workers=1, **flags)
+        assert stats["units"] == (1 if name == "demo" else 6)
+        records = sorted(r for p in local for r in _framed_records(p))
+        found[name] = (pattern, flags, n, records)
+    return found
+
+
+@pytest.mark.parametrize("corpus", ["demo", "multi-unit"])
+@pytest.mark.parametrize("mode", list(MODES))
+def test_every_local_runner_mode_gives_the_local_builders_records(
+    mode, corpus, corpora, tmp_path, beam_pipeline, offline_direct_runner, own_temp_folder
+):
+    pattern, flags, n, local_records = corpora[corpus]
+    outputs = [str(tmp_path / f"beam-{i}.tfrecord") for i in range(n)]
+    beam_pipeline.create_pretraining_data_beam(
+        pattern, outputs, CONFIG, pipeline_args=MODES[mode], piece_bytes=20_000, **flags
+    )
+    assert sorted(r for p in outputs for r in _framed_records(p)) == local_records
+    assert sorted(os.listdir(tmp_path)) == sorted(["system-tmp", *map(os.path.basename, outputs)])
+    assert os.listdir(own_temp_folder) == []  # the workers' spills, Beam's staging: all gone
+
+
+@pytest.mark.parametrize("mode", ["FnApiRunner", "multi_processing"])
+def test_workers_need_nothing_of_the_launching_machines_temp_folder(
+    mode, corpora, tmp_path, monkeypatch, beam_pipeline, offline_direct_runner
+):
+    """The SentencePiece model is given from the launcher's temp folder, which is removed
+    once the pipeline is built, before it runs; from then on the process (and the worker
+    processes it starts) has another temp folder, as a worker on another machine would."""
+    pattern, flags, n, local_records = corpora["multi-unit"]
+    launcher_tmp, worker_tmp = tmp_path / "launcher-tmp", tmp_path / "worker-tmp"
+    launcher_tmp.mkdir()
+    worker_tmp.mkdir()
+    shutil.copy(SPM, launcher_tmp / "spm.model")
+    monkeypatch.setenv("TMPDIR", str(launcher_tmp))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    build_pipeline = beam_pipeline.build_pipeline
+
+    def build_then_lose_the_temp_folder(*args, **kwargs):
+        build_pipeline(*args, **kwargs)
+        shutil.rmtree(launcher_tmp)
+        os.environ["TMPDIR"] = str(worker_tmp)  # monkeypatch restores it
+        tempfile.tempdir = None
+
+    monkeypatch.setattr(beam_pipeline, "build_pipeline", build_then_lose_the_temp_folder)
+    outputs = [str(tmp_path / f"beam-{i}.tfrecord") for i in range(n)]
+    flags = dict(flags, spm_model_file=str(launcher_tmp / "spm.model"))
+    beam_pipeline.create_pretraining_data_beam(
+        pattern, outputs, CONFIG, pipeline_args=MODES[mode], **flags
+    )
+    assert not launcher_tmp.exists()
+    assert sorted(r for p in outputs for r in _framed_records(p)) == local_records
+    assert os.listdir(worker_tmp) == []
+
+
+def test_portable_runner_against_beams_job_server_on_this_machine(
+    tmp_path, corpora, beam_pipeline, own_temp_folder
+):
+    """PortableRunner submits the pipeline to a job server: Beam's own (Python, no download),
+    serving on this machine; it runs the workers through the launcher (LOOPBACK)."""
+    import time
+
+    port_file = tmp_path / "server" / "port"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main"]
+        + [f"--port_file={port_file}"],
+        env=dict(os.environ, TMPDIR=str(tmp_path / "server"), **OFFLINE),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not port_file.exists():  # the server writes it (by a rename) once it serves
+            assert server.poll() is None and time.monotonic() < deadline, "no job server"
+            time.sleep(0.05)
+        port = int(port_file.read_text())
+        pattern, flags, n, local_records = corpora["multi-unit"]
+        outputs = [str(tmp_path / f"beam-{i}.tfrecord") for i in range(n)]
+        args = [
+            "--runner=PortableRunner",
+            f"--job_endpoint=localhost:{port}",
+            "--environment_type=LOOPBACK",
+        ]
+        beam_pipeline.create_pretraining_data_beam(
+            pattern, outputs, CONFIG, pipeline_args=args, **flags
+        )
+    finally:
+        server.terminate()
+        server.wait()
+    assert sorted(r for p in outputs for r in _framed_records(p)) == local_records
+    assert os.listdir(own_temp_folder) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line: flags, runners and Beam's options
+# ---------------------------------------------------------------------------------------------
+
+
+def test_our_flags_after_the_runner_are_ours(
+    tmp_path, corpora, beam_pipeline, offline_direct_runner, own_temp_folder
+):
+    out = tmp_path / "out.tfrecord"
+    assert (
+        _main(
+            "--runner=DirectRunner",
+            f"--output_file={out}",
+            "--direct_running_mode=multi_threading",
+            f"--input_file={DEMO}",
+            "--direct_num_workers=2",
+            "--random_seed=7",
+        )
+        == 0
+    )
+    assert sorted(_framed_records(out)) == corpora["demo"][3]
+    assert os.listdir(own_temp_folder) == []
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--runner=BogusRunner"],
+            "--runner=BogusRunner: Unexpected pipeline runner: BogusRunner. Valid values are ",
+        ),
+        (
+            ["--runner=FnApiRunner", "--direct_num_workrs=2", "--project", "p"],
+            "--direct_num_workrs: neither a flag of create_pretraining_data (--help) nor an "
+            "option of Apache Beam's pipeline options",
+        ),
+        (
+            ["--direct_num_workers=two", "--runner=DirectRunner"],
+            "Beam pipeline options: argument --direct_num_workers: invalid int value: 'two'",
+        ),
+        (
+            ["--runner=DirectRunner", "--direct_running_mode=threads"],
+            "Beam pipeline options: argument --direct_running_mode: invalid choice: 'threads'",
+        ),
+    ],
+)
+def test_a_bad_runner_or_beam_option_is_one_line_before_any_work(
+    tmp_path, args, message, capsys, beam_pipeline, monkeypatch
+):
+    monkeypatch.setattr(beam_pipeline, "create_pretraining_data_beam", None)
+    out = tmp_path / "out.tfrecord"
+    assert _main(f"--input_file={DEMO}", f"--output_file={out}", *args) == 1
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith(f"create_pretraining_data: error: {message}")
+    assert os.listdir(tmp_path) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# SIGINT, SIGTERM and a kill during a Beam build
+# ---------------------------------------------------------------------------------------------
+
+
+def _start_build(tmp_path, mode):
+    """The command line building the four demo files (20 units of 0.06 MiB, 40 passes: far
+    from done when its first unit starts) on runner `mode`, with its own temp folder.
+    Returns (process, its output folder, its temp folder)."""
+    out, tmp = tmp_path / "out", tmp_path / "system-tmp"
+    out.mkdir(exist_ok=True)
+    tmp.mkdir(exist_ok=True)
+    corpus = os.path.join(os.path.dirname(DEMO), "part-*.txt")
+    outputs = ",".join(str(out / f"train-{i}.tfrecord") for i in range(2))
+    env = dict(os.environ, PYTHONPATH=ROOT, TMPDIR=str(tmp), **OFFLINE)
+    cmd = [sys.executable, "-m", "albert_tf.data.create_pretraining_data"]
+    cmd += [f"--input_file={corpus}", f"--output_file={outputs}", f"--spm_model_file={SPM}"]
+    cmd += ["--max_seq_length=64", "--max_predictions_per_seq=8", "--chunk_size_mb=0.06"]
+    proc = subprocess.Popen(
+        [*cmd, "--dupe_factor=40", *MODES[mode]],
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    return proc, out, tmp
+
+
+def _wait_for_a_unit(proc) -> list[str]:
+    """Reads the build's log until a unit has started (the unit step says so); its lines."""
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if re.search(r"unit \d+: .* started", line):
+            return lines
+    raise AssertionError("the build ended before a unit started:\n" + "".join(lines))
+
+
+@pytest.mark.parametrize(
+    "mode, signum",
+    [
+        ("in_memory", signal.SIGTERM),
+        ("multi_threading", signal.SIGINT),
+        ("multi_processing", signal.SIGINT),
+        ("multi_processing", signal.SIGTERM),
+    ],
+)
+def test_a_signal_stops_a_beam_build_with_one_line_and_leaves_nothing(
+    tmp_path, mode, signum, beam_pipeline
+):
+    proc, out, tmp = _start_build(tmp_path, mode)
+    try:
+        _wait_for_a_unit(proc)
+        proc.send_signal(signum)
+        rest = proc.stderr.read()
+        assert proc.wait(timeout=60) == 128 + signum
+    finally:
+        proc.kill()
+        proc.wait()
+    assert "Traceback" not in rest and "ERROR" not in rest, rest
+    assert rest.splitlines()[-1] == (
+        f"create_pretraining_data.py: interrupted by {signal.Signals(signum).name}; no partial "
+        "output was left: run the same command again to redo what was cut short"
+    )
+    assert os.listdir(out) == []  # neither outputs nor Beam's beam-temp-* folders
+    assert os.listdir(tmp) == []
+
+
+def test_a_rerun_removes_what_a_killed_build_left(
+    tmp_path, corpora, beam_pipeline, own_temp_folder
+):
+    """A build killed with SIGKILL (nothing of it can clean up) leaves its temp folder; the
+    next build removes it, and Beam's folders of outputs of killed runs of this host, but
+    not a folder of the same prefix that no run of ours made."""
+    proc, out, tmp = _start_build(tmp_path, "multi_threading")
+    try:
+        _wait_for_a_unit(proc)
+    finally:
+        proc.kill()
+        proc.wait()
+    left = os.listdir(tmp)
+    assert left and all(
+        n.startswith(f"albert_tf-beam-{fileio.owner_tag().rsplit('-', 1)[0]}-") for n in left
+    )
+    dead = f"{fileio.owner_tag().rsplit('-', 1)[0]}-{proc.pid}"
+    stale = out / f"beam-temp-train-0.tfrecord-{dead}-{'0' * 32}"
+    foreign = out / f"beam-temp-train-0.tfrecord-{'1' * 32}"
+    for folder in (stale, foreign):
+        folder.mkdir(exist_ok=True)
+        (folder / "piece").write_bytes(b"x")
+    pattern, flags, n, local_records = corpora["demo"]
+    outputs = [str(out / f"train-{i}.tfrecord") for i in range(n)]
+    beam_pipeline.create_pretraining_data_beam(
+        pattern, outputs, CONFIG, pipeline_args=MODES["FnApiRunner"], **flags
+    )
+    assert sorted(r for p in outputs for r in _framed_records(p)) == local_records
+    assert sorted(os.listdir(out)) == sorted([foreign.name, *map(os.path.basename, outputs)])
+    assert (foreign / "piece").read_bytes() == b"x"
+    assert os.listdir(tmp) == []

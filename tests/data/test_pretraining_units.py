@@ -67,3 +67,66 @@ def test_fast_tokenizer_equals_full_and_in_graph_tokenizers(digit_comma):
         False,
         True,
     ]
+
+
+def test_process_unit_in_two_threads_at_once_equals_a_sequential_run(tmp_path):
+    """One UnitWorker shared by two threads that run different units at the same time (as
+    Beam's threaded workers do) gives each unit the bytes of a run one after the other."""
+    import dataclasses
+    import threading
+
+    from albert_tf.data import pretraining_instances as pi
+    from albert_tf.data import tokenization
+
+    path = tmp_path / "corpus.txt"
+    with open(path, "w", encoding="utf-8") as f:
+        write_documents(f, random.Random(1), 300, max_sentences=9, max_words=30)
+    units = pu.plan_units([str(path)], 20_000)
+    units = units[: len(units) // 2 * 2]  # pairs: one unit of each pair per thread
+    assert len(units) >= 4
+    config = pi.MaskingConfig(max_seq_length=64, max_predictions_per_seq=8)
+    settings = pu.Settings(
+        None, SPM, True, tokenization.DEFAULT_DIGIT_COMMA, config, 2, 5, str(tmp_path), 3
+    )
+    worker = pu.unit_worker(settings)
+
+    def run(unit, worker):
+        res = pu.process_unit(unit, worker)
+        with open(res["path"], "rb") as f:
+            data = f.read()
+        os.remove(res["path"])
+        return data, res["sizes"], res["instances"]
+
+    sequential = [run(u, worker) for u in units]
+
+    # Both threads enter the tokenizer of their unit before either goes on: the two units
+    # are in process_unit at the same time, sharing the worker's tokenizer and vocabulary.
+    both_inside = threading.Barrier(2, timeout=60)
+
+    class MeetingTokenizer:
+        def __init__(self, fast):
+            self.fast = fast
+
+        def preprocess_lines(self, text):
+            return self.fast.preprocess_lines(text)
+
+        def encode(self, texts):
+            both_inside.wait()
+            return self.fast.encode(texts)
+
+    shared = dataclasses.replace(worker, fast=MeetingTokenizer(worker.fast))
+    threaded = [None] * len(units)
+
+    def thread_body(which):
+        for i in range(which, len(units), 2):
+            threaded[i] = run(units[i], shared)
+
+    threads = [threading.Thread(target=thread_body, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not both_inside.broken
+    assert threaded == sequential
+    assert all(data and instances > 0 for data, _, instances in sequential)
+    assert sorted(os.listdir(tmp_path)) == ["corpus.txt"]
