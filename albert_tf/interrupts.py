@@ -63,15 +63,16 @@ def raise_on_signals():
 TEST_HOLD_ENV = "ALBERT_TF_TEST_HOLD"
 
 
-def hold_for_test(point: str) -> None:
+def hold_for_test(point: str, until=lambda: False) -> None:
     """Does nothing unless the environment variable ALBERT_TF_TEST_HOLD is
     "<point>:<folder>" for this `point`, as only the tests set it. Then this process
     writes <folder>/<point>.held (the test now knows the run is at that point) and waits
-    there until <folder>/<point>.release exists, so a signal the test sends meanwhile
-    arrives at exactly that point. Points: "evaluation_batch" (after the first batch of
-    an evaluation or prediction, albert_tf/run/eval_outputs.py), "data_unit" (a data
-    build's worker process, before its first unit, albert_tf/data/
-    create_pretraining_data.py)."""
+    there until <folder>/<point>.release exists or `until()` is true, so a signal the test
+    sends meanwhile arrives at exactly that point. Points: "evaluation_batch" (after the
+    first batch of an evaluation or prediction, albert_tf/run/eval_outputs.py),
+    "data_unit" (a data build's worker process, before its first unit, albert_tf/data/
+    create_pretraining_data.py), "training_step_<N>" (the training loop after step N,
+    before that step's save; until a signal was received, albert_tf/run/training.py)."""
     held, _, folder = os.environ.get(TEST_HOLD_ENV, "").partition(":")
     if held != point or not folder:
         return
@@ -79,7 +80,7 @@ def hold_for_test(point: str) -> None:
     with open(os.path.join(folder, f"{point}.held"), "w") as f:
         f.write(str(os.getpid()))
     release = os.path.join(folder, f"{point}.release")
-    while not os.path.exists(release):
+    while not os.path.exists(release) and not until():
         time.sleep(0.02)  # a signal handler runs (and may raise) during the sleep
 
 
