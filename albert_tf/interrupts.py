@@ -8,6 +8,9 @@ removed on the way out (albert_tf/fileio.py) and the script exits with 128 + the
 number after one line. The training loop installs its own handlers while it runs
 (albert_tf/run/training.py: finish the steps, write a checkpoint, stop) and restores these.
 
+`hold_for_test(point)` is a test hook: it lets a signal test stop a run at a named
+point and signal it there, instead of guessing how long the run takes to get there.
+
 `full_disk_message(err)` recognises a write that failed for lack of room (ENOSPC, a quota,
 the file-size limit; TensorFlow's errors saying so) and names the file.
 """
@@ -16,9 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import re
 import signal
 import threading
+import time
 
 from albert_tf.errors import RunInterrupted
 
@@ -52,6 +57,31 @@ def raise_on_signals():
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+
+
+# The test hook's environment variable: "<point>:<folder>" (tests/test_faults.py).
+TEST_HOLD_ENV = "ALBERT_TF_TEST_HOLD"
+
+
+def hold_for_test(point: str, until=lambda: False) -> None:
+    """Does nothing unless the environment variable ALBERT_TF_TEST_HOLD is
+    "<point>:<folder>" for this `point`, as only the tests set it. Then this process
+    writes <folder>/<point>.held (the test now knows the run is at that point) and waits
+    there until <folder>/<point>.release exists or `until()` is true, so a signal the test
+    sends meanwhile arrives at exactly that point. Points: "evaluation_batch" (after the
+    first batch of an evaluation or prediction, albert_tf/run/eval_outputs.py),
+    "data_unit" (a data build's worker process, before its first unit, albert_tf/data/
+    create_pretraining_data.py), "training_step_<N>" (the training loop after step N,
+    before that step's save; until a signal was received, albert_tf/run/training.py)."""
+    held, _, folder = os.environ.get(TEST_HOLD_ENV, "").partition(":")
+    if held != point or not folder:
+        return
+    # The test's machine-local folder: os, not tf.io.gfile.
+    with open(os.path.join(folder, f"{point}.held"), "w") as f:
+        f.write(str(os.getpid()))
+    release = os.path.join(folder, f"{point}.release")
+    while not os.path.exists(release) and not until():
+        time.sleep(0.02)  # a signal handler runs (and may raise) during the sleep
 
 
 _NO_ROOM = re.compile(r"no space left on device|disk quota exceeded|file too large", re.I)

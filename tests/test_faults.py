@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from albert_tf import cli
+from albert_tf import cli, interrupts
 from albert_tf.tasks import pretraining
 
 from classifier_fixtures import DEMO_SPM, tiny_config, write_mrpc
@@ -38,15 +38,19 @@ def _closed_port():
         return s.getsockname()[1]
 
 
-def _start(argv, stderr_path, limit_bytes=None):
+def _start(argv, stderr_path, limit_bytes=None, hold=None):
     """Starts a script with stderr to a file; `limit_bytes`: the largest file it may
-    write (RLIMIT_FSIZE, with SIGXFSZ ignored: writes fail with EFBIG)."""
+    write (RLIMIT_FSIZE, with SIGXFSZ ignored: writes fail with EFBIG); `hold`: (point,
+    folder) where the script stops and waits (albert_tf.interrupts.hold_for_test; the
+    test never releases it: it signals the script there)."""
 
     def limit():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
 
     env = {**ENV, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    if hold:
+        env[interrupts.TEST_HOLD_ENV] = f"{hold[0]}:{hold[1]}"
     return subprocess.Popen(
         argv,
         cwd=ROOT,
@@ -151,11 +155,14 @@ def test_data_build_sigterm_with_two_workers_and_full_disk(tmp_path):
         "--chunk_size_mb=0.1",
     ]
     script = "create_pretraining_data.py"
-    # SIGTERM while two workers build: one line, 143, no output, no temporaries.
+    # SIGTERM while two workers build (a worker holds at its first unit): one line, 143,
+    # no output, no temporaries.
     err = tmp_path / "sigterm.err"
-    proc = _start([*CPD, *flags, f"--output_file={tmp_path}/a.tfrecord", "--num_workers=2"], err)
-    assert _wait_for(lambda: "worker(s)" in _text(err), proc), _text(err)
-    time.sleep(0.5)
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    argv = [*CPD, *flags, f"--output_file={tmp_path}/a.tfrecord", "--num_workers=2"]
+    proc = _start(argv, err, hold=("data_unit", hold))
+    assert _wait_for((hold / "data_unit.held").exists, proc), _text(err)
     proc.send_signal(signal.SIGTERM)
     _one_line(proc, err, script, 128 + signal.SIGTERM, "interrupted by SIGTERM")
     # A full disk: the shard cannot grow past 64 KB.
@@ -164,7 +171,7 @@ def test_data_build_sigterm_with_two_workers_and_full_disk(tmp_path):
         [*CPD, *flags, f"--output_file={tmp_path}/b.tfrecord", "--num_workers=1"], err, 1 << 16
     )
     _one_line(proc, err, script, 1, "error: no room to write ")
-    assert sorted(os.listdir(tmp_path)) == ["corpus.txt", "full.err", "sigterm.err"]
+    assert sorted(os.listdir(tmp_path)) == ["corpus.txt", "full.err", "hold", "sigterm.err"]
 
 
 def test_a_second_run_on_a_folder_stops_naming_the_first(inputs, tmp_path, capsys):
@@ -232,10 +239,11 @@ def _release_folder(root):
     from albert_tf.weights import checkpoints
 
     folder = root / "release"
-    model = AlbertModel(tiny_config())
+    config = tiny_config(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)  # as v1
+    model = AlbertModel(config)
     model.build()
     checkpoints.save_original_checkpoint(model, str(folder / "model.ckpt-best"))
-    tiny_config().to_json_file(str(folder / "albert_config.json"))
+    config.to_json_file(str(folder / "albert_config.json"))
     shutil.copy(DEMO_SPM, folder / "30k-clean.model")
     return folder
 
@@ -264,13 +272,15 @@ def test_sigterm_during_export_and_evaluation_leaves_nothing(inputs, tmp_path):
     proc.send_signal(signal.SIGTERM)
     _one_line(proc, err, "export.py", 128 + signal.SIGTERM, "interrupted by SIGTERM")
     assert os.listdir(exports) == []
-    # Evaluation only: a dev set of 2000 pairs, stopped while it is evaluated.
-    glue = write_mrpc(str(tmp_path / "glue"), n_dev=2000)
+    # Evaluation only, stopped while it is evaluated: held after its first batch.
+    glue = write_mrpc(str(tmp_path / "glue"), n_dev=20)
     out = tmp_path / "eval_out"
     err = tmp_path / "eval.err"
-    proc = _start(_classify(out, glue, f"--init_checkpoint={release}", "--do_eval"), err)
-    assert _wait_for(lambda: "loaded" in _text(err), proc), _text(err)
-    time.sleep(1.0)
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    argv = _classify(out, glue, f"--init_checkpoint={release}", "--do_eval", "--eval_batch_size=8")
+    proc = _start(argv, err, hold=("evaluation_batch", hold))
+    assert _wait_for((hold / "evaluation_batch.held").exists, proc), _text(err)
     proc.send_signal(signal.SIGTERM)
     _one_line(proc, err, "run_classifier.py", 128 + signal.SIGTERM, "interrupted by SIGTERM")
     assert _leftovers(out) == [] and not (out / "eval_results.txt").exists()

@@ -76,6 +76,23 @@ def command(data, output_dir, *extra):
     ]
 
 
+def _holding_env(folder, point):
+    """The environment of a run that holds at `point` (albert_tf.interrupts.hold_for_test)
+    until it is signalled; `folder` gets the hold's files."""
+    from albert_tf.interrupts import TEST_HOLD_ENV
+
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **{TEST_HOLD_ENV: f"{point}:{folder}"})
+
+
+def _wait_for_hold(folder, point, proc):
+    """Polls until the run `proc` holds at `point`."""
+    deadline = time.time() + 300
+    while not (folder / f"{point}.held").exists():
+        assert proc.poll() is None, "run ended before it reached " + point
+        assert time.time() < deadline
+        time.sleep(0.02)
+
+
 def run(cmd, **kwargs):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, **kwargs)
@@ -150,16 +167,16 @@ def test_end_to_end_checkpoint_formats_and_resume_after_sigkill(tiny_data, tmp_p
     assert best["key"] == "masked_lm_accuracy" and (straight / "model.ckpt-best.index").exists()
 
     killed = tmp_path / "killed"
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    # Killed after its second checkpoint, held after step 6 (albert_tf.interrupts.
+    # hold_for_test) before that step's save, with 54 steps still to go.
     proc = subprocess.Popen(
-        command(tiny_data, killed), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        command(tiny_data, killed),
+        env=_holding_env(tmp_path, "training_step_6"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
-    deadline = time.time() + 300
-    # Killed right after its second checkpoint, with 56 steps still to go.
-    while not (killed / "model.ckpt-4.index").exists():
-        assert proc.poll() is None, "run ended before it could be killed"
-        assert time.time() < deadline
-        time.sleep(0.01)
+    _wait_for_hold(tmp_path, "training_step_6", proc)
+    assert (killed / "model.ckpt-4.index").exists()
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (killed / "model.ckpt-60.index").exists()
@@ -197,19 +214,14 @@ def test_sigterm_writes_a_checkpoint_and_the_rerun_continues_bit_for_bit(tiny_da
     straight = tmp_path / "straight"
     assert run(command(tiny_data, straight, "--num_train_steps=20")).returncode == 0
     stopped = tmp_path / "stopped"
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     proc = subprocess.Popen(
         command(tiny_data, stopped, "--num_train_steps=20", "--save_checkpoints_steps=10"),
-        env=env,
+        env=_holding_env(tmp_path, "training_step_4"),  # SIGTERM after step 4
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.time() + 300
-    while not list(stopped.glob("train/*")) or not _log_has(stopped):
-        assert proc.poll() is None, "run ended before the signal"
-        assert time.time() < deadline
-        time.sleep(0.05)
+    _wait_for_hold(tmp_path, "training_step_4", proc)
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 143, stderr[-2000:]
@@ -220,7 +232,7 @@ def test_sigterm_writes_a_checkpoint_and_the_rerun_continues_bit_for_bit(tiny_da
         line,
     ), line
     step = int(re.search(r"step (\d+)", line).group(1))
-    assert step < 20
+    assert step == 4  # the step the run was held at when the signal came
     # Between saves (every 10): a resume point only (ckpt-<step>), else a regular save.
     assert (stopped / f"ckpt-{step}.index").exists() == (step % 10 != 0)
     assert (stopped / f"model.ckpt-{step}.index").exists() == (step % 10 == 0)
@@ -241,11 +253,6 @@ def test_sigterm_writes_a_checkpoint_and_the_rerun_continues_bit_for_bit(tiny_da
         "state-10.index",
         "state-20.index",
     ]
-
-
-def _log_has(folder):
-    """Whether training has logged at least one step (its summaries exist)."""
-    return any(p.stat().st_size > 100 for p in (folder / "train").glob("*"))
 
 
 def test_init_checkpoint_must_match(tiny_data, tmp_path):

@@ -66,7 +66,7 @@ import time
 import typing
 from typing import Sequence
 
-from albert_tf import cli, fileio, options
+from albert_tf import cli, fileio, interrupts, options
 from albert_tf.data import pretraining_instances as pi
 from albert_tf.data import pretraining_units as pu
 from albert_tf.data import tokenization
@@ -102,6 +102,7 @@ def _init_pool_worker(settings: pu.Settings) -> None:
 
 def _process_in_pool(unit: pu.Unit) -> dict:
     """A pool worker's task: one unit into a machine-local unit file."""
+    interrupts.hold_for_test("data_unit")  # a test hook; see albert_tf/interrupts.py
     return pu.process_unit(unit, _POOL_WORKER)
 
 

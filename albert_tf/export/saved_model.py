@@ -42,6 +42,7 @@ import tensorflow as tf
 from albert_tf.cpu import speed_paths
 from albert_tf.data.tokenization import DEFAULT_DIGIT_COMMA
 from albert_tf.errors import UserError
+from albert_tf.export.inference import inference_config, serving_model
 from albert_tf.run.output_writer import replace_output
 
 _logger = logging.getLogger(__name__)
@@ -115,7 +116,8 @@ class TextPreprocessor(tf.Module):
 
 
 class ClassifierServing(tf.Module):
-    """tf.Module wrapping an AlbertClassifier for tf.saved_model.save."""
+    """tf.Module wrapping an AlbertClassifier for tf.saved_model.save; it traces the
+    model's dropout-free form (albert_tf/export/inference.py), same weights."""
 
     def __init__(
         self,
@@ -128,7 +130,7 @@ class ClassifierServing(tf.Module):
         digit_comma=DEFAULT_DIGIT_COMMA,
     ):
         super().__init__(name="classifier_serving")
-        self.model = model
+        self.model = serving_model(model)
         self.max_seq_length = int(max_seq_length)
         self.text_pair = bool(text_pair)
         self.threshold = None if threshold is None or math.isnan(threshold) else float(threshold)
@@ -263,11 +265,14 @@ def export_squad(model, export_dir, max_seq_length, flag="--export_dir") -> dict
     model `<export_dir>/albert_model.tflite` with the same inputs; its outputs are
     output_0 = start_logits and output_1 = end_logits (TFLite drops the names of a
     frozen function). `export_dir` (given as `flag`) is replaced as a whole once both
-    are written (albert_tf/run/output_writer.py), so it holds one timestamp. Returns
+    are written (albert_tf/run/output_writer.py), so it holds one timestamp; both trace
+    the model's dropout-free form (albert_tf/export/inference.py). Returns
     {"saved_model": path, "tflite": path}."""
     import time
 
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    model = serving_model(model)
 
     def serve(input_ids, input_mask, segment_ids):
         out = model(
@@ -332,8 +337,11 @@ class EncoderServing(tf.Module):
 
     __call__(inputs, training=False): inputs a dict of int32 [B, S] `input_ids`,
       `input_mask`, `segment_ids` -> dict pooled_output [B, H], sequence_output
-      [B, S, H], default (= pooled_output); with `training` dropout is on (the
-      original's "train" tag). The Reusable SavedModel attributes `variables`,
+      [B, S, H], default (= pooled_output). Everything is traced from the
+      pretrainer's dropout-free form (albert_tf/export/inference.py): `training`
+      (the original's "train" tag, which hub.KerasLayer passes) gives the same
+      outputs; a fine-tuner adds the dropout of the config asset itself, as
+      --albert_hub_module_handle does. The Reusable SavedModel attributes `variables`,
       `trainable_variables` and `regularization_losses` ([]) go with it, as
       hub.KerasLayer expects.
     original_variables: {original name: variable} (what albert_tf.weights.hub reads back).
@@ -349,6 +357,7 @@ class EncoderServing(tf.Module):
         super().__init__(name="albert_encoder")
         from albert_tf.weights.checkpoints import original_variable_map
 
+        pretrainer = serving_model(pretrainer)
         self.encoder = pretrainer.albert
         # Only the heads the checkpoint held: a fresh head would be noise under a
         # pretrained name.
@@ -427,8 +436,11 @@ class EncoderServing(tf.Module):
 def load_pretrainer(albert_directory, checkpoint_name):
     """(release files, config, AlbertPretrainer filled from the folder's checkpoint, the
     heads it held, the load report); UserError for a folder or checkpoint that cannot be
-    used. A Hugging Face folder or keras-hub preset is read through albert_tf.weights
-    (its files: config_file None, checkpoint its description)."""
+    used. `config` is the folder's, dropout included (what exported configs record); the
+    pretrainer is built without dropout (albert_tf/export/inference.py: what every export
+    traces or reads, so no dropout-free copy is needed). A Hugging Face folder or keras-hub
+    preset is read through albert_tf.weights (its files: config_file None, checkpoint its
+    description)."""
     from albert_tf.model.modeling import AlbertPretrainer
     from albert_tf.weights import checkpoints, foreign_folders, release
 
@@ -438,7 +450,7 @@ def load_pretrainer(albert_directory, checkpoint_name):
             albert_directory, None, foreign.description, foreign.spm_model_file, None
         )
         config = foreign.config
-        model = AlbertPretrainer(config)
+        model = AlbertPretrainer(inference_config(config))
         model.build()
         try:
             report = checkpoints.load_by_name(
@@ -460,7 +472,8 @@ def load_pretrainer(albert_directory, checkpoint_name):
 
 
 def _load_release_pretrainer(albert_directory, checkpoint_name):
-    """(release files, config, filled AlbertPretrainer, load report) of a release folder."""
+    """(release files, config, filled dropout-free AlbertPretrainer, load report) of a
+    release folder."""
     from albert_tf.model.config import AlbertConfig
     from albert_tf.model.modeling import AlbertPretrainer
     from albert_tf.weights import checkpoints, release
@@ -470,7 +483,7 @@ def _load_release_pretrainer(albert_directory, checkpoint_name):
     except FileNotFoundError as err:
         raise UserError(f"--albert_directory: {err}") from None
     config = AlbertConfig.from_json_file(files.config_file)
-    model = AlbertPretrainer(config)
+    model = AlbertPretrainer(inference_config(config))
     model.build()
     try:
         report = checkpoints.init_from_checkpoint(model, files.checkpoint, allow_missing=["^cls/"])

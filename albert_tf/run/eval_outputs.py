@@ -8,6 +8,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
+from albert_tf import interrupts
 from albert_tf.errors import UserError
 
 
@@ -42,12 +43,14 @@ def collect_outputs(strategy, dataset_fn, step_fn, jit_compile=False) -> dict:
     dataset = strategy.distribute_datasets_from_function(dataset_fn)
     step = tf.function(step_fn, jit_compile=jit_compile)
     parts = {}
-    for features in dataset:
+    for batch, features in enumerate(dataset):
         out = strategy.run(step, args=(features,))
         for name, value in out.items():
             parts.setdefault(name, []).extend(
                 v.numpy() for v in strategy.experimental_local_results(value)
             )
+        if batch == 0:
+            interrupts.hold_for_test("evaluation_batch")  # a test hook; see interrupts.py
     if not parts:
         raise UserError("the evaluation data produced no batch")
     return {name: np.concatenate(values, axis=0) for name, values in parts.items()}

@@ -68,6 +68,7 @@ import time
 
 import tensorflow as tf
 
+from albert_tf import interrupts
 from albert_tf.errors import TrainingInterrupted, UserError
 from albert_tf.run import checkpoint_layout
 from albert_tf.run.loss_scale import INITIAL_SCALE, SMALLEST_SCALE, DynamicLossScale
@@ -484,6 +485,8 @@ class Trainer:
                         )
                 step += n
                 self._report(step, n, elapsed, metrics, start_step, start_time)
+                # A test hook (albert_tf/interrupts.py): a signal test holds the run here.
+                interrupts.hold_for_test(f"training_step_{step}", until=lambda: bool(received))
                 regular = self._on_schedule(step)
                 if regular or received:
                     prefix = self._save(state, whole, directory, step, probe, regular)

@@ -176,7 +176,7 @@ sop = loaded.signatures["sop"](**feed)
 mlm = loaded.signatures["mlm"](**feed, mlm_positions=tf.constant(ids["mlm_positions"]))
 info = loaded.signatures["tokenization_info"]()
 called = loaded(feed, training=False)
-called_train = loaded(feed, training=True)  # the "train" variant (dropout 0 in this config)
+called_train = loaded(feed, training=True)  # the "train" variant: the export has no dropout
 layer = keras.layers.TFSMLayer(path, call_endpoint="__call__")  # Keras 3 users
 by_layer = layer(feed)
 np.savez(out, sequence_output=tokens["sequence_output"].numpy(),
@@ -225,15 +225,23 @@ def _child(tmp_path, script, *args):
     return np.load(result)
 
 
-def _release_folder(folder, heads=("cls/predictions", "cls/seq_relationship"), extra=None):
+# The dropout of the released configs: 0.1 in v1 (but xxlarge), 0 in v2.
+RELEASE_DROPOUT = {"v1": 0.1, "v2": 0.0}
+
+
+def _release_folder(
+    folder, heads=("cls/predictions", "cls/seq_relationship"), extra=None, version="v1"
+):
     """albert_config.json, 30k-clean.model and model.ckpt-best of a random tiny
-    pretrainer (every variable random); `extra`: more tensors in the checkpoint (optimizer
-    state). Returns (folder, pretrainer)."""
+    pretrainer (every variable random, the same for every `version`) with the dropout of
+    the `version` releases; `extra`: more tensors in the checkpoint (optimizer state).
+    Returns (folder, pretrainer)."""
     from albert_tf.model.modeling import AlbertPretrainer
     from albert_tf.weights import checkpoints
 
     os.makedirs(folder)
-    config = tiny_config()
+    dropout = RELEASE_DROPOUT[version]
+    config = tiny_config(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     config.to_json_file(os.path.join(folder, "albert_config.json"))
     shutil.copyfile(DEMO_SPM, os.path.join(folder, "30k-clean.model"))
     model = randomized(AlbertPretrainer(config), 1)
@@ -301,7 +309,7 @@ def test_encoder_export_reloads_in_fresh_processes(tmp_path):
     # --albert_hub_module_handle reads the export back by name.
     module = hub.open_module(paths["encoder"])
     assert module.kind == hub.ALBERT_TF and module.do_lower_case is True
-    assert hub.module_config(module)[0] == tiny_config()
+    assert hub.module_config(module)[0] == model.config  # the release's, dropout 0.1
     encoder = AlbertModel(tiny_config())
     assert len(hub.load_module(encoder, module).loaded) == 25
     np.testing.assert_array_equal(
@@ -431,7 +439,7 @@ def test_huggingface_export_converts_back_to_a_release_folder_bit_exact(tmp_path
     out = tmp_path / "converted"
     assert _export(hf, out, "checkpoint") == 0
     _assert_best_checkpoint_holds(out, model)
-    assert AlbertConfig.from_json_file(str(out / "albert_config.json")) == tiny_config()
+    assert AlbertConfig.from_json_file(str(out / "albert_config.json")) == model.config
     files = release.release_files(str(out))
     assert files.spm_model_file == str(out / "30k-clean.model")
     assert (out / "30k-clean.model").read_bytes() == open(DEMO_SPM, "rb").read()
@@ -554,3 +562,167 @@ def test_checkpoint_export_replaces_an_earlier_one_with_the_sources_config(tmp_p
     ).read()
     _assert_best_checkpoint_holds(out, model)
     assert sorted(os.listdir(tmp_path)) == ["exported", "release"]
+
+
+# --- dropout: a v1-shaped model (dropout 0.1) exports as its weights without dropout ------
+def _encoder_outputs(paths, features, positions) -> dict:
+    """Every output of an export_encoder export on `features`: the signatures, the
+    `__call__` of both tags, and the preprocessing model's."""
+    import tensorflow_text  # noqa: F401  (the preprocessing model's SentencePiece ops)
+
+    loaded = tf.saved_model.load(paths["encoder"])
+    feed = {k: tf.constant(v) for k, v in features.items()}
+    out = {f"tokens_{k}": v for k, v in loaded.signatures["tokens"](**feed).items()}
+    out.update({f"sop_{k}": v for k, v in loaded.signatures["sop"](**feed).items()})
+    mlm = loaded.signatures["mlm"](**feed, mlm_positions=tf.constant(positions))
+    out.update({f"mlm_{k}": v for k, v in mlm.items()})
+    for training in (False, True):
+        out.update({f"call{training}_{k}": v for k, v in loaded(feed, training=training).items()})
+    pre = tf.saved_model.load(paths["preprocess"])
+    text = {
+        "text_a": tf.constant([a for a, _ in PAIRS]),
+        "text_b": tf.constant([b for _, b in PAIRS]),
+    }
+    out.update({f"pair_{k}": v for k, v in pre.signatures["pair"](**text).items()})
+    return {k: np.asarray(v) for k, v in out.items()}
+
+
+def test_every_format_of_a_v1_release_equals_its_weights_without_dropout(tmp_path, capsys):
+    """A v1-shaped release (dropout 0.1) exports in every format of `python -m
+    albert_tf.export`; each export gives the outputs (or holds the tensors) of the same
+    weights' v2-shaped (dropout 0) export; the written configs keep each release's
+    dropout."""
+    import keras_hub
+    from safetensors.numpy import load_file
+
+    from albert_tf.weights import checkpoints
+
+    v1, model = _release_folder(tmp_path / "v1")
+    v2, _ = _release_folder(tmp_path / "v2", version="v2")
+    features = _python_features(PAIRS)
+    positions = np.array([[1, 3], [2, 0], [5, 4]], np.int32)
+    want = model({**features, "masked_lm_positions": positions}, training=False)
+    got = {}
+    for version, folder in (("v1", v1), ("v2", v2)):
+        out = tmp_path / f"{version}_out"
+        for export_format in ("saved_model", "huggingface", "keras_hub", "checkpoint"):
+            extra = [f"--max_seq_length={SEQ}"] if export_format == "saved_model" else []
+            assert _export(folder, out / export_format, export_format, *extra) == 0, export_format
+        paths = {
+            "encoder": str(out / "saved_model"),
+            "preprocess": str(out / "saved_model" / "preprocess"),
+        }
+        outputs = _encoder_outputs(paths, features, positions)
+        hf_config = json.loads((out / "huggingface" / "config.json").read_text())
+        backbone = keras_hub.models.AlbertBackbone.from_preset(str(out / "keras_hub"))
+        by_backbone = backbone(
+            {
+                "token_ids": features["input_ids"],
+                "padding_mask": features["input_mask"],
+                "segment_ids": features["segment_ids"],
+            },
+            training=False,
+        )
+        got[version] = {
+            "outputs": outputs,
+            "hf_tensors": load_file(str(out / "huggingface" / "model.safetensors")),
+            "hf_dropout": (
+                hf_config["hidden_dropout_prob"],
+                hf_config["attention_probs_dropout_prob"],
+            ),
+            "keras_hub_pooled": np.asarray(by_backbone["pooled_output"]),
+            "keras_hub_dropout": json.loads((out / "keras_hub" / "config.json").read_text())[
+                "config"
+            ]["dropout"],
+            "checkpoint": checkpoints.read_checkpoint_values(
+                str(out / "checkpoint" / "model.ckpt-best")
+            ),
+            "checkpoint_config": json.loads(
+                (out / "checkpoint" / "albert_config.json").read_text()
+            ),
+        }
+    capsys.readouterr()
+    v1_got, v2_got = got["v1"], got["v2"]
+    # The v1 export computes the model at inference.
+    close = dict(rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        v1_got["outputs"]["tokens_pooled_output"], want["pooled_output"], **close
+    )
+    np.testing.assert_allclose(
+        v1_got["outputs"]["callTrue_pooled_output"], want["pooled_output"], **close
+    )
+    np.testing.assert_allclose(
+        v1_got["outputs"]["sop_sop_log_probs"], tf.nn.log_softmax(want["sop_logits"]), **close
+    )
+    np.testing.assert_allclose(
+        v1_got["outputs"]["mlm_mlm_logits"], tf.reshape(want["mlm_logits"], [6, -1]), **close
+    )
+    np.testing.assert_allclose(v1_got["keras_hub_pooled"], want["pooled_output"], **close)
+    # ... and equals the dropout-0 export bit for bit.
+    assert sorted(v1_got["outputs"]) == sorted(v2_got["outputs"])
+    for key, value in v1_got["outputs"].items():
+        np.testing.assert_array_equal(value, v2_got["outputs"][key], err_msg=key)
+    np.testing.assert_array_equal(v1_got["keras_hub_pooled"], v2_got["keras_hub_pooled"])
+    for kind in ("hf_tensors", "checkpoint"):
+        assert sorted(v1_got[kind]) == sorted(v2_got[kind])
+        for name, value in v1_got[kind].items():
+            np.testing.assert_array_equal(value, v2_got[kind][name], err_msg=f"{kind} {name}")
+    # The configs say how each release was trained.
+    assert v1_got["hf_dropout"] == (0.1, 0.1) and v2_got["hf_dropout"] == (0.0, 0.0)
+    assert v1_got["keras_hub_dropout"] == 0.1 and v2_got["keras_hub_dropout"] == 0.0
+    assert v1_got["checkpoint_config"]["hidden_dropout_prob"] == 0.1
+    assert v2_got["checkpoint_config"]["hidden_dropout_prob"] == 0.0
+
+
+def test_fine_tuned_exports_with_dropout_equal_their_weights_without_dropout(tmp_path):
+    """run_classifier.py's and run_squad.py's --export_dir (SavedModels, TFLite) of models
+    with dropout 0.1 (encoder and heads): the outputs of the same weights without dropout."""
+    import tensorflow_text  # noqa: F401  (serve_text's SentencePiece ops)
+
+    from albert_tf.export.saved_model import export_squad
+    from albert_tf.tasks.squad import AlbertSquadV1
+
+    features = _python_features(PAIRS)
+    feed = {k: tf.constant(v) for k, v in features.items()}
+    text = {
+        "text_a": tf.constant([a for a, _ in PAIRS]),
+        "text_b": tf.constant([b for _, b in PAIRS]),
+    }
+    got = {}
+    for dropout in (0.1, 0.0):
+        config = tiny_config(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+        classifier = randomized(AlbertClassifier(config, 2, classifier_dropout=dropout), 3)
+        path = export_classifier(
+            classifier, str(tmp_path / f"glue_{dropout}"), SEQ, spm_model_file=DEMO_SPM
+        )
+        loaded = tf.saved_model.load(path)
+        outputs = {f"ids_{k}": v for k, v in loaded.signatures["serving_default"](**feed).items()}
+        outputs.update({f"text_{k}": v for k, v in loaded.signatures["serve_text"](**text).items()})
+        squad = randomized(AlbertSquadV1(config), 4)
+        paths = export_squad(squad, str(tmp_path / f"squad_{dropout}"), SEQ)
+        one = {k: tf.constant(v[:1]) for k, v in features.items()}
+        served = tf.saved_model.load(paths["saved_model"]).signatures["serving_default"](**one)
+        outputs.update({f"squad_{k}": v for k, v in served.items()})
+        interpreter = tf.lite.Interpreter(model_path=paths["tflite"])
+        runner = interpreter.get_signature_runner()
+        outputs.update({f"tflite_{k}": v for k, v in runner(**one).items()})
+        want = {
+            "classifier": classifier(features, training=False),
+            "squad": squad(one, training=False),
+        }
+        got[dropout] = ({k: np.asarray(v) for k, v in outputs.items()}, want)
+    outputs, want = got[0.1]
+    close = dict(rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        outputs["ids_probabilities"], want["classifier"]["probabilities"], **close
+    )
+    np.testing.assert_allclose(
+        outputs["text_probabilities"], want["classifier"]["probabilities"], **close
+    )
+    for key in ("start_logits", "end_logits"):
+        np.testing.assert_allclose(outputs[f"squad_{key}"], want["squad"][key], **close)
+    np.testing.assert_allclose(outputs["tflite_output_0"], want["squad"]["start_logits"], **close)
+    np.testing.assert_allclose(outputs["tflite_output_1"], want["squad"]["end_logits"], **close)
+    assert sorted(outputs) == sorted(got[0.0][0])
+    for key, value in outputs.items():
+        np.testing.assert_array_equal(value, got[0.0][0][key], err_msg=key)

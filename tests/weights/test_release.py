@@ -17,10 +17,10 @@ from repo_paths import REPO_ROOT
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory):
-    """A fake release: albert_config.json, model.ckpt-best (original format, with cls/*),
-    30k-clean.model/.vocab."""
+    """A fake v1-shaped release (dropout 0.1, as the v1 configs): albert_config.json,
+    model.ckpt-best (original format, with cls/*), 30k-clean.model/.vocab."""
     folder = tmp_path_factory.mktemp("albert_tiny")
-    config = tiny_config()
+    config = tiny_config(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
     config.to_json_file(str(folder / "albert_config.json"))
     model = AlbertPretrainer(config)
     model.build()
