@@ -14,8 +14,8 @@ the tokens' angles (the paper's right panel shows the angle, in degrees).
 The held-out text (default: the demo corpus part that pretraining holds out) is cut into
 single-segment sequences `[CLS] tokens [SEP]` of the model's own vocabulary, so one text
 serves any model: ours, a released ALBERT folder, or a Google BERT checkpoint (its
-`bert/encoder/layer_<l>/...` names map onto a not-shared, E = H encoder; see
-`bert_variable_name`).
+`bert/encoder/layer_<l>/...` names map onto a not-shared, E = H encoder by the name table
+`BERT_NAMES`, albert_tf/weights/name_table.py's mechanism).
 """
 
 from __future__ import annotations
@@ -24,28 +24,51 @@ import itertools
 import json
 import logging
 import os
-import re
 
 import numpy as np
 
 from albert_tf import fileio
 from albert_tf.errors import UserError
+from albert_tf.weights.name_table import BLOCK, NameTable
 
 _logger = logging.getLogger(__name__)
 
 BERT_CONFIG_NAME = "bert_config.json"
 BERT_VOCAB_NAME = "vocab.txt"
-# Relative to bert/encoder/transformer/group_<l>/inner_group_0/ (ours) and
-# bert/encoder/layer_<l>/ (BERT's); embeddings and pooler have the same names.
-_BERT_BLOCK_NAMES = (
-    ("attention_1/self/", "attention/self/"),
-    ("attention_1/output/dense/", "attention/output/dense/"),
-    ("LayerNorm/", "attention/output/LayerNorm/"),
-    ("ffn_1/intermediate/dense/", "intermediate/dense/"),
-    ("ffn_1/intermediate/output/dense/", "output/dense/"),
-    ("LayerNorm_1/", "output/LayerNorm/"),
+# (our original-format name, Google BERT's) of a not-shared, E = H encoder: group l's one
+# block is BERT's layer l; embeddings and pooler have the same names.
+_OUR_BLOCK = BLOCK.replace("{i}", "0")
+_BERT_LAYER = "bert/encoder/layer_{g}/"
+BERT_NAMES = NameTable(
+    [
+        *[
+            (f"bert/embeddings/{name}", f"bert/embeddings/{name}")
+            for name in (
+                "word_embeddings",
+                "token_type_embeddings",
+                "position_embeddings",
+                "LayerNorm/beta",
+                "LayerNorm/gamma",
+            )
+        ],
+        *[
+            (f"{_OUR_BLOCK}{ours}/{kind}", f"{_BERT_LAYER}{theirs}/{kind}")
+            for ours, theirs, kinds in (
+                ("attention_1/self/query", "attention/self/query", ("kernel", "bias")),
+                ("attention_1/self/key", "attention/self/key", ("kernel", "bias")),
+                ("attention_1/self/value", "attention/self/value", ("kernel", "bias")),
+                ("attention_1/output/dense", "attention/output/dense", ("kernel", "bias")),
+                ("LayerNorm", "attention/output/LayerNorm", ("beta", "gamma")),
+                ("ffn_1/intermediate/dense", "intermediate/dense", ("kernel", "bias")),
+                ("ffn_1/intermediate/output/dense", "output/dense", ("kernel", "bias")),
+                ("LayerNorm_1", "output/LayerNorm", ("beta", "gamma")),
+            )
+            for kind in kinds
+        ],
+        ("bert/pooler/dense/kernel", "bert/pooler/dense/kernel"),
+        ("bert/pooler/dense/bias", "bert/pooler/dense/bias"),
+    ]
 )
-_OUR_BLOCK = re.compile(r"bert/encoder/transformer/group_(\d+)/inner_group_0/(.+)")
 
 
 # --------------------------------------------------------------------------------------
@@ -155,18 +178,13 @@ def text_sequences(
 # --------------------------------------------------------------------------------------
 # Models given by path: ours, a released ALBERT folder, a Google BERT checkpoint
 # --------------------------------------------------------------------------------------
-def bert_variable_name(name: str) -> str:
+def bert_variable_name(name: str) -> str | None:
     """The Google BERT checkpoint name of one of our original-format names of a
     not-shared, E = H encoder (`bert/encoder/transformer/group_<l>/inner_group_0/...` ->
-    `bert/encoder/layer_<l>/...`; embeddings and pooler keep their names)."""
-    match = _OUR_BLOCK.fullmatch(name)
-    if match is None:
-        return name
-    layer, rest = match.groups()
-    for ours, theirs in _BERT_BLOCK_NAMES:
-        if rest.startswith(ours):
-            return f"bert/encoder/layer_{layer}/{theirs}{rest[len(ours) :]}"
-    raise ValueError(f"no BERT name for {name!r}")
+    `bert/encoder/layer_<l>/...`; embeddings and pooler keep their names), by
+    `BERT_NAMES`; None for a name BERT has no counterpart of."""
+    found = BERT_NAMES.foreign(name)
+    return found and found[0]
 
 
 def _load_bert_checkpoint(encoder, prefix) -> None:
@@ -181,7 +199,7 @@ def _load_bert_checkpoint(encoder, prefix) -> None:
     for name, variable in checkpoints.original_variable_map(encoder).items():
         theirs = bert_variable_name(name)
         if theirs not in shapes:
-            problems.append(f"{theirs} missing")
+            problems.append(f"{theirs or name} missing")
         elif tuple(shapes[theirs]) != tuple(variable.shape):
             problems.append(f"{theirs}: checkpoint {shapes[theirs]}, model {list(variable.shape)}")
         else:

@@ -1,9 +1,10 @@
 """Reading and writing checkpoints of the original TF1 release by name.
 
 The whole mapping between our Keras variables and the original variable
-names lives in the tables of this module (docs/original.md §5): the
-encoder table, one table per head class, and the scope each head attribute
-of a model takes. Loading checks every name and shape before assigning
+names lives in the tables of this module (docs/original.md §5), NameTables
+(albert_tf/weights/name_table.py) from original names to attribute paths of
+the model: the encoder table, one table per head class, and the scope each
+head attribute of a model takes. Loading checks every name and shape before assigning
 anything and fails listing every problem; saving writes the same names and
 shapes with the TF1 bundle format (`<prefix>.index`, `<prefix>.data-*`), so
 the original code and tools built for its format can read what we train.
@@ -27,83 +28,80 @@ from tensorflow.core.protobuf import tensor_bundle_pb2
 from albert_tf import fileio
 from albert_tf.errors import UserError
 from albert_tf.model.heads import MaskedLMHead, OutputProjection, SquadV2Head
+from albert_tf.model.layers import SUBLAYERS, AlbertTransformerBlock
 from albert_tf.model.modeling import AlbertModel
 from albert_tf.weights import foreign_folders
+from albert_tf.weights.name_table import BLOCK, PROJECTION, NameTable
 
 _logger = logging.getLogger(__name__)
 
-ENCODER_SCOPE = "bert"
 OPTIMIZER_SLOT_SUFFIXES = ("adam_m", "adam_v")
 
 # --- the tables ------------------------------------------------------------
-# (original name relative to its scope, getter on our layer)
-_EMBEDDINGS_TABLE = [
-    ("embeddings/word_embeddings", lambda e: e.embeddings.word_embeddings),
-    ("embeddings/token_type_embeddings", lambda e: e.embeddings.token_type_embeddings),
-    ("embeddings/position_embeddings", lambda e: e.embeddings.position_embeddings),
-    ("embeddings/LayerNorm/beta", lambda e: e.embeddings.layer_norm.beta),
-    ("embeddings/LayerNorm/gamma", lambda e: e.embeddings.layer_norm.gamma),
-]
-_PROJECTION_TABLE = [
-    ("encoder/embedding_hidden_mapping_in/kernel", lambda e: e.embedding_projection.kernel),
-    ("encoder/embedding_hidden_mapping_in/bias", lambda e: e.embedding_projection.bias),
-]
-# Relative to bert/encoder/transformer/group_{g}/inner_group_{i}/. The
-# sub-scopes are literally attention_1 and ffn_1, and the FFN output dense
-# sits inside the intermediate scope (original quirks, §5.1). By the part
-# layers may share (AlbertConfig.cross_layer_sharing): a block that borrows a
-# part has no names for it; its owner, group 0, has them.
-_BLOCK_TABLES = {
-    "attention": [
-        ("attention_1/self/query/kernel", lambda b: b.query.kernel),
-        ("attention_1/self/query/bias", lambda b: b.query.bias),
-        ("attention_1/self/key/kernel", lambda b: b.key.kernel),
-        ("attention_1/self/key/bias", lambda b: b.key.bias),
-        ("attention_1/self/value/kernel", lambda b: b.value.kernel),
-        ("attention_1/self/value/bias", lambda b: b.value.bias),
-        ("attention_1/output/dense/kernel", lambda b: b.attention_output.kernel),
-        ("attention_1/output/dense/bias", lambda b: b.attention_output.bias),
-        ("LayerNorm/beta", lambda b: b.attention_layer_norm.beta),
-        ("LayerNorm/gamma", lambda b: b.attention_layer_norm.gamma),
-    ],
-    "ffn": [
-        ("ffn_1/intermediate/dense/kernel", lambda b: b.intermediate.kernel),
-        ("ffn_1/intermediate/dense/bias", lambda b: b.intermediate.bias),
-        ("ffn_1/intermediate/output/dense/kernel", lambda b: b.ffn_output.kernel),
-        ("ffn_1/intermediate/output/dense/bias", lambda b: b.ffn_output.bias),
-        ("LayerNorm_1/beta", lambda b: b.ffn_layer_norm.beta),
-        ("LayerNorm_1/gamma", lambda b: b.ffn_layer_norm.gamma),
-    ],
-}
-_POOLER_TABLE = [
-    ("pooler/dense/kernel", lambda e: e.pooler.kernel),
-    ("pooler/dense/bias", lambda e: e.pooler.bias),
-]
-_HEAD_TABLES = {
-    MaskedLMHead: [
-        ("transform/dense/kernel", lambda h: h.transform.kernel),
-        ("transform/dense/bias", lambda h: h.transform.bias),
-        ("transform/LayerNorm/beta", lambda h: h.layer_norm.beta),
-        ("transform/LayerNorm/gamma", lambda h: h.layer_norm.gamma),
-        ("output_bias", lambda h: h.output_bias),
-    ],
-    OutputProjection: [
-        ("output_weights", lambda h: h.output_weights),
-        ("output_bias", lambda h: h.output_bias),
-    ],
-    SquadV2Head: [
-        ("start_logits/dense/kernel", lambda h: h.start_dense.kernel),
-        ("start_logits/dense/bias", lambda h: h.start_dense.bias),
-        ("end_logits/dense_0/kernel", lambda h: h.end_dense_0.kernel),
-        ("end_logits/dense_0/bias", lambda h: h.end_dense_0.bias),
-        ("end_logits/LayerNorm/beta", lambda h: h.end_layer_norm.beta),
-        ("end_logits/LayerNorm/gamma", lambda h: h.end_layer_norm.gamma),
-        ("end_logits/dense_1/kernel", lambda h: h.end_dense_1.kernel),
-        ("end_logits/dense_1/bias", lambda h: h.end_dense_1.bias),
-        ("answer_class/dense_0/kernel", lambda h: h.answer_dense_0.kernel),
-        ("answer_class/dense_0/bias", lambda h: h.answer_dense_0.bias),
-        ("answer_class/dense_1/kernel", lambda h: h.answer_dense_1.kernel),
-    ],
+# (original name, attribute path of our variable): the encoder's from the AlbertModel,
+# in the original's creation order; a block's from its attribute group_<g>_inner_group_<i>.
+# The sub-scopes are literally attention_1 and ffn_1, and the FFN output dense sits inside
+# the intermediate scope (original quirks, §5.1). A model without the layer a path names
+# (no embedding projection when E = H; a part a block borrows from group 0 under
+# AlbertConfig.cross_layer_sharing, whose owner has the names) has no such names.
+_BLOCK_PATH = "group_{g}_inner_group_{i}."
+ENCODER_NAMES = NameTable(
+    [
+        ("bert/embeddings/word_embeddings", "embeddings.word_embeddings"),
+        ("bert/embeddings/token_type_embeddings", "embeddings.token_type_embeddings"),
+        ("bert/embeddings/position_embeddings", "embeddings.position_embeddings"),
+        ("bert/embeddings/LayerNorm/beta", "embeddings.layer_norm.beta"),
+        ("bert/embeddings/LayerNorm/gamma", "embeddings.layer_norm.gamma"),
+        (f"{PROJECTION}/kernel", "embedding_projection.kernel"),
+        (f"{PROJECTION}/bias", "embedding_projection.bias"),
+        *[
+            (f"{BLOCK}attention_1/self/{part}/{kind}", f"{_BLOCK_PATH}{part}.{kind}")
+            for part in ("query", "key", "value")
+            for kind in ("kernel", "bias")
+        ],
+        (f"{BLOCK}attention_1/output/dense/kernel", f"{_BLOCK_PATH}attention_output.kernel"),
+        (f"{BLOCK}attention_1/output/dense/bias", f"{_BLOCK_PATH}attention_output.bias"),
+        (f"{BLOCK}LayerNorm/beta", f"{_BLOCK_PATH}attention_layer_norm.beta"),
+        (f"{BLOCK}LayerNorm/gamma", f"{_BLOCK_PATH}attention_layer_norm.gamma"),
+        (f"{BLOCK}ffn_1/intermediate/dense/kernel", f"{_BLOCK_PATH}intermediate.kernel"),
+        (f"{BLOCK}ffn_1/intermediate/dense/bias", f"{_BLOCK_PATH}intermediate.bias"),
+        (f"{BLOCK}ffn_1/intermediate/output/dense/kernel", f"{_BLOCK_PATH}ffn_output.kernel"),
+        (f"{BLOCK}ffn_1/intermediate/output/dense/bias", f"{_BLOCK_PATH}ffn_output.bias"),
+        (f"{BLOCK}LayerNorm_1/beta", f"{_BLOCK_PATH}ffn_layer_norm.beta"),
+        (f"{BLOCK}LayerNorm_1/gamma", f"{_BLOCK_PATH}ffn_layer_norm.gamma"),
+        ("bert/pooler/dense/kernel", "pooler.kernel"),
+        ("bert/pooler/dense/bias", "pooler.bias"),
+    ]
+)
+# Per head class: (original name relative to the head's scope, attribute path of the head).
+HEAD_NAMES = {
+    MaskedLMHead: NameTable(
+        [
+            ("transform/dense/kernel", "transform.kernel"),
+            ("transform/dense/bias", "transform.bias"),
+            ("transform/LayerNorm/beta", "layer_norm.beta"),
+            ("transform/LayerNorm/gamma", "layer_norm.gamma"),
+            ("output_bias", "output_bias"),
+        ]
+    ),
+    OutputProjection: NameTable(
+        [("output_weights", "output_weights"), ("output_bias", "output_bias")]
+    ),
+    SquadV2Head: NameTable(
+        [
+            ("start_logits/dense/kernel", "start_dense.kernel"),
+            ("start_logits/dense/bias", "start_dense.bias"),
+            ("end_logits/dense_0/kernel", "end_dense_0.kernel"),
+            ("end_logits/dense_0/bias", "end_dense_0.bias"),
+            ("end_logits/LayerNorm/beta", "end_layer_norm.beta"),
+            ("end_logits/LayerNorm/gamma", "end_layer_norm.gamma"),
+            ("end_logits/dense_1/kernel", "end_dense_1.kernel"),
+            ("end_logits/dense_1/bias", "end_dense_1.bias"),
+            ("answer_class/dense_0/kernel", "answer_dense_0.kernel"),
+            ("answer_class/dense_0/bias", "answer_dense_0.bias"),
+            ("answer_class/dense_1/kernel", "answer_dense_1.kernel"),
+        ]
+    ),
 }
 # Model attribute holding a head -> the original scope of its variables
 # ("" = top level, as run_classifier.py and run_race.py create them).
@@ -133,11 +131,28 @@ def encoder_of(model):
     )
 
 
-def _head_table(head):
+def head_names(head) -> NameTable:
+    """The name table of a head (by its class or a base class)."""
     for cls in type(head).__mro__:
-        if cls in _HEAD_TABLES:
-            return _HEAD_TABLES[cls]
+        if cls in HEAD_NAMES:
+            return HEAD_NAMES[cls]
     raise TypeError(f"no checkpoint table for head type {type(head).__name__}")
+
+
+def variable_at(owner, path: str):
+    """The variable at attribute path `path` ("a.b.c") of `owner`, or None where the model
+    has no such layer: an attribute that is None (the embedding projection when E = H), or
+    a sublayer its block borrows (SUBLAYERS[block.shared_part])."""
+    value = owner
+    for attribute in path.split("."):
+        if isinstance(value, AlbertTransformerBlock) and attribute in SUBLAYERS.get(
+            value.shared_part, ()
+        ):
+            return None
+        value = getattr(value, attribute)
+        if value is None:
+            return None
+    return value
 
 
 def original_variable_map(model) -> dict[str, tf.Variable]:
@@ -147,29 +162,19 @@ def original_variable_map(model) -> dict[str, tf.Variable]:
     attributes named in HEAD_SCOPES. The model must be built.
     """
     encoder = encoder_of(model)
+    blocks = [(g, i) for g, group in encoder.groups.items() for i in range(len(group))]
     names = {}
-    for suffix, get in _EMBEDDINGS_TABLE:
-        names[_join(ENCODER_SCOPE, suffix)] = get(encoder)
-    if encoder.embedding_projection is not None:
-        for suffix, get in _PROJECTION_TABLE:
-            names[_join(ENCODER_SCOPE, suffix)] = get(encoder)
-    for g, blocks in encoder.groups.items():
-        for i, block in enumerate(blocks):
-            scope = f"{ENCODER_SCOPE}/encoder/transformer/group_{g}/inner_group_{i}"
-            for part, table in _BLOCK_TABLES.items():
-                if part == block.shared_part:
-                    continue
-                for suffix, get in table:
-                    names[_join(scope, suffix)] = get(block)
-    for suffix, get in _POOLER_TABLE:
-        names[_join(ENCODER_SCOPE, suffix)] = get(encoder)
+    for name, path, _ in ENCODER_NAMES.filled(blocks):
+        variable = variable_at(encoder, path)
+        if variable is not None:
+            names[name] = variable
     if model is not encoder:
         for attribute, scope in HEAD_SCOPES.items():
             head = getattr(model, attribute, None)
             if head is None:
                 continue
-            for suffix, get in _head_table(head):
-                names[_join(scope, suffix)] = get(head)
+            for suffix, path, _ in head_names(head).rows:
+                names[_join(scope, suffix)] = variable_at(head, path)
     return names
 
 
@@ -691,7 +696,7 @@ def _original_names_of(model, attribute):
         return set(original_variable_map(encoder_of(model)))
     return {
         _join(HEAD_SCOPES[attribute], suffix)
-        for suffix, _ in _head_table(getattr(model, attribute))
+        for suffix, _, _ in head_names(getattr(model, attribute)).rows
     }
 
 

@@ -13,8 +13,9 @@ Formats read (`open_module` tells them apart):
   `albert_config.json` and `30k-clean.model`.
 * "model_garden": a TF2 SavedModel of the TensorFlow Model Garden's `AlbertEncoder`
   (tfhub.dev/tensorflow/albert_en_<size>): variables named after its Keras layers, mapped
-  by `_MODEL_GARDEN_TABLE` (the attention kernels, stored [H, N, D] / [N, D, H], are
-  reshaped to [H, H]). Only one shared block (G = I = 1) exists in that encoder.
+  by `MODEL_GARDEN_NAMES` (a NameTable, albert_tf/weights/name_table.py; the attention
+  kernels, stored [H, N, D] / [N, D, H], are reshaped to [H, H]). Only one shared block
+  (G = I = 1) exists in that encoder.
 * "keras_hub": a TF2 SavedModel of keras-hub's `AlbertBackbone` (`backbone.export(path)`):
   variables named "<layer>/<variable>", mapped by albert_tf/weights/keras_hub.py's table
   (the same per-head reshapes). It has no assets: the tokenizer is --spm_model_file.
@@ -46,6 +47,17 @@ import tensorflow as tf
 from albert_tf import fileio
 from albert_tf.errors import UserError
 from albert_tf.weights import checkpoints, keras_hub
+from albert_tf.weights.name_table import (
+    BLOCK,
+    HEADS_BIAS,
+    HEADS_IN,
+    HEADS_OUT,
+    PROJECTION,
+    SAME,
+    NameTable,
+    original_shape,
+    to_original,
+)
 
 _logger = logging.getLogger(__name__)
 
@@ -59,79 +71,55 @@ EXPORT_INFO = os.path.join("assets.extra", "export_info.json")
 _WORD_EMBEDDINGS = "bert/embeddings/word_embeddings"
 
 
-def _flat(shape):
-    return (int(np.prod(shape)),)
-
-
-def _rows_then_flat(shape):  # [H, N, D] -> [H, N*D]
-    return (shape[0], int(np.prod(shape[1:])))
-
-
-def _flat_then_cols(shape):  # [N, D, H] -> [N*D, H]
-    return (int(np.prod(shape[:-1])), shape[-1])
-
-
-def _same(shape):
-    return tuple(shape)
-
-
-_BLOCK = "bert/encoder/transformer/group_0/inner_group_0/"
-# Model Garden variable name (a suffix of the stored name, after a "/") -> (original
-# name, reshape). Names follow the Model Garden's ALBERT checkpoint converter; the
-# attention output dense has had two names across its versions.
-_MODEL_GARDEN_TABLE = {
-    "word_embeddings/embeddings": (_WORD_EMBEDDINGS, _same),
-    "position_embedding/embeddings": ("bert/embeddings/position_embeddings", _same),
-    "type_embeddings/embeddings": ("bert/embeddings/token_type_embeddings", _same),
-    "embeddings/layer_norm/gamma": ("bert/embeddings/LayerNorm/gamma", _same),
-    "embeddings/layer_norm/beta": ("bert/embeddings/LayerNorm/beta", _same),
-    "embedding_projection/kernel": ("bert/encoder/embedding_hidden_mapping_in/kernel", _same),
-    "embedding_projection/bias": ("bert/encoder/embedding_hidden_mapping_in/bias", _same),
-    **{
-        f"transformer/self_attention/{part}/kernel": (
-            f"{_BLOCK}attention_1/self/{part}/kernel",
-            _rows_then_flat,
-        )
-        for part in ("query", "key", "value")
-    },
-    **{
-        f"transformer/self_attention/{part}/bias": (f"{_BLOCK}attention_1/self/{part}/bias", _flat)
-        for part in ("query", "key", "value")
-    },
-    **{
-        f"{scope}/kernel": (f"{_BLOCK}attention_1/output/dense/kernel", _flat_then_cols)
-        for scope in (
-            "transformer/self_attention/attention_output",
-            "transformer/self_attention_output",
-        )
-    },
-    **{
-        f"{scope}/bias": (f"{_BLOCK}attention_1/output/dense/bias", _flat)
-        for scope in (
-            "transformer/self_attention/attention_output",
-            "transformer/self_attention_output",
-        )
-    },
-    "transformer/self_attention_layer_norm/gamma": (f"{_BLOCK}LayerNorm/gamma", _same),
-    "transformer/self_attention_layer_norm/beta": (f"{_BLOCK}LayerNorm/beta", _same),
-    "transformer/intermediate/kernel": (f"{_BLOCK}ffn_1/intermediate/dense/kernel", _same),
-    "transformer/intermediate/bias": (f"{_BLOCK}ffn_1/intermediate/dense/bias", _same),
-    "transformer/output/kernel": (f"{_BLOCK}ffn_1/intermediate/output/dense/kernel", _same),
-    "transformer/output/bias": (f"{_BLOCK}ffn_1/intermediate/output/dense/bias", _same),
-    "transformer/output_layer_norm/gamma": (f"{_BLOCK}LayerNorm_1/gamma", _same),
-    "transformer/output_layer_norm/beta": (f"{_BLOCK}LayerNorm_1/beta", _same),
-    "pooler_transform/kernel": ("bert/pooler/dense/kernel", _same),
-    "pooler_transform/bias": ("bert/pooler/dense/bias", _same),
-    # The masked-LM head of a Model Garden pretrainer, where the module has one.
-    "cls/predictions/transform/dense/kernel": ("cls/predictions/transform/dense/kernel", _same),
-    "cls/predictions/transform/dense/bias": ("cls/predictions/transform/dense/bias", _same),
-    "cls/predictions/transform/LayerNorm/gamma": (
-        "cls/predictions/transform/LayerNorm/gamma",
-        _same,
-    ),
-    "cls/predictions/transform/LayerNorm/beta": ("cls/predictions/transform/LayerNorm/beta", _same),
-    "cls/predictions/output_bias/bias": ("cls/predictions/output_bias", _same),
-}
+_BLOCK = BLOCK.format(g=0, i=0)
+# (original name, Model Garden variable name: a suffix of the stored name after a "/",
+# how the value is stored). Names follow the Model Garden's ALBERT checkpoint converter;
+# the attention output dense has had two names across its versions (both read; the first
+# is the one an original name looks up).
+MODEL_GARDEN_NAMES = NameTable(
+    [
+        (_WORD_EMBEDDINGS, "word_embeddings/embeddings"),
+        ("bert/embeddings/position_embeddings", "position_embedding/embeddings"),
+        ("bert/embeddings/token_type_embeddings", "type_embeddings/embeddings"),
+        ("bert/embeddings/LayerNorm/gamma", "embeddings/layer_norm/gamma"),
+        ("bert/embeddings/LayerNorm/beta", "embeddings/layer_norm/beta"),
+        (f"{PROJECTION}/kernel", "embedding_projection/kernel"),
+        (f"{PROJECTION}/bias", "embedding_projection/bias"),
+        *[
+            (
+                f"{_BLOCK}attention_1/self/{part}/{kind}",
+                f"transformer/self_attention/{part}/{kind}",
+                how,
+            )
+            for part in ("query", "key", "value")
+            for kind, how in (("kernel", HEADS_IN), ("bias", HEADS_BIAS))
+        ],
+        *[
+            (f"{_BLOCK}attention_1/output/dense/{kind}", f"{scope}/{kind}", how)
+            for scope in (
+                "transformer/self_attention/attention_output",
+                "transformer/self_attention_output",
+            )
+            for kind, how in (("kernel", HEADS_OUT), ("bias", HEADS_BIAS))
+        ],
+        (f"{_BLOCK}LayerNorm/gamma", "transformer/self_attention_layer_norm/gamma"),
+        (f"{_BLOCK}LayerNorm/beta", "transformer/self_attention_layer_norm/beta"),
+        (f"{_BLOCK}ffn_1/intermediate/dense/kernel", "transformer/intermediate/kernel"),
+        (f"{_BLOCK}ffn_1/intermediate/dense/bias", "transformer/intermediate/bias"),
+        (f"{_BLOCK}ffn_1/intermediate/output/dense/kernel", "transformer/output/kernel"),
+        (f"{_BLOCK}ffn_1/intermediate/output/dense/bias", "transformer/output/bias"),
+        (f"{_BLOCK}LayerNorm_1/gamma", "transformer/output_layer_norm/gamma"),
+        (f"{_BLOCK}LayerNorm_1/beta", "transformer/output_layer_norm/beta"),
+        ("bert/pooler/dense/kernel", "pooler_transform/kernel"),
+        ("bert/pooler/dense/bias", "pooler_transform/bias"),
+        # The masked-LM head of a Model Garden pretrainer, where the module has one.
+        *[
+            (f"cls/predictions/transform/{name}", f"cls/predictions/transform/{name}")
+            for name in ("dense/kernel", "dense/bias", "LayerNorm/gamma", "LayerNorm/beta")
+        ],
+        ("cls/predictions/output_bias", "cls/predictions/output_bias/bias"),
+    ]
+)
 
 
 @dataclasses.dataclass
@@ -161,14 +149,17 @@ class HubModule:
 
 
 class _RenamedReader:
-    """A checkpoint reader seen under other names: {original name: (stored key,
-    reshape)} -> the `tf.train.load_checkpoint` interface."""
+    """A checkpoint reader seen under other names: {original name: (stored key, how the
+    value is stored, a layout of name_table.py)} -> the `tf.train.load_checkpoint`
+    interface."""
 
     def __init__(self, reader, table):
         stored = reader.get_variable_to_shape_map()
         self._reader = reader
         self._table = table
-        self._shapes = {name: list(reshape(stored[key])) for name, (key, reshape) in table.items()}
+        self._shapes = {
+            name: list(original_shape(stored[key], how)) for name, (key, how) in table.items()
+        }
 
     def get_variable_to_shape_map(self):
         return dict(self._shapes)
@@ -178,8 +169,8 @@ class _RenamedReader:
         return {name: stored[key] for name, (key, _) in self._table.items()}
 
     def get_tensor(self, name):
-        key, _ = self._table[name]
-        return np.reshape(self._reader.get_tensor(key), self._shapes[name])
+        key, how = self._table[name]
+        return to_original(np.asarray(self._reader.get_tensor(key)), how)
 
 
 # --- finding and opening a module ------------------------------------------------------
@@ -331,7 +322,7 @@ def _variable_key(node):
 
 
 def _albert_tf_table(graph):
-    """{original name: (stored key, same shape)} from the root's `original_variables`
+    """{original name: (stored key, SAME)} from the root's `original_variables`
     (albert_tf's export), or None when the root has no such attribute."""
     if graph is None or not graph.nodes:
         return None
@@ -339,7 +330,7 @@ def _albert_tf_table(graph):
     if child is None:
         return None
     return {
-        c.local_name: (_variable_key(graph.nodes[c.node_id]), _same)
+        c.local_name: (_variable_key(graph.nodes[c.node_id]), SAME)
         for c in graph.nodes[child.node_id].children
     }
 
@@ -354,27 +345,19 @@ def _stored_names(graph) -> dict:
     return stored
 
 
-_KERAS_HUB_RESHAPES = {
-    keras_hub.SAME: _same,
-    keras_hub.HEADS_IN: _rows_then_flat,
-    keras_hub.HEADS_BIAS: _flat,
-    keras_hub.HEADS_OUT: _flat_then_cols,
-}
-
-
 def _keras_hub_table(graph, reader, flag, handle):
-    """({original name: (stored key, reshape)}, N) of a keras-hub AlbertBackbone SavedModel
+    """({original name: (stored key, how)}, N) of a keras-hub AlbertBackbone SavedModel
     (`export()`), through albert_tf/weights/keras_hub.py's name table; UserError naming
     the variables it has no row for."""
     table, unknown = {}, []
     for full_name, key in _stored_names(graph).items():
         found = keras_hub.saved_model_name(full_name)
-        found = found and keras_hub.original_name(found)
+        found = found and keras_hub.NAMES.original(found)
         if not found:
             unknown.append(full_name)
             continue
-        original, layout = found
-        table[original] = (key, _KERAS_HUB_RESHAPES[layout])
+        original, how = found
+        table[original] = (key, how)
     if unknown:
         raise UserError(
             f"{flag}={handle}: a keras-hub SavedModel with variables no AlbertBackbone has: "
@@ -386,18 +369,18 @@ def _keras_hub_table(graph, reader, flag, handle):
 
 
 def _model_garden_table(graph, reader, flag, handle):
-    """({original name: (stored key, reshape)}, N) of a Model Garden AlbertEncoder, by the
+    """({original name: (stored key, how)}, N) of a Model Garden AlbertEncoder, by the
     variables' stored names (full_name); UserError when the module is not one."""
     stored = _stored_names(graph)
     table = {}
-    for suffix, (original, reshape) in _MODEL_GARDEN_TABLE.items():
+    for original, suffix, how in MODEL_GARDEN_NAMES.rows:
         matches = [n for n in stored if n == suffix or n.endswith("/" + suffix)]
         if len(matches) > 1:
             raise UserError(
                 f"{flag}={handle}: several variables end in {suffix}: {', '.join(matches)}"
             )
         if matches:
-            table[original] = (stored[matches[0]], reshape)
+            table[original] = (stored[matches[0]], how)
     if _WORD_EMBEDDINGS not in table:
         sample = ", ".join(sorted(stored)[:5]) or "none with names"
         raise UserError(

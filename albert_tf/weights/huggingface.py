@@ -4,15 +4,15 @@
 read from each file's checked header (albert_tf/weights/foreign_tensors.py: types,
 sizes, paths inside the folder, the index's map); every file through tf.io.gfile.
 
-Names: `_TABLE` maps each original variable name to the name transformers'
-AlbertForPreTraining / AlbertForSequenceClassification / AlbertForQuestionAnswering gives
-the tensor. torch's Linear
-stores its weight [out, in], the transpose of the original's kernel [in, out]; embeddings,
-layer norms and the original's `output_weights` [K, H] keep their layout. A file of the
-base AlbertModel has no `albert.` prefix; it is read the same. transformers ties
-`predictions.decoder.weight` to the word embeddings and `predictions.decoder.bias` to
-`predictions.bias`; a file holding them is read only when they equal what they are tied
-to (an untied decoder has no place in ALBERT).
+Names: `NAMES` (a NameTable, albert_tf/weights/name_table.py) maps each original variable
+name to the name transformers' AlbertForPreTraining / AlbertForSequenceClassification /
+AlbertForQuestionAnswering gives the tensor. torch's Linear stores its weight [out, in],
+the transpose of the original's kernel [in, out]; embeddings, layer norms and the
+original's `output_weights` [K, H] keep their layout. A file of the base AlbertModel has
+no `albert.` prefix; it is read the same. transformers ties `predictions.decoder.weight`
+to the word embeddings and `predictions.decoder.bias` to `predictions.bias`; a file
+holding them is read only when they equal what they are tied to (an untied decoder has no
+place in ALBERT).
 
 Config: `hidden_act` "gelu_new" and "gelu_pytorch_tanh" are the tanh-approximated GELU,
 our (and the original's) "gelu"; transformers' "gelu" is the exact erf GELU, which this
@@ -45,10 +45,11 @@ from albert_tf.weights.foreign_weights import (
 from albert_tf.weights.name_table import (
     BLOCK,
     PROJECTION,
+    SAME,
+    TRANSPOSED,
     NameTable,
     drop_identity_projection,
     identity_projection,
-    rename,
 )
 
 CONFIG_NAME = "config.json"
@@ -59,74 +60,66 @@ TOKENIZER_CONFIG_NAME = "tokenizer_config.json"
 SPECIAL_TOKENS_NAME = "special_tokens_map.json"
 
 _HF_BLOCK = "albert.encoder.albert_layer_groups.{g}.albert_layers.{i}."
-# (original name, Hugging Face name, transposed): {g} and {i} are the group and the
-# block inside it.
-_TABLE = [
-    ("bert/embeddings/word_embeddings", "albert.embeddings.word_embeddings.weight", False),
-    (
-        "bert/embeddings/token_type_embeddings",
-        "albert.embeddings.token_type_embeddings.weight",
-        False,
-    ),
-    ("bert/embeddings/position_embeddings", "albert.embeddings.position_embeddings.weight", False),
-    ("bert/embeddings/LayerNorm/gamma", "albert.embeddings.LayerNorm.weight", False),
-    ("bert/embeddings/LayerNorm/beta", "albert.embeddings.LayerNorm.bias", False),
-    (f"{PROJECTION}/kernel", "albert.encoder.embedding_hidden_mapping_in.weight", True),
-    (f"{PROJECTION}/bias", "albert.encoder.embedding_hidden_mapping_in.bias", False),
-    *[
-        (f"{BLOCK}attention_1/self/{part}/{kind}", f"{_HF_BLOCK}attention.{part}.{hf}", t)
-        for part in ("query", "key", "value")
-        for kind, hf, t in (("kernel", "weight", True), ("bias", "bias", False))
-    ],
-    (f"{BLOCK}attention_1/output/dense/kernel", f"{_HF_BLOCK}attention.dense.weight", True),
-    (f"{BLOCK}attention_1/output/dense/bias", f"{_HF_BLOCK}attention.dense.bias", False),
-    (f"{BLOCK}LayerNorm/gamma", f"{_HF_BLOCK}attention.LayerNorm.weight", False),
-    (f"{BLOCK}LayerNorm/beta", f"{_HF_BLOCK}attention.LayerNorm.bias", False),
-    (f"{BLOCK}ffn_1/intermediate/dense/kernel", f"{_HF_BLOCK}ffn.weight", True),
-    (f"{BLOCK}ffn_1/intermediate/dense/bias", f"{_HF_BLOCK}ffn.bias", False),
-    (f"{BLOCK}ffn_1/intermediate/output/dense/kernel", f"{_HF_BLOCK}ffn_output.weight", True),
-    (f"{BLOCK}ffn_1/intermediate/output/dense/bias", f"{_HF_BLOCK}ffn_output.bias", False),
-    (f"{BLOCK}LayerNorm_1/gamma", f"{_HF_BLOCK}full_layer_layer_norm.weight", False),
-    (f"{BLOCK}LayerNorm_1/beta", f"{_HF_BLOCK}full_layer_layer_norm.bias", False),
-    ("bert/pooler/dense/kernel", "albert.pooler.weight", True),
-    ("bert/pooler/dense/bias", "albert.pooler.bias", False),
-    ("cls/predictions/transform/dense/kernel", "predictions.dense.weight", True),
-    ("cls/predictions/transform/dense/bias", "predictions.dense.bias", False),
-    ("cls/predictions/transform/LayerNorm/gamma", "predictions.LayerNorm.weight", False),
-    ("cls/predictions/transform/LayerNorm/beta", "predictions.LayerNorm.bias", False),
-    ("cls/predictions/output_bias", "predictions.bias", False),
-    ("cls/seq_relationship/output_weights", "sop_classifier.classifier.weight", False),
-    ("cls/seq_relationship/output_bias", "sop_classifier.classifier.bias", False),
-    # The classifier of run_classifier.py (top-level names) = AlbertForSequenceClassification's.
-    ("output_weights", "classifier.weight", False),
-    ("output_bias", "classifier.bias", False),
-    # run_squad.py's SQuAD v1.1 head = AlbertForQuestionAnswering's (start = row 0, end = 1).
-    ("cls/squad/output_weights", "qa_outputs.weight", False),
-    ("cls/squad/output_bias", "qa_outputs.bias", False),
-]
+# (original name, Hugging Face name, how the value is stored): {g} and {i} are the group
+# and the block inside it.
+NAMES = NameTable(
+    [
+        ("bert/embeddings/word_embeddings", "albert.embeddings.word_embeddings.weight"),
+        (
+            "bert/embeddings/token_type_embeddings",
+            "albert.embeddings.token_type_embeddings.weight",
+        ),
+        ("bert/embeddings/position_embeddings", "albert.embeddings.position_embeddings.weight"),
+        ("bert/embeddings/LayerNorm/gamma", "albert.embeddings.LayerNorm.weight"),
+        ("bert/embeddings/LayerNorm/beta", "albert.embeddings.LayerNorm.bias"),
+        (f"{PROJECTION}/kernel", "albert.encoder.embedding_hidden_mapping_in.weight", TRANSPOSED),
+        (f"{PROJECTION}/bias", "albert.encoder.embedding_hidden_mapping_in.bias"),
+        *[
+            (f"{BLOCK}attention_1/self/{part}/{kind}", f"{_HF_BLOCK}attention.{part}.{hf}", t)
+            for part in ("query", "key", "value")
+            for kind, hf, t in (("kernel", "weight", TRANSPOSED), ("bias", "bias", SAME))
+        ],
+        (
+            f"{BLOCK}attention_1/output/dense/kernel",
+            f"{_HF_BLOCK}attention.dense.weight",
+            TRANSPOSED,
+        ),
+        (f"{BLOCK}attention_1/output/dense/bias", f"{_HF_BLOCK}attention.dense.bias"),
+        (f"{BLOCK}LayerNorm/gamma", f"{_HF_BLOCK}attention.LayerNorm.weight"),
+        (f"{BLOCK}LayerNorm/beta", f"{_HF_BLOCK}attention.LayerNorm.bias"),
+        (f"{BLOCK}ffn_1/intermediate/dense/kernel", f"{_HF_BLOCK}ffn.weight", TRANSPOSED),
+        (f"{BLOCK}ffn_1/intermediate/dense/bias", f"{_HF_BLOCK}ffn.bias"),
+        (
+            f"{BLOCK}ffn_1/intermediate/output/dense/kernel",
+            f"{_HF_BLOCK}ffn_output.weight",
+            TRANSPOSED,
+        ),
+        (f"{BLOCK}ffn_1/intermediate/output/dense/bias", f"{_HF_BLOCK}ffn_output.bias"),
+        (f"{BLOCK}LayerNorm_1/gamma", f"{_HF_BLOCK}full_layer_layer_norm.weight"),
+        (f"{BLOCK}LayerNorm_1/beta", f"{_HF_BLOCK}full_layer_layer_norm.bias"),
+        ("bert/pooler/dense/kernel", "albert.pooler.weight", TRANSPOSED),
+        ("bert/pooler/dense/bias", "albert.pooler.bias"),
+        ("cls/predictions/transform/dense/kernel", "predictions.dense.weight", TRANSPOSED),
+        ("cls/predictions/transform/dense/bias", "predictions.dense.bias"),
+        ("cls/predictions/transform/LayerNorm/gamma", "predictions.LayerNorm.weight"),
+        ("cls/predictions/transform/LayerNorm/beta", "predictions.LayerNorm.bias"),
+        ("cls/predictions/output_bias", "predictions.bias"),
+        ("cls/seq_relationship/output_weights", "sop_classifier.classifier.weight"),
+        ("cls/seq_relationship/output_bias", "sop_classifier.classifier.bias"),
+        # run_classifier.py's classifier (top-level names) = AlbertForSequenceClassification's.
+        ("output_weights", "classifier.weight"),
+        ("output_bias", "classifier.bias"),
+        # run_squad.py's SQuAD v1.1 head = AlbertForQuestionAnswering's (start row 0, end 1).
+        ("cls/squad/output_weights", "qa_outputs.weight"),
+        ("cls/squad/output_bias", "qa_outputs.bias"),
+    ]
+)
 # Tied copies transformers may store: name -> the name it is tied to.
 _TIED = {
     "predictions.decoder.weight": "albert.embeddings.word_embeddings.weight",
     "predictions.decoder.bias": "predictions.bias",
 }
 _BASE_MODEL_PREFIXES = ("embeddings.", "encoder.", "pooler.")
-
-
-_NAMES = NameTable(_TABLE)
-
-
-def _transpose(value, transposed):
-    return value.T if transposed else value
-
-
-def huggingface_name(original: str) -> tuple[str, bool] | None:
-    """(Hugging Face name, whether the value is transposed) of an original name, or None."""
-    return _NAMES.foreign(original)
-
-
-def original_name(hf_name: str) -> tuple[str, bool] | None:
-    """(original name, whether the value is transposed) of a Hugging Face name, or None."""
-    return _NAMES.original(hf_name)
 
 
 # --- config ----------------------------------------------------------------------------
@@ -322,7 +315,7 @@ def values_from_huggingface(tensors: dict, config, source: str) -> dict:
                 f"{source}: {tied} differs from {target}; ALBERT ties them (the output "
                 "layer is the word embeddings), so an untied one cannot be loaded"
             )
-    values, unknown = rename(tensors, original_name, _transpose)
+    values, unknown = NAMES.to_original(tensors)
     check_all_named("Hugging Face", source, unknown)
     if not drop_identity_projection(values, config):
         raise UserError(
@@ -365,7 +358,7 @@ def read_folder(folder, tensors: bool = True) -> ForeignWeights:
 def values_to_huggingface(values: dict, config) -> dict:
     """{Hugging Face name: float32 array} of {original name: array}; UserError naming an
     original name the table has no row for."""
-    tensors, unknown = rename(values, huggingface_name, _transpose)
+    tensors, unknown = NAMES.to_foreign(values)
     check_all_named("Hugging Face", "the model", unknown)
     projection = "albert.encoder.embedding_hidden_mapping_in."
     if projection + "weight" not in tensors:  # embedding_size = hidden_size (docstring)
@@ -462,8 +455,7 @@ __all__ = [
     "WEIGHTS_NAME",
     "SPM_MODEL_NAME",
     "HF_DEFAULTS",
-    "huggingface_name",
-    "original_name",
+    "NAMES",
     "config_from_huggingface",
     "config_to_huggingface",
     "values_from_huggingface",

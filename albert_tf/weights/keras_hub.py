@@ -14,12 +14,12 @@ the paths Keras generates for AlbertBackbone (`_BACKBONE_PATHS`), so `from_prese
 finds every variable. Only the backbone is carried: the pretraining heads have no place
 in a keras-hub backbone preset and are left out.
 
-Names: `_TABLE` maps each original name to "<layer name>/<sub-path>/<k>". The attention
-kernels are stored per head, [H, N, D] for query/key/value (bias [N, D]) and [N, D, H] for
-the output, the row-major reshape of the original's [H, H] (column c = head c // D).
-keras-hub always applies its embedding projection and computes the tanh GELU
-("gelu_approximate") with one dropout rate; layer l runs group l // (L / G), which must
-agree with the original's rule (checked).
+Names: `NAMES` (a NameTable, albert_tf/weights/name_table.py) maps each original name to
+"<layer name>/<sub-path>/<k>". The attention kernels are stored per head, [H, N, D] for
+query/key/value (bias [N, D]) and [N, D, H] for the output, the row-major reshape of the
+original's [H, H] (column c = head c // D). keras-hub always applies its embedding
+projection and computes the tanh GELU ("gelu_approximate") with one dropout rate; layer l
+runs group l // (L / G), which must agree with the original's rule (checked).
 """
 
 from __future__ import annotations
@@ -51,11 +51,14 @@ from albert_tf.weights.foreign_weights import (
 )
 from albert_tf.weights.name_table import (
     BLOCK,
+    HEADS_BIAS,
+    HEADS_IN,
+    HEADS_OUT,
     PROJECTION,
+    SAME,
     NameTable,
     drop_identity_projection,
     identity_projection,
-    rename,
 )
 
 CONFIG_NAME = "config.json"
@@ -67,76 +70,51 @@ KERAS_HUB_VERSION = "0.32.0"
 
 _LAYER = "group_{g}_inner_layer_{i}/"
 _ATTENTION = _LAYER + "_self_attention_layer/"
-# Layouts: "same", or the per-head reshapes of the attention (module docstring).
-SAME, HEADS_IN, HEADS_BIAS, HEADS_OUT = "same", "heads_in", "heads_bias", "heads_out"
-_TABLE = [
-    ("bert/embeddings/word_embeddings", "token_embedding/0", SAME),
-    ("bert/embeddings/position_embeddings", "position_embedding/0", SAME),
-    ("bert/embeddings/token_type_embeddings", "segment_embedding/0", SAME),
-    ("bert/embeddings/LayerNorm/gamma", "embeddings_layer_norm/0", SAME),
-    ("bert/embeddings/LayerNorm/beta", "embeddings_layer_norm/1", SAME),
-    (f"{PROJECTION}/kernel", "embedding_projection/0", SAME),
-    (f"{PROJECTION}/bias", "embedding_projection/1", SAME),
-    *[
-        (f"{BLOCK}attention_1/self/{part}/{kind}", f"{_ATTENTION}{part}_dense/{k}", layout)
-        for part in ("query", "key", "value")
-        for kind, k, layout in (("kernel", 0, HEADS_IN), ("bias", 1, HEADS_BIAS))
-    ],
-    (f"{BLOCK}attention_1/output/dense/kernel", f"{_ATTENTION}output_dense/0", HEADS_OUT),
-    (f"{BLOCK}attention_1/output/dense/bias", f"{_ATTENTION}output_dense/1", SAME),
-    (f"{BLOCK}LayerNorm/gamma", f"{_LAYER}_self_attention_layer_norm/0", SAME),
-    (f"{BLOCK}LayerNorm/beta", f"{_LAYER}_self_attention_layer_norm/1", SAME),
-    (
-        f"{BLOCK}ffn_1/intermediate/dense/kernel",
-        f"{_LAYER}_feedforward_intermediate_dense/0",
-        SAME,
-    ),
-    (f"{BLOCK}ffn_1/intermediate/dense/bias", f"{_LAYER}_feedforward_intermediate_dense/1", SAME),
-    (
-        f"{BLOCK}ffn_1/intermediate/output/dense/kernel",
-        f"{_LAYER}_feedforward_output_dense/0",
-        SAME,
-    ),
-    (f"{BLOCK}ffn_1/intermediate/output/dense/bias", f"{_LAYER}_feedforward_output_dense/1", SAME),
-    (f"{BLOCK}LayerNorm_1/gamma", f"{_LAYER}_feedforward_layer_norm/0", SAME),
-    (f"{BLOCK}LayerNorm_1/beta", f"{_LAYER}_feedforward_layer_norm/1", SAME),
-    ("bert/pooler/dense/kernel", "pooled_dense/0", SAME),
-    ("bert/pooler/dense/bias", "pooled_dense/1", SAME),
-]
-
-
-_NAMES = NameTable(_TABLE)
-
-
-def keras_hub_name(original: str) -> tuple[str, str] | None:
-    """("<layer name>/<sub-path>/<k>", layout) of an original name, or None."""
-    return _NAMES.foreign(original)
-
-
-def original_name(keras_hub: str) -> tuple[str, str] | None:
-    """(original name, layout) of a "<layer name>/<sub-path>/<k>" name, or None."""
-    return _NAMES.original(keras_hub)
-
-
-def _to_keras_hub_layout(value, layout, heads):
-    h = value.shape[-1]
-    if layout == HEADS_IN:
-        return value.reshape(value.shape[0], heads, h // heads)
-    if layout == HEADS_BIAS:
-        return value.reshape(heads, h // heads)
-    if layout == HEADS_OUT:
-        return value.reshape(heads, value.shape[0] // heads, h)
-    return value
-
-
-def _to_original_layout(value, layout):
-    if layout == HEADS_IN:
-        return value.reshape(value.shape[0], -1)
-    if layout == HEADS_BIAS:
-        return value.reshape(-1)
-    if layout == HEADS_OUT:
-        return value.reshape(-1, value.shape[-1])
-    return value
+# (original name, keras-hub name, how the value is stored: the attention's per head).
+NAMES = NameTable(
+    [
+        ("bert/embeddings/word_embeddings", "token_embedding/0", SAME),
+        ("bert/embeddings/position_embeddings", "position_embedding/0", SAME),
+        ("bert/embeddings/token_type_embeddings", "segment_embedding/0", SAME),
+        ("bert/embeddings/LayerNorm/gamma", "embeddings_layer_norm/0", SAME),
+        ("bert/embeddings/LayerNorm/beta", "embeddings_layer_norm/1", SAME),
+        (f"{PROJECTION}/kernel", "embedding_projection/0", SAME),
+        (f"{PROJECTION}/bias", "embedding_projection/1", SAME),
+        *[
+            (f"{BLOCK}attention_1/self/{part}/{kind}", f"{_ATTENTION}{part}_dense/{k}", layout)
+            for part in ("query", "key", "value")
+            for kind, k, layout in (("kernel", 0, HEADS_IN), ("bias", 1, HEADS_BIAS))
+        ],
+        (f"{BLOCK}attention_1/output/dense/kernel", f"{_ATTENTION}output_dense/0", HEADS_OUT),
+        (f"{BLOCK}attention_1/output/dense/bias", f"{_ATTENTION}output_dense/1", SAME),
+        (f"{BLOCK}LayerNorm/gamma", f"{_LAYER}_self_attention_layer_norm/0", SAME),
+        (f"{BLOCK}LayerNorm/beta", f"{_LAYER}_self_attention_layer_norm/1", SAME),
+        (
+            f"{BLOCK}ffn_1/intermediate/dense/kernel",
+            f"{_LAYER}_feedforward_intermediate_dense/0",
+            SAME,
+        ),
+        (
+            f"{BLOCK}ffn_1/intermediate/dense/bias",
+            f"{_LAYER}_feedforward_intermediate_dense/1",
+            SAME,
+        ),
+        (
+            f"{BLOCK}ffn_1/intermediate/output/dense/kernel",
+            f"{_LAYER}_feedforward_output_dense/0",
+            SAME,
+        ),
+        (
+            f"{BLOCK}ffn_1/intermediate/output/dense/bias",
+            f"{_LAYER}_feedforward_output_dense/1",
+            SAME,
+        ),
+        (f"{BLOCK}LayerNorm_1/gamma", f"{_LAYER}_feedforward_layer_norm/0", SAME),
+        (f"{BLOCK}LayerNorm_1/beta", f"{_LAYER}_feedforward_layer_norm/1", SAME),
+        ("bert/pooler/dense/kernel", "pooled_dense/0", SAME),
+        ("bert/pooler/dense/bias", "pooled_dense/1", SAME),
+    ]
+)
 
 
 # A keras-hub SavedModel (`backbone.export(path)`) names its variables by layer name and
@@ -411,7 +389,7 @@ def read_weights_file(path, config) -> dict:
 
 
 def values_from_keras_hub(tensors: dict, config, source: str) -> dict:
-    values, unknown = rename(tensors, original_name, _to_original_layout)
+    values, unknown = NAMES.to_original(tensors)
     check_all_named("keras-hub", source, unknown)
     if not drop_identity_projection(values, config):
         raise UserError(
@@ -518,11 +496,7 @@ def values_to_keras_hub(values: dict, config) -> dict:
     """{"<layer name>/<sub-path>/<k>": array} of {original name: array} (encoder only:
     anything outside `bert/` is left out, see the module docstring)."""
     encoder = {name: value for name, value in values.items() if name.startswith("bert/")}
-    tensors, unknown = rename(
-        encoder,
-        keras_hub_name,
-        lambda value, layout: _to_keras_hub_layout(value, layout, config.num_attention_heads),
-    )
+    tensors, unknown = NAMES.to_foreign(encoder, heads=config.num_attention_heads)
     check_all_named("keras-hub", "the model", unknown)
     if "embedding_projection/0" not in tensors:  # embedding_size = hidden_size
         tensors["embedding_projection/0"], tensors["embedding_projection/1"] = identity_projection(
@@ -578,8 +552,7 @@ __all__ = [
     "CONFIG_NAME",
     "WEIGHTS_NAME",
     "SPM_ASSET",
-    "keras_hub_name",
-    "original_name",
+    "NAMES",
     "config_from_keras_hub",
     "config_to_keras_hub",
     "read_weights_file",

@@ -1,10 +1,14 @@
-"""What the foreign formats' name tables share: the original names they map, the two-way
-lookup of a table, the renaming of a whole set of tensors, and the embedding projection
-that only some configs have.
+"""The one mechanism behind every table of weight names: the original release's names on
+one side, another format's names on the other, and how that format stores each value.
 
-A table is a list of (original name, foreign name, how the value is stored) rows; either
-name may hold `{g}` and `{i}`, the group and the block inside it. Each format keeps its
-own table in its own module (huggingface.py, keras_hub.py).
+A table is a list of (original name, other name, how) rows; either name may hold `{g}` and
+`{i}`, the group and the block inside it. `how` is one of the layouts below (SAME when left
+out). Each format keeps its own table in its own module: our Keras variables
+(checkpoints.py: the other name is an attribute path of the model), Hugging Face
+(huggingface.py), keras-hub (keras_hub.py), the Model Garden's TF-Hub encoder (hub.py) and
+Google's BERT checkpoints (albert_tf/research/smoothness.py). `NameTable` looks a name up
+either way, lists a model's names in the original's order, and renames (and re-lays) a
+whole set of tensors.
 """
 
 from __future__ import annotations
@@ -16,6 +20,14 @@ import numpy as np
 # Original names the tables of every format spell the same way.
 PROJECTION = "bert/encoder/embedding_hidden_mapping_in"
 BLOCK = "bert/encoder/transformer/group_{g}/inner_group_{i}/"
+
+# How a format stores a value, against the original's layout (H = N heads x D).
+SAME = "same"
+TRANSPOSED = "transposed"  # torch's Linear weight: [out, in] of the kernel [in, out]
+HEADS_IN = "heads_in"  # a query/key/value kernel [H, H] as [H, N, D]
+HEADS_BIAS = "heads_bias"  # a query/key/value bias [H] as [N, D]
+HEADS_OUT = "heads_out"  # the attention output kernel [H, H] as [N, D, H]
+_PLACEHOLDERS = ("{g}", "{i}")
 
 
 def _pattern(template):
@@ -31,25 +43,59 @@ def _translate(rows, name):
     return None
 
 
+def _per_block(template):
+    return any(p in template for p in _PLACEHOLDERS)
+
+
 class NameTable:
-    """Both directions of a table of (original name, foreign name, how) rows."""
+    """Both directions of a table of (original name, other name[, how]) rows."""
 
     def __init__(self, rows):
-        self._to_foreign = [(_pattern(o), f, how) for o, f, how in rows]
-        self._to_original = [(_pattern(f), o, how) for o, f, how in rows]
+        self.rows = [(original, other, *(how or (SAME,))) for original, other, *how in rows]
+        self._to_foreign = [(_pattern(o), f, how) for o, f, how in self.rows]
+        self._to_original = [(_pattern(f), o, how) for o, f, how in self.rows]
+        self._filled = {}
 
     def foreign(self, original: str):
-        """(foreign name, how) of an original name, or None."""
+        """(other name, how) of an original name, or None."""
         return _translate(self._to_foreign, original)
 
     def original(self, foreign: str):
-        """(original name, how) of a foreign name, or None."""
+        """(original name, how) of an other name, or None."""
         return _translate(self._to_original, foreign)
 
+    def filled(self, blocks) -> tuple[tuple[str, str, str], ...]:
+        """Every row with its names filled in, in the table's order: a row without `{g}`
+        or `{i}` once; each run of consecutive rows with them once per (g, i) of `blocks`,
+        block by block (the order in which the original creates its variables). Kept per
+        `blocks`: a model's names are listed at every load and save."""
+        blocks = tuple(blocks)
+        if blocks not in self._filled:
+            out, run = [], []
+            for row in [*self.rows, None]:
+                if row is not None and (_per_block(row[0]) or _per_block(row[1])):
+                    run.append(row)
+                    continue
+                for g, i in blocks:
+                    out += [(o.format(g=g, i=i), f.format(g=g, i=i), how) for o, f, how in run]
+                run = []
+                if row is not None:
+                    out.append(row)
+            self._filled[blocks] = tuple(out)
+        return self._filled[blocks]
 
-def rename(tensors: dict, lookup, convert) -> tuple[dict, list]:
-    """({new name: convert(float32 array, how)}, names `lookup` has no row for) of
-    `tensors`, where lookup(name) is (new name, how) or None."""
+    def to_original(self, tensors: dict) -> tuple[dict, list]:
+        """({original name: float32 array in the original's layout}, names no row has) of
+        `tensors` ({other name: array})."""
+        return _rename(tensors, self.original, lambda value, how: to_original(value, how))
+
+    def to_foreign(self, values: dict, heads: int | None = None) -> tuple[dict, list]:
+        """({other name: float32 array in the format's layout}, names no row has) of
+        `values` ({original name: array}); `heads` (N) for the per-head layouts."""
+        return _rename(values, self.foreign, lambda value, how: to_foreign(value, how, heads))
+
+
+def _rename(tensors: dict, lookup, convert) -> tuple[dict, list]:
     renamed, unknown = {}, []
     for name, value in tensors.items():
         found = lookup(name)
@@ -59,6 +105,41 @@ def rename(tensors: dict, lookup, convert) -> tuple[dict, list]:
         target, how = found
         renamed[target] = np.ascontiguousarray(convert(np.asarray(value, np.float32), how))
     return renamed, unknown
+
+
+def to_foreign(value: np.ndarray, how: str, heads: int | None = None) -> np.ndarray:
+    """`value` in the original's layout, laid out as `how` says (N = `heads`)."""
+    if how == TRANSPOSED:
+        return value.T
+    h = value.shape[-1]
+    if how == HEADS_IN:
+        return value.reshape(value.shape[0], heads, h // heads)
+    if how == HEADS_BIAS:
+        return value.reshape(heads, h // heads)
+    if how == HEADS_OUT:
+        return value.reshape(heads, value.shape[0] // heads, h)
+    return value
+
+
+def original_shape(shape, how: str) -> tuple[int, ...]:
+    """The original's shape of a value stored as `how` in `shape`."""
+    shape = tuple(int(n) for n in shape)
+    if how == TRANSPOSED:
+        return shape[::-1]
+    if how == HEADS_IN:  # [H, N, D] -> [H, N*D]
+        return (shape[0], int(np.prod(shape[1:])))
+    if how == HEADS_BIAS:  # [N, D] -> [N*D]
+        return (int(np.prod(shape)),)
+    if how == HEADS_OUT:  # [N, D, H] -> [N*D, H]
+        return (int(np.prod(shape[:-1])), shape[-1])
+    return shape
+
+
+def to_original(value: np.ndarray, how: str) -> np.ndarray:
+    """`value`, stored as `how` says, in the original's layout."""
+    if how == TRANSPOSED:
+        return value.T
+    return value.reshape(original_shape(value.shape, how))
 
 
 def drop_identity_projection(values: dict, config) -> bool:
