@@ -161,7 +161,7 @@ def train_step(task, model, features, tmp_path, jit_compile):
         training.LoopConfig(num_train_steps=1, global_batch_size=BATCH, jit_compile=jit_compile),
     )
     args = (features, *normalizers(features)) if normalizers else (features,)
-    grads, parts = trainer._gradients(*args)
+    grads, _, parts = trainer._gradients(*args)
     concrete = trainer._gradients.get_concrete_function(*args) if jit_compile else None
     return parts, [None if g is None else g.numpy() for g in grads], concrete
 
