@@ -14,6 +14,7 @@ import re
 import tensorflow as tf
 
 from albert_tf.errors import UserError
+from albert_tf.run.output_folder import OutputFolder
 from albert_tf.weights import checkpoints, release
 
 _logger = logging.getLogger(__name__)
@@ -25,10 +26,8 @@ def check_output_checkpoints_intact(output_dir: str) -> None:
     """UserError naming the first checkpoint file of `output_dir` whose index cannot be
     read or whose data files are missing or cut short, with the files to remove to go on
     from the step before. Looks at every saved step, the newest (the one resumed) first,
-    whatever files it has (albert_tf/run/checkpoint_layout.py); reads only the indexes."""
-    from albert_tf.run import checkpoint_layout
-
-    for saved in reversed(checkpoint_layout.saved_steps(output_dir)):
+    whatever files it has (albert_tf/run/output_folder.py); reads only the indexes."""
+    for saved in reversed(OutputFolder(output_dir).saved_steps()):
         prefixes = [p for p in (saved.weights, saved.state, saved.resume_point) if p]
         for prefix in prefixes:
             try:
@@ -87,7 +86,6 @@ def check_init_not_replaced(init: str, output_dir: str) -> None:
     """UserError when --init_checkpoint is a checkpoint of `output_dir` under a name the
     run writes itself (model.ckpt-best, model.ckpt-<step>, ckpt-<step>): a release folder
     used as the output folder would have its weights replaced by the run's."""
-    from albert_tf import output_paths
     from albert_tf.weights import hub
 
     if hub.is_hub_module(init):
@@ -100,9 +98,7 @@ def check_init_not_replaced(init: str, output_dir: str) -> None:
         )
     except FileNotFoundError:
         return
-    folder = output_paths.resolved(os.path.dirname(prefix))
-    written = re.fullmatch(r"(model\.ckpt-(best|\d+)|ckpt-\d+)", os.path.basename(prefix))
-    if written and folder == output_paths.resolved(output_dir):
+    if OutputFolder(output_dir).writes_checkpoint(prefix):
         raise UserError(
             f"--init_checkpoint={init}: {prefix} lies in --output_dir={output_dir}, where this "
             "run writes checkpoints of that name (it would be replaced); expected another "
@@ -141,9 +137,7 @@ def check_init_fits(model, init: str, head_patterns=(), init_from_group0=False) 
 
 def log_resume_wins(init: str, output_dir: str) -> None:
     """Says which weights a training run starts from when both exist."""
-    from albert_tf.run import checkpoint_layout
-
-    latest = checkpoint_layout.resume_points(output_dir)[-1][1]
+    latest = OutputFolder(output_dir).resume_points()[-1][1]
     _logger.warning(
         "--init_checkpoint=%s is not loaded: training resumes from %s of --output_dir (an "
         "initial checkpoint only starts a fresh run; use another --output_dir to start from it)",
