@@ -673,5 +673,5 @@ def _check_same_settings(rows, settings, results_path):
 
 def _latest_checkpoint(folder):
     """The newest training checkpoint of a pretraining folder (either format), or None."""
-    trained = OutputFolder(folder).trained_checkpoints()
+    trained = OutputFolder(folder).contents().trained_checkpoints()
     return trained[-1][1] if trained else None

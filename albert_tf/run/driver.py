@@ -478,7 +478,7 @@ def train(task: Task, current: Run, selector) -> int:
         loss_normalizers=task.loss_normalizers(),
         resume_hook=lambda step: complete_saved_step(current, optimizer, step, task),
     )
-    if not OutputFolder(opts.output_dir).resume_points():
+    if not OutputFolder(opts.output_dir).contents().resume_points():
         resume_from_original_format(current, optimizer)
     trainer.train(
         plan.dataset_fn, after_save=selector.evaluate_current if selector is not None else None
@@ -526,7 +526,7 @@ def resume_from_original_format(current: Run, optimizer) -> None:
     """Continues from the latest model.ckpt-<step> of output_dir when it has no point to
     resume from (a folder the original code trained): weights, optimizer slots and
     global_step; the input restarts from the beginning, as the original's did."""
-    originals = OutputFolder(current.options.output_dir).original_checkpoints()
+    originals = OutputFolder(current.options.output_dir).contents().original_checkpoints()
     if not originals:
         return
     step, prefix = originals[-1]
@@ -671,14 +671,14 @@ def final_weights(current: Run, head: str) -> str:
     training checkpoint, else the initial weights already loaded (--init_checkpoint or the TF-Hub
     module). Returns their path."""
     folder = OutputFolder(current.options.output_dir)
-    best = folder.best_prefix
-    if folder.has_best():
+    found = folder.contents()
+    if found.best:
         try:
-            checkpoints.load_original_checkpoint(current.model, best)
+            checkpoints.load_original_checkpoint(current.model, found.best)
         except checkpoints.CheckpointMismatchError as err:
-            raise UserError(f"{best}: {err}") from None
-        return best
-    trained = folder.trained_checkpoints()
+            raise UserError(f"{found.best}: {err}") from None
+        return found.best
+    trained = found.trained_checkpoints()
     if trained:
         selection.restore_checkpoint(current.model, trained[-1][1], head)
         return trained[-1][1]

@@ -35,7 +35,7 @@ same way.
 Order of a save: train_state/state-N, then model.ckpt-N (each file written under a
 temporary name and renamed into place, the `.index` last), then the `checkpoint` file,
 then the removal of older steps (their model.ckpt files before their train_state). So
-step N counts -- is listed by `resume_points` -- only once model.ckpt-N.index and
+step N counts -- is listed by `Contents.resume_points` -- only once model.ckpt-N.index and
 train_state/state-N.index both exist: a process killed during a save leaves the
 previous step to resume from, plus at most an orphaned train_state/state-N and
 temporaries, which `remove_unfinished` deletes before the next run saves. On a
@@ -122,6 +122,38 @@ def is_resume_point(prefix) -> bool:
     return re.fullmatch(rf"{RESUME_POINT_NAME}-\d+", os.path.basename(prefix)) is not None
 
 
+@dataclasses.dataclass(frozen=True)
+class Contents:
+    """The checkpoints of an output folder as it was listed (`OutputFolder.contents`):
+    every saved step, and model.ckpt-best's prefix (None when absent)."""
+
+    steps: tuple[SavedStep, ...]
+    best: str | None = None
+
+    def resume_points(self) -> list[tuple[int, str]]:
+        """[(step, prefix)] of the steps a run can resume from, in step order: model.ckpt-N
+        with its train_state, or a ckpt-N."""
+        return [(s.step, s.prefix) for s in self.steps if s.resumable]
+
+    @property
+    def latest_step(self) -> int | None:
+        """The newest step a run can resume from, or None."""
+        points = self.resume_points()
+        return points[-1][0] if points else None
+
+    def original_checkpoints(self) -> list[tuple[int, str]]:
+        """[(step, prefix)] of the original-format model.ckpt-<step> files, in step order
+        (with or without their train_state: a folder the original code trained has none)."""
+        return [(s.step, s.weights) for s in self.steps if s.weights]
+
+    def trained_checkpoints(self) -> list[tuple[int, str]]:
+        """[(step, prefix)] of every training checkpoint, either format, in step order;
+        where a step has both, the original-format one (loadable by name)."""
+        return [
+            (s.step, s.weights or s.resume_point) for s in self.steps if s.weights or s.resume_point
+        ]
+
+
 class OutputFolder:
     """The output folder at `path` (a local path or a gs:// URI): its files' names, what
     it holds, and the writes that keep it consistent (module docstring). Every answer is
@@ -193,33 +225,10 @@ class OutputFolder:
             for step in sorted(set(weights) | set(states) | set(points))
         ]
 
-    def resume_points(self) -> list[tuple[int, str]]:
-        """[(step, prefix)] of the steps a run can resume from, in step order: model.ckpt-N
-        with its train_state, or a ckpt-N."""
-        return [(s.step, s.prefix) for s in self.saved_steps() if s.resumable]
-
-    def latest_step(self) -> int | None:
-        """The newest step a run can resume from, or None."""
-        points = self.resume_points()
-        return points[-1][0] if points else None
-
-    def original_checkpoints(self) -> list[tuple[int, str]]:
-        """[(step, prefix)] of the original-format model.ckpt-<step> files, in step order
-        (with or without their train_state: a folder the original code trained has none)."""
-        return sorted(_indexed(self.path, WEIGHTS_NAME).items())
-
-    def trained_checkpoints(self) -> list[tuple[int, str]]:
-        """[(step, prefix)] of every training checkpoint, either format, in step order;
-        where a step has both, the original-format one (loadable by name)."""
-        found = {}
-        for saved in self.saved_steps():
-            if saved.weights or saved.resume_point:
-                found[saved.step] = saved.weights or saved.resume_point
-        return sorted(found.items())
-
-    def has_best(self) -> bool:
-        """Whether model.ckpt-best is here."""
-        return tf.io.gfile.exists(self.best_prefix + ".index")
+    def contents(self) -> Contents:
+        """The checkpoints the folder holds now, listed once."""
+        best = self.best_prefix if tf.io.gfile.exists(self.best_prefix + ".index") else None
+        return Contents(tuple(self.saved_steps()), best)
 
     def _read_json(self, path, name) -> object | None:
         if not tf.io.gfile.exists(path):
@@ -295,7 +304,7 @@ class OutputFolder:
             checkpoints.write_checkpoint_state(self.path, names)
 
     def restore(self, step, model, optimizer, state: dict, whole: dict) -> str:
-        """Restores resume point `step` (`resume_points`): its ckpt-N into `whole` (see
+        """Restores resume point `step` (`Contents.resume_points`): its ckpt-N into `whole` (see
         `restore_resume_point`), else model.ckpt-N into the model and the optimizer's
         slots and step, and train_state/state-N into `state`. Returns the prefix
         restored."""
@@ -383,6 +392,7 @@ def restore_resume_point(whole: dict, prefix) -> str:
 
 __all__ = [
     "OutputFolder",
+    "Contents",
     "SavedStep",
     "is_resume_point",
     "state_objects",

@@ -14,6 +14,7 @@ expected (albert_tf/errors.py); a run that passes them all writes its output fol
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 
 import tensorflow as tf
@@ -22,7 +23,8 @@ from albert_tf import options, output_paths
 from albert_tf.cpu import speed_paths
 from albert_tf.errors import UserError
 from albert_tf.run import checkpoint_checks, memory_check, output_writer, run_lock, run_record
-from albert_tf.run.output_folder import BEST_NAME, OutputFolder
+from albert_tf.run.checkpoint_checks import InitCheckpoint
+from albert_tf.run.output_folder import BEST_NAME, Contents, OutputFolder
 from albert_tf.weights import checkpoints
 
 _logger = logging.getLogger(__name__)
@@ -33,19 +35,28 @@ class Plan:
     """What a run will do, known before any check or work.
 
     task: the `driver.Task`; config: its AlbertConfig (`Task.resolve`); folder: the
-    output folder; initial: (flag, value) of the weights it starts from, or None;
-    resuming: a training run that continues from the folder's own checkpoints.
+    output folder, and `found`, the checkpoints it holds (listed once: nothing writes
+    before the checks end); initial: (flag, value) of the weights it starts from, or
+    None; resuming: a training run that continues from the folder's own checkpoints.
     """
 
     task: object
     config: object
     folder: OutputFolder
+    found: Contents
     initial: tuple[str, str] | None
     resuming: bool
 
     @property
     def options(self):
         return self.task.options
+
+    @functools.cached_property
+    def init_checkpoint(self) -> InitCheckpoint | None:
+        """--init_checkpoint with its files looked up once, or None when not given."""
+        if self.initial and self.initial[0] == "--init_checkpoint":
+            return InitCheckpoint(self.initial[1])
+        return None
 
 
 def plan(task) -> Plan:
@@ -57,17 +68,18 @@ def plan(task) -> Plan:
     speed_paths.use(opts.speed_paths)
     config = task.resolve()
     folder = OutputFolder(opts.output_dir)
-    resuming = opts.do_train and bool(folder.trained_checkpoints())
-    return Plan(task, config, folder, initial_weights(opts), resuming)
+    found = folder.contents()
+    resuming = opts.do_train and bool(found.trained_checkpoints())
+    return Plan(task, config, folder, found, initial_weights(opts), resuming)
 
 
 def check(plan: Plan) -> None:
     """The checks of a run's files that need no model, in this order, before anything
     is built or written."""
-    check_weights_to_use(plan.options, plan.folder)  # a run that does not train has some
+    check_weights_to_use(plan.options, plan.found)  # a run that does not train has some
     check_outputs(plan)  # no output replaces an input or a file of someone else
     check_lock(plan)  # no other run writes in the output folder
-    checkpoint_checks.check_output_checkpoints_intact(plan.folder.path)
+    checkpoint_checks.check_output_checkpoints_intact(plan.folder.path, plan.found.steps)
     check_resume(plan)  # a resumed run's input flags are those it was started with
     check_init(plan)  # --init_checkpoint is complete, its config agrees, it stays
     check_memory(plan)  # the model fits in this machine's memory
@@ -77,13 +89,13 @@ def check_model(plan: Plan, model) -> None:
     """The checks that need the built model, before anything is written: the output
     folder's checkpoints fit it and are for this task; a resumed run's --init_checkpoint
     (not loaded) fits it too, and the log says the folder's checkpoints win."""
-    check_output_checkpoints(model, plan.folder)
+    check_output_checkpoints(model, plan.folder.path, plan.found)
     check_output_identity(plan.task, plan.folder)
-    if plan.initial and plan.initial[0] == "--init_checkpoint" and plan.resuming:
+    init = plan.init_checkpoint
+    if init and plan.resuming:
         task = plan.task
-        init = plan.initial[1]
         checkpoint_checks.check_init_fits(model, init, task.head_patterns, task.init_from_group0)
-        checkpoint_checks.log_resume_wins(init, plan.folder.path)
+        checkpoint_checks.log_resume_wins(init, plan.found.resume_points()[-1][1])
 
 
 def initial_weights(opts) -> tuple[str, str] | None:
@@ -97,14 +109,14 @@ def initial_weights(opts) -> tuple[str, str] | None:
     return None
 
 
-def check_weights_to_use(opts, folder: OutputFolder) -> None:
+def check_weights_to_use(opts, found: Contents) -> None:
     """Refuses, before the output folder or any feature file is written, a run that does
     not train and has no weights to evaluate, predict or export with: no initial weights
     and no checkpoint in output_dir (`driver.finish_selection` and `driver.final_weights`
     would refuse it only after `Task.prepare`)."""
     if opts.do_train or initial_weights(opts):
         return
-    if folder.trained_checkpoints() or folder.has_best():
+    if found.trained_checkpoints() or found.best:
         return
     uses = {"do_eval": "evaluate", "do_predict": "predict", "export_dir": "export"}
     asked = [(f"--{name}", verb) for name, verb in uses.items() if getattr(opts, name, None)]
@@ -155,10 +167,11 @@ def check_resume(plan: Plan) -> None:
 def check_init(plan: Plan) -> None:
     """--init_checkpoint's files are complete and its albert_config.json agrees with the
     run's config; a fresh run's is not a checkpoint the run would replace."""
-    if not (plan.initial and plan.initial[0] == "--init_checkpoint"):
+    init = plan.init_checkpoint
+    if init is None:
         return
-    opts, init = plan.options, plan.initial[1]
-    check_init_checkpoint(init)
+    opts = plan.options
+    checkpoint_checks.check_init_complete(init)
     config_file = getattr(opts, "albert_config_file", None)
     checkpoint_checks.check_init_config(
         init, plan.config, config_file, other_depth=opts.init_from_other_depth
@@ -175,29 +188,12 @@ def check_memory(plan: Plan) -> None:
         memory_check.check_model_fits(plan.config.num_parameters(), opts.do_train)
 
 
-def check_init_checkpoint(path) -> str:
-    """Checks that --init_checkpoint names a checkpoint (any form, or a release folder)
-    whose files are complete, without reading its tensors; returns its prefix."""
-    from albert_tf.weights import foreign_folders, hub, release
-
-    if hub.is_hub_module(path) or foreign_folders.foreign_format(path):
-        return path  # read (and checked) when the model is filled
-    try:
-        if release.is_release_folder(path):
-            prefix = release.release_files(path).checkpoint
-        else:
-            prefix = checkpoints.resolve_checkpoint_path(path)
-        return checkpoints.check_checkpoint_readable(prefix)
-    except (FileNotFoundError, UserError) as err:
-        raise UserError(f"--init_checkpoint={path}: {err}") from None
-
-
-def check_output_checkpoints(model, folder: OutputFolder) -> None:
+def check_output_checkpoints(model, output_dir: str, found: Contents) -> None:
     """Refuses an output folder whose checkpoints cannot fill `model` (trained with
     another config or for another task): its latest original-format checkpoint must hold
     every variable of the model in the model's shape. Reads only the checkpoint's index,
     before anything is written."""
-    originals = folder.original_checkpoints()
+    originals = found.original_checkpoints()
     if not originals:
         return
     prefix = checkpoints.check_checkpoint_readable(originals[-1][1])
@@ -213,7 +209,7 @@ def check_output_checkpoints(model, folder: OutputFolder) -> None:
     if problems:
         more = f" and {len(problems) - 1} more" if len(problems) > 1 else ""
         raise UserError(
-            f"--output_dir={folder.path}: its checkpoints do not fit this model ({prefix}: "
+            f"--output_dir={output_dir}: its checkpoints do not fit this model ({prefix}: "
             f"{problems[0]}{more}); expected the config and task they were trained with, "
             "or another --output_dir"
         )
@@ -250,7 +246,6 @@ __all__ = [
     "check_resume",
     "check_init",
     "check_memory",
-    "check_init_checkpoint",
     "check_output_checkpoints",
     "check_output_identity",
 ]

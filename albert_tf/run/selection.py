@@ -274,7 +274,7 @@ class CheckpointSelector:
         eval_results.txt, in step order, but those for which `skip(step, prefix)` is
         true. Returns the number evaluated."""
         count = 0
-        for step, prefix in self.folder.trained_checkpoints():
+        for step, prefix in self.folder.contents().trained_checkpoints():
             if step in self.results or (skip is not None and skip(step, prefix)):
                 continue
             restore_checkpoint(self.model, prefix, self.head)

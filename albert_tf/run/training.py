@@ -444,7 +444,7 @@ class Trainer:
             if self.is_chief
             else OutputFolder(os.path.join(self.output_dir, ".non_chief", str(os.getpid())))
         )
-        saved = folder.resume_points()  # the chief's, for all
+        saved = folder.contents().resume_points()  # the chief's, for all
         if self.is_chief:
             folder.remove_unfinished()
         if saved:
@@ -541,7 +541,7 @@ class Trainer:
         return prefix
 
     def _stop_non_finite(self, what, directory):
-        saved = directory.resume_points()
+        saved = directory.contents().resume_points()
         last = (
             f"the last checkpoint, {saved[-1][1]}, holds finite weights with a finite loss"
             if saved

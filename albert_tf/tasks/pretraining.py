@@ -344,7 +344,7 @@ class PretrainingTask(driver.Task):
 
         out = self.options.output_dir
         path = os.path.join(out, release.CONFIG_NAME)
-        if not OutputFolder(out).trained_checkpoints() or not tf.io.gfile.exists(path):
+        if not OutputFolder(out).contents().trained_checkpoints() or not tf.io.gfile.exists(path):
             return
         try:
             trained = AlbertConfig.from_json_file(path)

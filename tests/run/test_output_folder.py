@@ -40,7 +40,7 @@ def test_save_list_restore_and_remove_a_step(tmp_path):
     OutputFolder(local).save(7, model, opt, state)
     OutputFolder(folder).write_state_file([5, 7])
     assert tf.train.latest_checkpoint(folder) == f"{folder}/model.ckpt-7"
-    assert OutputFolder(folder).resume_points() == [
+    assert OutputFolder(folder).contents().resume_points() == [
         (5, f"{folder}/model.ckpt-5"),
         (7, f"{folder}/model.ckpt-7"),
     ]
@@ -63,14 +63,14 @@ def test_save_list_restore_and_remove_a_step(tmp_path):
 
     [five] = [s for s in OutputFolder(folder).saved_steps() if s.step == 5]
     OutputFolder.remove_step(five)
-    assert OutputFolder(folder).latest_step() == 7
+    assert OutputFolder(folder).contents().latest_step == 7
     assert sorted(tf.io.gfile.listdir(f"{folder}/train_state")) == [
         "state-7.data-00000-of-00001",
         "state-7.index",
     ]
     # A save killed after its state: the step does not count, and its leftover goes.
     OutputFolder(folder).save(9, model, opt, state, write_weights=False)
-    assert OutputFolder(folder).latest_step() == 7
+    assert OutputFolder(folder).contents().latest_step == 7
     assert OutputFolder(folder).remove_unfinished() == [f"{folder}/train_state/state-9"]
     assert [s.step for s in OutputFolder(folder).saved_steps()] == [7]
 
@@ -87,17 +87,16 @@ def test_trained_checkpoints_of_both_formats_in_step_order(tmp_path):
     ):
         (tmp_path / f"{name}.index").write_text("")
     folder = OutputFolder(str(tmp_path))
-    assert folder.original_checkpoints() == [
+    assert folder.contents().original_checkpoints() == [
         (7, str(tmp_path / "model.ckpt-7")),
         (10, str(tmp_path / "model.ckpt-10")),
     ]
-    assert folder.trained_checkpoints() == [
+    assert folder.contents().trained_checkpoints() == [
         (2, str(tmp_path / "ckpt-2")),
         (7, str(tmp_path / "model.ckpt-7")),
         (10, str(tmp_path / "model.ckpt-10")),
     ]
-    assert folder.has_best()
-    assert folder.best_prefix == str(tmp_path / "model.ckpt-best")
+    assert folder.contents().best == folder.best_prefix == str(tmp_path / "model.ckpt-best")
 
 
 def test_the_steps_of_a_tiny_folder_latest_and_resume_points(tmp_path):
@@ -116,13 +115,13 @@ def test_the_steps_of_a_tiny_folder_latest_and_resume_points(tmp_path):
         (12, False),
     ]
     assert steps[0].state == str(tmp_path / "train_state" / "state-4")
-    assert folder.resume_points() == [
+    assert folder.contents().resume_points() == [
         (4, str(tmp_path / "model.ckpt-4")),
         (10, str(tmp_path / "ckpt-10")),
     ]
-    assert folder.latest_step() == 10
-    assert not folder.has_best()
-    assert OutputFolder(str(tmp_path / "none")).latest_step() is None
+    assert folder.contents().latest_step == 10
+    assert not folder.contents().best
+    assert OutputFolder(str(tmp_path / "none")).contents().latest_step is None
 
 
 def test_the_names_of_a_folders_files(tmp_path):

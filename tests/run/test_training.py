@@ -71,7 +71,11 @@ def test_training_reduces_loss_and_writes_checkpoints(tmp_path):
     metrics = trainer.train(data)
     assert metrics["loss"] < 0.4 * first
     assert int(opt.iterations.numpy()) == 60
-    assert [step for step, _ in OutputFolder(str(tmp_path)).resume_points()] == [20, 40, 60]
+    assert [step for step, _ in OutputFolder(str(tmp_path)).contents().resume_points()] == [
+        20,
+        40,
+        60,
+    ]
     # One copy of the weights per step (model.ckpt-N), the resume state beside it.
     bundle = (".data-00000-of-00001", ".index")
     assert sorted(os.listdir(tmp_path)) == [
@@ -231,7 +235,7 @@ def test_a_save_killed_before_its_weights_resumes_from_the_step_before(tmp_path)
     for name in ("model.ckpt-8.index", "model.ckpt-8.data-00000-of-00001"):
         (folder / name).unlink()
     (folder / "train_state" / "state-12_temp").mkdir()
-    assert OutputFolder(str(folder)).latest_step() == 4
+    assert OutputFolder(str(folder)).contents().latest_step == 4
     second, opt2 = build(strategy, seed=99, dropout=0.1)
     make_trainer(second, opt2, folder, steps=12, batch=8, save_every=4).train(dataset_fn(8))
     for a, b in zip(weights(straight), weights(second)):
@@ -263,7 +267,7 @@ def test_non_finite_loss_stops_and_names_the_last_good_checkpoint(tmp_path):
     )
     with pytest.raises(training.NonFiniteLossError, match=r"steps 5-8: .*ckpt-4, holds finite"):
         trainer.train(dataset_fn(8))
-    assert [step for step, _ in OutputFolder(str(tmp_path)).resume_points()] == [4]
+    assert [step for step, _ in OutputFolder(str(tmp_path)).contents().resume_points()] == [4]
 
 
 def test_weights_with_non_finite_outputs_are_not_saved(tmp_path):
@@ -289,7 +293,7 @@ def test_weights_with_non_finite_outputs_are_not_saved(tmp_path):
             trainer.train(dataset_fn(8))
     finally:
         type(model).call = real_call
-    assert OutputFolder(str(tmp_path)).resume_points() == []
+    assert OutputFolder(str(tmp_path)).contents().resume_points() == []
 
 
 def test_signal_stops_after_a_checkpoint_and_resume_is_identical(tmp_path):
@@ -336,7 +340,7 @@ def test_signal_stops_after_a_checkpoint_and_resume_is_identical(tmp_path):
         np.testing.assert_array_equal(a, b)
     # The folder of an uninterrupted run: ckpt-8 went with the next save.
     assert hooked == [12]
-    assert [s for s, _ in OutputFolder(str(tmp_path / "run")).resume_points()] == [12]
+    assert [s for s, _ in OutputFolder(str(tmp_path / "run")).contents().resume_points()] == [12]
 
 
 def test_loop_config_validation():
@@ -370,7 +374,10 @@ def test_steps_per_loop_change_nothing_but_when_lines_are_written(tmp_path, capl
     assert runs[1][1] == list(range(1, 9))
     assert runs[3][1] == [3, 4, 7, 8]
     assert [step for step, _ in loss_summaries(str(tmp_path / "3"))] == [3, 4, 7, 8]
-    assert [step for step, _ in OutputFolder(str(tmp_path / "3")).resume_points()] == [4, 8]
+    assert [step for step, _ in OutputFolder(str(tmp_path / "3")).contents().resume_points()] == [
+        4,
+        8,
+    ]
 
 
 @pytest.fixture(scope="module")
