@@ -81,7 +81,9 @@ def train(strategy, output_dir, normalizers):
         "progress": np.array(progress.steps),
         "summaries": np.array([step for step, _ in summaries]),
         "loss": np.array([value for _, value in summaries]),
-        "checkpoints": np.array([step for step, _ in OutputFolder(output_dir).contents().resume_points()]),
+        "checkpoints": np.array(
+            [step for step, _ in OutputFolder(output_dir).contents().resume_points()]
+        ),
     }
 
 
