@@ -511,14 +511,11 @@ def describe_saved_step(current: Run, task: Task, record) -> None:
 
 def complete_saved_step(current: Run, optimizer, step, task: Task) -> None:
     """After a resume from step `step` (on the schedule), finishes what a run killed
-    during that save left undone (chief only): the model.ckpt-<step> of an older layout's
-    ckpt-<step>, the `checkpoint` state file, the task's files describing the weights."""
+    during that save left undone (chief only): the output folder's files of the step
+    (`OutputFolder.complete_step`), the task's files describing the weights."""
     if not current.is_chief:
         return
-    folder = OutputFolder(current.options.output_dir)
-    if not tf.io.gfile.exists(folder.weights_prefix(step) + ".index"):
-        folder.save_weights(step, current.model, optimizer)
-    folder.write_state_file([s.step for s in folder.saved_steps() if s.weights])
+    OutputFolder(current.options.output_dir).complete_step(step, current.model, optimizer)
     task.describe_weights(current)
 
 

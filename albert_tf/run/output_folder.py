@@ -72,6 +72,7 @@ EVAL_RESULTS_NAME = "eval_results.txt"
 RECORD_NAME = "run_record.json"
 TASK_NAME = "task.json"
 LOCK_NAME = ".albert_tf.lock"
+NON_CHIEF_FOLDER = ".non_chief"  # <pid>/ of each non-chief worker: its part of every save
 _BUNDLE_SUFFIX = re.compile(r"\.(index|data-\d{5}-of-\d{5}|meta)")
 _OWN_CHECKPOINT = re.compile(
     rf"{re.escape(BEST_NAME)}|{re.escape(WEIGHTS_NAME)}-\d+|{RESUME_POINT_NAME}-\d+"
@@ -207,6 +208,11 @@ class OutputFolder:
     def lock_path(self) -> str:
         return os.path.join(self.path, LOCK_NAME)
 
+    def non_chief(self, worker_id) -> OutputFolder:
+        """The folder of a non-chief worker's part of each save (its own train_state;
+        only the chief's lands in this folder)."""
+        return OutputFolder(os.path.join(self.path, NON_CHIEF_FOLDER, str(worker_id)))
+
     def writes_checkpoint(self, prefix) -> bool:
         """Whether `prefix` is a checkpoint of this folder under a name a run writes
         (model.ckpt-best, model.ckpt-<step>, ckpt-<step>), so a run would replace it."""
@@ -302,6 +308,16 @@ class OutputFolder:
         names = [os.path.basename(self.weights_prefix(s)) for s in sorted(steps)]
         if names:
             checkpoints.write_checkpoint_state(self.path, names)
+
+    def complete_step(self, step, model, optimizer) -> None:
+        """After a resume from step `step` (on the schedule), what a run killed during
+        that save left undone: the model.ckpt-N of an older layout's ckpt-N, then the
+        `checkpoint` file."""
+        steps = [s.step for s in self.saved_steps() if s.weights]
+        if step not in steps:
+            self.save_weights(step, model, optimizer)
+            steps = sorted([*steps, step])
+        self.write_state_file(steps)
 
     def restore(self, step, model, optimizer, state: dict, whole: dict) -> str:
         """Restores resume point `step` (`Contents.resume_points`): its ckpt-N into `whole` (see

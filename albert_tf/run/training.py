@@ -439,11 +439,7 @@ class Trainer:
             whole["iterator"] = iterator_state
         # Every worker takes part in a save; only the chief's lands in output_dir.
         folder = OutputFolder(self.output_dir)
-        directory = (
-            folder
-            if self.is_chief
-            else OutputFolder(os.path.join(self.output_dir, ".non_chief", str(os.getpid())))
-        )
+        directory = folder if self.is_chief else folder.non_chief(os.getpid())
         saved = folder.contents().resume_points()  # the chief's, for all
         if self.is_chief:
             folder.remove_unfinished()
