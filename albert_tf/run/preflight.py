@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import logging
 
 import tensorflow as tf
 
@@ -26,8 +25,6 @@ from albert_tf.run import checkpoint_checks, memory_check, output_writer, run_lo
 from albert_tf.run.checkpoint_checks import InitCheckpoint
 from albert_tf.run.output_folder import BEST_NAME, Contents, OutputFolder
 from albert_tf.weights import checkpoints
-
-_logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +76,7 @@ def check(plan: Plan) -> None:
     check_weights_to_use(plan.options, plan.found)  # a run that does not train has some
     check_outputs(plan)  # no output replaces an input or a file of someone else
     check_lock(plan)  # no other run writes in the output folder
-    checkpoint_checks.check_output_checkpoints_intact(plan.folder.path, plan.found.steps)
+    checkpoint_checks.check_output_checkpoints_intact(plan.folder.path, plan.found.steps)  # whole
     check_resume(plan)  # a resumed run's input flags are those it was started with
     check_init(plan)  # --init_checkpoint is complete, its config agrees, it stays
     check_memory(plan)  # the model fits in this machine's memory
