@@ -669,6 +669,7 @@ def final_weights(current: Run, head: str) -> str:
     module). Returns their path."""
     folder = OutputFolder(current.options.output_dir)
     found = folder.contents()
+    initial = preflight.initial_weights(current.options)
     if found.best:
         try:
             checkpoints.load_original_checkpoint(current.model, found.best)
@@ -679,7 +680,6 @@ def final_weights(current: Run, head: str) -> str:
     if trained:
         selection.restore_checkpoint(current.model, trained[-1][1], head)
         return trained[-1][1]
-    initial = preflight.initial_weights(current.options)
     if initial:
         return initial[1]
     raise UserError(
