@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import logging
 import os
 import posixpath
 import re
 import socket
+import stat
 import uuid
 
 from albert_tf.errors import UserError
@@ -228,6 +230,85 @@ def read_bytes(path) -> bytes:
         raise FileNotFoundError(errno.ENOENT, os_reason(err), path) from None
     except errors.OpError as err:
         raise OSError(errno.EIO, os_reason(err), path) from None
+
+
+def check_input_file(path, what: str) -> None:
+    """UserError naming `what` (a flag "--x=<path>", or the file that names `path`) unless
+    `path` is a regular file this process can read. On this machine's disk it is
+    checked with stat before anything opens it, so a FIFO cannot make a reader wait
+    forever; a folder, a symlink loop and a file without read permission are named as
+    such."""
+    path = os.fspath(path)
+    if is_remote(path):
+        if not _gfile().exists(path):
+            raise UserError(f"{what}: file not found")
+        if _gfile().isdir(path):
+            raise UserError(f"{what}: a folder; expected a file")
+        return
+    try:
+        info = os.stat(path)  # plain local path: the OS (module docstring)
+    except FileNotFoundError:
+        raise UserError(f"{what}: file not found") from None
+    except OSError as err:
+        reason = "a symlink loop" if err.errno == errno.ELOOP else err.strerror
+        raise UserError(f"{what}: cannot read: {reason}; expected a file") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise UserError(f"{what}: a folder; expected a file")
+    if not stat.S_ISREG(info.st_mode):
+        raise UserError(f"{what}: not a regular file (a FIFO, socket or device); expected a file")
+    if not os.access(path, os.R_OK):
+        raise UserError(f"{what}: cannot read: permission denied")
+
+
+# JSON inputs nest a few levels; deeper nesting is refused before it is parsed, so that
+# neither the parser nor any later walk over the value can exhaust Python's stack.
+MAX_JSON_DEPTH = 64
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def json_depth(text: str) -> int:
+    """How deep the arrays and objects of JSON `text` nest (0 for a scalar)."""
+    depth = deepest = 0
+    for char in _NOT_BRACKET.sub("", _JSON_STRING.sub("", text)):
+        depth += 1 if char in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def parse_json(text, source: str):
+    """The value of JSON `text` (str, or UTF-8 bytes); UserError naming `source` when it
+    is not JSON or nests deeper than MAX_JSON_DEPTH."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise UserError(
+                f"{source}: not UTF-8 text ({err.reason} at byte {err.start})"
+            ) from None
+    if json_depth(text) > MAX_JSON_DEPTH:
+        raise UserError(f"{source}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UserError(
+            f"{source}: not valid JSON (line {err.lineno}, column {err.colno}): {err.msg}"
+        ) from None
+    except RecursionError:  # nesting hidden from json_depth: still one line
+        raise UserError(f"{source}: JSON nested too deeply") from None
+
+
+def read_json(path, what: str | None = None):
+    """The JSON value of the file `path` (any filesystem), its file checked first
+    (`check_input_file`); UserError naming `what` (default: the path) otherwise."""
+    path = os.fspath(path)
+    what = what or path
+    check_input_file(path, what)
+    try:
+        data = read_bytes(path)
+    except OSError as err:
+        raise UserError(f"{what}: cannot read: {err.strerror or err}") from None
+    return parse_json(data, what)
 
 
 def exists(path) -> bool:

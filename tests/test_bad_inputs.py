@@ -482,7 +482,7 @@ ROWS = [
         "squad_train_file_is_a_directory",
         "run_squad.py",
         ("--train_file={tmp}",),
-        "--train_file={tmp}: a directory, expected a SQuAD JSON file",
+        "--train_file={tmp}: a folder; expected a file",
         output="absent",
     ),
     Row(
@@ -797,6 +797,130 @@ ROWS = [
         "this machine has ",
         output="absent",
     ),
+    # --- foreign weight folders read trusting nothing (issue 43) --------------------
+    Row(
+        "huggingface_config_disagrees",
+        "run_classifier.py",
+        ("--init_checkpoint={hf_l2}", "--albert_config_file={config_l4}"),
+        "--init_checkpoint={hf_l2}: its config.json ({hf_l2}/config.json) describes another "
+        "network than --albert_config_file={config_l4} (num_hidden_layers=2 vs 4)",
+    ),
+    Row(
+        "keras_hub_config_disagrees",
+        "run_classifier.py",
+        ("--init_checkpoint={keras_hub_l2}", "--albert_config_file={config_l4}"),
+        "--init_checkpoint={keras_hub_l2}: its config.json ({keras_hub_l2}/config.json) "
+        "describes another network than --albert_config_file={config_l4} (num_hidden_layers",
+    ),
+    Row(
+        "huggingface_int8_tensor",
+        "run_classifier.py",
+        ("--init_checkpoint={hf_int8}",),
+        "--init_checkpoint={hf_int8}: {hf_int8}/model.safetensors: tensor albert.pooler.weight "
+        "is int8; expected floating-point weights",
+        output="absent",
+    ),
+    Row(
+        "keras_hub_int32_dataset",
+        "run_classifier.py",
+        ("--init_checkpoint={keras_hub_int32}",),
+        "{keras_hub_int32}/model.weights.h5: tensor pooled_dense/0 is int32; expected",
+        output="absent",
+    ),
+    Row(
+        "huggingface_index_names_a_parent_file",
+        "run_classifier.py",
+        ("--init_checkpoint={hf_index_outside}",),
+        "--init_checkpoint={hf_index_outside}: {hf_index_outside}/model.safetensors.index.json: "
+        "names '../outside.safetensors', which is not a path inside",
+    ),
+    Row(
+        "keras_hub_external_storage",
+        "run_classifier.py",
+        ("--init_checkpoint={keras_hub_external}",),
+        "dataset pooled_dense/0 keeps its data outside the file",
+        output="absent",
+    ),
+    Row(
+        "huggingface_config_deeply_nested",
+        "run_classifier.py",
+        ("--init_checkpoint={hf_nested}",),
+        "--init_checkpoint={hf_nested}: {hf_nested}/config.json: JSON nested deeper than 64",
+    ),
+    # --- inputs that are no regular file, or JSON nested too deep -------------------
+    Row(
+        "config_is_a_folder",
+        "run_classifier.py",
+        ("--albert_config_file={tmp}",),
+        "--albert_config_file={tmp}: a folder; expected a file",
+    ),
+    Row(
+        "config_is_a_fifo",
+        "run_pretraining.py",
+        ("--albert_config_file={fifo}",),
+        "--albert_config_file={fifo}: not a regular file (a FIFO",
+    ),
+    Row(
+        "config_is_a_symlink_loop",
+        "run_classifier.py",
+        ("--albert_config_file={symlink_loop}",),
+        "--albert_config_file={symlink_loop}: cannot read: a symlink loop",
+    ),
+    Row(
+        "config_deeply_nested",
+        "run_classifier.py",
+        ("--albert_config_file={config_nested}",),
+        "--albert_config_file={config_nested}: {config_nested}: JSON nested deeper than 64",
+    ),
+    Row(
+        "init_checkpoint_is_a_fifo",
+        "run_classifier.py",
+        ("--init_checkpoint={fifo}",),
+        "--init_checkpoint={fifo}: no checkpoint at",
+    ),
+    Row(
+        "init_checkpoint_is_a_symlink_loop",
+        "run_classifier.py",
+        ("--init_checkpoint={symlink_loop}",),
+        "--init_checkpoint={symlink_loop}: no checkpoint at",
+    ),
+    Row(
+        "vocab_file_is_a_fifo",
+        "run_classifier.py",
+        ("--vocab_file={fifo}",),
+        "--vocab_file={fifo}: not a regular file",
+        drop=("--spm_model_file",),
+    ),
+    Row(
+        "spm_model_is_a_folder",
+        "run_classifier.py",
+        ("--spm_model_file={tmp}",),
+        "--spm_model_file={tmp}: a folder; expected a file",
+    ),
+    Row(
+        "cpd_spm_model_is_a_fifo",
+        "create_pretraining_data.py",
+        ("--spm_model_file={fifo}",),
+        "--spm_model_file={fifo}: not a regular file",
+    ),
+    Row(
+        "squad_predict_file_is_a_fifo",
+        "run_squad.py",
+        ("--predict_file={fifo}",),
+        "--predict_file={fifo}: not a regular file",
+    ),
+    Row(
+        "squad_train_file_deeply_nested",
+        "run_squad.py",
+        ("--train_file={squad_nested}",),
+        "{squad_nested}: JSON nested too deeply",
+    ),
+    Row(
+        "race_line_deeply_nested",
+        "run_race.py",
+        ("--data_dir={race_nested}",),
+        "{race_nested}/RACE/train/high/all.txt:{race_nested_line}: JSON nested too deeply",
+    ),
 ]
 
 
@@ -1006,6 +1130,7 @@ def paths(tmp_path_factory):
     p["closed_port"] = str(_closed_port())
     _reliability_inputs(root, p, config, model, good_ckpt)
     _export_inputs(root, p)
+    _foreign_and_special_inputs(root, p, config, model)
     return p
 
 
@@ -1102,6 +1227,69 @@ def _reliability_inputs(root, p, config, model, good_ckpt):
         shutil.copytree(p["trained_pretraining_folder"], root / name)
         _damage(str(root / name), suffix, how)
         p[name] = str(root / name)
+
+
+def _foreign_and_special_inputs(root, p, config, model):
+    """The inputs of the issue-43 reader rows: Hugging Face folders and keras-hub presets
+    of the 2-layer model (and crafted copies), a FIFO, a symlink loop, JSON nested too
+    deep."""
+    import h5py
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    from albert_tf.weights import checkpoints, huggingface, keras_hub
+
+    values = {n: v.numpy() for n, v in checkpoints.original_variable_map(model).items()}
+    for name, writer in (("hf", huggingface), ("keras_hub", keras_hub)):
+        writer.write_folder(str(root / f"{name}_l2"), config, values)
+        p[f"{name}_l2"] = str(root / f"{name}_l2")
+    for name in ("hf_int8", "hf_index_outside", "hf_nested"):
+        shutil.copytree(p["hf_l2"], root / name)
+        p[name] = str(root / name)
+    weights = root / "hf_int8" / huggingface.WEIGHTS_NAME
+    tensors = load_file(str(weights))
+    tensors["albert.pooler.weight"] = tensors["albert.pooler.weight"].astype(np.int8)
+    save_file(tensors, str(weights))
+    (root / "hf_index_outside" / huggingface.WEIGHTS_NAME).rename(root / "outside.safetensors")
+    _write_json(
+        root / "hf_index_outside" / "model.safetensors.index.json",
+        {"weight_map": {name: "../outside.safetensors" for name in tensors}},
+    )
+    nested = {"a": 0}
+    for _ in range(200):
+        nested = {"a": nested}
+    hf_config = json.loads((root / "hf_nested" / "config.json").read_text())
+    _write_json(root / "hf_nested" / "config.json", {**hf_config, "extra": nested})
+    for name in ("keras_hub_int32", "keras_hub_external"):
+        shutil.copytree(p["keras_hub_l2"], root / name)
+        p[name] = str(root / name)
+    pooled = "layers/dense_1/vars/0"
+    with h5py.File(root / "keras_hub_int32" / keras_hub.WEIGHTS_NAME, "a") as file:
+        del file[pooled]
+        file[pooled] = np.ones([32, 32], np.int32)
+    outside = root / "outside.bin"
+    outside.write_bytes(values["bert/pooler/dense/kernel"].tobytes())
+    with h5py.File(root / "keras_hub_external" / keras_hub.WEIGHTS_NAME, "a") as file:
+        del file[pooled]
+        file.create_dataset(pooled, (32, 32), "f4", external=[(str(outside), 0, 4096)])
+    p["fifo"] = str(root / "fifo")
+    os.mkfifo(p["fifo"])
+    p["symlink_loop"] = str(root / "symlink_loop")
+    os.symlink(p["symlink_loop"], p["symlink_loop"])
+    p["config_nested"] = _write_json(
+        root / "config_nested.json", {**config.to_dict(), "extra": nested}
+    )
+    # Past Python's own parser limit (a large file is not pre-scanned for depth).
+    deep = "[" * 100_000 + "]" * 100_000
+    text = (root / "train-v1.1.json").read_text()
+    p["squad_nested"] = str(root / "squad_nested.json")
+    (root / "squad_nested.json").write_text(text[:-1] + f', "extra": {deep}}}')
+    shutil.copytree(os.path.join(DEMO, "RACE"), root / "race_nested" / "RACE")
+    all_txt = root / "race_nested" / "RACE" / "train" / "high" / "all.txt"
+    lines = all_txt.read_text().splitlines()
+    all_txt.write_text("\n".join(lines) + f'\n{{"article": {deep}}}\n')
+    p["race_nested"] = str(root / "race_nested")
+    p["race_nested_line"] = str(len(lines) + 1)
 
 
 def _snapshot(folder):

@@ -142,3 +142,47 @@ def test_atomic_writes_and_reads_on_any_tensorflow_filesystem(tmp_path):
     assert fileio.parent("gs://bucket/a") == "gs://bucket/"
     assert fileio.parent("file:///a") == "file:///"
     assert fileio.is_remote("ram://x") and fileio.is_local("/x") and fileio.is_local("x")
+
+
+def test_an_input_that_is_no_regular_file_is_named_without_opening_it(tmp_path):
+    good = tmp_path / "good.json"
+    good.write_text("{}")
+    fileio.check_input_file(str(good), "--x")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # opening it for reading would wait for a writer forever
+    loop = tmp_path / "loop"
+    os.symlink(loop, loop)
+    for path, said in (
+        (tmp_path / "missing", "file not found"),
+        (tmp_path, "a folder; expected a file"),
+        (fifo, "not a regular file (a FIFO, socket or device); expected a file"),
+        (loop, "cannot read: a symlink loop; expected a file"),
+    ):
+        with pytest.raises(UserError) as err:
+            fileio.check_input_file(str(path), f"--x={path}")
+        assert str(err.value) == f"--x={path}: {said}"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file")
+def test_an_unreadable_input_is_named(tmp_path):
+    path = tmp_path / "secret.json"
+    path.write_text("{}")
+    path.chmod(0)
+    with pytest.raises(UserError, match="^--x: cannot read: permission denied$"):
+        fileio.check_input_file(str(path), "--x")
+
+
+def test_json_nesting_is_limited_before_parsing():
+    assert fileio.parse_json('{"a": [[1], {"b": "[[[["}]}', "f") == {"a": [[1], {"b": "[[[["}]}
+    assert fileio.json_depth('{"a": [[1], {"b": "[[[[\\"]]"}]}') == 3
+    deep = "[" * (fileio.MAX_JSON_DEPTH + 1) + "]" * (fileio.MAX_JSON_DEPTH + 1)
+    fileio.parse_json(deep[1:-1], "f")
+    with pytest.raises(UserError, match=f"^f: JSON nested deeper than {fileio.MAX_JSON_DEPTH}"):
+        fileio.parse_json(deep, "f")
+    # Far past Python's recursion limit: still one line, never a RecursionError.
+    with pytest.raises(UserError, match="^f: JSON nested deeper"):
+        fileio.parse_json("[" * 100_000, "f")
+    with pytest.raises(UserError, match=r"^f: not valid JSON \(line 1, column 2\)"):
+        fileio.parse_json("{", "f")
+    with pytest.raises(UserError, match="^f: not UTF-8 text"):
+        fileio.parse_json(b'{"a": "\xff"}', "f")

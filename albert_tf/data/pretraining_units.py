@@ -485,8 +485,10 @@ def check_flags(
         ("--spm_model_file", spm_model_file),
         ("--vocab_file", None if spm_model_file else vocab_file),
     ):
-        if path and not fileio.isfile(path):
+        if path and not fileio.exists(path):
             raise InputDataError(f"{flag}: file {path!r} does not exist")
+        if path:
+            fileio.check_input_file(path, f"{flag}={path}")
     if spm_model_file:
         tokenization.load_spm_model(spm_model_file, flag="spm_model_file")
 

@@ -74,6 +74,7 @@ def _json_lines(path):
             f"{path}: a directory where a file was expected (RACE level folders hold "
             "all.txt or numbered *.txt files of JSON lines)"
         )
+    fileio.check_input_file(path, path)  # a FIFO would block the read below
     try:
         with tf.io.gfile.GFile(path, "rb") as f:
             for line_no, raw in enumerate(f, 1):
@@ -88,7 +89,11 @@ def _json_lines(path):
                 if not line.strip():
                     continue
                 try:
+                    # Only the record's fixed fields are walked: no depth pre-scan (as
+                    # squad_data), the parser's own limit is caught.
                     record = json.loads(line)
+                except RecursionError:
+                    raise RaceDataError(f"{where}: JSON nested too deeply") from None
                 except json.JSONDecodeError as err:
                     raise RaceDataError(f"{where}: invalid JSON: {err.msg}") from None
                 if not isinstance(record, dict):

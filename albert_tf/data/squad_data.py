@@ -107,6 +107,7 @@ def _load_document(path: str):
         raise FileNotFoundError(f"SQuAD file {path} not found")
     if tf.io.gfile.isdir(path):  # TensorFlow's read error would be a traceback
         raise SquadDataError(f"{path}: a directory, expected a SQuAD JSON file")
+    fileio.check_input_file(path, path)  # a FIFO would block the read below
     with tf.io.gfile.GFile(path, "rb") as f:
         data = f.read()
     try:
@@ -118,7 +119,13 @@ def _load_document(path: str):
             f"{line}); expected a UTF-8 encoded SQuAD JSON file"
         ) from None
     try:
+        # Not pre-scanned for depth as small JSON inputs are (fileio.parse_json): a SQuAD
+        # file is large, and only its fixed fields are ever walked.
         return json.loads(text)
+    except RecursionError:
+        raise SquadDataError(
+            f"{path}: JSON nested too deeply for Python's parser; expected a SQuAD JSON file"
+        ) from None
     except json.JSONDecodeError as err:
         raise SquadDataError(
             f"{path}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}"

@@ -214,9 +214,10 @@ def load_spm_model(spm_model_file: str, flag: str | None = None) -> spm.Sentence
       UserError: the file is not a readable SentencePiece model.
     """
     path = os.fspath(spm_model_file)
-    if not fileio.isfile(path):
+    if not fileio.exists(path) and not (fileio.is_local(path) and os.path.islink(path)):
         raise FileNotFoundError(f"SentencePiece model file not found: {path!r}")
     what = f"--{flag}={path}" if flag else repr(path)
+    fileio.check_input_file(path, what)  # a folder, FIFO, symlink loop: one line
     sp = spm.SentencePieceProcessor()
     try:
         # From its bytes, as the original did for paths SentencePiece cannot open (gs://).

@@ -22,7 +22,7 @@ import os
 from typing import Any
 
 from albert_tf.errors import UserError
-from albert_tf.fileio import atomic_write_text, read_bytes
+from albert_tf.fileio import atomic_write_text, check_input_file, parse_json, read_bytes
 
 # Values of `hidden_act` (compared lower-cased, as the original does); "" means "linear".
 ACTIVATIONS = ("gelu", "relu", "tanh", "linear", "")
@@ -206,18 +206,14 @@ class AlbertConfig:
     def from_json_file(cls, path: str | os.PathLike) -> "AlbertConfig":
         """Reads and validates an `albert_config.json`; UserError names the file."""
         path = os.fspath(path)
+        # A folder, a FIFO (which would block the read), a symlink loop: one line.
+        check_input_file(path, f"cannot read ALBERT config {path!r}")
         try:
             text = read_bytes(path).decode("utf-8")
         except (OSError, UnicodeDecodeError) as err:
             reason = getattr(err, "strerror", None) or str(err)
             raise UserError(f"cannot read ALBERT config {path!r}: {reason}") from None
-        try:
-            values = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise UserError(
-                f"{path}: not valid JSON (line {err.lineno}, column {err.colno}): {err.msg}"
-            ) from None
-        return cls.from_dict(values, source=path)
+        return cls.from_dict(parse_json(text, path), source=path)
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.field_names()}

@@ -102,28 +102,53 @@ def check_init_complete(init: InitCheckpoint) -> str:
         raise UserError(f"--init_checkpoint={init}: {err}") from None
 
 
+def _init_config(init: InitCheckpoint):
+    """(its config, the file it came from, fields that file does not carry) of
+    --init_checkpoint: a Hugging Face folder's or keras-hub preset's config.json
+    (translated; it carries only the network's fields), else the albert_config.json
+    beside it; None when there is none."""
+    from albert_tf.model.config import REQUIRED_FIELDS, AlbertConfig
+    from albert_tf.weights.foreign_weights import KERAS_HUB
+
+    foreign = foreign_folders.open_foreign(init.value, "--init_checkpoint", tensors=False)
+    if foreign is not None:
+        carried = set(REQUIRED_FIELDS) | {"cross_layer_sharing"}
+        if foreign.format == KERAS_HUB:  # keras-hub keeps no initializer_range
+            carried.discard("initializer_range")
+        return foreign.config, foreign.config_file, carried
+    beside = init.config_beside
+    if beside is None:
+        return None
+    try:
+        return AlbertConfig.from_json_file(beside), beside, None
+    except (ValueError, TypeError, KeyError, UserError) as err:
+        raise UserError(f"--init_checkpoint={init}: {beside}: {err}") from None
+
+
 def check_init_config(
     init: InitCheckpoint, config, config_file: str | None, other_depth: bool = False
 ) -> None:
-    """UserError when --init_checkpoint's own albert_config.json describes another
-    network than the run's config (`config`, read from `config_file`); dropout rates may
-    differ, and with `other_depth` (--init_from_other_depth) num_hidden_layers too. A
-    checkpoint without one is not checked."""
-    from albert_tf.model.config import AlbertConfig, differing_fields
+    """UserError when --init_checkpoint's own config (the albert_config.json of a release
+    or checkpoint folder, the config.json of a Hugging Face folder or keras-hub preset)
+    describes another network than the run's config (`config`, read from `config_file`);
+    dropout rates may differ, and with `other_depth` (--init_from_other_depth)
+    num_hidden_layers too. A checkpoint without one is not checked."""
+    from albert_tf.model.config import differing_fields
 
-    beside = init.config_beside
-    if beside is None or (config_file and os.path.abspath(beside) == os.path.abspath(config_file)):
+    found = _init_config(init)
+    if found is None:
         return
-    try:
-        theirs = AlbertConfig.from_json_file(beside)
-    except (ValueError, TypeError, KeyError, UserError) as err:
-        raise UserError(f"--init_checkpoint={init}: {beside}: {err}") from None
+    theirs, source, carried = found
+    if config_file and os.path.abspath(source) == os.path.abspath(config_file):
+        return
     free = _FREE_FIELDS + (("num_hidden_layers",) if other_depth else ())
+    if carried is not None:  # compare only what the folder's config says
+        free += tuple((set(theirs.to_dict()) | set(config.to_dict())) - carried)
     differ = differing_fields(theirs, config, ignore=free)
     if differ:
         shown = ", ".join(f"{k}={a!r} vs {b!r}" for k, a, b in differ[:3])
         raise UserError(
-            f"--init_checkpoint={init}: its {release.CONFIG_NAME} ({beside}) describes "
+            f"--init_checkpoint={init}: its {os.path.basename(source)} ({source}) describes "
             f"another network than --albert_config_file={config_file} ({shown}); expected "
             "the config the checkpoint was trained with"
         )

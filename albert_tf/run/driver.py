@@ -657,6 +657,10 @@ def init_from_checkpoint(
             f"{flag}={path}: nothing loaded; the checkpoint cannot fill this model: "
             f"{mismatch_summary(err)}"
         ) from None
+    except UserError as err:  # a file of it refused (a tensor's type, size or values)
+        if str(err).startswith(f"{flag}="):
+            raise
+        raise UserError(f"{flag}={path}: {err}") from None
     if not report.loaded:
         raise UserError(f"{flag}={path}: no variable matched")
     fresh = f"; fresh {head} head" if report.missing_allowed else ""

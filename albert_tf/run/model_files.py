@@ -16,8 +16,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-import tensorflow as tf
-
+from albert_tf import fileio
 from albert_tf.data.tokenization import digit_comma_option
 from albert_tf.errors import UserError
 from albert_tf.options import Options, option
@@ -147,8 +146,7 @@ def _read_config(config_file):
     """The AlbertConfig of --albert_config_file; UserError naming the flag otherwise."""
     from albert_tf.model.config import AlbertConfig
 
-    if not tf.io.gfile.exists(config_file):
-        raise UserError(f"--albert_config_file={config_file}: file not found")
+    fileio.check_input_file(config_file, f"--albert_config_file={config_file}")
     try:
         return AlbertConfig.from_json_file(config_file)
     except (ValueError, TypeError, KeyError) as err:
@@ -161,8 +159,8 @@ def _check_tokenizer_files(spm, vocab) -> None:
     from albert_tf.data import tokenization
 
     for flag, path in (("spm_model_file", spm), ("vocab_file", vocab)):
-        if path and not tf.io.gfile.exists(path):
-            raise UserError(f"--{flag}={path}: file not found")
+        if path:
+            fileio.check_input_file(path, f"--{flag}={path}")
     if spm and "://" not in spm:  # a local file: is it a SentencePiece model?
         tokenization.load_spm_model(spm, flag="spm_model_file")
 

@@ -318,6 +318,7 @@ class ClassifierTask(driver.Task):
                 f"--{flag}: {path} not found (task {self.task} reads "
                 f"{self.processor.folder}/{self.processor.files[split]} under --data_dir)"
             )
+        fileio.check_input_file(path, f"--data_dir={opts.data_dir}: {path}")  # a FIFO blocks
         try:
             examples = self.processor.get_examples(opts.data_dir, split)
         except (ValueError, FileNotFoundError) as err:

@@ -304,8 +304,7 @@ class PretrainingTask(driver.Task):
         if not path:
             return
         flag = f"--spm_model_file={path}"
-        if not tf.io.gfile.exists(path):
-            raise UserError(f"{flag}: file not found")
+        fileio.check_input_file(path, flag)
         with tf.io.gfile.GFile(path, "rb") as f:
             proto = f.read()
         try:
@@ -366,6 +365,7 @@ class PretrainingTask(driver.Task):
     def _read_config(path):
         from albert_tf.model.config import AlbertConfig
 
+        fileio.check_input_file(path, f"--albert_config_file={path}")
         try:
             return AlbertConfig.from_json_file(path)
         except ValueError as err:

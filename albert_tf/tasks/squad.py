@@ -525,8 +525,8 @@ class SquadTask(driver.Task):
             ("train_file", opts.train_file if opts.do_train else None),
             ("predict_file", opts.predict_file if opts.do_predict else None),
         ):
-            if path and not tf.io.gfile.exists(path):
-                raise UserError(f"--{flag}={path}: file not found")
+            if path:
+                fileio.check_input_file(path, f"--{flag}={path}")
         if opts.max_seq_length <= opts.max_query_length + 3:
             raise UserError(
                 f"--max_seq_length={opts.max_seq_length} must exceed "

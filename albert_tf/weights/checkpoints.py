@@ -301,6 +301,7 @@ def check_checkpoint_readable(path) -> str:
     """
     prefix = resolve_checkpoint_path(path)
     index = prefix + ".index"
+    fileio.check_input_file(index, index)  # a FIFO would block the read below
     with tf.io.gfile.GFile(index, "rb") as f:
         table = f.read()
     try:
@@ -409,10 +410,14 @@ def load_by_name(
 ) -> LoadReport:
     """`load_original_checkpoint` from any source of values under the original names.
 
-    `reader`: has `get_variable_to_shape_map()` ({original name: shape}) and
-    `get_tensor(name)` (numpy array), as `tf.train.load_checkpoint` returns; a TF-Hub
-    module (albert_tf/weights/hub.py) supplies one that renames its variables. `source`: how
-    messages name it. Same checks, errors and result as `load_original_checkpoint`.
+    `reader`: has `get_variable_to_shape_map()` ({original name: shape}),
+    `get_variable_to_dtype_map()` ({original name: dtype}) and `get_tensor(name)` (numpy
+    array), as `tf.train.load_checkpoint` returns; a TF-Hub module
+    (albert_tf/weights/hub.py) supplies one that renames its variables. `source`: how
+    messages name it. Same checks, errors and result as `load_original_checkpoint`, and:
+    a stored type that is not floating-point is a UserError naming the tensor, raised
+    before anything is assigned (other float types are converted, with a log line); NaN
+    or infinity is loaded, as the original loads it, with a warning naming the tensors.
     """
     _ensure_built(model)
     shapes = reader.get_variable_to_shape_map()
@@ -470,10 +475,22 @@ def load_by_name(
             lines += [f"  {m}" for m in mismatched]
         raise CheckpointMismatchError("\n".join(lines))
 
-    for _, found, variable in plan:
-        variable.assign(reader.get_tensor(found).astype(variable.dtype))
-    for key, slot in slot_plan:
-        slot.assign(reader.get_tensor(key).astype(slot.dtype))
+    targets = [(found, variable) for _, found, variable in plan] + slot_plan
+    _check_float_tensors(reader, source, targets)
+    non_finite = []
+    for found, variable in targets:
+        value = reader.get_tensor(found)
+        if not np.all(np.isfinite(value)):
+            non_finite.append(found)
+        variable.assign(value.astype(variable.dtype))
+    if non_finite:
+        # The original's init_from_checkpoint loads such values unchecked: said, not refused.
+        _logger.warning(
+            "%s: %d tensor(s) hold NaN or infinite values, loaded as the original would: %s",
+            source,
+            len(non_finite),
+            ", ".join(non_finite),
+        )
 
     used = {found for _, found, _ in plan} | {key for key, _ in slot_plan}
     ignored = sorted(n for n in shapes if n not in used)
@@ -491,6 +508,27 @@ def load_by_name(
         ignored=ignored,
         source=renamed,
     )
+
+
+def _check_float_tensors(reader, source: str, targets) -> None:
+    """UserError naming the first stored name of `targets` ([(name, variable)]) whose
+    type is not floating-point (integer or bool values are no weights: casting them would
+    train quantized codes); one log line states the conversions of other float types to
+    the variables'. Reads only the reader's type map, before anything is assigned."""
+    dtypes = reader.get_variable_to_dtype_map()
+    converted = {}
+    for name, variable in targets:
+        dtype, wanted = tf.as_dtype(dtypes[name]), tf.as_dtype(variable.dtype)
+        if not dtype.is_floating:
+            raise UserError(
+                f"{source}: tensor {name} is {dtype.name}; expected floating-point weights"
+            )
+        if dtype != wanted:
+            change = f"{dtype.name} to {wanted.name}"
+            converted[change] = converted.get(change, 0) + 1
+    if converted:
+        done = ", ".join(f"{n} from {change}" for change, n in sorted(converted.items()))
+        _logger.warning("%s: converted %s tensor(s)", source, done)
 
 
 def _log_ignored(prefix, ignored):

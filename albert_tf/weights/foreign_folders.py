@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from albert_tf.errors import UserError
 from albert_tf.weights import huggingface, keras_hub
+from albert_tf.weights.foreign_tensors import inside_folder
 from albert_tf.weights.foreign_weights import HUGGINGFACE, KERAS_HUB, ForeignWeights, read_json
 
 
@@ -30,7 +31,7 @@ def foreign_format(path) -> str | None:
     config_file = os.path.join(path, "config.json")
     if not tf.io.gfile.exists(config_file):
         return None
-    config = read_json(config_file)
+    config = read_json(inside_folder(path, "config.json", path))
     if "model_type" in config:
         if config["model_type"] != "albert":
             raise UserError(
@@ -52,11 +53,11 @@ def open_foreign(path, flag: str | None = None, tensors: bool = True) -> Foreign
     """The weights of a Hugging Face folder or keras-hub preset at `path`, None when
     `path` is neither. Without `tensors` only the config and tokenizer are read (values
     is {}). Errors are UserErrors naming the file (and `flag` when given)."""
-    kind = foreign_format(path)
-    if kind is None:
-        return None
-    module = huggingface if kind == HUGGINGFACE else keras_hub
     try:
+        kind = foreign_format(path)
+        if kind is None:
+            return None
+        module = huggingface if kind == HUGGINGFACE else keras_hub
         return module.read_folder(path, tensors=tensors)
     except UserError as err:
         if flag:

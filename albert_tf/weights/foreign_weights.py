@@ -19,6 +19,7 @@ import json
 import numpy as np
 import tensorflow as tf
 
+from albert_tf import fileio
 from albert_tf.errors import UserError
 
 HUGGINGFACE, KERAS_HUB = "huggingface", "keras_hub"
@@ -52,17 +53,17 @@ class ForeignWeights:
     def get_variable_to_shape_map(self) -> dict:
         return {name: list(value.shape) for name, value in self.values.items()}
 
+    def get_variable_to_dtype_map(self) -> dict:
+        return {name: tf.as_dtype(value.dtype) for name, value in self.values.items()}
+
     def get_tensor(self, name) -> np.ndarray:
         return self.values[name]
 
 
 def read_json(path) -> dict:
-    """A JSON object file read through tf.io.gfile; UserError naming the file otherwise."""
-    try:
-        with tf.io.gfile.GFile(path, "r") as f:
-            value = json.loads(f.read())
-    except (ValueError, UnicodeDecodeError) as err:
-        raise UserError(f"{path}: not JSON ({err})") from None
+    """A JSON object file (any filesystem, albert_tf.fileio.read_json); UserError naming the
+    file otherwise."""
+    value = fileio.read_json(path)
     if not isinstance(value, dict):
         raise UserError(f"{path}: expected a JSON object, got {type(value).__name__}")
     return value

@@ -36,7 +36,6 @@ with a warning naming every assumed value. A module of another shape needs
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import re
@@ -139,8 +138,9 @@ _MODEL_GARDEN_TABLE = {
 class HubModule:
     """A module folder, read.
 
-    reader: `get_variable_to_shape_map()` / `get_tensor(name)` under the original names
-      (what albert_tf.weights.checkpoints.load_by_name takes).
+    reader: `get_variable_to_shape_map()` / `get_variable_to_dtype_map()` /
+      `get_tensor(name)` under the original names (what
+      albert_tf.weights.checkpoints.load_by_name takes).
     spm_model_file / config_file: the module's assets (None where absent).
     do_lower_case: what the module says (its tokenization_info signature, or the export
       info of albert_tf's export); None when it says nothing.
@@ -172,6 +172,10 @@ class _RenamedReader:
 
     def get_variable_to_shape_map(self):
         return dict(self._shapes)
+
+    def get_variable_to_dtype_map(self):
+        stored = self._reader.get_variable_to_dtype_map()
+        return {name: stored[key] for name, (key, _) in self._table.items()}
 
     def get_tensor(self, name):
         key, _ = self._table[name]
@@ -280,7 +284,10 @@ def _export_info(folder) -> dict:
     path = os.path.join(folder, EXPORT_INFO)
     if not fileio.isfile(path):
         return {}
-    return json.loads(fileio.read_text(path))
+    value = fileio.read_json(path)
+    if not isinstance(value, dict):
+        raise UserError(f"{path}: expected a JSON object, got {type(value).__name__}")
+    return value
 
 
 def _tf1_do_lower_case(folder) -> bool | None:
@@ -417,8 +424,7 @@ def module_config(module: HubModule, albert_config_file: str | None = None):
     from albert_tf.model.config import AlbertConfig
 
     if albert_config_file:
-        if not fileio.isfile(albert_config_file):
-            raise UserError(f"--albert_config_file={albert_config_file}: file not found")
+        fileio.check_input_file(albert_config_file, f"--albert_config_file={albert_config_file}")
         return AlbertConfig.from_json_file(albert_config_file), albert_config_file
     if module.config_file:
         return AlbertConfig.from_json_file(module.config_file), module.config_file

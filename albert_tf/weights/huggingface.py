@@ -1,7 +1,8 @@
 """Hugging Face ALBERT folders: `config.json` (model_type "albert"), `model.safetensors`
 (or shards listed in `model.safetensors.index.json`), `spiece.model`,
-`tokenizer_config.json`. Read and written with the safetensors library's numpy API
-(no PyTorch), every file through tf.io.gfile.
+`tokenizer_config.json`. Written with the safetensors library's numpy API (no PyTorch);
+read from each file's checked header (albert_tf/weights/foreign_tensors.py: types,
+sizes, paths inside the folder, the index's map); every file through tf.io.gfile.
 
 Names: `_TABLE` maps each original variable name to the name transformers'
 AlbertForPreTraining / AlbertForSequenceClassification / AlbertForQuestionAnswering gives
@@ -29,8 +30,10 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from albert_tf import fileio
 from albert_tf.errors import UserError
 from albert_tf.model.config import REQUIRED_FIELDS
+from albert_tf.weights.foreign_tensors import SafetensorsFile, SizeLimits, inside_folder
 from albert_tf.weights.foreign_weights import (
     HUGGINGFACE,
     ForeignWeights,
@@ -240,48 +243,67 @@ def config_to_huggingface(
 
 
 # --- reading ---------------------------------------------------------------------------
-def _load_safetensors(path) -> dict:
-    from safetensors import SafetensorError
-    from safetensors.numpy import load
-
-    with tf.io.gfile.GFile(path, "rb") as f:
-        data = f.read()
-    try:
-        return load(data)
-    except KeyError as err:  # a dtype numpy lacks (BF16, F8_*)
-        raise UserError(
-            f"{path}: {err} tensors, which numpy cannot hold; expected float32 or float16 "
-            "(transformers: model.float().save_pretrained(...))"
-        ) from None
-    except (SafetensorError, ValueError, TypeError) as err:
-        raise UserError(f"{path}: not a readable safetensors file ({err})") from None
-
-
-def _weight_files(folder) -> list[str]:
-    index = os.path.join(folder, WEIGHTS_INDEX_NAME)
-    single = os.path.join(folder, WEIGHTS_NAME)
+def _weight_files(folder) -> dict:
+    """{tensor name: the SafetensorsFile to read it from} of a folder: its
+    model.safetensors, else the shards its index maps each tensor to. The index is
+    checked both ways: every name it maps is in its shard, and every tensor of a shard is
+    mapped (to that shard, or to another shard holding it too, whose copy is the one
+    read)."""
+    index = fileio.join(folder, WEIGHTS_INDEX_NAME)
+    single = fileio.join(folder, WEIGHTS_NAME)
     if tf.io.gfile.exists(single):
-        return [single]
+        file = SafetensorsFile(inside_folder(folder, WEIGHTS_NAME, folder))
+        return {name: file for name in file.tensors}
     if tf.io.gfile.exists(index):
-        weight_map = read_json(index).get("weight_map")
+        weight_map = read_json(inside_folder(folder, WEIGHTS_INDEX_NAME, folder)).get("weight_map")
         if not isinstance(weight_map, dict) or not weight_map:
             raise UserError(f"{index}: expected a non-empty weight_map object")
-        files = []
-        for name in weight_map.values():
-            path = os.path.join(folder, str(name))
-            if path not in files:
+        shards = {}
+        for shard in weight_map.values():
+            if not isinstance(shard, str):
+                raise UserError(f"{index}: weight_map value {shard!r}; expected a file name")
+            if shard not in shards:
+                path = inside_folder(folder, shard, index)
                 if not tf.io.gfile.exists(path):
                     raise UserError(f"{path}: missing ({index} names it)")
-                files.append(path)
-        return files
-    if tf.io.gfile.glob(os.path.join(folder, "*.bin")) or tf.io.gfile.glob(
-        os.path.join(folder, "*.h5")
+                shards[shard] = SafetensorsFile(path)
+        source = {}
+        for name, shard in weight_map.items():
+            if name not in shards[shard].tensors:
+                raise UserError(f"{index}: maps tensor {name} to {shard}, which has no such tensor")
+            source[name] = shards[shard]
+        for file in shards.values():
+            unmapped = sorted(set(file.tensors) - set(weight_map))
+            if unmapped:
+                raise UserError(
+                    f"{file.path}: holds tensor {unmapped[0]}"
+                    + (f" and {len(unmapped) - 1} more" if len(unmapped) > 1 else "")
+                    + f", which {index} does not map; expected an index naming every tensor"
+                )
+        return source
+    if tf.io.gfile.glob(fileio.join(folder, "*.bin")) or tf.io.gfile.glob(
+        fileio.join(folder, "*.h5")
     ):
         raise UserError(
             f"{folder}: no {WEIGHTS_NAME}; only safetensors weights are read (no PyTorch); "
             "save with save_pretrained(..., safe_serialization=True)"
         )
     raise UserError(f"{folder}: no {WEIGHTS_NAME} (or {WEIGHTS_INDEX_NAME})")
+
+
+def _read_tensors(source: dict, config) -> dict:
+    """{Hugging Face name: float32 array} of `_weight_files`' map: every tensor's type and
+    declared shape checked (albert_tf/weights/foreign_tensors.py) before any is read."""
+    by_file = {}
+    for name, file in source.items():
+        by_file.setdefault(file.path, (file, []))[1].append(name)
+    limits = SizeLimits(config)
+    for file, names in by_file.values():
+        file.check(names, limits)
+    tensors = {}
+    for file, names in by_file.values():
+        tensors.update(file.read(names))
+    return tensors
 
 
 def values_from_huggingface(tensors: dict, config, source: str) -> dict:
@@ -312,22 +334,22 @@ def values_from_huggingface(tensors: dict, config, source: str) -> dict:
 
 def read_folder(folder, tensors: bool = True) -> ForeignWeights:
     """The weights (without `tensors`: none), config and tokenizer of a Hugging Face
-    ALBERT folder."""
+    ALBERT folder; every file it reads lies inside the folder."""
     folder = os.fspath(folder)
-    config_file = os.path.join(folder, CONFIG_NAME)
+    config_file = inside_folder(folder, CONFIG_NAME, folder)
     config = config_from_huggingface(read_json(config_file), config_file)
-    files = _weight_files(folder)
+    source = _weight_files(folder)
     values = {}
     if tensors:
-        found = {}
-        for path in files:
-            found.update(_load_safetensors(path))
-        values = values_from_huggingface(found, config, folder)
-    spm = os.path.join(folder, SPM_MODEL_NAME)
+        values = values_from_huggingface(_read_tensors(source, config), config, folder)
+    spm = fileio.join(folder, SPM_MODEL_NAME)
     do_lower_case = None
-    tokenizer_config = os.path.join(folder, TOKENIZER_CONFIG_NAME)
+    tokenizer_config = fileio.join(folder, TOKENIZER_CONFIG_NAME)
     if tf.io.gfile.exists(tokenizer_config):
+        inside_folder(folder, TOKENIZER_CONFIG_NAME, folder)
         do_lower_case = read_json(tokenizer_config).get("do_lower_case")
+    if tf.io.gfile.exists(spm):
+        inside_folder(folder, SPM_MODEL_NAME, folder)
     return ForeignWeights(
         format=HUGGINGFACE,
         folder=folder,

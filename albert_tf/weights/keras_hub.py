@@ -2,6 +2,9 @@
 (Keras 3's weights file), `tokenizer.json` + `assets/tokenizer/vocabulary.spm` (the
 SentencePiece model) and `metadata.json`. Read and written with h5py (keras-hub itself is
 not needed); files go through tf.io.gfile, a non-local weights file through a local copy.
+Reading checks every dataset before any is read (albert_tf/weights/foreign_tensors.py):
+floating-point, its data inside the file (no external storage, virtual datasets or
+links), its declared shape within the config's sizes.
 
 Layout of model.weights.h5: `layers/<path>/vars/<k>` datasets, one group per layer of the
 functional model; `<path>` is Keras' own generated path (`dense`, `transformer_encoder_1`,
@@ -29,7 +32,15 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from albert_tf import fileio
 from albert_tf.errors import UserError
+from albert_tf.weights.foreign_tensors import (
+    Conversions,
+    SizeLimits,
+    check_finite,
+    inside_folder,
+    refuse_dtype,
+)
 from albert_tf.weights.foreign_weights import (
     KERAS_HUB,
     ForeignWeights,
@@ -304,35 +315,98 @@ def _local_copy(path, stack):
     return local
 
 
-def read_weights_file(path) -> dict:
-    """{"<layer name>/<sub-path>/<k>": array} of a Keras 3 weights file."""
+def _check_dataset(dataset, path: str, name: str, limits) -> None:
+    """Refuses (UserError) a dataset whose data may lie outside the file (external
+    storage, a virtual dataset), that is not floating-point, or that declares more than
+    `limits` allow; reads no data."""
+    if dataset.external or dataset.is_virtual:
+        raise UserError(
+            f"{path}: dataset {name} keeps its data outside the file (HDF5 "
+            f"{'external storage' if dataset.external else 'virtual dataset'}); expected "
+            "a weights file holding its own data"
+        )
+    if dataset.dtype.kind != "f":
+        raise refuse_dtype(path, name, str(dataset.dtype))
+    limits.check(dataset.shape, path, name)
+
+
+def _datasets(path, file, layers):
+    """[(name "<layer name>/<sub-path>/<k>", dataset)] of a Keras 3 weights file's
+    `layers` group. Only the file's own groups are followed: an external or soft link is
+    refused (it may lead outside the file, or in a circle), and so is a group reached
+    twice."""
+    import h5py
+
+    found, seen = [], set()
+
+    def items(group, where):
+        for key in group:
+            link = group.get(key, getlink=True)
+            if not isinstance(link, h5py.HardLink):
+                kind = "an external link" if isinstance(link, h5py.ExternalLink) else "a link"
+                raise UserError(
+                    f"{path}: {where}/{key} is {kind}; expected a weights file holding "
+                    "its own groups and data"
+                )
+            item = group[key]
+            if item.id in seen:
+                raise UserError(f"{path}: {where}/{key} is reached twice; expected a tree")
+            seen.add(item.id)
+            yield key, item
+
+    def visit(group, where, layer_name, sub_path):
+        for key, item in items(group, where):
+            if key == "vars" and isinstance(item, h5py.Group):
+                for index, dataset in items(item, f"{where}/vars"):
+                    if not isinstance(dataset, h5py.Dataset):
+                        raise UserError(f"{path}: {where}/vars/{index} is not a dataset")
+                    found.append(("/".join(p for p in (layer_name, sub_path, index) if p), dataset))
+            elif isinstance(item, h5py.Group):
+                visit(item, f"{where}/{key}", layer_name, f"{sub_path}/{key}" if sub_path else key)
+
+    for key, group in items(layers, "layers"):
+        if not isinstance(group, h5py.Group):
+            continue
+        # The layer's name is an attribute of its vars group (a link checked by `visit`).
+        vars_link = group.get("vars", getlink=True)
+        vars_group = group["vars"] if isinstance(vars_link, h5py.HardLink) else None
+        name = vars_group.attrs.get("name", key) if isinstance(vars_group, h5py.Group) else key
+        visit(group, f"layers/{key}", str(name), "")
+    return found
+
+
+def read_weights_file(path, config) -> dict:
+    """{"<layer name>/<sub-path>/<k>": float32 array} of a Keras 3 weights file, every
+    dataset checked (albert_tf/weights/foreign_tensors.py: floating-point, no data outside
+    the file, declared shapes within `config`'s sizes) before any is read."""
     import contextlib
 
     import h5py
 
+    fileio.check_input_file(path, path)  # a FIFO would block HDF5's open
     tensors = {}
     with contextlib.ExitStack() as stack:
         try:
             file = stack.enter_context(h5py.File(_local_copy(path, stack), "r"))
         except OSError as err:
             raise UserError(f"{path}: not an HDF5 weights file ({err})") from None
-        layers = file.get("layers")
-        if not isinstance(layers, h5py.Group):
+        layers = file.get("layers", getlink=True)
+        if not isinstance(layers, h5py.HardLink) or not isinstance(file["layers"], h5py.Group):
             raise UserError(f"{path}: no `layers` group (not a Keras 3 weights file)")
-
-        def visit(group, layer_name, sub_path):
-            for key, item in group.items():
-                if key == "vars":
-                    for index, dataset in item.items():
-                        name = "/".join(p for p in (layer_name, sub_path, index) if p)
-                        tensors[name] = np.asarray(dataset[()])
-                elif isinstance(item, h5py.Group):
-                    visit(item, layer_name, f"{sub_path}/{key}" if sub_path else key)
-
-        for key, group in layers.items():
-            vars_group = group.get("vars")
-            layer_name = vars_group.attrs.get("name", key) if vars_group is not None else key
-            visit(group, str(layer_name), "")
+        datasets = _datasets(path, file, file["layers"])
+        limits = SizeLimits(config)
+        for name, dataset in datasets:
+            _check_dataset(dataset, path, name, limits)
+        conversions = Conversions(path)
+        for name, dataset in datasets:
+            try:
+                value = np.asarray(dataset[()], np.float32)
+            except (OSError, ValueError, TypeError) as err:
+                raise UserError(f"{path}: cannot read dataset {name} ({err})") from None
+            conversions.add(dataset.dtype.name)
+            check_finite(value, path, name)
+            tensors[name] = value
+        conversions.log()
     return tensors
 
 
@@ -351,7 +425,7 @@ def read_folder(folder, tensors: bool = True) -> ForeignWeights:
     """The weights (without `tensors`: none), config and tokenizer of a keras-hub
     AlbertBackbone preset folder."""
     folder = os.fspath(folder)
-    config_file = os.path.join(folder, CONFIG_NAME)
+    config_file = inside_folder(folder, CONFIG_NAME, folder)
     config = config_from_keras_hub(read_json(config_file), config_file)
     weights_file = os.path.join(folder, WEIGHTS_NAME)
     if not tf.io.gfile.exists(weights_file):
@@ -362,8 +436,11 @@ def read_folder(folder, tensors: bool = True) -> ForeignWeights:
         )
     values = {}
     if tensors:
-        values = values_from_keras_hub(read_weights_file(weights_file), config, weights_file)
+        tensors = read_weights_file(inside_folder(folder, WEIGHTS_NAME, folder), config)
+        values = values_from_keras_hub(tensors, config, weights_file)
     spm = os.path.join(folder, SPM_ASSET)
+    if tf.io.gfile.exists(spm):
+        inside_folder(folder, SPM_ASSET, folder)
     return ForeignWeights(
         format=KERAS_HUB,
         folder=folder,

@@ -123,3 +123,35 @@ def test_a_cut_checkpoint_of_the_output_folder_names_its_files(saved, tmp_path):
     os.remove(tmp_path / "model.ckpt-3.data-00000-of-00001")
     with pytest.raises(UserError, match="missing"):
         checkpoint_checks.check_output_checkpoints_intact(str(tmp_path), _steps(tmp_path))
+
+
+@pytest.mark.parametrize("kind", ["huggingface", "keras_hub"])
+def test_a_foreign_folders_config_must_describe_the_same_network(saved, tmp_path, kind):
+    from albert_tf.weights import huggingface, keras_hub
+
+    _, _, model = saved
+    writer = {"huggingface": huggingface, "keras_hub": keras_hub}[kind]
+    folder = str(tmp_path / kind)
+    values = {n: v.numpy() for n, v in checkpoints.original_variable_map(model).items()}
+    writer.write_folder(folder, tiny_config(), values)
+    # The folder's own config, and the same network with other dropout rates, pass.
+    checkpoint_checks.check_init_config(
+        InitCheckpoint(folder), tiny_config(), f"{folder}/config.json"
+    )
+    checkpoint_checks.check_init_config(
+        InitCheckpoint(folder), tiny_config(hidden_dropout_prob=0.3), str(tmp_path / "c.json")
+    )
+    for change, shown in (
+        ({"num_hidden_layers": 4}, "num_hidden_layers=2 vs 4"),
+        ({"num_attention_heads": 4}, "num_attention_heads=2 vs 4"),
+        ({"intermediate_size": 96}, "intermediate_size=64 vs 96"),
+    ):
+        with pytest.raises(UserError) as err:
+            checkpoint_checks.check_init_config(
+                InitCheckpoint(folder), tiny_config(**change), "c.json"
+            )
+        assert str(err.value) == (
+            f"--init_checkpoint={folder}: its config.json ({folder}/config.json) describes "
+            f"another network than --albert_config_file=c.json ({shown}); expected the "
+            "config the checkpoint was trained with"
+        )
