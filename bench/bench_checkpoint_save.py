@@ -9,9 +9,9 @@ per weight, as pretraining has), writes one step into an empty local folder as
   * original: model.ckpt-N alone (weights, adam_m, adam_v, global_step under the
     original's names): what the original release wrote, the reference for bytes;
   * former:   ckpt-N (tf.train.Checkpoint of model, optimizer, input iterator) plus the
-    model.ckpt-N copy: every save before albert_tf/run/checkpoint_layout.py;
-  * current:  albert_tf/checkpoint_layout.save: train_state/state-N (input iterator,
-    variables without an original name) plus model.ckpt-N;
+    model.ckpt-N copy: every save before the one-copy layout;
+  * current:  OutputFolder.save (albert_tf/run/output_folder.py): train_state/state-N
+    (input iterator, variables without an original name) plus model.ckpt-N;
 
 and reports the bytes written and the wall seconds of the save (median of --repeats,
 each into a fresh folder, after one untimed save; the page cache is not dropped, so
@@ -38,8 +38,8 @@ import tensorflow as tf  # noqa: E402
 
 from albert_tf.model.config import preset  # noqa: E402
 from albert_tf.model.modeling import AlbertPretrainer  # noqa: E402
-from albert_tf.run import checkpoint_layout  # noqa: E402
 from albert_tf.run.optimization import create_optimizer  # noqa: E402
+from albert_tf.run.output_folder import OutputFolder, state_objects  # noqa: E402
 from albert_tf.weights import checkpoints  # noqa: E402
 
 STEP = 1000
@@ -54,15 +54,15 @@ def folder_bytes(folder) -> int:
 
 
 def save_original(folder, model, optimizer, iterator):
-    checkpoint_layout.save_weights(folder, STEP, model, optimizer)
+    OutputFolder(folder).save_weights(STEP, model, optimizer)
 
 
 def save_former(folder, model, optimizer, iterator):
     whole = {"model": model, "optimizer": optimizer, "iterator": iterator}
-    checkpoint_layout.save_resume_point(folder, STEP, whole)
+    OutputFolder(folder).save_resume_point(STEP, whole)
     checkpoints.save_original_checkpoint(
         model,
-        checkpoint_layout.weights_prefix(folder, STEP),
+        OutputFolder(folder).weights_prefix(STEP),
         global_step=STEP,
         optimizer=optimizer,
         update_checkpoint_state=False,
@@ -70,9 +70,9 @@ def save_former(folder, model, optimizer, iterator):
 
 
 def save_current(folder, model, optimizer, iterator):
-    state = checkpoint_layout.state_objects(model, optimizer, iterator)
-    checkpoint_layout.save(folder, STEP, model, optimizer, state)
-    checkpoint_layout.write_state_file(folder, [STEP])
+    state = state_objects(model, optimizer, iterator)
+    OutputFolder(folder).save(STEP, model, optimizer, state)
+    OutputFolder(folder).write_state_file([STEP])
 
 
 LAYOUTS = {"original": save_original, "former": save_former, "current": save_current}

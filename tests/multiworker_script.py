@@ -20,8 +20,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 
 from albert_tf.model import losses
-from albert_tf.run import checkpoint_layout, training  # noqa: E402
+from albert_tf.run import training  # noqa: E402
 from albert_tf.run.distribute import get_strategy, is_chief  # noqa: E402
+from albert_tf.run.output_folder import OutputFolder  # noqa: E402
 from albert_tf.tasks import pretraining
 
 from training_fixtures import build, dataset_fn, loss_summaries  # noqa: E402
@@ -80,7 +81,9 @@ def train(strategy, output_dir, normalizers):
         "progress": np.array(progress.steps),
         "summaries": np.array([step for step, _ in summaries]),
         "loss": np.array([value for _, value in summaries]),
-        "checkpoints": np.array([step for step, _ in checkpoint_layout.resume_points(output_dir)]),
+        "checkpoints": np.array(
+            [step for step, _ in OutputFolder(output_dir).contents().resume_points()]
+        ),
     }
 
 

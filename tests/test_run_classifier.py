@@ -136,7 +136,7 @@ def test_a_killed_run_resumes_to_the_same_files(setup, tmp_path, monkeypatch):
         raise _Killed
 
     with monkeypatch.context() as patch:
-        patch.setattr("albert_tf.run.checkpoint_layout.write_state_file", kill)
+        patch.setattr("albert_tf.run.output_folder.OutputFolder.write_state_file", kill)
         with pytest.raises(_Killed):
             run(_opts(setup, killed, **kw))
     assert (killed / "model.ckpt-2.index").exists() and not (killed / "checkpoint").exists()

@@ -20,6 +20,7 @@ from albert_tf.data.tokenization import digit_comma_option
 from albert_tf.export.saved_model import ENCODER_KIND, export_encoder, load_pretrainer
 from albert_tf.options import REQUIRED, option
 from albert_tf.run.output_writer import check_destination, replace_output
+from albert_tf.weights import release
 
 _logger = logging.getLogger(__name__)
 # What error lines and --help call the command (its module is run as __main__.py).
@@ -42,8 +43,6 @@ def checkpoint_place(export_path) -> tuple[str, str]:
     """(the folder, the checkpoint prefix's name) that export_checkpoint writes for
     `export_path`: a folder and model.ckpt-best, or the folder and name of a prefix
     (a name containing "ckpt" that is no folder)."""
-    from albert_tf.weights import release
-
     export_path = os.fspath(export_path).rstrip("/")
     if tf.io.gfile.isdir(export_path) or "ckpt" not in os.path.basename(export_path):
         return export_path, release.CHECKPOINT_NAME
@@ -66,7 +65,7 @@ def export_checkpoint(albert_directory, export_path, *, checkpoint_name=None) ->
     it, so the folder is a release folder (--init_checkpoint=<folder>, the original's
     export_to_tfhub.py). Returns {"checkpoint": prefix, "variables": number written}.
     """
-    from albert_tf.weights import checkpoints, release
+    from albert_tf.weights import checkpoints
 
     folder, name = checkpoint_place(export_path)
     files, config, model, _, report = load_pretrainer(albert_directory, checkpoint_name)
@@ -183,7 +182,7 @@ class ExportOptions(SpeedPathOptions):
         "a training run's output folder); or a Hugging Face folder or keras-hub preset "
         "(not for saved_model).",
     )
-    checkpoint_name: str = option("model.ckpt-best", "Checkpoint in --albert_directory.")
+    checkpoint_name: str = option(release.CHECKPOINT_NAME, "Checkpoint in --albert_directory.")
     export_path: str = option(
         REQUIRED,
         "saved_model: the SavedModel folder (the raw-text model goes to its preprocess/); "

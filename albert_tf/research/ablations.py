@@ -41,6 +41,7 @@ from albert_tf.model.config import AlbertConfig, preset
 from albert_tf.options import REQUIRED, check, option
 from albert_tf.research import ablation_report, plots, smoothness
 from albert_tf.run import selection
+from albert_tf.run.output_folder import OutputFolder
 from albert_tf.tasks import pretraining
 from albert_tf.weights import checkpoints
 
@@ -672,5 +673,5 @@ def _check_same_settings(rows, settings, results_path):
 
 def _latest_checkpoint(folder):
     """The newest training checkpoint of a pretraining folder (either format), or None."""
-    trained = selection.trained_checkpoints(folder)
+    trained = OutputFolder(folder).contents().trained_checkpoints()
     return trained[-1][1] if trained else None

@@ -1,4 +1,5 @@
-"""Running a task: the one driver (driver), the checks before any work, the training loop
-and its optimizers (training, optimization), devices (distribute, host_memory), the output
-folder (checkpoint_layout, selection, run_lock, run_record) and evaluation over data
+"""Running a task: the one driver (driver), the plan and the checks before any work
+(preflight, with checkpoint_checks, run_lock, run_record, memory_check), the training
+loop and its optimizers (training, optimization), devices (distribute, host_memory), the
+output folder (output_folder, its one owner; selection) and evaluation over data
 (eval_outputs)."""

@@ -7,6 +7,7 @@ checkpoint found damaged while it is read.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -14,21 +15,21 @@ import re
 import tensorflow as tf
 
 from albert_tf.errors import UserError
-from albert_tf.weights import checkpoints, release
+from albert_tf.run.output_folder import OutputFolder
+from albert_tf.weights import checkpoints, foreign_folders, hub, release
 
 _logger = logging.getLogger(__name__)
 # Fields that do not change the network's weights: fine-tuning may set other values.
 _FREE_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob")
 
 
-def check_output_checkpoints_intact(output_dir: str) -> None:
+def check_output_checkpoints_intact(output_dir: str, steps) -> None:
     """UserError naming the first checkpoint file of `output_dir` whose index cannot be
     read or whose data files are missing or cut short, with the files to remove to go on
-    from the step before. Looks at every saved step, the newest (the one resumed) first,
-    whatever files it has (albert_tf/run/checkpoint_layout.py); reads only the indexes."""
-    from albert_tf.run import checkpoint_layout
-
-    for saved in reversed(checkpoint_layout.saved_steps(output_dir)):
+    from the step before. Looks at every saved step (`steps`, `Contents.steps` of
+    albert_tf/run/output_folder.py), the newest (the one resumed) first, whatever files
+    it has; reads only the indexes."""
+    for saved in reversed(steps):
         prefixes = [p for p in (saved.weights, saved.state, saved.resume_point) if p]
         for prefix in prefixes:
             try:
@@ -43,35 +44,79 @@ def check_output_checkpoints_intact(output_dir: str) -> None:
                 ) from None
 
 
-def _config_beside(init: str) -> str | None:
-    """The albert_config.json that describes --init_checkpoint: the release folder's, or
-    the one in the checkpoint's folder; None when there is none."""
-    if release.is_release_folder(init):
-        return release.release_files(init).config_file
+class InitCheckpoint:
+    """--init_checkpoint (`value`, as given) with its files looked up once: whether it is
+    a TF-Hub module, a Hugging Face or keras-hub folder (both read and checked when the
+    model is filled) or a release folder, and the checkpoint prefix it names. A lookup
+    that finds nothing raises FileNotFoundError, every time it is asked."""
+
+    def __init__(self, value: str):
+        self.value = value
+
+    def __str__(self) -> str:
+        return self.value
+
+    @functools.cached_property
+    def is_hub_module(self) -> bool:
+        return hub.is_hub_module(self.value)
+
+    @functools.cached_property
+    def is_foreign(self) -> bool:
+        return bool(foreign_folders.foreign_format(self.value))
+
+    @functools.cached_property
+    def is_release_folder(self) -> bool:
+        return release.is_release_folder(self.value)
+
+    @functools.cached_property
+    def prefix(self) -> str:
+        """The checkpoint prefix: a release folder's, else any form
+        `checkpoints.resolve_checkpoint_path` accepts."""
+        if self.is_release_folder:
+            return release.release_files(self.value).checkpoint
+        return checkpoints.resolve_checkpoint_path(self.value)
+
+    @functools.cached_property
+    def config_beside(self) -> str | None:
+        """The albert_config.json that describes it: the release folder's, or the one in
+        the checkpoint's folder; None when there is none."""
+        if self.is_release_folder:
+            return release.release_files(self.value).config_file
+        try:
+            prefix = self.prefix
+        except FileNotFoundError:
+            return None
+        path = os.path.join(os.path.dirname(prefix), release.CONFIG_NAME)
+        return path if tf.io.gfile.exists(path) else None
+
+
+def check_init_complete(init: InitCheckpoint) -> str:
+    """Checks that --init_checkpoint names a checkpoint (any form, or a release folder)
+    whose files are complete, without reading its tensors; returns its prefix (a TF-Hub
+    module or foreign folder as given: read, and checked, when the model is filled)."""
+    if init.is_hub_module or init.is_foreign:
+        return init.value
     try:
-        prefix = checkpoints.resolve_checkpoint_path(init)
-    except FileNotFoundError:
-        return None
-    path = os.path.join(os.path.dirname(prefix), release.CONFIG_NAME)
-    return path if tf.io.gfile.exists(path) else None
+        return checkpoints.check_checkpoint_readable(init.prefix)
+    except (FileNotFoundError, UserError) as err:
+        raise UserError(f"--init_checkpoint={init}: {err}") from None
 
 
-def _init_config(init: str):
+def _init_config(init: InitCheckpoint):
     """(its config, the file it came from, fields that file does not carry) of
     --init_checkpoint: a Hugging Face folder's or keras-hub preset's config.json
     (translated; it carries only the network's fields), else the albert_config.json
     beside it; None when there is none."""
     from albert_tf.model.config import REQUIRED_FIELDS, AlbertConfig
-    from albert_tf.weights import foreign_folders
     from albert_tf.weights.foreign_weights import KERAS_HUB
 
-    foreign = foreign_folders.open_foreign(init, "--init_checkpoint", tensors=False)
+    foreign = foreign_folders.open_foreign(init.value, "--init_checkpoint", tensors=False)
     if foreign is not None:
         carried = set(REQUIRED_FIELDS) | {"cross_layer_sharing"}
         if foreign.format == KERAS_HUB:  # keras-hub keeps no initializer_range
             carried.discard("initializer_range")
         return foreign.config, foreign.config_file, carried
-    beside = _config_beside(init)
+    beside = init.config_beside
     if beside is None:
         return None
     try:
@@ -81,7 +126,7 @@ def _init_config(init: str):
 
 
 def check_init_config(
-    init: str, config, config_file: str | None, other_depth: bool = False
+    init: InitCheckpoint, config, config_file: str | None, other_depth: bool = False
 ) -> None:
     """UserError when --init_checkpoint's own config (the albert_config.json of a release
     or checkpoint folder, the config.json of a Hugging Face folder or keras-hub preset)
@@ -109,26 +154,17 @@ def check_init_config(
         )
 
 
-def check_init_not_replaced(init: str, output_dir: str) -> None:
+def check_init_not_replaced(init: InitCheckpoint, output_dir: str) -> None:
     """UserError when --init_checkpoint is a checkpoint of `output_dir` under a name the
     run writes itself (model.ckpt-best, model.ckpt-<step>, ckpt-<step>): a release folder
     used as the output folder would have its weights replaced by the run's."""
-    from albert_tf import output_paths
-    from albert_tf.weights import hub
-
-    if hub.is_hub_module(init):
+    if init.is_hub_module:
         return
     try:
-        prefix = (
-            release.release_files(init).checkpoint
-            if release.is_release_folder(init)
-            else checkpoints.resolve_checkpoint_path(init)
-        )
+        prefix = init.prefix
     except FileNotFoundError:
         return
-    folder = output_paths.resolved(os.path.dirname(prefix))
-    written = re.fullmatch(r"(model\.ckpt-(best|\d+)|ckpt-\d+)", os.path.basename(prefix))
-    if written and folder == output_paths.resolved(output_dir):
+    if OutputFolder(output_dir).writes_checkpoint(prefix):
         raise UserError(
             f"--init_checkpoint={init}: {prefix} lies in --output_dir={output_dir}, where this "
             "run writes checkpoints of that name (it would be replaced); expected another "
@@ -136,21 +172,14 @@ def check_init_not_replaced(init: str, output_dir: str) -> None:
         )
 
 
-def check_init_fits(model, init: str, head_patterns=(), init_from_group0=False) -> None:
+def check_init_fits(model, init: InitCheckpoint, head_patterns=(), init_from_group0=False) -> None:
     """UserError when the original-format --init_checkpoint cannot fill `model`'s encoder
     (a variable missing or of another shape; the head may be missing). Reads only the
     index. Object checkpoints, TF-Hub modules and group-0 initialisation are checked
     when they are loaded."""
-    from albert_tf.weights import hub
-
-    if hub.is_hub_module(init) or init_from_group0:
+    if init.is_hub_module or init_from_group0:
         return
-    prefix = (
-        release.release_files(init).checkpoint
-        if release.is_release_folder(init)
-        else checkpoints.resolve_checkpoint_path(init)
-    )
-    shapes = checkpoints.checkpoint_variable_shapes(prefix)
+    shapes = checkpoints.checkpoint_variable_shapes(init.prefix)
     if checkpoints.OBJECT_GRAPH_KEY in shapes:
         return
     for name, variable in checkpoints.original_variable_map(model).items():
@@ -165,11 +194,9 @@ def check_init_fits(model, init: str, head_patterns=(), init_from_group0=False) 
             )
 
 
-def log_resume_wins(init: str, output_dir: str) -> None:
-    """Says which weights a training run starts from when both exist."""
-    from albert_tf.run import checkpoint_layout
-
-    latest = checkpoint_layout.resume_points(output_dir)[-1][1]
+def log_resume_wins(init, latest: str) -> None:
+    """Says which weights a training run starts from when both exist: `latest`, the
+    output folder's newest resume point, not --init_checkpoint `init`."""
     _logger.warning(
         "--init_checkpoint=%s is not loaded: training resumes from %s of --output_dir (an "
         "initial checkpoint only starts a fresh run; use another --output_dir to start from it)",
@@ -212,6 +239,8 @@ def damaged_read_message(detail: str, record_flags: str, output_dir: str, init: 
 
 
 __all__ = [
+    "InitCheckpoint",
+    "check_init_complete",
     "check_init_not_replaced",
     "check_output_checkpoints_intact",
     "check_init_config",

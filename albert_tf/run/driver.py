@@ -4,13 +4,14 @@ metrics and output files.
 
     summary = driver.run(ClassifierTask(ClassifierOptions(task_name="MRPC", ...)))
 
-1. resolve     `Task.resolve`: options, files and data checked; --init_checkpoint's files
-               complete; a run that does not train has weights to use; nothing is
-               written.
+1. plan        options checked, `Task.resolve` (files and data checked, the config), then
+   and check   every check before any work, in one order (albert_tf/run/preflight.py):
+               outputs, lock, the output folder's checkpoints, resume fit,
+               --init_checkpoint, memory. Nothing is written.
 2. start       host allocator, dtype policy, seeds, distribution strategy.
-3. build       `Task.build_model` under the strategy; the checkpoints already in
-               output_dir must fit it, and its task.json name this task
-               (`Task.output_identity`).
+3. build       `Task.build_model` under the strategy; then the checks that need it
+               (`preflight.check_model`): the checkpoints already in output_dir fit it,
+               its task.json names this task (`Task.output_identity`).
 4. initialize  --init_checkpoint (either checkpoint format or a release folder) or
                --albert_hub_module_handle (a TF-Hub module folder), unless a training
                run resumes from its own checkpoint in output_dir.
@@ -20,7 +21,7 @@ metrics and output files.
                checkpoint the dev metrics (`Task.evaluator`) and model.ckpt-best selection
                (albert_tf/run/selection.py). Every checkpoint is model.ckpt-<step> (the
                original's format, named by the `checkpoint` file) plus the input position
-               and random state (albert_tf/run/checkpoint_layout.py), with
+               and random state (albert_tf/run/output_folder.py), with
                `Task.describe_weights`.
 7. select      checkpoints of either format not evaluated yet (a resumed run, or the
                original's second "evaluate every checkpoint" command); with none, the
@@ -32,25 +33,21 @@ metrics and output files.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
-import os
 import re
 from typing import Callable
 
 import keras
 import tensorflow as tf
 
-from albert_tf import fileio
-from albert_tf.cpu import speed_paths
 from albert_tf.cpu.speed_paths import SpeedPathOptions
 from albert_tf.errors import UserError
-from albert_tf.options import REQUIRED, check, option
-from albert_tf.run import checkpoint_checks, run_lock, run_record, selection
+from albert_tf.options import REQUIRED, option
+from albert_tf.run import checkpoint_checks, preflight, run_lock, run_record, selection
+from albert_tf.run.output_folder import BEST_NAME, OutputFolder, is_resume_point
 from albert_tf.weights import checkpoints
 
 _logger = logging.getLogger(__name__)
-TASK_FILE = "task.json"  # output_dir: what its checkpoints are for (Task.output_identity)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -312,30 +309,27 @@ class Task:
 
 
 def run(task: Task) -> dict:
-    """Runs the task as its options ask (steps 1-8 of the module docstring); returns the
+    """Runs the task as its options ask (steps 1-8 of the module docstring): its plan,
+    the checks before any work (albert_tf/run/preflight.py), then the work. Returns the
     summary dict (init, train_step, best, eval, prediction files, ...)."""
-    opts = task.options
-    check(opts)  # also: output_dir (a folder, writable) before anything is read or built
-    speed_paths.use(opts.speed_paths)  # before anything is traced
-    config = task.resolve()
-    check_weights_to_use(opts)
-    resuming = opts.do_train and bool(selection.trained_checkpoints(opts.output_dir))
-    initial = initial_weights(opts)
-    check_before_work(task, config, resuming, initial)
-    current = start(opts, config, task.batch_divisor())
+    plan = preflight.plan(task)
+    preflight.check(plan)
+    current = start(plan.options, plan.config, task.batch_divisor())
     with current.strategy.scope():
-        current.model = task.build_model(config)
+        current.model = task.build_model(plan.config)
         current.model.build()
-    check_output_checkpoints(current.model, opts.output_dir)
-    check_output_identity(task)
-    current.resuming = resuming
-    if initial and initial[0] == "--init_checkpoint" and resuming:
-        checkpoint_checks.check_init_fits(
-            current.model, initial[1], task.head_patterns, task.init_from_group0
-        )
-        checkpoint_checks.log_resume_wins(initial[1], opts.output_dir)
-    if initial and not current.resuming:
-        flag, path = initial
+    preflight.check_model(plan, current.model)
+    current.resuming = plan.resuming
+    return work(plan, current)
+
+
+def work(plan: preflight.Plan, current: Run) -> dict:
+    """Steps 4-8 of the module docstring, once every check passed: the initial weights,
+    then the output folder (its lock held, its task.json) and the training, selection
+    and predictions in it."""
+    task, opts, folder = plan.task, plan.options, plan.folder
+    if plan.initial and not current.resuming:
+        flag, path = plan.initial
         current.summary["init"] = init_from_checkpoint(
             current.model,
             path,
@@ -346,13 +340,10 @@ def run(task: Task) -> dict:
         )
         current.initialized = True
         _logger.info("%s: %s", flag, current.summary["init"])
-    tf.io.gfile.makedirs(opts.output_dir)  # only once the inputs proved usable
-    with run_lock.hold(opts.output_dir, current.is_chief):
+    tf.io.gfile.makedirs(folder.path)  # only once the inputs proved usable
+    with run_lock.hold(folder.path, current.is_chief):
         if task.output_identity() and current.is_chief:
-            fileio.atomic_write_text(
-                os.path.join(opts.output_dir, TASK_FILE),
-                json.dumps(task.output_identity(), indent=2, sort_keys=True) + "\n",
-            )
+            folder.write_task(task.output_identity())
         try:
             return _train_evaluate_predict(task, current)
         except tf.errors.OpError as err:
@@ -367,56 +358,12 @@ def run(task: Task) -> dict:
                 for flag in task.record_flags
                 if getattr(opts, flag[2:], None)
             )
-            init = initial[1] if initial else None
-            message = checkpoint_checks.damaged_read_message(detail, named, opts.output_dir, init)
+            init = plan.initial[1] if plan.initial else None
+            message = checkpoint_checks.damaged_read_message(detail, named, folder.path, init)
             raise UserError(message) from None
         finally:
             if current.is_chief:  # a save cut short (full disk, a signal): its temporaries
-                from albert_tf.run import checkpoint_layout
-
-                checkpoint_layout.remove_unfinished(opts.output_dir)
-
-
-def check_before_work(task: Task, config, resuming: bool, initial) -> None:
-    """The checks of a run's files that need no model, before anything is built or
-    written: no output replaces an input or a file of someone else
-    (albert_tf/output_paths.py); no other run writes in the output folder
-    (albert_tf/run/run_lock.py); the output folder's checkpoints are complete, and a
-    resumed run's input flags are those it was started with (albert_tf/run/run_record.py);
-    --init_checkpoint is complete and its config agrees; the model fits in memory
-    (albert_tf/run/memory_check.py)."""
-    from albert_tf import output_paths
-    from albert_tf.run import memory_check, output_writer
-
-    opts = task.options
-    outputs = task.file_outputs()
-    inputs = task.file_inputs()
-    for flag, (path, features) in outputs.items():
-        if not tf.io.gfile.isdir(path):  # a folder: check_replaceable says so
-            output_paths.check_not_an_input({f"--{flag}": path}, inputs)
-        output_paths.check_replaceable(flag, path, features)
-    export_dir = getattr(opts, "export_dir", None)
-    if export_dir:  # replaced as a whole by the export: never an input or the output folder
-        guarded = {**inputs, "--output_dir": [opts.output_dir]}
-        output_writer.check_destination(
-            export_dir, task.export_kind, flag="--export_dir", inputs=guarded
-        )
-    if opts.strategy != "multi_worker":  # workers share the chief's folder
-        run_lock.check_free(opts.output_dir)
-    checkpoint_checks.check_output_checkpoints_intact(opts.output_dir)
-    if resuming:
-        chosen = {} if opts.clip_norm_like == "auto" else {"clip_norm_like": opts.clip_norm_like}
-        run_record.check_resume(opts.output_dir, {**task.input_shape(), **chosen})
-    if initial and initial[0] == "--init_checkpoint":
-        check_init_checkpoint(initial[1])
-        config_file = getattr(opts, "albert_config_file", None)
-        checkpoint_checks.check_init_config(
-            initial[1], config, config_file, other_depth=opts.init_from_other_depth
-        )
-        if not resuming:
-            checkpoint_checks.check_init_not_replaced(initial[1], opts.output_dir)
-    if not (opts.force_memory or opts.use_tpu or tf.config.list_physical_devices("GPU")):
-        memory_check.check_model_fits(config.num_parameters(), opts.do_train)
+                folder.remove_unfinished()
 
 
 def _train_evaluate_predict(task: Task, current: Run) -> dict:
@@ -485,9 +432,9 @@ def start(opts: RunOptions, config, batch_divisor: int = 1) -> Run:
 
 def train(task: Task, current: Run, selector) -> int:
     """Trains the task's model to its last step, evaluating on dev after every checkpoint
-    (albert_tf/run/checkpoint_layout.py) and describing its weights (`Task.describe_weights`).
+    (albert_tf/run/output_folder.py) and describing its weights (`Task.describe_weights`).
     Returns the step reached."""
-    from albert_tf.run import checkpoint_layout, training
+    from albert_tf.run import training
     from albert_tf.run.optimization import create_optimizer
 
     opts, plan = current.options, task.training_plan(current)
@@ -501,7 +448,7 @@ def train(task: Task, current: Run, selector) -> int:
             plan.start_warmup_step,
         )
     # The input flags, recorded with the first checkpoint this run writes (a fresh run),
-    # or kept as they are (a resumed one: `check_before_work` compared them).
+    # or kept as they are (a resumed one: `preflight.check` compared them).
     recorded = run_record.read(opts.output_dir) if current.resuming else None
     clip_like = clip_norm_like(opts, recorded)
     record = {}  # emptied once written
@@ -531,7 +478,7 @@ def train(task: Task, current: Run, selector) -> int:
         loss_normalizers=task.loss_normalizers(),
         resume_hook=lambda step: complete_saved_step(current, optimizer, step, task),
     )
-    if not checkpoint_layout.resume_points(opts.output_dir):
+    if not OutputFolder(opts.output_dir).contents().resume_points():
         resume_from_original_format(current, optimizer)
     trainer.train(
         plan.dataset_fn, after_save=selector.evaluate_current if selector is not None else None
@@ -564,18 +511,11 @@ def describe_saved_step(current: Run, task: Task, record) -> None:
 
 def complete_saved_step(current: Run, optimizer, step, task: Task) -> None:
     """After a resume from step `step` (on the schedule), finishes what a run killed
-    during that save left undone (chief only): the model.ckpt-<step> of an older layout's
-    ckpt-<step>, the `checkpoint` state file, the task's files describing the weights."""
-    from albert_tf.run import checkpoint_layout
-
+    during that save left undone (chief only): the output folder's files of the step
+    (`OutputFolder.complete_step`), the task's files describing the weights."""
     if not current.is_chief:
         return
-    out = current.options.output_dir
-    if not tf.io.gfile.exists(checkpoint_layout.weights_prefix(out, step) + ".index"):
-        checkpoint_layout.save_weights(out, step, current.model, optimizer)
-    checkpoint_layout.write_state_file(
-        out, [s.step for s in checkpoint_layout.saved_steps(out) if s.weights]
-    )
+    OutputFolder(current.options.output_dir).complete_step(step, current.model, optimizer)
     task.describe_weights(current)
 
 
@@ -583,7 +523,7 @@ def resume_from_original_format(current: Run, optimizer) -> None:
     """Continues from the latest model.ckpt-<step> of output_dir when it has no point to
     resume from (a folder the original code trained): weights, optimizer slots and
     global_step; the input restarts from the beginning, as the original's did."""
-    originals = selection.original_checkpoints(current.options.output_dir)
+    originals = OutputFolder(current.options.output_dir).contents().original_checkpoints()
     if not originals:
         return
     step, prefix = originals[-1]
@@ -604,14 +544,12 @@ def resume_from_original_format(current: Run, optimizer) -> None:
 
 def resume_points(opts: RunOptions):
     """For `CheckpointSelector.evaluate_pending` in a training run: whether (step, prefix)
-    is a signal's resume point (albert_tf/run/checkpoint_layout.py): a ckpt-<step> without a
+    is a signal's resume point (albert_tf/run/output_folder.py): a ckpt-<step> without a
     model.ckpt-<step>, off the --save_checkpoints_steps schedule. An uninterrupted run
     never evaluates one (the final step, if off the schedule, is a regular save)."""
-    from albert_tf.run import checkpoint_layout
 
     def skip(step, prefix):
-        object_only = os.path.basename(prefix).startswith(checkpoint_layout.RESUME_POINT_NAME + "-")
-        return object_only and step % opts.save_checkpoints_steps != 0
+        return is_resume_point(prefix) and step % opts.save_checkpoints_steps != 0
 
     return skip
 
@@ -647,40 +585,6 @@ def finish_selection(selector, current: Run, task: Task, skip=None) -> None:
         )
 
 
-def check_weights_to_use(opts) -> None:
-    """Refuses, before the output folder or any feature file is written, a run that does
-    not train and has no weights to evaluate, predict or export with: no initial weights
-    and no checkpoint in output_dir (`finish_selection` and `final_weights` would refuse
-    it only after `Task.prepare`)."""
-    if opts.do_train or initial_weights(opts):
-        return
-    out = opts.output_dir
-    best = os.path.join(out, selection.BEST_PREFIX + ".index")
-    if selection.trained_checkpoints(out) or tf.io.gfile.exists(best):
-        return
-    uses = {"do_eval": "evaluate", "do_predict": "predict", "export_dir": "export"}
-    asked = [(f"--{name}", verb) for name, verb in uses.items() if getattr(opts, name, None)]
-    flags = " and ".join(flag for flag, _ in asked) or "this run"
-    verbs = " or ".join(verb for _, verb in asked) or "use"
-    raise UserError(
-        f"{flags} {'have' if len(asked) > 1 else 'has'} nothing to {verbs} with: no "
-        "--init_checkpoint and no checkpoint "
-        f"({selection.BEST_PREFIX}, model.ckpt-<step> or ckpt-<step>) in "
-        f"--output_dir={out}; expected one of them, or --do_train"
-    )
-
-
-def initial_weights(opts) -> tuple[str, str] | None:
-    """(flag, value) naming the weights a run starts from: --init_checkpoint, or the
-    fine-tuning scripts' --albert_hub_module_handle (a TF-Hub module folder); None when
-    neither is given (an empty value, as run_glue.sh passes, is not given)."""
-    for flag in ("init_checkpoint", "albert_hub_module_handle"):
-        value = getattr(opts, flag, None)
-        if value:
-            return f"--{flag}", value
-    return None
-
-
 def mismatch_summary(err: checkpoints.CheckpointMismatchError, shown: int = 2) -> str:
     """One line of a CheckpointMismatchError: each kind of problem with its count and
     first `shown` entries; the whole list goes to the log."""
@@ -698,71 +602,6 @@ def mismatch_summary(err: checkpoints.CheckpointMismatchError, shown: int = 2) -
         + (f" and {len(entries) - shown} more" if len(entries) > shown else "")
         for header, entries in groups
     )
-
-
-def check_init_checkpoint(path) -> str:
-    """Checks that --init_checkpoint names a checkpoint (any form, or a release folder)
-    whose files are complete, without reading its tensors; returns its prefix."""
-    from albert_tf.weights import foreign_folders, hub, release
-
-    if hub.is_hub_module(path) or foreign_folders.foreign_format(path):
-        return path  # read (and checked) when the model is filled
-    try:
-        if release.is_release_folder(path):
-            prefix = release.release_files(path).checkpoint
-        else:
-            prefix = checkpoints.resolve_checkpoint_path(path)
-        return checkpoints.check_checkpoint_readable(prefix)
-    except (FileNotFoundError, UserError) as err:
-        raise UserError(f"--init_checkpoint={path}: {err}") from None
-
-
-def check_output_checkpoints(model, output_dir) -> None:
-    """Refuses an output folder whose checkpoints cannot fill `model` (trained with
-    another config or for another task): its latest original-format checkpoint must hold
-    every variable of the model in the model's shape. Reads only the checkpoint's index,
-    before anything is written."""
-    originals = selection.original_checkpoints(output_dir)
-    if not originals:
-        return
-    prefix = checkpoints.check_checkpoint_readable(originals[-1][1])
-    shapes = checkpoints.checkpoint_variable_shapes(prefix)
-    problems = []
-    for name, variable in checkpoints.original_variable_map(model).items():
-        if name not in shapes:
-            problems.append(f"{name}: not in the checkpoint")
-        elif list(shapes[name]) != list(variable.shape):
-            problems.append(
-                f"{name}: checkpoint {list(shapes[name])}, model {list(variable.shape)}"
-            )
-    if problems:
-        more = f" and {len(problems) - 1} more" if len(problems) > 1 else ""
-        raise UserError(
-            f"--output_dir={output_dir}: its checkpoints do not fit this model ({prefix}: "
-            f"{problems[0]}{more}); expected the config and task they were trained with, "
-            "or another --output_dir"
-        )
-
-
-def check_output_identity(task: Task) -> None:
-    """Refuses an output folder whose task.json names another task than this run's (a
-    GLUE folder of another task: its checkpoints have the same shapes, so only this tells
-    them apart; resuming or evaluating them would mix two tasks' results)."""
-    identity = task.output_identity()
-    path = os.path.join(task.options.output_dir, TASK_FILE)
-    if not identity or not tf.io.gfile.exists(path):
-        return
-    try:
-        recorded = json.loads(fileio.read_text(path))
-    except ValueError as err:
-        raise UserError(f"{path}: not JSON ({err}); expected what {TASK_FILE} holds") from None
-    if recorded != identity:
-        theirs = ", ".join(f"{k}={v}" for k, v in sorted(recorded.items()))
-        ours = ", ".join(f"{k}={v}" for k, v in sorted(identity.items()))
-        raise UserError(
-            f"--output_dir={task.options.output_dir}: holds a run for {theirs} ({path}), "
-            f"this run is for {ours}; expected the same task, or another --output_dir"
-        )
 
 
 def init_from_checkpoint(
@@ -832,24 +671,24 @@ def final_weights(current: Run, head: str) -> str:
     """Loads the weights predict/export use: output_dir's model.ckpt-best, else its latest
     training checkpoint, else the initial weights already loaded (--init_checkpoint or the TF-Hub
     module). Returns their path."""
-    output_dir = current.options.output_dir
-    best = os.path.join(output_dir, selection.BEST_PREFIX)
-    if tf.io.gfile.exists(best + ".index"):
+    folder = OutputFolder(current.options.output_dir)
+    found = folder.contents()
+    initial = preflight.initial_weights(current.options)
+    if found.best:
         try:
-            checkpoints.load_original_checkpoint(current.model, best)
+            checkpoints.load_original_checkpoint(current.model, found.best)
         except checkpoints.CheckpointMismatchError as err:
-            raise UserError(f"{best}: {err}") from None
-        return best
-    trained = selection.trained_checkpoints(output_dir)
+            raise UserError(f"{found.best}: {err}") from None
+        return found.best
+    trained = found.trained_checkpoints()
     if trained:
         selection.restore_checkpoint(current.model, trained[-1][1], head)
         return trained[-1][1]
-    initial = initial_weights(current.options)
     if initial:
         return initial[1]
     raise UserError(
-        f"nothing to predict with: no {selection.BEST_PREFIX}, model.ckpt-<step> or ckpt-<step> in "
-        f"{output_dir} and no --init_checkpoint"
+        f"nothing to predict with: no {BEST_NAME}, model.ckpt-<step> or ckpt-<step> in "
+        f"{folder.path} and no --init_checkpoint"
     )
 
 
@@ -873,12 +712,8 @@ __all__ = [
     "run",
     "start",
     "train",
+    "work",
     "finish_selection",
-    "initial_weights",
-    "check_weights_to_use",
-    "check_init_checkpoint",
-    "check_output_identity",
-    "check_output_checkpoints",
     "mismatch_summary",
     "init_from_checkpoint",
     "final_weights",

@@ -17,7 +17,7 @@ update, which must first leave the replica context; our optimizers instead keep 
 variable's old values with a select inside its own update (`apply(..., apply_if=)` in
 albert_tf/run/optimization.py), which works unchanged under every strategy and XLA. The
 scale's two variables are saved in train_state/ beside the input position
-(albert_tf/run/checkpoint_layout.py), so a resumed run continues with the same scale.
+(albert_tf/run/output_folder.py), so a resumed run continues with the same scale.
 
 A skipped step still counts as a step: the step counter, the learning-rate schedule
 and the input move on, as the original's training op adds one to `global_step` outside

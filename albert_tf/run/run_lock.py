@@ -34,14 +34,14 @@ import tensorflow as tf
 
 from albert_tf import fileio
 from albert_tf.errors import UserError
+from albert_tf.run.output_folder import OutputFolder
 
 _logger = logging.getLogger(__name__)
-LOCK_NAME = ".albert_tf.lock"
 _REMOTE_SETTLE_S = 1.0
 
 
 def lock_path(output_dir: str) -> str:
-    return os.path.join(output_dir, LOCK_NAME)
+    return OutputFolder(output_dir).lock_path
 
 
 def _owner() -> dict:
@@ -167,4 +167,4 @@ def hold(output_dir: str, enabled: bool = True):
         release(output_dir, owner)
 
 
-__all__ = ["LOCK_NAME", "lock_path", "check_free", "acquire", "release", "hold"]
+__all__ = ["lock_path", "check_free", "acquire", "release", "hold"]

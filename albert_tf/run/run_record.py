@@ -16,15 +16,10 @@ and gets the file. Paths are compared as absolute paths (local) or as given (gs:
 
 from __future__ import annotations
 
-import json
 import os
 
-import tensorflow as tf
-
-from albert_tf import fileio
 from albert_tf.errors import UserError
-
-RECORD_NAME = "run_record.json"
+from albert_tf.run.output_folder import RECORD_NAME, OutputFolder
 
 
 def _normalised(flag: str, value):
@@ -39,22 +34,9 @@ def normalised(values: dict) -> dict:
     return {flag: _normalised(flag, value) for flag, value in values.items()}
 
 
-def record_path(output_dir: str) -> str:
-    return os.path.join(output_dir, RECORD_NAME)
-
-
 def read(output_dir: str) -> dict | None:
     """The recorded values, or None when the folder has no record."""
-    path = record_path(output_dir)
-    if not tf.io.gfile.exists(path):
-        return None
-    try:
-        recorded = json.loads(fileio.read_text(path))
-    except ValueError as err:
-        raise UserError(f"{path}: not JSON ({err}); expected what {RECORD_NAME} holds") from None
-    if not isinstance(recorded, dict):
-        raise UserError(f"{path}: expected a JSON object of flag values")
-    return recorded
+    return OutputFolder(output_dir).read_record()
 
 
 def check_resume(output_dir: str, values: dict) -> None:
@@ -76,9 +58,7 @@ def check_resume(output_dir: str, values: dict) -> None:
 def write(output_dir: str, values: dict) -> None:
     """Records `values` for later resumes (chief only; atomic)."""
     if values:
-        fileio.atomic_write_text(
-            record_path(output_dir), json.dumps(normalised(values), indent=2, sort_keys=True) + "\n"
-        )
+        OutputFolder(output_dir).write_record(normalised(values))
 
 
-__all__ = ["RECORD_NAME", "read", "check_resume", "write", "normalised"]
+__all__ = ["read", "check_resume", "write", "normalised"]

@@ -3,8 +3,8 @@
 Training writes every save_checkpoints_steps `model.ckpt-<step>` (the weights, optimizer
 slots and global_step under the original's names; the `checkpoint` state file names
 these, so the original's tools find them) with the state only a resume needs beside it
-(albert_tf/run/checkpoint_layout.py). Each checkpoint is evaluated on dev; its
-metrics are appended to `eval_results.txt` in the original script's layout
+(albert_tf/run/output_folder.py, which names every file here). Each checkpoint is
+evaluated on dev; its metrics are appended to `eval_results.txt` in the original script's layout
 (`EvalFormat`), `best_trial.txt` records "<last step>:<best step>:<best value>" as the
 original's run_classifier.py did, and the best by the task's key is kept as
 `model.ckpt-best` in the original variable format, described in `best_checkpoint`
@@ -19,7 +19,6 @@ import dataclasses
 import json
 import logging
 import os
-import re
 from typing import Callable
 
 import numpy as np
@@ -27,16 +26,11 @@ import tensorflow as tf
 
 from albert_tf import fileio
 from albert_tf.errors import UserError
-from albert_tf.run import checkpoint_layout
+from albert_tf.run.output_folder import BEST_NAME, EVAL_RESULTS_NAME, OutputFolder
 from albert_tf.weights import checkpoints
 
 _logger = logging.getLogger(__name__)
 
-BEST_PREFIX = "model.ckpt-best"
-BEST_FILE = "best_checkpoint"
-BEST_TRIAL_FILE = "best_trial.txt"
-EVAL_RESULTS = "eval_results.txt"
-_ORIGINAL_CHECKPOINT = re.compile(r"^model\.ckpt-(\d+)$")
 _SEPARATOR = "=" * 50
 
 
@@ -92,27 +86,6 @@ PRETRAINING_FORMAT = EvalFormat(
 )
 
 
-def original_checkpoints(output_dir) -> list[tuple[int, str]]:
-    """[(step, prefix)] of the original-format `model.ckpt-<step>` files, in step order."""
-    found = {}
-    for index in tf.io.gfile.glob(os.path.join(output_dir, "model.ckpt-*.index")):
-        name = os.path.basename(index)[: -len(".index")]
-        match = _ORIGINAL_CHECKPOINT.match(name)
-        if match:
-            found[int(match.group(1))] = os.path.join(output_dir, name)
-    return sorted(found.items())
-
-
-def trained_checkpoints(output_dir) -> list[tuple[int, str]]:
-    """[(step, prefix)] of every training checkpoint in output_dir, either format (a
-    signal's resume point or an older layout's `ckpt-<step>`), in step order; where a
-    step has both, the original-format one (loadable by name)."""
-    found = {s.step: s.resume_point for s in checkpoint_layout.saved_steps(output_dir)}
-    found = {step: prefix for step, prefix in found.items() if prefix is not None}
-    found.update(original_checkpoints(output_dir))
-    return sorted(found.items())
-
-
 def restore_checkpoint(model, prefix, head) -> None:
     """Fills a task model from one training checkpoint of either format; the encoder
     and the `head` attribute must both be in it (UserError naming the file otherwise)."""
@@ -141,7 +114,7 @@ def eval_block(
     lines = [f"{k} = {fmt.text(values[k])}" for k in sorted(values)]
     saved = []
     if fmt.saved_lines and saved_from:
-        best = os.path.join(os.path.dirname(saved_from), BEST_PREFIX)
+        best = OutputFolder(os.path.dirname(saved_from)).best_prefix
         saved = [
             f"saved {saved_from}.{ext} to {best}.{ext}" for ext in ("data-00000-of-00001", "index")
         ]
@@ -166,12 +139,12 @@ def final_block(metrics, step, fmt: EvalFormat) -> str:
     return "\n".join(lines + [f"best perf happened at step: {int(step)}"]) + "\n"
 
 
-def read_eval_results(output_dir, name=EVAL_RESULTS) -> dict[int, dict]:
+def read_eval_results(output_dir, name=EVAL_RESULTS_NAME) -> dict[int, dict]:
     """{step: {key: value}} of the checkpoints in eval_results.txt (or the file `name`).
     Reads every layout the original scripts wrote (blocks end at a separator line or when
     a key repeats) and ours; "best ..." and "saved ..." lines are skipped. Values are
     floats where they parse."""
-    path = os.path.join(output_dir, name)
+    path = OutputFolder(output_dir).results_path(name)
     if not tf.io.gfile.exists(path):
         return {}
     blocks, current = [], {}
@@ -196,20 +169,12 @@ def read_eval_results(output_dir, name=EVAL_RESULTS) -> dict[int, dict]:
 
 def write_eval_summaries(output_dir, metrics, global_step) -> None:
     """The metrics as TensorBoard scalars under <output_dir>/eval at `global_step`."""
-    writer = tf.summary.create_file_writer(os.path.join(output_dir, "eval"))
+    writer = tf.summary.create_file_writer(OutputFolder(output_dir).summaries("eval"))
     with writer.as_default(step=global_step):
         for name, value in metrics.items():
             if isinstance(value, (int, float)):
                 tf.summary.scalar(name, value)
     writer.flush()
-
-
-def read_best(output_dir) -> dict | None:
-    """The `best_checkpoint` record or None."""
-    path = os.path.join(output_dir, BEST_FILE)
-    if not tf.io.gfile.exists(path):
-        return None
-    return json.loads(fileio.read_text(path))
 
 
 class CheckpointSelector:
@@ -231,6 +196,7 @@ class CheckpointSelector:
     ):
         self.key = key
         self.output_dir = output_dir
+        self.folder = OutputFolder(output_dir)
         self.model = model
         self.evaluate = evaluate
         self.head = head
@@ -238,7 +204,7 @@ class CheckpointSelector:
         self.fmt = fmt
         self.evaluated = 0  # checkpoints this run evaluated
         self.results = read_eval_results(output_dir)  # step -> metrics
-        self.best = read_best(output_dir)
+        self.best = self.folder.read_best()
         if self.best is not None and self.best["global_step"] not in self.results:
             # A run stopped after recording this best but before logging its step in
             # eval_results.txt (the last write of an evaluation): the step is evaluated
@@ -262,7 +228,7 @@ class CheckpointSelector:
         if improved:
             checkpoints.save_original_checkpoint(
                 self.model,
-                os.path.join(self.output_dir, BEST_PREFIX),
+                self.folder.best_prefix,
                 global_step=step,
                 update_checkpoint_state=False,
             )  # the `checkpoint` file names model.ckpt-<step>
@@ -271,25 +237,23 @@ class CheckpointSelector:
                 "global_step": int(step),
                 "key": self.key,
                 "value": float(value),
-                "checkpoint": BEST_PREFIX,
+                "checkpoint": BEST_NAME,
                 "metrics": result,
                 "previous": previous,  # the best again if this step's log is lost
             }
             fileio.atomic_write_text(
-                os.path.join(self.output_dir, BEST_FILE),
+                self.folder.best_record_path,
                 json.dumps(self.best, indent=2, sort_keys=True) + "\n",
             )
-            _logger.info("new best %s = %.4f at step %d -> %s", self.key, value, step, BEST_PREFIX)
-        saved_from = (
-            os.path.join(self.output_dir, f"model.ckpt-{step}") if improved and step else None
-        )
+            _logger.info("new best %s = %.4f at step %d -> %s", self.key, value, step, BEST_NAME)
+        saved_from = self.folder.weights_prefix(step) if improved and step else None
         fileio.atomic_write_text(
-            os.path.join(self.output_dir, BEST_TRIAL_FILE),
+            self.folder.best_trial_path,
             f"{int(step)}:{self.best['global_step']}:{self.fmt.text(self.best['value'])}",
         )
         # Last: the step's block marks it evaluated (a run stopped before it evaluates
         # the step again and rewrites the files above the same way).
-        path = os.path.join(self.output_dir, EVAL_RESULTS)
+        path = self.folder.results_path()
         block = eval_block(result, step, self.fmt, self.key, before, self.best["value"], saved_from)
         fileio.atomic_write_text(path, fileio.read_text(path) + block)
         self.evaluated += 1
@@ -301,7 +265,7 @@ class CheckpointSelector:
         evaluated a checkpoint and one is the best."""
         if not (self.fmt.final_block and self.evaluated and self.best and self.is_chief):
             return
-        path = os.path.join(self.output_dir, EVAL_RESULTS)
+        path = self.folder.results_path()
         block = final_block(self.best["metrics"], self.best["global_step"], self.fmt)
         fileio.atomic_write_text(path, fileio.read_text(path) + block)
 
@@ -310,7 +274,7 @@ class CheckpointSelector:
         eval_results.txt, in step order, but those for which `skip(step, prefix)` is
         true. Returns the number evaluated."""
         count = 0
-        for step, prefix in trained_checkpoints(self.output_dir):
+        for step, prefix in self.folder.contents().trained_checkpoints():
             if step in self.results or (skip is not None and skip(step, prefix)):
                 continue
             restore_checkpoint(self.model, prefix, self.head)
@@ -320,10 +284,6 @@ class CheckpointSelector:
 
 
 __all__ = [
-    "BEST_PREFIX",
-    "BEST_FILE",
-    "BEST_TRIAL_FILE",
-    "EVAL_RESULTS",
     "EvalFormat",
     "GLUE_FORMAT",
     "RACE_FORMAT",
@@ -332,11 +292,8 @@ __all__ = [
     "final_block",
     "PRETRAINING_FORMAT",
     "CheckpointSelector",
-    "original_checkpoints",
-    "trained_checkpoints",
     "restore_checkpoint",
     "eval_block",
     "read_eval_results",
     "write_eval_summaries",
-    "read_best",
 ]

@@ -3,7 +3,7 @@
 Inner loop: one `tf.function` runs `iterations_per_loop` optimizer steps with
 `strategy.run`, each step optionally accumulating gradients over several
 micro-batches. Outer loop (plain Python): checkpoints in the layout of
-albert_tf/run/checkpoint_layout.py (the weights and optimizer slots once, under the
+albert_tf/run/output_folder.py (the weights and optimizer slots once, under the
 original's names, plus the input iterator's position and the state of the model's
 random streams (dropout), so a restarted run continues exactly where the killed one
 stopped), logs with steps/s and ETA, TensorBoard summaries.
@@ -70,9 +70,9 @@ import tensorflow as tf
 
 from albert_tf import interrupts
 from albert_tf.errors import TrainingInterrupted, UserError
-from albert_tf.run import checkpoint_layout
 from albert_tf.run.loss_scale import INITIAL_SCALE, SMALLEST_SCALE, DynamicLossScale
 from albert_tf.run.optimization import clip_by_global_norm, clip_scale, global_norm_clip_scale
+from albert_tf.run.output_folder import OutputFolder, state_objects
 
 _logger = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ class Trainer:
         With `loss_normalizers`, `loss_fn(model, features, training, normalizers)`
         instead returns this batch's shares of the global batch's loss and scalars.
       metric_names: the keys of that dict.
-      output_dir: where checkpoints (albert_tf/run/checkpoint_layout.py) and summaries go.
+      output_dir: where checkpoints (albert_tf/run/output_folder.py) and summaries go.
       config: LoopConfig.
       is_chief: whether this worker writes files.
       save_hook: `save_hook(step)`, called on every worker after each checkpoint
@@ -405,7 +405,7 @@ class Trainer:
     # --- outer loop ------------------------------------------------------------
     def train(self, dataset_fn, after_save=None):
         """Trains to `num_train_steps`, resuming from the latest checkpoint in output_dir
-        (`checkpoint_layout.resume_points`).
+        (`OutputFolder.resume_points`).
 
         dataset_fn(input_context) -> per-replica tf.data.Dataset (batches of
         global_batch_size / replicas / accumulation steps examples).
@@ -429,7 +429,7 @@ class Trainer:
             iterator_state = iterator
         # What a scheduled save writes beside the weights, and what a signal's resume
         # point (ckpt-<step>) holds whole.
-        state = checkpoint_layout.state_objects(self.model, self.optimizer, iterator_state)
+        state = state_objects(self.model, self.optimizer, iterator_state)
         whole = {"model": self.model, "optimizer": self.optimizer}
         if self.loss_scale is not None:  # beside the input position (loss_scale.py)
             state["loss_scale"] = whole["loss_scale"] = self.loss_scale
@@ -439,18 +439,13 @@ class Trainer:
         if iterator_state is not None:
             whole["iterator"] = iterator_state
         # Every worker takes part in a save; only the chief's lands in output_dir.
-        directory = (
-            self.output_dir
-            if self.is_chief
-            else os.path.join(self.output_dir, ".non_chief", str(os.getpid()))
-        )
-        saved = checkpoint_layout.resume_points(self.output_dir)  # the chief's, for all
+        folder = OutputFolder(self.output_dir)
+        directory = folder if self.is_chief else folder.non_chief(os.getpid())
+        saved = folder.contents().resume_points()  # the chief's, for all
         if self.is_chief:
-            checkpoint_layout.remove_unfinished(self.output_dir)
+            folder.remove_unfinished()
         if saved:
-            checkpoint_layout.restore(
-                self.output_dir, saved[-1][0], self.model, self.optimizer, state, whole
-            )
+            folder.restore(saved[-1][0], self.model, self.optimizer, state, whole)
             if self.resume_hook is not None and self._on_schedule(saved[-1][0]):
                 self.resume_hook(saved[-1][0])
         # A fixed batch (its own iterator: the training order is untouched) on which the
@@ -506,7 +501,7 @@ class Trainer:
         return step % cfg.save_checkpoints_steps == 0 or step == cfg.num_train_steps
 
     def _save(self, state, whole, directory, step, probe, regular=True) -> str:
-        """Writes step `step` (albert_tf/run/checkpoint_layout.py) once the weights passed
+        """Writes step `step` into `directory` (an OutputFolder) once the weights passed
         the finiteness checks, keeps the newest keep_checkpoint_max, runs the save hook.
         Returns the prefix that names it.
 
@@ -521,14 +516,14 @@ class Trainer:
                 directory,
             )
         if not regular:
-            return checkpoint_layout.save_resume_point(directory, step, whole)
-        prefix = checkpoint_layout.save(
-            directory, step, self.model, self.optimizer, state, write_weights=self.is_chief
+            return directory.save_resume_point(step, whole)
+        prefix = directory.save(
+            step, self.model, self.optimizer, state, write_weights=self.is_chief
         )
-        steps = checkpoint_layout.saved_steps(directory)
+        steps = directory.saved_steps()
         if not self.is_chief:  # its own train_state only: the newest is enough
             for old in steps[:-1]:
-                checkpoint_layout.remove_step(old)
+                directory.remove_step(old)
         else:
             # Resume points off the schedule are replaced by this save.
             dropped = [s for s in steps if s.step < step and not self._on_schedule(s.step)]
@@ -537,15 +532,15 @@ class Trainer:
             if keep:
                 dropped += kept[:-keep]
                 kept = kept[-keep:]
-            checkpoint_layout.write_state_file(directory, [s.step for s in kept if s.weights])
+            directory.write_state_file([s.step for s in kept if s.weights])
             for old in dropped:
-                checkpoint_layout.remove_step(old)
+                directory.remove_step(old)
         if self.save_hook is not None:
             self.save_hook(step)
         return prefix
 
     def _stop_non_finite(self, what, directory):
-        saved = checkpoint_layout.resume_points(directory)
+        saved = directory.contents().resume_points()
         last = (
             f"the last checkpoint, {saved[-1][1]}, holds finite weights with a finite loss"
             if saved
@@ -575,7 +570,7 @@ class Trainer:
         )
         if self._writer is None:
             self._writer = (
-                tf.summary.create_file_writer(os.path.join(self.output_dir, "train"))
+                tf.summary.create_file_writer(OutputFolder(self.output_dir).summaries("train"))
                 if self.is_chief
                 else tf.summary.create_noop_writer()
             )

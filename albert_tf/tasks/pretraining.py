@@ -24,6 +24,7 @@ from albert_tf.errors import UserError
 from albert_tf.model import losses
 from albert_tf.options import option
 from albert_tf.run import driver, selection
+from albert_tf.run.output_folder import OutputFolder
 from albert_tf.weights import release
 
 _logger = logging.getLogger(__name__)
@@ -342,7 +343,7 @@ class PretrainingTask(driver.Task):
 
         out = self.options.output_dir
         path = os.path.join(out, release.CONFIG_NAME)
-        if not selection.trained_checkpoints(out) or not tf.io.gfile.exists(path):
+        if not OutputFolder(out).contents().trained_checkpoints() or not tf.io.gfile.exists(path):
             return
         try:
             trained = AlbertConfig.from_json_file(path)

@@ -30,6 +30,7 @@ from albert_tf.model.heads import OutputProjection
 from albert_tf.options import REQUIRED, option
 from albert_tf.run import driver, selection
 from albert_tf.run.model_files import ModelFileOptions, make_tokenizer, resolve_model_files
+from albert_tf.run.output_folder import OutputFolder
 from albert_tf.tasks import metrics
 from albert_tf.tasks.classifier import (
     HEAD_PATTERNS,
@@ -305,7 +306,7 @@ class RaceTask(driver.Task):
         if run.is_chief:
             # The original's layout: a title, the sorted results with the step of the
             # weights, and the best dev value.
-            best = run.summary.get("best") or selection.read_best(opts.output_dir)
+            best = run.summary.get("best") or OutputFolder(opts.output_dir).read_best()
             values = {**result, "global_step": best["global_step"] if best else 0}
             path = os.path.join(opts.output_dir, "predict_results.txt")
             fileio.atomic_write_text(

@@ -36,6 +36,9 @@ from albert_tf.weights.name_table import BLOCK, PROJECTION, NameTable
 _logger = logging.getLogger(__name__)
 
 OPTIMIZER_SLOT_SUFFIXES = ("adam_m", "adam_v")
+# The best checkpoint on dev, as the original's scripts named it in an output folder;
+# release folders ship it under the same name.
+BEST_NAME = "model.ckpt-best"
 
 # --- the tables ------------------------------------------------------------
 # (original name, attribute path of our variable): the encoder's from the AlbertModel,
@@ -210,7 +213,7 @@ def resolve_checkpoint_path(path) -> str:
             raise FileNotFoundError(f"no checkpoint (*.index file) in directory {path!r}")
         if len(prefixes) == 1:
             return prefixes[0]
-        best = [p for p in prefixes if os.path.basename(p) == "model.ckpt-best"]
+        best = [p for p in prefixes if os.path.basename(p) == BEST_NAME]
         if best:
             return best[0]
         stepped = [p for p in prefixes if _STEP.search(p)]

@@ -20,13 +20,14 @@ import logging
 import os
 
 from albert_tf import fileio
+from albert_tf.weights import checkpoints
 
 _logger = logging.getLogger(__name__)
 
 CONFIG_NAME = "albert_config.json"
 SPM_MODEL_NAME = "30k-clean.model"
 VOCAB_NAME = "30k-clean.vocab"
-CHECKPOINT_NAME = "model.ckpt-best"
+CHECKPOINT_NAME = checkpoints.BEST_NAME
 # Heads may be missing from a release; the encoder (`bert/`) may not.
 HEAD_ALLOW_MISSING = (r"^(?!bert/)",)
 
@@ -55,8 +56,6 @@ def release_files(folder, checkpoint_name: str | None = None) -> ReleaseFiles:
     else the folder's only `*.model` file. Raises FileNotFoundError naming
     what is missing.
     """
-    from albert_tf.weights.checkpoints import resolve_checkpoint_path
-
     folder = os.fspath(folder)
     if not fileio.isdir(folder):
         raise FileNotFoundError(f"release folder {folder!r} does not exist")
@@ -72,7 +71,7 @@ def release_files(folder, checkpoint_name: str | None = None) -> ReleaseFiles:
         )
     else:
         try:
-            checkpoint = resolve_checkpoint_path(folder)
+            checkpoint = checkpoints.resolve_checkpoint_path(folder)
         except FileNotFoundError:
             raise FileNotFoundError(
                 f"release folder {folder!r} has no checkpoint "
@@ -163,7 +162,6 @@ def load_release(
     from albert_tf.data import tokenization
     from albert_tf.model.config import AlbertConfig
     from albert_tf.model.modeling import AlbertModel
-    from albert_tf.weights import checkpoints
 
     files = release_files(folder, checkpoint_name)
     config = AlbertConfig.from_json_file(albert_config_file or files.config_file)

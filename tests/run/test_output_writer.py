@@ -14,7 +14,8 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.errors import UserError
-from albert_tf.run import output_writer, run_lock
+from albert_tf.run import output_writer
+from albert_tf.run.output_folder import LOCK_NAME
 from albert_tf.run.output_writer import MARKER, check_destination, replace_output
 
 from repo_paths import REPO_ROOT
@@ -148,10 +149,10 @@ def test_a_folder_a_running_run_holds_is_refused(tmp_path):
     out = tmp_path / "training"
     out.mkdir()
     holder = {"host": socket.gethostname(), "pid": os.getppid(), "started": "t0"}
-    (out / run_lock.LOCK_NAME).write_text(json.dumps(holder))
+    (out / LOCK_NAME).write_text(json.dumps(holder))
     with pytest.raises(UserError, match=f"^--export_path={out}: another run writes in it"):
         _write(out)
-    assert os.listdir(out) == [run_lock.LOCK_NAME]
+    assert os.listdir(out) == [LOCK_NAME]
 
 
 def test_a_symbolic_link_is_never_followed(tmp_path):

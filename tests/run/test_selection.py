@@ -9,29 +9,6 @@ import tensorflow as tf
 from albert_tf.errors import UserError
 from albert_tf.run import selection
 
-
-def test_trained_checkpoints_of_both_formats_in_step_order(tmp_path):
-    for name in (
-        "ckpt-10",
-        "ckpt-2",
-        "ckpt-x",
-        "model.ckpt-best",
-        "model.ckpt-7",
-        "model.ckpt-10",
-        "ckpt-3.tmp",
-    ):
-        (tmp_path / f"{name}.index").write_text("")
-    assert selection.original_checkpoints(str(tmp_path)) == [
-        (7, str(tmp_path / "model.ckpt-7")),
-        (10, str(tmp_path / "model.ckpt-10")),
-    ]
-    assert selection.trained_checkpoints(str(tmp_path)) == [
-        (2, str(tmp_path / "ckpt-2")),
-        (7, str(tmp_path / "model.ckpt-7")),
-        (10, str(tmp_path / "model.ckpt-10")),
-    ]
-
-
 # Blocks as the original scripts wrote them (run_classifier.py, run_race.py,
 # run_squad_v1.py, run_pretraining.py) and as earlier versions of albert_tf did.
 ORIGINAL_LAYOUTS = """\

@@ -9,8 +9,9 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.model import losses
-from albert_tf.run import checkpoint_layout, training
+from albert_tf.run import training
 from albert_tf.run.optimization import create_optimizer
+from albert_tf.run.output_folder import OutputFolder
 from albert_tf.tasks import classifier, pretraining
 from albert_tf.tasks.classifier import AlbertClassifier
 
@@ -70,7 +71,11 @@ def test_training_reduces_loss_and_writes_checkpoints(tmp_path):
     metrics = trainer.train(data)
     assert metrics["loss"] < 0.4 * first
     assert int(opt.iterations.numpy()) == 60
-    assert [step for step, _ in checkpoint_layout.resume_points(str(tmp_path))] == [20, 40, 60]
+    assert [step for step, _ in OutputFolder(str(tmp_path)).contents().resume_points()] == [
+        20,
+        40,
+        60,
+    ]
     # One copy of the weights per step (model.ckpt-N), the resume state beside it.
     bundle = (".data-00000-of-00001", ".index")
     assert sorted(os.listdir(tmp_path)) == [
@@ -165,15 +170,15 @@ def test_resume_gives_identical_weights(tmp_path, dropout):
 
 
 def old_layout_save(with_streams=True):
-    """`checkpoint_layout.save` as versions before the one-copy layout saved a step:
+    """`OutputFolder.save` as versions before the one-copy layout saved a step:
     ckpt-N (model, optimizer, iterator, random streams) plus a model.ckpt-N copy."""
 
-    def save(output_dir, step, model, optimizer, state, write_weights=True):
+    def save(folder, step, model, optimizer, state, write_weights=True):
         whole = {"model": model, "optimizer": optimizer, "iterator": state["iterator"]}
         if with_streams:
             whole["random_streams"] = training.random_stream_states(model)
-        checkpoint_layout.save_resume_point(output_dir, step, whole)
-        return checkpoint_layout.save_weights(output_dir, step, model, optimizer)
+        folder.save_resume_point(step, whole)
+        return folder.save_weights(step, model, optimizer)
 
     return save
 
@@ -190,7 +195,7 @@ def test_a_folder_of_the_old_layout_resumes(tmp_path, monkeypatch, caplog, with_
     )
     first, opt1 = build(strategy, dropout=0.1)
     with monkeypatch.context() as patch:
-        patch.setattr(checkpoint_layout, "save", old_layout_save(with_streams))
+        patch.setattr(OutputFolder, "save", old_layout_save(with_streams))
         make_trainer(first, opt1, tmp_path / "old", steps=4, batch=8, save_every=4).train(
             dataset_fn(8)
         )
@@ -230,13 +235,13 @@ def test_a_save_killed_before_its_weights_resumes_from_the_step_before(tmp_path)
     for name in ("model.ckpt-8.index", "model.ckpt-8.data-00000-of-00001"):
         (folder / name).unlink()
     (folder / "train_state" / "state-12_temp").mkdir()
-    assert checkpoint_layout.latest_step(str(folder)) == 4
+    assert OutputFolder(str(folder)).contents().latest_step == 4
     second, opt2 = build(strategy, seed=99, dropout=0.1)
     make_trainer(second, opt2, folder, steps=12, batch=8, save_every=4).train(dataset_fn(8))
     for a, b in zip(weights(straight), weights(second)):
         np.testing.assert_array_equal(a, b)
-    assert [s.step for s in checkpoint_layout.saved_steps(str(folder))] == [4, 8, 12]
-    assert all(s.resumable for s in checkpoint_layout.saved_steps(str(folder)))
+    assert [s.step for s in OutputFolder(str(folder)).saved_steps()] == [4, 8, 12]
+    assert all(s.resumable for s in OutputFolder(str(folder)).saved_steps())
     assert sorted(os.listdir(folder / "train_state")) == sorted(
         f"state-{s}{x}" for s in (4, 8, 12) for x in (".data-00000-of-00001", ".index")
     )
@@ -262,7 +267,7 @@ def test_non_finite_loss_stops_and_names_the_last_good_checkpoint(tmp_path):
     )
     with pytest.raises(training.NonFiniteLossError, match=r"steps 5-8: .*ckpt-4, holds finite"):
         trainer.train(dataset_fn(8))
-    assert [step for step, _ in checkpoint_layout.resume_points(str(tmp_path))] == [4]
+    assert [step for step, _ in OutputFolder(str(tmp_path)).contents().resume_points()] == [4]
 
 
 def test_weights_with_non_finite_outputs_are_not_saved(tmp_path):
@@ -288,7 +293,7 @@ def test_weights_with_non_finite_outputs_are_not_saved(tmp_path):
             trainer.train(dataset_fn(8))
     finally:
         type(model).call = real_call
-    assert checkpoint_layout.resume_points(str(tmp_path)) == []
+    assert OutputFolder(str(tmp_path)).contents().resume_points() == []
 
 
 def test_signal_stops_after_a_checkpoint_and_resume_is_identical(tmp_path):
@@ -335,7 +340,7 @@ def test_signal_stops_after_a_checkpoint_and_resume_is_identical(tmp_path):
         np.testing.assert_array_equal(a, b)
     # The folder of an uninterrupted run: ckpt-8 went with the next save.
     assert hooked == [12]
-    assert [s for s, _ in checkpoint_layout.resume_points(str(tmp_path / "run"))] == [12]
+    assert [s for s, _ in OutputFolder(str(tmp_path / "run")).contents().resume_points()] == [12]
 
 
 def test_loop_config_validation():
@@ -369,7 +374,10 @@ def test_steps_per_loop_change_nothing_but_when_lines_are_written(tmp_path, capl
     assert runs[1][1] == list(range(1, 9))
     assert runs[3][1] == [3, 4, 7, 8]
     assert [step for step, _ in loss_summaries(str(tmp_path / "3"))] == [3, 4, 7, 8]
-    assert [step for step, _ in checkpoint_layout.resume_points(str(tmp_path / "3"))] == [4, 8]
+    assert [step for step, _ in OutputFolder(str(tmp_path / "3")).contents().resume_points()] == [
+        4,
+        8,
+    ]
 
 
 @pytest.fixture(scope="module")
