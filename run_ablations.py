@@ -16,7 +16,7 @@ from albert_tf import cli
 cli.prefer_onednn()  # before TensorFlow loads
 
 from albert_tf import fileio  # noqa: E402
-from albert_tf.research import ablations  # noqa: E402  (imports TensorFlow)
+from albert_tf.research import ablations, pretraining_study  # noqa: E402  (imports TensorFlow)
 
 cli.define_flags(ablations.AblationOptions)
 
@@ -25,7 +25,10 @@ def run(o):
     """The study's results table (results.md), or the smoothness of given checkpoints."""
     if o.smoothness_checkpoints:
         return ablations.measure_checkpoints(o)
-    ablations.run(o)
+    if o.study == "pretraining":
+        pretraining_study.run(o)
+    else:
+        ablations.run(o)
     return fileio.read_text(os.path.join(o.output_dir, o.study, "results.md"))
 
 

@@ -60,7 +60,8 @@ class Variant:
     "nsp". sentence_order_loss_weight: 0 trains the masked LM alone.
     warm_start: initialise from the previous row's final weights (Table 11).
     reference: the label of the row this one is compared with (the paper's
-    baseline; None for that row itself).
+    baseline; None for that row itself). pretrain_steps: the pretraining study's budget
+    (0: from scratch); None in the paper's studies (--num_train_steps).
     """
 
     label: str
@@ -69,6 +70,7 @@ class Variant:
     sentence_order_loss_weight: float = 1.0
     warm_start: bool = False
     reference: str | None = None
+    pretrain_steps: int | None = None
 
 
 def _sharing(name: str, layers: int = TINY.num_hidden_layers) -> dict:
@@ -132,6 +134,16 @@ STUDIES = {
     "smoothness": [  # Figure 1: ALBERT-style vs BERT-style sharing, same shape
         Variant(sharing, _sharing(sharing)) for sharing in ("all-shared", "not-shared")
     ],
+    # Does pretraining transfer, on real text (albert_tf/research/pretraining_study.py)?
+    "pretraining": [
+        Variant(
+            "from scratch" if steps == 0 else f"pretrained {steps} steps",
+            {},
+            pretrain_steps=steps,
+            reference=None if steps == 0 else "from scratch",
+        )
+        for steps in (0, 500, 1500)
+    ],
 }
 
 
@@ -167,6 +179,10 @@ class AblationOptions(SpeedPathOptions):
         "Held-out masked-LM accuracy every this many pretraining steps (the learning "
         "curves; each such checkpoint is kept); 0: no curve.",
         minimum=0,
+    )
+    real_text_dir: str | None = option(
+        None,
+        "--study=pretraining: the folder data/get_real_text.py wrote (corpus, spm.model, glue/).",
     )
     smoothness_checkpoints: tuple[str, ...] = option(
         (),
@@ -319,14 +335,17 @@ def pretrain(
     init_checkpoint=None,
     eval_every_steps=0,
     speed_paths="auto",
+    settings=pretraining.DEMO_SETTINGS,
 ):
     """Pretrains one variant into `folder` (resumes if a checkpoint is there). With
     `eval_every_steps`, a checkpoint is kept every that many steps (the learning curve)
-    and the model is evaluated on the SOP held-out data at the start and the end."""
+    and the model is evaluated on the SOP held-out data at the start and the end.
+    `settings`: sequence length, batch sizes, learning rate and warmup (the demo's by
+    default)."""
     config_file = os.path.join(folder, "albert_config.json")
     fileio.makedirs(folder)
     config.to_json_file(config_file)
-    s = pretraining.DEMO_SETTINGS
+    s = settings
     every = eval_every_steps or num_train_steps
     return pretraining.run(
         pretraining.PretrainingOptions(
