@@ -11,7 +11,8 @@ import pytest
 
 from albert_tf.errors import UserError
 from albert_tf.research import real_text
-from tests.repo_paths import REPO_ROOT
+
+from repo_paths import REPO_ROOT
 
 NOVEL = [
     "PRIDE AND PREJUDICE",
