@@ -7,6 +7,10 @@ held-out data, fine-tunes on the demo tasks (the smoothness study measures each 
 change instead) and writes <output_dir>/<study>/results.json, results.md (mean ± std) and
 PNG pictures. `--study=smoothness --smoothness_checkpoints=ALBERT=<folder>,BERT=<folder>`
 measures given checkpoints instead. See albert_tf/research/ablations.py.
+
+`--study=pretraining --real_text_dir=<folder of data/get_real_text.py>` asks whether
+pretraining transfers on real text: from scratch against pretrained budgets, each fine-tuned
+on the real-text tasks (albert_tf/research/pretraining_study.py).
 """
 
 import os

@@ -23,6 +23,10 @@ Each finished (variant, seed) is appended to `<output_dir>/<study>/results.json`
 and `results.md` (mean ± std over seeds, albert_tf/research/ablation_report.py) and the
 pictures are rewritten, so an interrupted study resumes at the first unfinished
 (variant, seed).
+
+The `pretraining` study (real text instead of the demo corpus, budgets of one run instead
+of variants of the model) is run by albert_tf/research/pretraining_study.py with these
+options and this module's pretraining and report machinery.
 """
 
 from __future__ import annotations
@@ -155,7 +159,8 @@ class AblationOptions(SpeedPathOptions):
     output_dir: str = option(REQUIRED, "Data, models and results go here.", output="folder")
     num_train_steps: int = option(
         pretraining.DEMO_SETTINGS["num_train_steps"],
-        "Pretraining steps per variant (batch 32, sequence length 128).",
+        "Pretraining steps per variant (batch 32, sequence length 128; --study=pretraining: "
+        "its rows' budgets instead).",
         minimum=10,
     )
     tasks: tuple[str, ...] = option(
