@@ -87,6 +87,23 @@ def _sharing(name: str, layers: int = TINY.num_hidden_layers) -> dict:
     }[name]
 
 
+PRETRAINING_BUDGETS = (500, 1500)
+
+
+def pretraining_rows(budgets) -> list[Variant]:
+    """The pretraining study's rows: from scratch, then pretrained for each budget (steps),
+    each compared with from scratch."""
+    return [
+        Variant(
+            "from scratch" if steps == 0 else f"pretrained {steps} steps",
+            {},
+            pretrain_steps=steps,
+            reference=None if steps == 0 else "from scratch",
+        )
+        for steps in (0, *sorted(budgets))
+    ]
+
+
 def _compared_with(reference: str, label: str) -> str | None:
     return None if label == reference else reference
 
@@ -139,15 +156,7 @@ STUDIES = {
         Variant(sharing, _sharing(sharing)) for sharing in ("all-shared", "not-shared")
     ],
     # Does pretraining transfer, on real text (albert_tf/research/pretraining_study.py)?
-    "pretraining": [
-        Variant(
-            "from scratch" if steps == 0 else f"pretrained {steps} steps",
-            {},
-            pretrain_steps=steps,
-            reference=None if steps == 0 else "from scratch",
-        )
-        for steps in (0, 500, 1500)
-    ],
+    "pretraining": pretraining_rows(PRETRAINING_BUDGETS),
 }
 
 
@@ -184,6 +193,11 @@ class AblationOptions(SpeedPathOptions):
         "Held-out masked-LM accuracy every this many pretraining steps (the learning "
         "curves; each such checkpoint is kept); 0: no curve.",
         minimum=0,
+    )
+    pretraining_steps: tuple[str, ...] = option(
+        tuple(map(str, PRETRAINING_BUDGETS)),
+        "--study=pretraining: the budgets (pretraining steps) of its rows besides from "
+        "scratch; one run of the largest per seed, the others are its checkpoints.",
     )
     real_text_dir: str | None = option(
         None,

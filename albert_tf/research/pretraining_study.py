@@ -1,9 +1,10 @@
 """The pretraining study (`run_ablations.py --study=pretraining`): does pretraining with
 albert_tf transfer, on real text?
 
-The rows (ablations.STUDIES["pretraining"]) are from scratch and pretrained for
-increasing budgets of steps. Per seed one pretraining run of the largest budget is made
-on the real-text corpus (data/get_real_text.py; its `pretrain` part) with SETTINGS,
+The rows (ablations.pretraining_rows of --pretraining_steps, default 500 and 1500) are
+from scratch and pretrained for increasing budgets of steps. Per seed one pretraining run
+of the largest budget is made on the real-text corpus (data/get_real_text.py; its
+`pretrain` part) with SETTINGS,
 keeping a checkpoint every `--eval_every_steps` (default EVERY) and measuring held-out
 masked-LM and sentence-order accuracy there (on the `task_dev` part, which pretraining
 never sees): the learning curve. A budget's row starts from that run's checkpoint at its
@@ -27,6 +28,7 @@ import time
 from albert_tf import fileio
 from albert_tf.cpu import speed_paths
 from albert_tf.errors import UserError
+from albert_tf.options import check
 from albert_tf.research import ablation_report, ablations, plots, real_text_tasks
 from albert_tf.run import selection
 
@@ -60,9 +62,35 @@ FINE_TUNING = dict(
 TASK_TITLES = {"SST-2": "later novel acc", "MRPC": "next sentence acc"}
 
 
+def study_rows(o) -> list:
+    """The rows of --pretraining_steps that --variants picks (all by default); UserError
+    naming the bad flag."""
+    try:
+        budgets = sorted({int(b) for b in o.pretraining_steps})
+    except ValueError:
+        budgets = []
+    if not budgets or budgets[0] < 1:
+        raise UserError(
+            f"--pretraining_steps={','.join(o.pretraining_steps)}: expected positive "
+            "integers (steps), e.g. 500,1500"
+        )
+    rows = ablations.pretraining_rows(budgets)
+    labels = [v.label for v in rows]
+    missing = [v for v in o.variants if v not in labels]
+    if missing:
+        raise UserError(
+            f"--variants: {', '.join(map(repr, missing))} not in the pretraining study "
+            f"({'; '.join(labels)})"
+        )
+    return [v for v in rows if not o.variants or v.label in o.variants]
+
+
 def _check(o) -> tuple[list, tuple, int]:
     """(variants, tasks, checkpoint interval); UserError naming the bad flag."""
-    variants = ablations.resolve(o)
+    check(o)
+    if o.smoothness_checkpoints:
+        raise UserError("--smoothness_checkpoints: only with --study=smoothness")
+    variants = study_rows(o)
     if not o.real_text_dir:
         raise UserError(
             "--real_text_dir: required by --study=pretraining (the folder of "
@@ -186,7 +214,8 @@ def run(o) -> list[dict]:
     fileio.makedirs(study_dir)
     results_path = os.path.join(study_dir, "results.json")
     rows = ablations.read_rows(results_path, o.random_seed)
-    longest = max(v.pretrain_steps for v in ablations.STUDIES[o.study])
+    all_rows = ablations.pretraining_rows(int(b) for b in o.pretraining_steps)
+    longest = max(v.pretrain_steps for v in all_rows)
     settings = {"num_train_steps": longest, "tasks": sorted(tasks), "dupe_factor": _dupe_factor(o)}
     ablations._check_same_settings(rows, settings, results_path)
     vocab_size = spm.SentencePieceProcessor(
@@ -245,7 +274,7 @@ def run(o) -> list[dict]:
                 }
             rows.append(row)
             fileio.atomic_write_text(results_path, json.dumps(rows, indent=2) + "\n")
-            write_report(o.study, study_dir, rows)
+            write_report(o.study, study_dir, rows, all_rows)
             _logger.info(
                 "pretraining: %s (seed %d) done: %s",
                 variant.label,
@@ -253,7 +282,7 @@ def run(o) -> list[dict]:
                 json.dumps({k: v for k, v in row.items() if k != "curve"}),
             )
     if rows:
-        write_report(o.study, study_dir, rows)
+        write_report(o.study, study_dir, rows, all_rows)
     return rows
 
 
@@ -271,9 +300,9 @@ def score_vs_steps(rows, task_titles) -> dict[str, tuple[list, list]]:
     }
 
 
-def write_report(study, study_dir, rows) -> list[str]:
-    """The other studies' results.md and pictures, plus score_vs_steps.png."""
-    variants = ablations.STUDIES[study]
+def write_report(study, study_dir, rows, variants) -> list[str]:
+    """The other studies' results.md and pictures, plus score_vs_steps.png, for the
+    study's rows `variants`."""
     written = ablation_report.write_study_report(
         study_dir,
         study,

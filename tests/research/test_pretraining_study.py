@@ -27,6 +27,13 @@ def test_rows_are_scratch_and_budgets_compared_with_scratch():
         ("pretrained 500 steps", 500, "from scratch"),
         ("pretrained 1500 steps", 1500, "from scratch"),
     ]
+    o = ablations.AblationOptions(
+        study="pretraining",
+        output_dir="unused",
+        pretraining_steps=("4500", "250"),
+        variants=("pretrained 4500 steps",),
+    )
+    assert [v.pretrain_steps for v in pretraining_study.study_rows(o)] == [4500]
 
 
 @pytest.fixture
@@ -130,3 +137,7 @@ def test_bad_flags(tmp_path, real_text_dir):
         pretraining_study.run(_options(tmp_path, real_text_dir, tasks=("CoLA",)))
     with pytest.raises(UserError, match="--eval_every_steps=200: must divide every"):
         pretraining_study.run(_options(tmp_path, real_text_dir, eval_every_steps=200))
+    with pytest.raises(UserError, match="--pretraining_steps=500,x: expected positive"):
+        pretraining_study.run(_options(tmp_path, real_text_dir, pretraining_steps=("500", "x")))
+    with pytest.raises(UserError, match="--variants: 'pretrained 9 steps' not in the"):
+        pretraining_study.run(_options(tmp_path, real_text_dir, variants=("pretrained 9 steps",)))
