@@ -105,11 +105,16 @@ def learning_curves(path, title: str, curves: dict[str, tuple[list, list]]) -> N
     _save(figure, path)
 
 
-def score_vs_steps(path, title: str, columns: dict[str, tuple[list, list]]) -> None:
+def score_vs_steps(
+    path, title: str, columns: dict[str, tuple[list, list]], chance: float | None = None
+) -> None:
     """Fine-tuned score (x100) against pretraining steps (0: from scratch), one line per
-    task with ± std error bars. columns: title -> (steps, statistics)."""
+    task with error bars of the statistics' spread. columns: title -> (steps, statistics).
+    chance: a dashed line at the score of guessing."""
     plt = _pyplot()
     figure, ax = plt.subplots(figsize=(6.4, 4.2))
+    if chance is not None:
+        ax.axhline(chance, color="gray", linestyle="--", linewidth=1, label="chance")
     for label, (steps, stats) in columns.items():
         means, stds = _means_stds(stats)
         ax.errorbar(steps, means, yerr=stds, marker="o", markersize=4, capsize=3, label=label)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import time
 
@@ -300,6 +301,12 @@ def score_vs_steps(rows, task_titles) -> dict[str, tuple[list, list]]:
     }
 
 
+def _standard_error(stats):
+    """(mean, std, n) -> (mean, std / sqrt(n), n); std None stays None."""
+    mean, std, n = stats
+    return mean, None if std is None else std / math.sqrt(n), n
+
+
 def write_report(study, study_dir, rows, variants) -> list[str]:
     """The other studies' results.md and pictures, plus score_vs_steps.png, for the
     study's rows `variants`."""
@@ -314,10 +321,15 @@ def write_report(study, study_dir, rows, variants) -> list[str]:
     )
     if plots.available():
         path = os.path.join(study_dir, "score_vs_steps.png")
+        with_standard_errors = {
+            column: (steps, [_standard_error(s) for s in stats])
+            for column, (steps, stats) in score_vs_steps(rows, TASK_TITLES).items()
+        }
         plots.score_vs_steps(
             path,
-            f"{study}: fine-tuned dev score vs pretraining steps (mean ± std)",
-            score_vs_steps(rows, TASK_TITLES),
+            f"{study}: fine-tuned dev score vs pretraining steps (mean ± standard error)",
+            with_standard_errors,
+            chance=50.0,  # both tasks' dev sets are balanced
         )
         written.append(path)
     return written
