@@ -7,6 +7,10 @@ held-out data, fine-tunes on the demo tasks (the smoothness study measures each 
 change instead) and writes <output_dir>/<study>/results.json, results.md (mean ± std) and
 PNG pictures. `--study=smoothness --smoothness_checkpoints=ALBERT=<folder>,BERT=<folder>`
 measures given checkpoints instead. See albert_tf/research/ablations.py.
+
+`--study=pretraining --real_text_dir=<folder of data/get_real_text.py>` asks whether
+pretraining transfers on real text: from scratch against pretrained budgets, each fine-tuned
+on the real-text tasks (albert_tf/research/pretraining_study.py).
 """
 
 import os
@@ -16,7 +20,7 @@ from albert_tf import cli
 cli.prefer_onednn()  # before TensorFlow loads
 
 from albert_tf import fileio  # noqa: E402
-from albert_tf.research import ablations  # noqa: E402  (imports TensorFlow)
+from albert_tf.research import ablations, pretraining_study  # noqa: E402  (imports TensorFlow)
 
 cli.define_flags(ablations.AblationOptions)
 
@@ -25,7 +29,10 @@ def run(o):
     """The study's results table (results.md), or the smoothness of given checkpoints."""
     if o.smoothness_checkpoints:
         return ablations.measure_checkpoints(o)
-    ablations.run(o)
+    if o.study == "pretraining":
+        pretraining_study.run(o)
+    else:
+        ablations.run(o)
     return fileio.read_text(os.path.join(o.output_dir, o.study, "results.md"))
 
 

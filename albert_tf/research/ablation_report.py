@@ -92,11 +92,12 @@ def aggregate(rows: list[dict], labels: list[str], task_titles: dict) -> dict[st
     return out
 
 
-def _cell(stats, reference=None) -> str:
+def _cell(stats, reference=None, standard_error=False) -> str:
     if stats is None:
         return ""
-    mean, std, _ = stats
-    text = f"{mean:.1f}" if std is None else f"{mean:.1f} ± {std:.1f}"
+    mean, std, n = stats
+    spread = std if std is None or not standard_error else std / math.sqrt(n)
+    text = f"{mean:.1f}" if spread is None else f"{mean:.1f} ± {spread:.1f}"
     if reference is not None and within_noise(stats, reference):
         text += f" {WITHIN_NOISE}"
     return text
@@ -117,9 +118,16 @@ def _columns(summary: dict) -> list[str]:
 # --------------------------------------------------------------------------------------
 # Tables
 # --------------------------------------------------------------------------------------
-def summary_table(rows: list[dict], labels: list[str], references: dict, task_titles: dict) -> str:
+def summary_table(
+    rows: list[dict],
+    labels: list[str],
+    references: dict,
+    task_titles: dict,
+    standard_error: bool = False,
+) -> str:
     """The study's table: one line per label (study order) with n, parameters and
-    mean ± std of every column; `references`: label -> the label it is compared with."""
+    mean ± std of every column (± the standard error of the mean, std / sqrt(n), with
+    `standard_error`); `references`: label -> the label it is compared with."""
     summary = aggregate(rows, labels, task_titles)
     columns = _columns(summary)
     header = ["Variant", "n", "Params", *columns]
@@ -132,12 +140,19 @@ def summary_table(rows: list[dict], labels: list[str], references: dict, task_ti
             str(s["n"]),
             f"{s['parameters'] / 1e6:.2f}M",
         ]
-        cells += [_cell(s["scores"].get(c), ref and ref["scores"].get(c)) for c in columns]
+        cells += [
+            _cell(s["scores"].get(c), ref and ref["scores"].get(c), standard_error) for c in columns
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     seeds = sorted({seed for s in summary.values() for seed in s["seeds"]})
+    spread = (
+        "standard error of the mean (sample standard deviation / sqrt(n))"
+        if standard_error
+        else "sample standard deviation (n - 1)"
+    )
     notes = [
         (
-            f"Mean ± sample standard deviation (n - 1) over n pretraining seeds (seeds "
+            f"Mean ± {spread} over n pretraining seeds (seeds "
             f"{', '.join(map(str, seeds))}). Accuracies and scores x100; SQuAD: F1."
         )
     ]
@@ -244,12 +259,20 @@ def curve_summary(
 # A study's files
 # --------------------------------------------------------------------------------------
 def write_study_report(
-    study_dir, study: str, rows: list[dict], labels: list[str], references: dict, task_titles: dict
+    study_dir,
+    study: str,
+    rows: list[dict],
+    labels: list[str],
+    references: dict,
+    task_titles: dict,
+    standard_error: bool = False,
 ) -> list[str]:
     """Writes results.md and the pictures (results.png, learning_curves.png and, when rows
     carry smoothness measurements, smoothness.png) into `study_dir`. Returns the paths
-    written."""
-    text = f"# Study {study}\n\n" + summary_table(rows, labels, references, task_titles)
+    written. `standard_error`: results.md gives mean ± standard error (else ± std)."""
+    text = f"# Study {study}\n\n" + summary_table(
+        rows, labels, references, task_titles, standard_error
+    )
     measurements = {}
     for label in labels:
         runs = [

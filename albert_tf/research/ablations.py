@@ -23,6 +23,10 @@ Each finished (variant, seed) is appended to `<output_dir>/<study>/results.json`
 and `results.md` (mean ± std over seeds, albert_tf/research/ablation_report.py) and the
 pictures are rewritten, so an interrupted study resumes at the first unfinished
 (variant, seed).
+
+The `pretraining` study (real text instead of the demo corpus, budgets of one run instead
+of variants of the model) is run by albert_tf/research/pretraining_study.py with these
+options and this module's pretraining and report machinery.
 """
 
 from __future__ import annotations
@@ -61,7 +65,8 @@ class Variant:
     "nsp". sentence_order_loss_weight: 0 trains the masked LM alone.
     warm_start: initialise from the previous row's final weights (Table 11).
     reference: the label of the row this one is compared with (the paper's
-    baseline; None for that row itself).
+    baseline; None for that row itself). pretrain_steps: the pretraining study's budget
+    (0: from scratch); None in the paper's studies (--num_train_steps).
     """
 
     label: str
@@ -70,6 +75,7 @@ class Variant:
     sentence_order_loss_weight: float = 1.0
     warm_start: bool = False
     reference: str | None = None
+    pretrain_steps: int | None = None
 
 
 def _sharing(name: str, layers: int = TINY.num_hidden_layers) -> dict:
@@ -80,6 +86,23 @@ def _sharing(name: str, layers: int = TINY.num_hidden_layers) -> dict:
         "shared-FFN": {"num_hidden_groups": layers, "cross_layer_sharing": "ffn"},
         "not-shared": {"num_hidden_groups": layers},
     }[name]
+
+
+PRETRAINING_BUDGETS = (500, 1500)
+
+
+def pretraining_rows(budgets) -> list[Variant]:
+    """The pretraining study's rows: from scratch, then pretrained for each budget (steps),
+    each compared with from scratch."""
+    return [
+        Variant(
+            "from scratch" if steps == 0 else f"pretrained {steps} steps",
+            {},
+            pretrain_steps=steps,
+            reference=None if steps == 0 else "from scratch",
+        )
+        for steps in (0, *sorted(budgets))
+    ]
 
 
 def _compared_with(reference: str, label: str) -> str | None:
@@ -133,6 +156,8 @@ STUDIES = {
     "smoothness": [  # Figure 1: ALBERT-style vs BERT-style sharing, same shape
         Variant(sharing, _sharing(sharing)) for sharing in ("all-shared", "not-shared")
     ],
+    # Does pretraining transfer, on real text (albert_tf/research/pretraining_study.py)?
+    "pretraining": pretraining_rows(PRETRAINING_BUDGETS),
 }
 
 
@@ -144,7 +169,8 @@ class AblationOptions(SpeedPathOptions):
     output_dir: str = option(REQUIRED, "Data, models and results go here.", output="folder")
     num_train_steps: int = option(
         pretraining.DEMO_SETTINGS["num_train_steps"],
-        "Pretraining steps per variant (batch 32, sequence length 128).",
+        "Pretraining steps per variant (batch 32, sequence length 128; --study=pretraining: "
+        "its rows' budgets instead).",
         minimum=10,
     )
     tasks: tuple[str, ...] = option(
@@ -168,6 +194,15 @@ class AblationOptions(SpeedPathOptions):
         "Held-out masked-LM accuracy every this many pretraining steps (the learning "
         "curves; each such checkpoint is kept); 0: no curve.",
         minimum=0,
+    )
+    pretraining_steps: tuple[str, ...] = option(
+        tuple(map(str, PRETRAINING_BUDGETS)),
+        "--study=pretraining: the budgets (pretraining steps) of its rows besides from "
+        "scratch; one run of the largest per seed, the others are its checkpoints.",
+    )
+    real_text_dir: str | None = option(
+        None,
+        "--study=pretraining: the folder data/get_real_text.py wrote (corpus, spm.model, glue/).",
     )
     smoothness_checkpoints: tuple[str, ...] = option(
         (),
@@ -320,14 +355,17 @@ def pretrain(
     init_checkpoint=None,
     eval_every_steps=0,
     speed_paths="auto",
+    settings=pretraining.DEMO_SETTINGS,
 ):
     """Pretrains one variant into `folder` (resumes if a checkpoint is there). With
     `eval_every_steps`, a checkpoint is kept every that many steps (the learning curve)
-    and the model is evaluated on the SOP held-out data at the start and the end."""
+    and the model is evaluated on the SOP held-out data at the start and the end.
+    `settings`: sequence length, batch sizes, learning rate and warmup (the demo's by
+    default)."""
     config_file = os.path.join(folder, "albert_config.json")
     fileio.makedirs(folder)
     config.to_json_file(config_file)
-    s = pretraining.DEMO_SETTINGS
+    s = settings
     every = eval_every_steps or num_train_steps
     return pretraining.run(
         pretraining.PretrainingOptions(

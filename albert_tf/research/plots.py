@@ -105,6 +105,27 @@ def learning_curves(path, title: str, curves: dict[str, tuple[list, list]]) -> N
     _save(figure, path)
 
 
+def score_vs_steps(
+    path, title: str, columns: dict[str, tuple[list, list]], chance: float | None = None
+) -> None:
+    """Fine-tuned score (x100) against pretraining steps (0: from scratch), one line per
+    task with error bars of the statistics' spread. columns: title -> (steps, statistics).
+    chance: a dashed line at the score of guessing."""
+    plt = _pyplot()
+    figure, ax = plt.subplots(figsize=(6.4, 4.2))
+    if chance is not None:
+        ax.axhline(chance, color="gray", linestyle="--", linewidth=1, label="chance")
+    for label, (steps, stats) in columns.items():
+        means, stds = _means_stds(stats)
+        ax.errorbar(steps, means, yerr=stds, marker="o", markersize=4, capsize=3, label=label)
+    ax.set_xlabel("Pretraining steps (0: from scratch)")
+    ax.set_ylabel("Best dev score after fine-tuning (x100)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    _save(figure, path)
+
+
 def smoothness(path, title: str, summary: dict[str, dict]) -> None:
     """The paper's Figure 1: L2 distance (left) and angle in degrees (right) between each
     layer's input and output against the layer index, one line per model with ± std bars.
@@ -137,4 +158,11 @@ def smoothness(path, title: str, summary: dict[str, dict]) -> None:
     _save(figure, path)
 
 
-__all__ = ["available", "study_bars", "learning_curves", "smoothness", "MISSING"]
+__all__ = [
+    "available",
+    "study_bars",
+    "learning_curves",
+    "score_vs_steps",
+    "smoothness",
+    "MISSING",
+]

@@ -1,0 +1,143 @@
+"""The pretraining study: its rows, its flags' errors, and what it writes, with pretraining
+and fine-tuning stubbed (each stub records what it was asked to do)."""
+
+import json
+import os
+import shutil
+
+import pytest
+
+from albert_tf.errors import UserError
+from albert_tf.research import ablations, pretraining_study
+
+from repo_paths import REPO_ROOT
+
+# The held-out accuracies a stubbed pretraining run reports at each kept checkpoint.
+CURVE = {
+    "global_step": [0, 250, 500, 750, 1000, 1250, 1500],
+    "masked_lm_accuracy": [0.0, 0.05, 0.10, 0.12, 0.14, 0.15, 0.16],
+    "sentence_order_accuracy": [0.5, 0.55, 0.6, 0.62, 0.64, 0.66, 0.7],
+}
+
+
+def test_rows_are_scratch_and_budgets_compared_with_scratch():
+    rows = ablations.STUDIES["pretraining"]
+    assert [(v.label, v.pretrain_steps, v.reference) for v in rows] == [
+        ("from scratch", 0, None),
+        ("pretrained 500 steps", 500, "from scratch"),
+        ("pretrained 1500 steps", 1500, "from scratch"),
+    ]
+    o = ablations.AblationOptions(
+        study="pretraining",
+        output_dir="unused",
+        pretraining_steps=("4500", "250"),
+        variants=("pretrained 4500 steps",),
+    )
+    assert [v.pretrain_steps for v in pretraining_study.study_rows(o)] == [4500]
+
+
+@pytest.fixture
+def real_text_dir(tmp_path):
+    folder = tmp_path / "austen"
+    (folder / "corpus").mkdir(parents=True)
+    for part in ("pretrain", "task_dev"):
+        (folder / "corpus" / f"{part}.txt").write_text("A sentence.\n")
+    shutil.copy(os.path.join(REPO_ROOT, "data", "demo", "spm.model"), folder / "spm.model")
+    return str(folder)
+
+
+def _options(tmp_path, real_text_dir, **flags):
+    o = ablations.AblationOptions(
+        study="pretraining",
+        output_dir=str(tmp_path / "out"),
+        real_text_dir=real_text_dir,
+        **flags,
+    )
+    o.given = frozenset(["study", "output_dir", "real_text_dir", *flags])
+    return o
+
+
+@pytest.fixture
+def stubs(monkeypatch):
+    calls = {"pretrain": [], "fine_tune": []}
+
+    def pretrain(variant, config, folder, data, steps, seed, **kwargs):
+        calls["pretrain"].append((seed, steps, kwargs["eval_every_steps"], data))
+
+    def fine_tune(task, o, init, config_file, output_dir, seed):
+        calls["fine_tune"].append((task, init, seed))
+        step = int(init.rsplit("-", 1)[1]) if init else 0
+        # Scores that grow with the budget and differ by task and seed.
+        value = 0.5 + step / 10000 + (0.1 if task == "MRPC" else 0) + (seed - 7) / 100
+        return {"best": {"key": "eval_accuracy", "value": value, "global_step": 50}}
+
+    monkeypatch.setattr(ablations, "pretrain", pretrain)
+    monkeypatch.setattr(ablations, "learning_curve", lambda folder: CURVE)
+    monkeypatch.setattr(pretraining_study, "_records", lambda o, seed: {"sop": (seed, "eval")})
+    monkeypatch.setattr(pretraining_study, "fine_tune", fine_tune)
+    monkeypatch.setattr(
+        pretraining_study, "_checkpoint_at", lambda folder, step: f"{folder}/model.ckpt-{step}"
+    )
+    return calls
+
+
+def test_study_rows_results_and_resume(tmp_path, real_text_dir, stubs):
+    o = _options(tmp_path, real_text_dir, random_seed=7, seeds=2)
+    rows = pretraining_study.run(o)
+    # One pretraining run of the largest budget per seed, checkpoints every EVERY steps.
+    assert [c[:3] for c in stubs["pretrain"]] == [(7, 1500, 250), (8, 1500, 250)]
+    first = [c for c in stubs["fine_tune"] if c[2] == 7]
+    assert [(task, init and init.rsplit("/", 1)[1]) for task, init, _ in first] == [
+        ("SST-2", None),
+        ("MRPC", None),
+        ("SST-2", "model.ckpt-500"),
+        ("MRPC", "model.ckpt-500"),
+        ("SST-2", "model.ckpt-1500"),
+        ("MRPC", "model.ckpt-1500"),
+    ]
+    by_label = {(r["label"], r["random_seed"]): r for r in rows}
+    scratch, budget = by_label[("from scratch", 7)], by_label[("pretrained 500 steps", 7)]
+    assert (scratch["masked_lm_accuracy"], scratch["sop_accuracy"]) == (0.0, 0.5)
+    assert (budget["masked_lm_accuracy"], budget["sop_accuracy"]) == (0.10, 0.6)
+    assert budget["tasks"]["MRPC"]["value"] == pytest.approx(0.5 + 0.05 + 0.1)
+    assert "curve" in by_label[("pretrained 1500 steps", 8)] and "curve" not in budget
+    study_dir = tmp_path / "out" / "pretraining"
+    assert json.loads((study_dir / "results.json").read_text()) == rows
+    text = (study_dir / "results.md").read_text()
+    assert "standard error of the mean" in text
+    # Later novel accuracy from scratch: seeds 7 and 8 -> 50 and 51: mean 50.5, SE 0.5.
+    assert "| from scratch (ref) | 2 |" in text and "| 50.5 ± 0.5 |" in text
+    for picture in ("results.png", "learning_curves.png", "score_vs_steps.png"):
+        assert (study_dir / picture).stat().st_size > 0
+    # Resumed with one more seed: only seed 9 runs.
+    stubs["fine_tune"].clear()
+    pretraining_study.run(_options(tmp_path, real_text_dir, random_seed=7, seeds=3))
+    assert {seed for _, _, seed in stubs["fine_tune"]} == {9}
+
+
+def test_score_vs_steps_averages_seeds():
+    rows = [
+        {"pretrain_steps": s, "tasks": {"MRPC": {"value": v}}}
+        for s, v in ((0, 0.5), (0, 0.6), (500, 0.7), (500, 0.9))
+    ]
+    steps, stats = pretraining_study.score_vs_steps(rows, pretraining_study.TASK_TITLES)[
+        "next sentence acc"
+    ]
+    assert steps == [0, 500]
+    assert [round(m, 6) for m, _, _ in stats] == [55.0, 80.0]
+    assert [round(s, 6) for _, s, _ in stats] == [round(50**0.5, 6), round(200**0.5, 6)]
+
+
+def test_bad_flags(tmp_path, real_text_dir):
+    with pytest.raises(UserError, match="--real_text_dir: required by --study=pretraining"):
+        pretraining_study.run(_options(tmp_path, None))
+    with pytest.raises(UserError, match=r"--real_text_dir=.*: no spm.model"):
+        pretraining_study.run(_options(tmp_path, str(tmp_path)))
+    with pytest.raises(UserError, match="--tasks: CoLA not built from the real text"):
+        pretraining_study.run(_options(tmp_path, real_text_dir, tasks=("CoLA",)))
+    with pytest.raises(UserError, match="--eval_every_steps=200: must divide every"):
+        pretraining_study.run(_options(tmp_path, real_text_dir, eval_every_steps=200))
+    with pytest.raises(UserError, match="--pretraining_steps=500,x: expected positive"):
+        pretraining_study.run(_options(tmp_path, real_text_dir, pretraining_steps=("500", "x")))
+    with pytest.raises(UserError, match="--variants: 'pretrained 9 steps' not in the"):
+        pretraining_study.run(_options(tmp_path, real_text_dir, variants=("pretrained 9 steps",)))
