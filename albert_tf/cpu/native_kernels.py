@@ -67,11 +67,13 @@ once and do not try again until that file is deleted.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -91,7 +93,10 @@ LOOP_FLAGS = (
     "-fPIC",
 )
 OP_FLAGS = ("-O2", "-fPIC", "-w")  # -w: TensorFlow's headers warn about themselves
-BUILD_TIMEOUT_S = 600
+# Seconds one compiler call may take (the whole build takes 15-50 s); a compiler that
+# hangs fails the build after this, and the plain path runs. $ALBERT_TF_BUILD_TIMEOUT_S
+# sets another limit.
+BUILD_TIMEOUT_S = 300
 # A temporary build folder this old belongs to a build that was killed.
 STALE_BUILD_S = 2 * BUILD_TIMEOUT_S
 BUILD_PREFIX = "build-"
@@ -152,7 +157,7 @@ def library_path(cxx: str) -> str:
         with open(path, "rb") as f:
             key.update(f.read())
     compile_flags, link_flags = _tensorflow_flags()
-    version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
+    version = _run([cxx, "--version"], f"{cxx} --version", check=False)
     for part in (
         tf.__version__,
         cxx,
@@ -167,15 +172,48 @@ def library_path(cxx: str) -> str:
     return os.path.join(cache_dir(), f"albert_tf_kernels_{key.hexdigest()[:20]}.so")
 
 
-def _run(command, what):
+def build_timeout() -> float:
+    """The time limit of one compiler call, in seconds (BUILD_TIMEOUT_S)."""
+    value = os.environ.get("ALBERT_TF_BUILD_TIMEOUT_S")
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired) as e:
+        return float(value) if value else BUILD_TIMEOUT_S
+    except ValueError:
+        raise BuildError(f"ALBERT_TF_BUILD_TIMEOUT_S={value}: expected seconds") from None
+
+
+def _run(command, what, check=True) -> str:
+    """Runs one compiler call; returns its stdout (BuildError for a non-zero exit with
+    `check`). The compiler and everything it starts
+    (cc1plus, as, ld) run in a process group of their own, which is killed when the call
+    exceeds `build_timeout()` and when anything stops the wait: SIGINT or SIGTERM (the
+    scripts raise on them), an error. So no compiler outlives this process's wait."""
+    limit = build_timeout()
+    try:
+        child = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # its own group: killed as a whole below
+        )
+    except OSError as e:
         raise BuildError(f"{what}: {e}") from None
-    if done.returncode:
-        errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
-        detail = (errors or done.stderr.splitlines() or ["no output"])[0]
-        raise BuildError(f"{what} failed (exit {done.returncode}): {detail.strip()}")
+    try:
+        out, err = child.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        raise BuildError(
+            f"{what}: no result after {limit:g} s (ALBERT_TF_BUILD_TIMEOUT_S sets the limit)"
+        ) from None
+    finally:
+        if child.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+    if check and child.returncode:
+        errors = [line for line in err.splitlines() if "error" in line.lower()]
+        detail = (errors or err.splitlines() or ["no output"])[0]
+        raise BuildError(f"{what} failed (exit {child.returncode}): {detail.strip()}")
+    return out
 
 
 def build(cxx: str, target: str) -> None:

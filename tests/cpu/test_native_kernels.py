@@ -1367,3 +1367,84 @@ def test_native_paths_equal_the_plain_block(policy):
 
     results = paths_against_plain(HEAD_SIZES[32], policy, speed_paths.CPU_NATIVE)
     assert_paths_equal_plain(results, 1e-4 if policy == "float32" else 3e-2)
+
+
+HANGING_COMPILER = """#!/bin/sh
+# Answers --version; any other call starts a child that never ends, says so, and waits.
+[ "$1" = "--version" ] && {{ echo "hanging-cc 1.0"; exit 0; }}
+sleep 600 &
+echo $! > {folder}/child.pid
+touch {folder}/started
+wait
+"""
+
+
+def _hanging_compiler(folder):
+    path = folder / "cc"
+    path.write_text(HANGING_COMPILER.format(folder=folder))
+    path.chmod(0o755)
+    return path
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:  # a zombie has ended
+        return f.read().split(")")[1].split()[0] != "Z"
+
+
+def test_a_hanging_compiler_is_stopped_at_the_time_limit_and_the_plain_path_runs(
+    fresh_cache, undecided_library, monkeypatch, caplog, tmp_path
+):
+    monkeypatch.setenv("CXX", str(_hanging_compiler(tmp_path)))
+    monkeypatch.setenv("ALBERT_TF_BUILD_TIMEOUT_S", "2")
+    with caplog.at_level(logging.WARNING):
+        assert native_kernels.library() is None
+    warnings = [r.getMessage() for r in caplog.records if "C++ CPU kernels" in r.getMessage()]
+    assert len(warnings) == 1 and "no result after 2 s" in warnings[0], warnings
+    assert not _alive(int((tmp_path / "child.pid").read_text()))  # its whole group ended
+
+
+def test_sigterm_during_a_build_ends_the_compiler_and_the_process(tmp_path):
+    """The signal is sent once the compiler reports it started; the script's one line and
+    143 follow at once, and no compiler process is left."""
+    import subprocess
+    import sys
+    import time
+
+    script = (  # what every script does around its run (albert_tf/cli.py)
+        "import sys\n"
+        "from albert_tf import interrupts\n"
+        "from albert_tf.cpu import native_kernels\n"
+        "from albert_tf.errors import RunInterrupted\n"
+        "try:\n"
+        "    with interrupts.raise_on_signals():\n"
+        "        native_kernels.built_library()\n"
+        "except RunInterrupted as stop:\n"
+        "    sys.stderr.write(f'build: {stop}\\n')\n"
+        "    sys.exit(128 + stop.signum)\n"
+    )
+    env = dict(
+        os.environ,
+        CXX=str(_hanging_compiler(tmp_path)),
+        ALBERT_TF_KERNEL_CACHE=str(tmp_path / "cache"),
+        ALBERT_TF_BUILD_TIMEOUT_S="600",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        while not (tmp_path / "started").exists():  # polls the state the compiler reports
+            assert proc.poll() is None, proc.stderr.read()
+            time.sleep(0.05)
+        proc.terminate()
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    assert not _alive(int((tmp_path / "child.pid").read_text()))
+    assert not (tmp_path / "cache").exists() or not any(
+        n.endswith(".failed") for n in os.listdir(tmp_path / "cache")
+    )
