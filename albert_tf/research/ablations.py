@@ -179,6 +179,11 @@ class AblationOptions(SpeedPathOptions):
         "study fine-tunes nothing); known: squad_v1, squad_v2, race and the GLUE tasks.",
     )
     variants: tuple[str, ...] = option((), "Labels of the study's rows to run (default all).")
+    dtype: str = option(
+        "float32",
+        "Keras dtype policy of every run of the study (as run_pretraining.py's --dtype).",
+        choices=("float32", "mixed_bfloat16", "mixed_float16"),
+    )
     random_seed: int = option(12345, "Seed of data, initialisation and order (the first seed).")
     seeds: int = option(
         1,
@@ -224,7 +229,7 @@ class AblationOptions(SpeedPathOptions):
 # Downstream tasks, with the README's demo settings
 # --------------------------------------------------------------------------------------
 def _squad(version_2):
-    def run(init_checkpoint, output_dir, seed, speed_paths):
+    def run(init_checkpoint, output_dir, seed, common):
         from albert_tf.tasks import squad
 
         suffix = "v2.0" if version_2 else "v1.1"
@@ -247,7 +252,7 @@ def _squad(version_2):
                 learning_rate=5e-4,
                 save_checkpoints_steps=100 if version_2 else 75,
                 random_seed=seed,
-                speed_paths=speed_paths,
+                **common,
             )
         )
 
@@ -255,7 +260,7 @@ def _squad(version_2):
 
 
 def _glue(task):
-    def run(init_checkpoint, output_dir, seed, speed_paths):
+    def run(init_checkpoint, output_dir, seed, common):
         from albert_tf.tasks import classifier
 
         return classifier.run(
@@ -275,14 +280,14 @@ def _glue(task):
                 warmup_step=30,
                 save_checkpoints_steps=50,
                 random_seed=seed,
-                speed_paths=speed_paths,
+                **common,
             )
         )
 
     return run
 
 
-def _race(init_checkpoint, output_dir, seed, speed_paths):
+def _race(init_checkpoint, output_dir, seed, common):
     from albert_tf.tasks import race
 
     return race.run(
@@ -300,12 +305,13 @@ def _race(init_checkpoint, output_dir, seed, speed_paths):
             warmup_step=30,
             save_checkpoints_steps=100,
             random_seed=seed,
-            speed_paths=speed_paths,
+            **common,
         )
     )
 
 
-# task -> (run(init_checkpoint, output_dir, seed, speed_paths) -> summary with "best", column title)
+# task -> (run(init_checkpoint, output_dir, seed, common) -> summary with "best", column
+# title); common: the study's flags every run takes (`run_settings`)
 TASKS = {
     "squad_v1": (_squad(False), "SQuAD1.1 F1"),
     "squad_v2": (_squad(True), "SQuAD2.0 F1"),
@@ -354,14 +360,14 @@ def pretrain(
     seed,
     init_checkpoint=None,
     eval_every_steps=0,
-    speed_paths="auto",
+    common=None,
     settings=pretraining.DEMO_SETTINGS,
 ):
     """Pretrains one variant into `folder` (resumes if a checkpoint is there). With
     `eval_every_steps`, a checkpoint is kept every that many steps (the learning curve)
     and the model is evaluated on the SOP held-out data at the start and the end.
-    `settings`: sequence length, batch sizes, learning rate and warmup (the demo's by
-    default)."""
+    `common`: the study's flags every run takes (`run_settings`); `settings`: sequence
+    length, batch sizes, learning rate and warmup (the demo's by default)."""
     config_file = os.path.join(folder, "albert_config.json")
     fileio.makedirs(folder)
     config.to_json_file(config_file)
@@ -381,7 +387,7 @@ def pretrain(
             keep_checkpoint_max=-(-num_train_steps // every) + 1,
             do_eval=eval_every_steps > 0,
             random_seed=seed,
-            speed_paths=speed_paths,
+            **(common or {}),
             sentence_order_loss_weight=variant.sentence_order_loss_weight,
             **{
                 k: s[k]
@@ -572,7 +578,7 @@ def run(o: AblationOptions) -> list[dict]:
                 seed,
                 init,
                 o.eval_every_steps,
-                o.speed_paths,
+                run_settings(o),
             )
             row = {
                 "label": variant.label,
@@ -594,7 +600,7 @@ def run(o: AblationOptions) -> list[dict]:
             for task in tasks:
                 start = time.time()
                 summary = TASKS[task][0](
-                    pretrain_dir, os.path.join(study_dir, folder, task), seed, o.speed_paths
+                    pretrain_dir, os.path.join(study_dir, folder, task), seed, run_settings(o)
                 )
                 best = summary["best"]
                 row["tasks"][task] = {
@@ -677,6 +683,11 @@ def measure_checkpoints(o: AblationOptions) -> str:
     else:
         _logger.info(plots.MISSING)
     return text
+
+
+def run_settings(o) -> dict:
+    """The study's flags that every pretraining and fine-tuning run of it takes."""
+    return {"speed_paths": o.speed_paths, "dtype": o.dtype}
 
 
 def _settings(o: AblationOptions, tasks) -> dict:

@@ -171,6 +171,7 @@ def fine_tune(task, o, init_checkpoint, config_file, output_dir, seed) -> dict:
             do_eval=True,
             random_seed=seed,
             speed_paths=o.speed_paths,
+            dtype=o.dtype,
             **FINE_TUNING,
         )
     )
@@ -240,7 +241,7 @@ def run(o) -> list[dict]:
             longest,
             seed,
             eval_every_steps=every,
-            speed_paths=o.speed_paths,
+            common=ablations.run_settings(o),
             settings=SETTINGS,
         )
         pretrain_seconds = round(time.time() - start, 1)

@@ -63,6 +63,7 @@ def stubs(monkeypatch):
 
     def pretrain(variant, config, folder, data, steps, seed, **kwargs):
         calls["pretrain"].append((seed, steps, kwargs["eval_every_steps"], data))
+        calls.setdefault("common", []).append(kwargs["common"])
 
     def fine_tune(task, o, init, config_file, output_dir, seed):
         calls["fine_tune"].append((task, init, seed))
@@ -82,10 +83,12 @@ def stubs(monkeypatch):
 
 
 def test_study_rows_results_and_resume(tmp_path, real_text_dir, stubs):
-    o = _options(tmp_path, real_text_dir, random_seed=7, seeds=2)
+    o = _options(tmp_path, real_text_dir, random_seed=7, seeds=2, dtype="mixed_float16")
     rows = pretraining_study.run(o)
     # One pretraining run of the largest budget per seed, checkpoints every EVERY steps.
     assert [c[:3] for c in stubs["pretrain"]] == [(7, 1500, 250), (8, 1500, 250)]
+    # The study's --dtype and --speed_paths reach every run.
+    assert stubs["common"] == [{"speed_paths": "auto", "dtype": "mixed_float16"}] * 2
     first = [c for c in stubs["fine_tune"] if c[2] == 7]
     assert [(task, init and init.rsplit("/", 1)[1]) for task, init, _ in first] == [
         ("SST-2", None),
