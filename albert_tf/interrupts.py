@@ -72,7 +72,9 @@ def hold_for_test(point: str, until=lambda: False) -> None:
     first batch of an evaluation or prediction, albert_tf/run/eval_outputs.py),
     "data_unit" (a data build's worker process, before its first unit, albert_tf/data/
     create_pretraining_data.py), "training_step_<N>" (the training loop after step N,
-    before that step's save; until a signal was received, albert_tf/run/training.py)."""
+    before that step's save; until a signal was received, albert_tf/run/training.py),
+    "output_written" (an export complete beside its destination, before the swap,
+    albert_tf/run/output_writer.py)."""
     held, _, folder = os.environ.get(TEST_HOLD_ENV, "").partition(":")
     if held != point or not folder:
         return

@@ -257,6 +257,8 @@ def test_sigterm_during_export_and_evaluation_leaves_nothing(inputs, tmp_path):
     stale = exports / f".encoder.new-{socket.gethostname()}-{dead.pid}-{'ab' * 16}"
     stale.mkdir()  # of a killed export: the next export of encoder removes it
     err = tmp_path / "export.err"
+    hold = tmp_path / "hold"
+    hold.mkdir()
     proc = _start(
         [
             sys.executable,
@@ -267,8 +269,11 @@ def test_sigterm_during_export_and_evaluation_leaves_nothing(inputs, tmp_path):
             "--max_seq_length=64",
         ],
         err,
+        hold=("output_written", hold),
     )
-    assert _wait_for(lambda: any(exports.iterdir()) and not stale.exists(), proc), _text(err)
+    # Held with the new export complete beside its destination, before the swap.
+    assert _wait_for((hold / "output_written.held").exists, proc), _text(err)
+    assert not stale.exists() and len(os.listdir(exports)) == 1
     proc.send_signal(signal.SIGTERM)
     _one_line(proc, err, "export.py", 128 + signal.SIGTERM, "interrupted by SIGTERM")
     assert os.listdir(exports) == []
@@ -276,8 +281,6 @@ def test_sigterm_during_export_and_evaluation_leaves_nothing(inputs, tmp_path):
     glue = write_mrpc(str(tmp_path / "glue"), n_dev=20)
     out = tmp_path / "eval_out"
     err = tmp_path / "eval.err"
-    hold = tmp_path / "hold"
-    hold.mkdir()
     argv = _classify(out, glue, f"--init_checkpoint={release}", "--do_eval", "--eval_batch_size=8")
     proc = _start(argv, err, hold=("evaluation_batch", hold))
     assert _wait_for((hold / "evaluation_batch.held").exists, proc), _text(err)

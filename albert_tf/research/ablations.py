@@ -602,13 +602,7 @@ def run(o: AblationOptions) -> list[dict]:
                 summary = TASKS[task][0](
                     pretrain_dir, os.path.join(study_dir, folder, task), seed, run_settings(o)
                 )
-                best = summary["best"]
-                row["tasks"][task] = {
-                    "key": best["key"],
-                    "value": best["value"],
-                    "global_step": best["global_step"],
-                    "seconds": round(time.time() - start, 1),
-                }
+                row["tasks"][task] = task_result(summary, start)
             rows.append(row)
             fileio.atomic_write_text(results_path, json.dumps(rows, indent=2) + "\n")
             write_report(o.study, study_dir, rows)
@@ -683,6 +677,18 @@ def measure_checkpoints(o: AblationOptions) -> str:
     else:
         _logger.info(plots.MISSING)
     return text
+
+
+def task_result(summary: dict, start: float) -> dict:
+    """A fine-tuning's entry in a study's row: its best dev value (the run's summary
+    "best") and the seconds since `start`."""
+    best = summary["best"]
+    return {
+        "key": best["key"],
+        "value": best["value"],
+        "global_step": best["global_step"],
+        "seconds": round(time.time() - start, 1),
+    }
 
 
 def run_settings(o) -> dict:

@@ -267,13 +267,7 @@ def run(o) -> list[dict]:
                 start = time.time()
                 out = os.path.join(study_dir, f"seed{seed}", f"{variant.pretrain_steps:05d}", task)
                 summary = fine_tune(task, o, init, config_file, out, seed)
-                best = summary["best"]
-                row["tasks"][task] = {
-                    "key": best["key"],
-                    "value": best["value"],
-                    "global_step": best["global_step"],
-                    "seconds": round(time.time() - start, 1),
-                }
+                row["tasks"][task] = ablations.task_result(summary, start)
             rows.append(row)
             fileio.atomic_write_text(results_path, json.dumps(rows, indent=2) + "\n")
             write_report(o.study, study_dir, rows, all_rows)

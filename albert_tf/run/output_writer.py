@@ -48,7 +48,7 @@ import shutil
 import uuid
 from typing import Iterable, Mapping
 
-from albert_tf import fileio, output_paths
+from albert_tf import fileio, interrupts, output_paths
 from albert_tf.errors import UserError
 from albert_tf.run import run_lock
 
@@ -275,6 +275,7 @@ def replace_output(
     try:
         yield new
         _write_marker(new, kind)
+        interrupts.hold_for_test("output_written")  # the new output complete beside
         if _exists(target):
             # Still only what an earlier export wrote (nothing came in meanwhile).
             _check_contents(target, kind, f"{flag}={path}", flag)
