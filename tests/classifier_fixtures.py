@@ -3,6 +3,8 @@
 import os
 import pathlib
 
+from config_fixtures import tiny_config
+
 DEMO_SPM = str(pathlib.Path(__file__).resolve().parents[1] / "data" / "demo" / "spm.model")
 
 _WORDS = [
@@ -35,9 +37,9 @@ def spm_size():
     return FullTokenizer(spm_model_file=DEMO_SPM).vocab_size
 
 
-def tiny_config(**overrides):
-    from albert_tf import AlbertConfig
-
+def glue_config(**overrides):
+    """The suite's tiny config for the tasks' tests: the demo SentencePiece vocabulary,
+    sequences up to 64."""
     values = dict(
         vocab_size=spm_size(),
         embedding_size=16,
@@ -48,7 +50,7 @@ def tiny_config(**overrides):
         max_position_embeddings=64,
     )
     values.update(overrides)
-    return AlbertConfig(**values)
+    return tiny_config(**values)
 
 
 def _sentence(i, n=6):

@@ -1,44 +1,28 @@
-"""The tiny ALBERT configs, inputs and weight helpers the model and speed-path tests share."""
+"""The model and speed-path tests' configs (variants of config_fixtures.tiny_config),
+inputs and weight helpers."""
 
 import keras
 import numpy as np
 import tensorflow as tf
+from config_fixtures import tiny_config
 
-from albert_tf import AlbertConfig
 from albert_tf.model.modeling import AlbertModel
 from albert_tf.weights.checkpoints import original_variable_map
 
-
-def tiny(**overrides):
-    base = dict(
-        vocab_size=61,
-        embedding_size=8,
-        hidden_size=16,
-        num_hidden_layers=3,
-        num_hidden_groups=1,
-        num_attention_heads=4,
-        intermediate_size=24,
-        inner_group_num=1,
-        hidden_act="gelu",
-        max_position_embeddings=20,
-        type_vocab_size=2,
-    )
-    base.update(overrides)
-    return AlbertConfig(**base)
-
-
 CONFIGS = {
-    "shared_gelu": tiny(),
-    "groups2_inner2_relu": tiny(num_hidden_groups=2, inner_group_num=2, hidden_act="relu"),
-    "bert_shaped_E_eq_H_tanh": tiny(embedding_size=16, num_hidden_groups=3, hidden_act="tanh"),
-    "groups3_L4_linear_type3": tiny(
+    "shared_gelu": tiny_config(),
+    "groups2_inner2_relu": tiny_config(num_hidden_groups=2, inner_group_num=2, hidden_act="relu"),
+    "bert_shaped_E_eq_H_tanh": tiny_config(
+        embedding_size=16, num_hidden_groups=3, hidden_act="tanh"
+    ),
+    "groups3_L4_linear_type3": tiny_config(
         num_hidden_layers=4, num_hidden_groups=3, hidden_act="linear", type_vocab_size=3
     ),
     # Paper Table 4: one set of attention (or FFN) weights, the other part per layer.
-    "shared_attention_inner2": tiny(num_hidden_groups=3, inner_group_num=2).replace(
+    "shared_attention_inner2": tiny_config(num_hidden_groups=3, inner_group_num=2).replace(
         cross_layer_sharing="attention"
     ),
-    "shared_ffn_E_eq_H": tiny(embedding_size=16, num_hidden_groups=3).replace(
+    "shared_ffn_E_eq_H": tiny_config(embedding_size=16, num_hidden_groups=3).replace(
         cross_layer_sharing="ffn"
     ),
 }

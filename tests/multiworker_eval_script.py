@@ -17,7 +17,7 @@ import numpy as np  # noqa: E402
 from albert_tf.run.distribute import get_strategy  # noqa: E402
 from albert_tf.tasks import classifier  # noqa: E402
 
-from classifier_fixtures import tiny_config  # noqa: E402
+from classifier_fixtures import glue_config  # noqa: E402
 from worker_fixtures import strategy_named  # noqa: E402
 
 SEQ = 16
@@ -31,7 +31,7 @@ def main(eval_file, out_file, strategy_name, num_examples):
         else get_strategy(strategy_name)
     )
     with strategy.scope():
-        model = classifier.AlbertClassifier(tiny_config(), 3)
+        model = classifier.AlbertClassifier(glue_config(), 3)
         model.build()
     rng = np.random.default_rng(0)
     for variable in model.weights:

@@ -18,7 +18,7 @@ import numpy as np  # noqa: E402
 from albert_tf.data import race_data, squad_data, tokenization  # noqa: E402
 from albert_tf.tasks import classifier, race, squad  # noqa: E402
 
-from classifier_fixtures import DEMO_SPM, tiny_config  # noqa: E402
+from classifier_fixtures import DEMO_SPM, glue_config  # noqa: E402
 from worker_fixtures import strategy_named  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -39,7 +39,7 @@ def squad_outputs(strategy, version_2, path):
     )
     with strategy.scope():
         model = (
-            squad.AlbertSquadV2(tiny_config()) if version_2 else squad.AlbertSquadV1(tiny_config())
+            squad.AlbertSquadV2(glue_config()) if version_2 else squad.AlbertSquadV1(glue_config())
         )
         model.build()
     seed_weights(model)
@@ -62,7 +62,7 @@ def race_outputs(strategy, path):
     examples = race_data.read_race_examples(os.path.join(REPO, "data", "demo"), "dev")[:7]
     count = race_data.write_features(examples, tokenizer, SEQ, 16, path)
     with strategy.scope():
-        model = race.AlbertRace(tiny_config())
+        model = race.AlbertRace(glue_config())
         model.build()
     seed_weights(model)
     return classifier.predict_arrays(

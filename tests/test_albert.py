@@ -14,7 +14,7 @@ import pytest
 
 from albert import _entry
 
-from classifier_fixtures import DEMO_SPM, tiny_config
+from classifier_fixtures import DEMO_SPM, glue_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -79,7 +79,7 @@ def test_run_squad_v1_module_is_the_v1_script(tmp_path):
     """The v1 module refuses SQuAD 2.0 training data as run_squad.py does without
     --version_2_with_negative: one error line, exit status 1, nothing written."""
     config = tmp_path / "albert_config.json"
-    tiny_config().to_json_file(str(config))
+    glue_config().to_json_file(str(config))
     with open(os.path.join(ROOT, "data", "demo", "squad", "train-v2.0.json")) as f:
         document = json.load(f)
     train = tmp_path / "train-v2.0.json"

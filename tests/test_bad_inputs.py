@@ -25,7 +25,7 @@ from albert_tf import cli
 from albert_tf.data import create_pretraining_data as cpd
 from albert_tf.tasks import classifier, pretraining, race, squad
 
-from classifier_fixtures import DEMO_SPM, tiny_config, write_mrpc
+from classifier_fixtures import DEMO_SPM, glue_config, write_mrpc
 from record_fixtures import DEMO_CORPUS, write_demo_pretraining_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -959,7 +959,7 @@ def paths(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("bad_inputs")
     p = {"tmp": str(root), "spm": DEMO_SPM, "spm_vocab": os.path.join(DEMO, "spm.vocab")}
-    config = tiny_config()
+    config = glue_config()
     p["config"] = str(root / "albert_config.json")
     config.to_json_file(p["config"])
     good = config.to_dict()

@@ -23,7 +23,7 @@ import pytest
 from albert_tf import cli, interrupts
 from albert_tf.tasks import pretraining
 
-from classifier_fixtures import DEMO_SPM, tiny_config, write_mrpc
+from classifier_fixtures import DEMO_SPM, glue_config, write_mrpc
 from record_fixtures import DEMO_CORPUS, write_demo_pretraining_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -105,7 +105,7 @@ def _leftovers(folder):
 def inputs(tmp_path_factory):
     root = tmp_path_factory.mktemp("faults")
     p = {"root": root}
-    config = tiny_config()
+    config = glue_config()
     p["config"] = str(root / "albert_config.json")
     config.to_json_file(p["config"])
     p["corpus"] = DEMO_CORPUS
@@ -239,7 +239,7 @@ def _release_folder(root):
     from albert_tf.weights import checkpoints
 
     folder = root / "release"
-    config = tiny_config(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)  # as v1
+    config = glue_config(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)  # as v1
     model = AlbertModel(config)
     model.build()
     checkpoints.save_original_checkpoint(model, str(folder / "model.ckpt-best"))

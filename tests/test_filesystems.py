@@ -14,7 +14,7 @@ import sys
 import pytest
 import tensorflow as tf
 
-from classifier_fixtures import DEMO_SPM, tiny_config
+from classifier_fixtures import DEMO_SPM, glue_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = os.path.join(ROOT, "data", "demo")
@@ -32,7 +32,7 @@ def place(tmp_path_factory):
     shutil.copy(DEMO_SPM, root / "30k-clean.model")
     corpus = os.path.join(DEMO, "corpus", "part-00000.txt")
     shutil.copy(corpus, root / "corpus.txt")
-    tiny_config(max_position_embeddings=96).to_json_file(str(root / "albert_config.json"))
+    glue_config(max_position_embeddings=96).to_json_file(str(root / "albert_config.json"))
     squad = json.loads(open(os.path.join(DEMO, "squad", "train-v1.1.json")).read())
     squad["data"] = squad["data"][:1]
     (root / "squad.json").write_text(json.dumps(squad))

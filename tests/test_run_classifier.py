@@ -15,7 +15,7 @@ from albert_tf.run import selection
 from albert_tf.tasks.classifier import AlbertClassifier, ClassifierOptions, ClassifierTask, run
 from albert_tf.weights import checkpoints
 
-from classifier_fixtures import DEMO_SPM, tiny_config, write_mrpc, write_stsb
+from classifier_fixtures import DEMO_SPM, glue_config, write_mrpc, write_stsb
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -23,7 +23,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("glue")
-    config = tiny_config()
+    config = glue_config()
     config_file = str(root / "albert_config.json")
     config.to_json_file(config_file)
     data_dir = str(root / "data")
@@ -79,7 +79,7 @@ def test_train_eval_predict(trained):
     # model.ckpt-best is in the original format: original names, loadable by name.
     shapes = checkpoints.checkpoint_variable_shapes(str(out / "model.ckpt-best"))
     assert "output_weights" in shapes and "bert/embeddings/word_embeddings" in shapes
-    model = AlbertClassifier(tiny_config(), 2)
+    model = AlbertClassifier(glue_config(), 2)
     checkpoints.load_original_checkpoint(model, str(out / "model.ckpt-best"))
     lines = (out / "MRPC.tsv").read_text().splitlines()
     assert lines[0] == "index\tprediction" and len(lines) == 7
@@ -226,7 +226,7 @@ def test_a_training_checkpoint_without_the_head_is_refused(setup, trained, tmp_p
     file and what is missing, not a silently fresh head."""
     from albert_tf.model.modeling import AlbertModel
 
-    encoder = AlbertModel(tiny_config())
+    encoder = AlbertModel(glue_config())
     encoder.build()
     folder = tmp_path / "encoder_only"
     checkpoints.save_original_checkpoint(encoder, str(folder / "model.ckpt-2"))

@@ -14,7 +14,7 @@ from albert_tf.errors import UserError
 from albert_tf.tasks.squad import AlbertSquadV1, SquadOptions, run
 from albert_tf.weights import checkpoints
 
-from classifier_fixtures import DEMO_SPM, tiny_config
+from classifier_fixtures import DEMO_SPM, glue_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO_SQUAD = os.path.join(REPO, "data", "demo", "squad")
@@ -33,7 +33,7 @@ def _subset(src, dst, n_articles):
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("squad")
     config_file = str(root / "albert_config.json")
-    tiny_config(max_position_embeddings=96).to_json_file(config_file)
+    glue_config(max_position_embeddings=96).to_json_file(config_file)
     train = _subset(os.path.join(DEMO_SQUAD, "train-v1.1.json"), root / "train.json", 2)
     dev = _subset(os.path.join(DEMO_SQUAD, "dev-v1.1.json"), root / "dev.json", 2)
     train2 = _subset(os.path.join(DEMO_SQUAD, "train-v2.0.json"), root / "train2.json", 2)
@@ -93,7 +93,7 @@ def test_train_and_predict(setup, trained):
     shapes = checkpoints.checkpoint_variable_shapes(str(out / "model.ckpt-best"))
     assert shapes["cls/squad/output_weights"] == [2, 32]
     checkpoints.load_original_checkpoint(
-        AlbertSquadV1(tiny_config(max_position_embeddings=96)), str(out / "model.ckpt-best")
+        AlbertSquadV1(glue_config(max_position_embeddings=96)), str(out / "model.ckpt-best")
     )
     with open(setup["dev"]) as f:
         qids = [qa["id"] for a in json.load(f)["data"] for p in a["paragraphs"] for qa in p["qas"]]
@@ -143,7 +143,7 @@ def test_export_saved_model_and_tflite(setup, trained, tmp_path):
         "albert_model.tflite",
         "saved_model",
     ]
-    model = AlbertSquadV1(tiny_config(max_position_embeddings=96))
+    model = AlbertSquadV1(glue_config(max_position_embeddings=96))
     checkpoints.load_original_checkpoint(model, str(out / "model.ckpt-best"))
     rng = np.random.default_rng(0)
     feed = {

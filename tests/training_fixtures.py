@@ -4,22 +4,21 @@ import os
 
 import numpy as np
 import tensorflow as tf
+from config_fixtures import tiny_config
 from tensorflow.core.util import event_pb2
 
-from albert_tf import AlbertConfig
 from albert_tf.model.modeling import AlbertPretrainer
 from albert_tf.run.optimization import create_optimizer
 
 SEQ, PREDS, NUM_EXAMPLES = 16, 3, 64
 
 
-def tiny_config(dropout=0.0):
-    return AlbertConfig(
+def pretraining_config(dropout=0.0):
+    """The suite's tiny config for the toy pretraining task (40 ids, sequences of SEQ)."""
+    return tiny_config(
         hidden_dropout_prob=dropout,
         attention_probs_dropout_prob=dropout,
         vocab_size=40,
-        embedding_size=8,
-        hidden_size=16,
         num_hidden_layers=2,
         num_attention_heads=2,
         intermediate_size=32,
@@ -73,7 +72,7 @@ def build(strategy, optimizer="adamw", lr=1e-3, steps=100, warmup=0, seed=1, dro
 
     keras.utils.set_random_seed(seed)
     with strategy.scope():
-        model = AlbertPretrainer(tiny_config(dropout))
+        model = AlbertPretrainer(pretraining_config(dropout))
         model.build()
         opt = create_optimizer(lr, steps, warmup, optimizer)
     return model, opt

@@ -6,18 +6,19 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from config_fixtures import tiny_config
 
 from albert_tf.cpu import block, fused_elementwise, speed_paths
 from albert_tf.model import layers
 from albert_tf.model.modeling import AlbertModel
 
-from model_fixtures import make_inputs, tiny
+from model_fixtures import make_inputs
 
 # Head size 4 (the numpy comparisons' size) and 32 (what the C++ products and attention
 # take, tests/cpu/test_native_kernels.py): two layers of two groups, so that kernels are shared.
 HEAD_SIZES = {
-    4: tiny(num_hidden_layers=4, num_hidden_groups=2),
-    32: tiny(
+    4: tiny_config(num_hidden_layers=4, num_hidden_groups=2),
+    32: tiny_config(
         embedding_size=16,
         hidden_size=64,
         num_attention_heads=2,
@@ -297,7 +298,7 @@ def test_bias_stays_fused_with_the_product_in_float32_only():
 def test_block_at_query_positions_gives_those_rows():
     """`apply_block` with query_positions computes only those rows of the full output
     (the last block of a pretraining or classifier pass)."""
-    cfg = tiny(num_hidden_groups=2, inner_group_num=2)
+    cfg = tiny_config(num_hidden_groups=2, inner_group_num=2)
     model = AlbertModel(cfg)
     model.build()
     x = tf.random.stateless_normal([3, 11, cfg.hidden_size], seed=[5, 6])

@@ -11,15 +11,16 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from config_fixtures import tiny_config
 
 import albert_tf
 from albert_tf.cpu import encoder, native_kernels, speed_paths
 from albert_tf.cpu.paths import CPU_AUTO, CPU_NATIVE, PLAIN
 from albert_tf.model import layers, modeling
 
-from model_fixtures import make_inputs, tiny
+from model_fixtures import make_inputs
 
-CFG = tiny(num_hidden_layers=2)
+CFG = tiny_config(num_hidden_layers=2)
 SPEED_PATHS = {"auto": CPU_AUTO, "native": CPU_NATIVE}
 
 

@@ -5,8 +5,8 @@ import dataclasses
 import numpy as np
 import pytest
 import tensorflow as tf
+from config_fixtures import tiny_config
 
-from albert_tf import AlbertConfig
 from albert_tf.cpu import shared_kernels, speed_paths
 from albert_tf.cpu.block import apply_block
 from albert_tf.cpu.shared_kernels import run_with_summed_kernel_gradients
@@ -85,7 +85,7 @@ def _models(**overrides):
         max_position_embeddings=32,
     )
     values.update(overrides)
-    cfg = AlbertConfig(**values)
+    cfg = tiny_config(**values)
     summed, plain = AlbertModel(cfg), AlbertModel(cfg)  # plain: traced under UNSUMMED
     summed.build()
     plain.build()
@@ -235,14 +235,10 @@ def _encoder_kernels(model, paths, training, rows):
 def test_encoder_kernels_cast_a_shared_sublayer_once(fused_qkv):
     """Shared attention, three groups: the attention weights once (group 0's), the FFN's
     once per group; Q, K and V side by side in full-length inference."""
-    cfg = AlbertConfig(
+    cfg = tiny_config(
         vocab_size=50,
-        embedding_size=8,
-        hidden_size=16,
-        num_hidden_layers=3,
         num_hidden_groups=3,
         num_attention_heads=2,
-        intermediate_size=24,
         extra={"cross_layer_sharing": "attention"},
     )
     model = AlbertModel(cfg)

@@ -16,7 +16,7 @@ from albert_tf.data.tokenization import FullTokenizer
 from albert_tf.export.saved_model import ClassifierServing, export_classifier
 from albert_tf.tasks.classifier import AlbertClassifier
 
-from classifier_fixtures import DEMO_SPM, tiny_config
+from classifier_fixtures import DEMO_SPM, glue_config
 from weights_fixtures import randomized
 
 SEQ = 32
@@ -81,7 +81,7 @@ def _saved_ops(export_dir):
 
 
 def test_export_round_trip_in_fresh_process(tmp_path):
-    model = AlbertClassifier(tiny_config(), 2)
+    model = AlbertClassifier(glue_config(), 2)
     model.build()
     features = _python_features(PAIRS)
     want = model(features, training=False)
@@ -134,7 +134,7 @@ def test_export_round_trip_in_fresh_process(tmp_path):
 
 
 def test_text_features_match_python_single_sentence():
-    model = AlbertClassifier(tiny_config(), 2)
+    model = AlbertClassifier(glue_config(), 2)
     model.build()
     module = ClassifierServing(model, SEQ, DEMO_SPM, text_pair=False)
     sigs = module.signatures()
@@ -148,7 +148,7 @@ def test_text_features_match_python_single_sentence():
 
 @pytest.mark.parametrize("digit_comma", ["python3", "intended"])
 def test_serve_text_tokenizes_with_the_training_digit_comma_mode(digit_comma):
-    model = AlbertClassifier(tiny_config(), 2)
+    model = AlbertClassifier(glue_config(), 2)
     model.build()
     module = ClassifierServing(model, SEQ, DEMO_SPM, text_pair=False, digit_comma=digit_comma)
     texts = ["In 1990, sales were 3,500, not 2,000, units.", "Prices rose 4,5,6, then fell."]
@@ -241,7 +241,7 @@ def _release_folder(
 
     os.makedirs(folder)
     dropout = RELEASE_DROPOUT[version]
-    config = tiny_config(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    config = glue_config(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     config.to_json_file(os.path.join(folder, "albert_config.json"))
     shutil.copyfile(DEMO_SPM, os.path.join(folder, "30k-clean.model"))
     model = randomized(AlbertPretrainer(config), 1)
@@ -310,7 +310,7 @@ def test_encoder_export_reloads_in_fresh_processes(tmp_path):
     module = hub.open_module(paths["encoder"])
     assert module.kind == hub.ALBERT_TF and module.do_lower_case is True
     assert hub.module_config(module)[0] == model.config  # the release's, dropout 0.1
-    encoder = AlbertModel(tiny_config())
+    encoder = AlbertModel(glue_config())
     assert len(hub.load_module(encoder, module).loaded) == 25
     np.testing.assert_array_equal(
         encoder(features)["pooled_output"], model.albert(features)["pooled_output"]
@@ -329,7 +329,7 @@ def test_encoder_signatures_follow_the_heads_the_checkpoint_held():
     from albert_tf.export.saved_model import EncoderServing
     from albert_tf.model.modeling import AlbertPretrainer
 
-    model = AlbertPretrainer(tiny_config())
+    model = AlbertPretrainer(glue_config())
     model.build()
     module = EncoderServing(model, {"masked_lm"}, DEMO_SPM, DEMO_SPM, True)
     assert sorted(module.signatures()) == [
@@ -509,7 +509,7 @@ def test_no_format_writes_over_user_files_the_current_folder_or_a_link(
     """Refused before any work: the source is never even read (it holds a config only)."""
     source = tmp_path / "release"
     source.mkdir()
-    tiny_config().to_json_file(str(source / "albert_config.json"))
+    glue_config().to_json_file(str(source / "albert_config.json"))
     user = tmp_path / "user"
     kept = _user_files(user)
     assert _export(source, user, export_format) == 1
@@ -531,7 +531,7 @@ def test_checkpoint_export_refuses_a_folder_a_training_holds_or_with_a_foreign_c
 
     source = tmp_path / "release"
     source.mkdir()
-    tiny_config().to_json_file(str(source / "albert_config.json"))
+    glue_config().to_json_file(str(source / "albert_config.json"))
     training = tmp_path / "training"
     training.mkdir()
     lock = {"host": socket.gethostname(), "pid": os.getppid(), "started": "t0"}
@@ -690,7 +690,7 @@ def test_fine_tuned_exports_with_dropout_equal_their_weights_without_dropout(tmp
     }
     got = {}
     for dropout in (0.1, 0.0):
-        config = tiny_config(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+        config = glue_config(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
         classifier = randomized(AlbertClassifier(config, 2, classifier_dropout=dropout), 3)
         path = export_classifier(
             classifier, str(tmp_path / f"glue_{dropout}"), SEQ, spm_model_file=DEMO_SPM

@@ -6,12 +6,13 @@ import math
 import numpy as np
 import pytest
 import tensorflow as tf
+from config_fixtures import tiny_config
 
 from albert_tf.model import layers
 from albert_tf.model.modeling import AlbertModel
 
 import albert_numpy
-from model_fixtures import make_inputs, set_weights, tiny
+from model_fixtures import make_inputs, set_weights
 
 
 def test_gelu_is_the_tanh_approximation():
@@ -53,7 +54,7 @@ def test_layer_norm_of_bfloat16_input_normalises_in_float32():
 def test_block_matches_numpy_reference(head_size):
     """One plain block (its own call, no model around it) against the numpy block."""
     heads = 2
-    cfg = tiny(
+    cfg = tiny_config(
         hidden_size=heads * head_size,
         num_attention_heads=heads,
         intermediate_size=3 * head_size,

@@ -4,6 +4,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from config_fixtures import tiny_config
 
 from albert_tf import AlbertConfig
 from albert_tf.cpu import speed_paths
@@ -11,7 +12,7 @@ from albert_tf.model.modeling import AlbertModel, AlbertPretrainer
 from albert_tf.weights.checkpoints import original_variable_map
 
 import albert_numpy
-from model_fixtures import CONFIGS, assert_rel_close, built_encoder, make_inputs, set_weights, tiny
+from model_fixtures import CONFIGS, assert_rel_close, built_encoder, make_inputs, set_weights
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
@@ -375,7 +376,7 @@ def test_parameter_counts_of_sharing_strategies(sharing, paper_millions):
 
 
 def test_partial_sharing_shares_the_variables_themselves():
-    cfg = tiny(num_hidden_groups=3).replace(cross_layer_sharing="attention")
+    cfg = tiny_config(num_hidden_groups=3).replace(cross_layer_sharing="attention")
     model = AlbertModel(cfg)
     model.build()
     first, last = model.groups[0][0], model.groups[2][0]

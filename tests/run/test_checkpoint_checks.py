@@ -14,16 +14,16 @@ from albert_tf.run.checkpoint_checks import InitCheckpoint
 from albert_tf.run.output_folder import OutputFolder
 from albert_tf.weights import checkpoints
 
-from classifier_fixtures import tiny_config
+from classifier_fixtures import glue_config
 
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
     folder = tmp_path_factory.mktemp("init")
-    model = AlbertModel(tiny_config())
+    model = AlbertModel(glue_config())
     model.build()
     prefix = checkpoints.save_original_checkpoint(model, str(folder / "model.ckpt-best"))
-    tiny_config().to_json_file(str(folder / "albert_config.json"))
+    glue_config().to_json_file(str(folder / "albert_config.json"))
     return folder, prefix, model
 
 
@@ -45,9 +45,9 @@ def test_an_initial_checkpoint_is_looked_up_once_and_must_be_complete(saved, tmp
 
 def test_the_config_beside_an_initial_checkpoint_must_describe_the_same_network(saved, tmp_path):
     folder, prefix, _ = saved
-    same = tiny_config(hidden_dropout_prob=0.0)  # dropout may differ
+    same = glue_config(hidden_dropout_prob=0.0)  # dropout may differ
     checkpoint_checks.check_init_config(InitCheckpoint(prefix), same, str(tmp_path / "c.json"))
-    deeper = tiny_config(num_hidden_layers=4)
+    deeper = glue_config(num_hidden_layers=4)
     with pytest.raises(UserError) as err:
         checkpoint_checks.check_init_config(InitCheckpoint(str(folder)), deeper, "c4.json")
     assert str(err.value) == (
@@ -59,11 +59,11 @@ def test_the_config_beside_an_initial_checkpoint_must_describe_the_same_network(
 
 def test_init_from_other_depth_frees_the_depth_and_nothing_else(saved):
     folder, _, _ = saved
-    deeper = tiny_config(num_hidden_layers=4)
+    deeper = glue_config(num_hidden_layers=4)
     checkpoint_checks.check_init_config(
         InitCheckpoint(str(folder)), deeper, "c4.json", other_depth=True
     )
-    wider = tiny_config(num_hidden_layers=4, intermediate_size=96)
+    wider = glue_config(num_hidden_layers=4, intermediate_size=96)
     with pytest.raises(UserError, match=r"\(intermediate_size=64 vs 96\)"):
         checkpoint_checks.check_init_config(
             InitCheckpoint(str(folder)), wider, "c.json", other_depth=True
@@ -73,7 +73,7 @@ def test_init_from_other_depth_frees_the_depth_and_nothing_else(saved):
 def test_an_initial_checkpoint_must_fit_even_when_the_output_folder_wins(saved):
     _, prefix, model = saved
     checkpoint_checks.check_init_fits(model, InitCheckpoint(prefix))
-    wide = AlbertModel(tiny_config(hidden_size=48, num_attention_heads=2))
+    wide = AlbertModel(glue_config(hidden_size=48, num_attention_heads=2))
     wide.build()
     with pytest.raises(UserError, match=r"does not fit this model \(.*: checkpoint \[.*32"):
         checkpoint_checks.check_init_fits(wide, InitCheckpoint(prefix))
@@ -133,13 +133,13 @@ def test_a_foreign_folders_config_must_describe_the_same_network(saved, tmp_path
     writer = {"huggingface": huggingface, "keras_hub": keras_hub}[kind]
     folder = str(tmp_path / kind)
     values = {n: v.numpy() for n, v in checkpoints.original_variable_map(model).items()}
-    writer.write_folder(folder, tiny_config(), values)
+    writer.write_folder(folder, glue_config(), values)
     # The folder's own config, and the same network with other dropout rates, pass.
     checkpoint_checks.check_init_config(
-        InitCheckpoint(folder), tiny_config(), f"{folder}/config.json"
+        InitCheckpoint(folder), glue_config(), f"{folder}/config.json"
     )
     checkpoint_checks.check_init_config(
-        InitCheckpoint(folder), tiny_config(hidden_dropout_prob=0.3), str(tmp_path / "c.json")
+        InitCheckpoint(folder), glue_config(hidden_dropout_prob=0.3), str(tmp_path / "c.json")
     )
     for change, shown in (
         ({"num_hidden_layers": 4}, "num_hidden_layers=2 vs 4"),
@@ -148,7 +148,7 @@ def test_a_foreign_folders_config_must_describe_the_same_network(saved, tmp_path
     ):
         with pytest.raises(UserError) as err:
             checkpoint_checks.check_init_config(
-                InitCheckpoint(folder), tiny_config(**change), "c.json"
+                InitCheckpoint(folder), glue_config(**change), "c.json"
             )
         assert str(err.value) == (
             f"--init_checkpoint={folder}: its config.json ({folder}/config.json) describes "

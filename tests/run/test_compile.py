@@ -5,12 +5,12 @@ compiled graph, and the same under the speed paths an accelerator takes (standar
 import numpy as np
 import pytest
 import tensorflow as tf
+from config_fixtures import tiny_config
 from tensorflow.core.framework import types_pb2
 from tensorflow.python.framework import op_def_registry
 
 from albert_tf.cpu import speed_paths
 from albert_tf.model import losses
-from albert_tf.model.config import AlbertConfig
 from albert_tf.model.modeling import AlbertPretrainer
 from albert_tf.run import driver, training
 from albert_tf.tasks import classifier, pretraining, squad
@@ -25,11 +25,10 @@ HOST_OPS = {"PyFunc", "PyFuncStateless", "EagerPyFunc", "Print", "PrintV2"}
 RTOL, ATOL = 2e-5, 1e-6
 
 
-def tiny_config():
-    return AlbertConfig(
+def compile_config():
+    """The suite's tiny config, positions for the RACE choices' joined sequences."""
+    return tiny_config(
         vocab_size=50,
-        embedding_size=8,
-        hidden_size=16,
         num_hidden_layers=2,
         num_attention_heads=2,
         intermediate_size=32,
@@ -88,7 +87,7 @@ def features_of(task, rng):
 
 
 def make_model(task):
-    config = tiny_config()
+    config = compile_config()
     model = {
         "pretraining": lambda: AlbertPretrainer(config, full_sequence_output=False),
         "classification": lambda: AlbertClassifier(config, 3, classifier_dropout=0.0),
@@ -262,4 +261,4 @@ def test_steps_are_compiled_with_use_xla_and_always_on_a_tpu(use_xla, tpu, compi
 
     strategy = FakeTPUStrategy() if tpu else tf.distribute.get_strategy()
     options = driver.RunOptions(output_dir="unused", use_xla=use_xla)
-    assert driver.Run(options, tiny_config(), strategy, True).jit_compile is compiled
+    assert driver.Run(options, compile_config(), strategy, True).jit_compile is compiled

@@ -11,7 +11,7 @@ from albert_tf.run import loss_scale, training
 from albert_tf.run.optimization import create_optimizer
 from albert_tf.tasks import pretraining
 
-from training_fixtures import dataset_fn, synthetic_features, tiny_config
+from training_fixtures import dataset_fn, pretraining_config, synthetic_features
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def float16_policy():
 
 def build(seed=1, optimizer="lamb", lr=1e-2, steps=300):
     keras.utils.set_random_seed(seed)
-    model = AlbertPretrainer(tiny_config())
+    model = AlbertPretrainer(pretraining_config())
     model.build()
     return model, create_optimizer(lr, steps, 10, optimizer)
 

@@ -10,12 +10,12 @@ import pytest
 from albert_tf.errors import UserError
 from albert_tf.run.model_files import resolve_model_files
 
-from classifier_fixtures import DEMO_SPM, tiny_config
+from classifier_fixtures import DEMO_SPM, glue_config
 
 
 def _flags(tmp_path, **changes):
     config_file = tmp_path / "albert_config.json"
-    tiny_config().to_json_file(str(config_file))
+    glue_config().to_json_file(str(config_file))
     flags = dict(
         albert_hub_module_handle=None,
         init_checkpoint=None,
@@ -61,7 +61,7 @@ def test_sentence_pairs_need_two_token_types(tmp_path):
     """type_vocab_size 1 cannot embed the second segment of a pair task (SQuAD, RACE,
     MRPC...); single-sentence tasks (CoLA, SST-2) are fine with it."""
     config_file = tmp_path / "one_type.json"
-    tiny_config(type_vocab_size=1).to_json_file(str(config_file))
+    glue_config(type_vocab_size=1).to_json_file(str(config_file))
     flags = _flags(tmp_path, albert_config_file=str(config_file))
     assert resolve_model_files(flags, 32, token_types=1).config.type_vocab_size == 1
     with pytest.raises(

@@ -15,7 +15,7 @@ from albert_tf.run.output_folder import OutputFolder
 from albert_tf.tasks import classifier, pretraining
 from albert_tf.tasks.classifier import AlbertClassifier
 
-from training_fixtures import build, dataset_fn, loss_summaries, tiny_config
+from training_fixtures import build, dataset_fn, loss_summaries, pretraining_config
 from worker_fixtures import run_cluster, run_script
 
 
@@ -452,7 +452,7 @@ def classifier_batch(ids, segments):
 
 def build_classifier(optimizer, seed=3):
     keras.utils.set_random_seed(seed)
-    model = AlbertClassifier(tiny_config(), num_labels=2, classifier_dropout=0.0)
+    model = AlbertClassifier(pretraining_config(), num_labels=2, classifier_dropout=0.0)
     model.build()
     return model, create_optimizer(1e-2, 10, 0, optimizer)
 

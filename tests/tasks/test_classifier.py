@@ -14,7 +14,7 @@ from albert_tf.tasks.classifier import (
 )
 from albert_tf.weights import checkpoints
 
-from classifier_fixtures import tiny_config
+from classifier_fixtures import glue_config
 from worker_fixtures import run_cluster, run_script
 
 
@@ -28,7 +28,7 @@ def _inputs(batch=3, seq=8, seed=0):
 
 @pytest.fixture(scope="module")
 def config():
-    return tiny_config()
+    return glue_config()
 
 
 def _encoder_values(model):
@@ -136,7 +136,7 @@ def test_init_from_a_head_for_another_label_set_keeps_the_encoder(config, tmp_pa
 
 
 def test_init_from_object_checkpoint_restores_every_encoder_block(tmp_path):
-    config = tiny_config(num_hidden_groups=2)
+    config = glue_config(num_hidden_groups=2)
     pre = AlbertPretrainer(config)
     pre.build()
     # What run_pretraining.py's trainer writes: tf.train.Checkpoint(model=..., ...).

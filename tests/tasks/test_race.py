@@ -13,7 +13,7 @@ from albert_tf.errors import UserError
 from albert_tf.tasks.race import AlbertRace, RaceOptions, run
 from albert_tf.weights import checkpoints
 
-from classifier_fixtures import DEMO_SPM, tiny_config
+from classifier_fixtures import DEMO_SPM, glue_config
 from repo_paths import REPO_ROOT
 
 REPO = REPO_ROOT
@@ -21,7 +21,7 @@ DEMO = os.path.join(REPO, "data", "demo")
 
 
 def test_each_choice_is_scored_by_the_pooled_output():
-    cfg = tiny_config()
+    cfg = glue_config()
     model = AlbertRace(cfg)
     model.build()
     names = checkpoints.original_variable_map(model)
@@ -62,7 +62,7 @@ def test_each_choice_is_scored_by_the_pooled_output():
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("race")
     config_file = str(root / "albert_config.json")
-    tiny_config().to_json_file(config_file)
+    glue_config().to_json_file(config_file)
     return {"root": root, "config_file": config_file}
 
 
@@ -105,7 +105,7 @@ def test_train_eval_predict(setup):
     )
     assert summary["num_test_examples"] == n_test
     # The test accuracy is the accuracy of the predict weights, computed independently.
-    model = AlbertRace(tiny_config())
+    model = AlbertRace(glue_config())
     checkpoints.load_original_checkpoint(model, str(out / "model.ckpt-best"))
     records = tf.data.TFRecordDataset(str(out / "predict.tf_record"))
     spec = {

@@ -17,11 +17,11 @@ from albert_tf.tasks.squad import (
 )
 from albert_tf.weights import checkpoints
 
-from classifier_fixtures import tiny_config
+from classifier_fixtures import glue_config
 
 
 def test_model_outputs_and_original_head_names():
-    cfg = tiny_config()
+    cfg = glue_config()
     model = AlbertSquadV1(cfg)
     model.build()
     names = checkpoints.original_variable_map(model)
@@ -206,7 +206,7 @@ def _np_v2_head(h, p_mask, w, start_positions=None, k1=2, k2=3):
 
 
 def test_v2_head_names_and_numerics_match_a_numpy_reference():
-    cfg = tiny_config()
+    cfg = glue_config()
     model = AlbertSquadV2(cfg, start_n_top=2, end_n_top=3, dropout_prob=0.1)
     model.build()
     names = checkpoints.original_variable_map(model)

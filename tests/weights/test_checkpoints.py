@@ -5,6 +5,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+from config_fixtures import tiny_config
 
 from albert_tf.errors import UserError
 from albert_tf.model.modeling import AlbertModel, AlbertPretrainer
@@ -21,7 +22,7 @@ from albert_tf.weights.checkpoints import (
 )
 
 import albert_numpy
-from model_fixtures import assert_rel_close, make_inputs, tiny
+from model_fixtures import assert_rel_close, make_inputs
 
 # docs/original.md §5.2 for G = I = 1, written out literally.
 RELEASED_LAYOUT_NAMES = """
@@ -83,7 +84,7 @@ def read_with_tf1_graph(prefix, shapes):
 
 
 def test_names_and_shapes_equal_released_layout():
-    cfg = tiny(num_hidden_layers=12)
+    cfg = tiny_config(num_hidden_layers=12)
     model = AlbertPretrainer(cfg)
     model.build()
     dims = {
@@ -116,7 +117,7 @@ def test_names_and_shapes_equal_released_layout():
 )
 def test_names_and_shapes_general_groups(overrides):
     sharing = overrides.pop("cross_layer_sharing", "all")
-    cfg = tiny(**overrides).replace(cross_layer_sharing=sharing)
+    cfg = tiny_config(**overrides).replace(cross_layer_sharing=sharing)
     model = AlbertPretrainer(cfg)
     model.build()
     got = {n: tuple(v.shape) for n, v in original_variable_map(model).items()}
@@ -127,7 +128,7 @@ def test_names_and_shapes_general_groups(overrides):
 
 @pytest.fixture
 def tf1_checkpoint(tmp_path):
-    cfg = tiny(num_hidden_groups=2, inner_group_num=2, hidden_act="relu")
+    cfg = tiny_config(num_hidden_groups=2, inner_group_num=2, hidden_act="relu")
     weights = albert_numpy.random_weights(cfg.to_dict(), seed=7)
     slots = {}
     for n, v in weights.items():
@@ -256,7 +257,7 @@ def test_mismatch_lists_every_problem_and_assigns_nothing(tf1_checkpoint, tmp_pa
 
 
 def test_encoder_checkpoint_into_pretrainer_needs_allow_missing(tmp_path):
-    cfg = tiny()
+    cfg = tiny_config()
     weights = albert_numpy.random_weights(cfg.to_dict(), seed=2, heads=False)
     prefix = write_tf1_checkpoint(str(tmp_path / "enc"), weights)
     with pytest.raises(CheckpointMismatchError, match="7 model variable"):
@@ -266,7 +267,7 @@ def test_encoder_checkpoint_into_pretrainer_needs_allow_missing(tmp_path):
 
 
 def test_round_trip_is_bit_identical_and_readable_by_tf1(tmp_path):
-    cfg = tiny(num_hidden_groups=3, inner_group_num=2)
+    cfg = tiny_config(num_hidden_groups=3, inner_group_num=2)
     model = AlbertPretrainer(cfg)
     model.build()
     prefix = save_original_checkpoint(model, str(tmp_path / "out" / "model.ckpt-7"), global_step=7)
@@ -291,7 +292,7 @@ def test_round_trip_is_bit_identical_and_readable_by_tf1(tmp_path):
 
 
 def test_init_from_group0(tmp_path):
-    small = tiny()
+    small = tiny_config()
     weights = albert_numpy.random_weights(small.to_dict(), seed=4)
     prefix = write_tf1_checkpoint(str(tmp_path / "g1"), weights)
     grown = AlbertPretrainer(small.replace(num_hidden_groups=3))
@@ -309,7 +310,7 @@ def test_init_from_group0(tmp_path):
 
 
 def test_failed_save_leaves_no_files(tmp_path, monkeypatch):
-    model = AlbertModel(tiny())
+    model = AlbertModel(tiny_config())
     model.build()
 
     def boom(**kwargs):
@@ -338,7 +339,7 @@ def test_save_removes_the_temporaries_of_a_killed_writer(tmp_path):
     ]
     for name in dead + kept:
         (tmp_path / name).write_bytes(b"half")
-    model = AlbertModel(tiny())
+    model = AlbertModel(tiny_config())
     model.build()
     save_original_checkpoint(model, str(tmp_path / "model.ckpt-6"))
     assert sorted(os.listdir(tmp_path)) == sorted(
@@ -353,7 +354,7 @@ def test_optimizer_exclusions_on_paths_equal_those_on_original_names():
 
     from albert_tf.run.optimization import DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY, create_optimizer
 
-    model = AlbertPretrainer(tiny(num_hidden_groups=2, inner_group_num=2))
+    model = AlbertPretrainer(tiny_config(num_hidden_groups=2, inner_group_num=2))
     model.build()
     optimizer = create_optimizer(1e-3, 10, 0, "lamb")
     optimizer.build(model.trainable_variables)
@@ -366,7 +367,7 @@ def test_optimizer_exclusions_on_paths_equal_those_on_original_names():
 def test_optimizer_slots_round_trip_under_original_names(tmp_path):
     from albert_tf.run.optimization import create_optimizer
 
-    cfg = tiny()
+    cfg = tiny_config()
     model = AlbertPretrainer(cfg)
     model.build()
     optimizer = create_optimizer(1e-3, 10, 0, "lamb")
@@ -397,7 +398,7 @@ def test_optimizer_slots_round_trip_under_original_names(tmp_path):
 def test_init_from_object_checkpoint(tmp_path):
     from albert_tf.weights.checkpoints import init_from_checkpoint
 
-    cfg = tiny(num_hidden_groups=2)
+    cfg = tiny_config(num_hidden_groups=2)
     encoder_only = AlbertModel(cfg)
     encoder_only.build()
     prefix = tf.train.Checkpoint(model=encoder_only).save(str(tmp_path / "ckpt"))

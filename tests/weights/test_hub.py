@@ -17,7 +17,7 @@ from albert_tf.run.driver import init_from_checkpoint
 from albert_tf.tasks.classifier import HEAD_PATTERNS, AlbertClassifier, ClassifierOptions, run
 from albert_tf.weights import checkpoints, hub
 
-from classifier_fixtures import DEMO_SPM, tiny_config, write_mrpc
+from classifier_fixtures import DEMO_SPM, glue_config, write_mrpc
 from repo_paths import REPO_ROOT
 from weights_fixtures import random_keras_hub_backbone, randomized
 
@@ -84,7 +84,7 @@ def _encoder_outputs(model):
 
 # --- TF1 Hub format -------------------------------------------------------------------
 def test_tf1_module_loads_by_name_into_a_task_model(tmp_path):
-    config = tiny_config()
+    config = glue_config()
     source = _pretrainer(config)
     folder = write_tf1_module(tmp_path / "module", source, config)
     module = hub.open_module(folder)
@@ -110,7 +110,7 @@ def test_tf1_module_loads_by_name_into_a_task_model(tmp_path):
 
 
 def test_tf1_module_tokenization_info_is_read_without_running_the_graph(tmp_path):
-    folder = write_tf1_module(tmp_path / "m", _pretrainer(tiny_config()), do_lower_case=False)
+    folder = write_tf1_module(tmp_path / "m", _pretrainer(glue_config()), do_lower_case=False)
     assert hub.open_module(folder).do_lower_case is False
 
 
@@ -124,14 +124,14 @@ def test_v1_module_without_config_gets_the_released_shape_of_its_variables():
     assert "albert_base_v1" in assumed and "num_hidden_layers=12" in assumed
     assert "dropout 0.1" in assumed
     # Another hidden size is no released model: nothing is guessed.
-    small = AlbertPretrainer(tiny_config())
+    small = AlbertPretrainer(glue_config())
     small.build()
     tiny = {n: list(v.shape) for n, v in checkpoints.original_variable_map(small).items()}
     assert hub.infer_config(tiny)[0] is None
 
 
 def test_module_without_config_of_unreleased_shape_needs_the_flag(tmp_path):
-    config = tiny_config()
+    config = glue_config()
     folder = write_tf1_module(tmp_path / "m", _pretrainer(config))  # no albert_config.json
     module = hub.open_module(folder)
     with pytest.raises(UserError, match="pass --albert_config_file"):
@@ -222,7 +222,7 @@ def _model_garden_module(folder, source, config, attention_output):
     ["transformer/self_attention/attention_output", "transformer/self_attention_output"],
 )
 def test_model_garden_module_loads_through_the_name_table(tmp_path, attention_output):
-    config = tiny_config()
+    config = glue_config()
     source = _pretrainer(config)
     folder = _model_garden_module(tmp_path / "mg", source, config, attention_output)
     module = hub.open_module(folder)
@@ -270,7 +270,7 @@ def _glue_opts(tmp_path, **kw):
 
 
 def test_script_options_refused_before_anything_is_written(tmp_path):
-    config = tiny_config()
+    config = glue_config()
     folder = write_tf1_module(tmp_path / "m", _pretrainer(config), config, do_lower_case=True)
     cases = [
         ({"albert_hub_module_handle": "https://tfhub.dev/google/albert_base/1"}, "download"),
@@ -293,7 +293,7 @@ def test_every_fine_tuning_task_starts_from_a_module(tmp_path, task):
     from albert_tf.tasks.race import RaceOptions, RaceTask
     from albert_tf.tasks.squad import SquadOptions, SquadTask
 
-    config = tiny_config()
+    config = glue_config()
     source = _pretrainer(config)
     folder = write_tf1_module(tmp_path / "m", source, config)
     if task == "race":
@@ -323,7 +323,7 @@ def test_run_glue_mrpc_commands_run_with_a_local_module(tmp_path):
     """run_glue.sh's two MRPC commands (docs/original.md §11.7), flag for flag, with
     only the hub handle replaced by a module folder and the steps shortened through
     the flags they already pass (warmup 1, 4 steps, checkpoint every 2, batch 8)."""
-    config = tiny_config(max_position_embeddings=512)
+    config = glue_config(max_position_embeddings=512)
     module = write_tf1_module(tmp_path / "albert_base_hub", _pretrainer(config), config)
     albert_root = tmp_path / "albert_root"  # no vocab.txt, no 30k-clean.model: not read
     albert_root.mkdir()
@@ -384,7 +384,7 @@ def test_run_glue_mrpc_commands_run_with_a_local_module(tmp_path):
 def test_keras_hub_saved_model_loads_through_the_keras_hub_table(tmp_path):
     """A keras-hub AlbertBackbone exported as a SavedModel (`backbone.export`) reads by
     its variable names and runs as keras-hub runs it."""
-    config = tiny_config(num_hidden_layers=2, inner_group_num=2)
+    config = glue_config(num_hidden_layers=2, inner_group_num=2)
     backbone = random_keras_hub_backbone(config, 4)
     backbone.export(str(tmp_path / "exported"))
     module = hub.open_module(str(tmp_path / "exported"))

@@ -15,7 +15,7 @@ from albert_tf.tasks.classifier import AlbertClassifier
 from albert_tf.weights import checkpoints, foreign_folders, huggingface
 
 import albert_numpy
-from classifier_fixtures import DEMO_SPM, tiny_config, write_mrpc
+from classifier_fixtures import DEMO_SPM, glue_config, write_mrpc
 from weights_fixtures import original_values, randomized
 
 # L = 3 layers in G = 2 groups of I = 2 blocks: layer -> group 0, 0, 1 in both libraries.
@@ -141,7 +141,7 @@ def _outputs(model):
 
 
 def test_folder_loads_by_name_and_matches_the_numpy_reference(tmp_path):
-    config = tiny_config(**SHAPE)
+    config = glue_config(**SHAPE)
     folder = str(tmp_path / "hf")
     original = write_hf_folder(folder, config)
     model = AlbertPretrainer(config)
@@ -155,7 +155,7 @@ def test_folder_loads_by_name_and_matches_the_numpy_reference(tmp_path):
 
 
 def test_config_is_translated_and_erf_gelu_refused(tmp_path):
-    config = tiny_config(**SHAPE)
+    config = glue_config(**SHAPE)
     folder = str(tmp_path / "hf")
     write_hf_folder(folder, config, config_changes={"hidden_act": "gelu_pytorch_tanh"})
     foreign = foreign_folders.open_foreign(folder, tensors=False)
@@ -172,7 +172,7 @@ def test_config_is_translated_and_erf_gelu_refused(tmp_path):
 
 
 def test_unnamed_untied_and_missing_tensors_are_named(tmp_path):
-    config = tiny_config()
+    config = glue_config()
     folder = str(tmp_path / "hf")
     write_hf_folder(folder, config, extra={"albert.encoder.extra": np.zeros([2], np.float32)})
     with pytest.raises(
@@ -197,7 +197,7 @@ def test_unnamed_untied_and_missing_tensors_are_named(tmp_path):
 
 @pytest.mark.parametrize("embedding_size", [16, 32])  # 32 = hidden_size: no projection
 def test_ours_to_huggingface_to_ours_is_bit_exact(tmp_path, embedding_size):
-    config = tiny_config(embedding_size=embedding_size, **SHAPE)
+    config = glue_config(embedding_size=embedding_size, **SHAPE)
     source = randomized(AlbertPretrainer(config), 1)
     folder = str(tmp_path / "hf")
     written = huggingface.write_folder(folder, config, original_values(source), DEMO_SPM)
@@ -226,7 +226,7 @@ def test_ours_to_huggingface_to_ours_is_bit_exact(tmp_path, embedding_size):
 
 
 def test_fine_tuned_classifier_goes_out_as_sequence_classification(tmp_path):
-    config = tiny_config()
+    config = glue_config()
     source = randomized(AlbertClassifier(config, num_labels=3), 1)
     folder = str(tmp_path / "hf")
     values = {
@@ -247,7 +247,7 @@ def test_fine_tuned_classifier_goes_out_as_sequence_classification(tmp_path):
 def test_squad_v1_head_goes_out_as_question_answering(tmp_path):
     from albert_tf.tasks.squad import AlbertSquadV1
 
-    config = tiny_config()
+    config = glue_config()
     source = randomized(AlbertSquadV1(config), 1)
     folder = str(tmp_path / "hf")
     assert huggingface.write_folder(folder, config, original_values(source))["architecture"] == (
@@ -267,7 +267,7 @@ def test_squad_v1_head_goes_out_as_question_answering(tmp_path):
 def test_run_classifier_fine_tunes_from_a_huggingface_folder(tmp_path):
     from albert_tf.tasks.classifier import ClassifierOptions, run
 
-    config = tiny_config()
+    config = glue_config()
     folder = str(tmp_path / "hf")
     write_hf_folder(folder, config)
     with open(DEMO_SPM, "rb") as src, open(os.path.join(folder, "spiece.model"), "wb") as dst:

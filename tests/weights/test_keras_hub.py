@@ -13,7 +13,7 @@ from albert_tf.errors import UserError
 from albert_tf.model.modeling import AlbertModel
 from albert_tf.weights import checkpoints, foreign_folders, keras_hub
 
-from classifier_fixtures import DEMO_SPM, tiny_config
+from classifier_fixtures import DEMO_SPM, glue_config
 from weights_fixtures import original_values, random_keras_hub_backbone, randomized
 
 # L = 4 layers in G = 2 groups of I = 2 blocks: layer -> group 0, 0, 1, 1 in both.
@@ -44,7 +44,7 @@ def _close(ours, theirs):
 def test_preset_saved_by_keras_hub_loads_by_name_and_runs_as_keras_hub(tmp_path):
     import keras_hub as keras_hub_lib  # here, not at collection: only these tests need it
 
-    config = tiny_config(**SHAPE)
+    config = glue_config(**SHAPE)
     backbone = random_keras_hub_backbone(config, 3)
     backbone.save_to_preset(str(tmp_path / "preset"))
     keras_hub_lib.models.AlbertTokenizer(proto=DEMO_SPM).save_to_preset(str(tmp_path / "preset"))
@@ -60,7 +60,7 @@ def test_preset_saved_by_keras_hub_loads_by_name_and_runs_as_keras_hub(tmp_path)
 def test_our_export_loads_in_keras_hub_and_comes_back_bit_exact(tmp_path):
     import keras_hub as keras_hub_lib
 
-    config = tiny_config(**SHAPE)
+    config = glue_config(**SHAPE)
     source = randomized(AlbertModel(config), 2, 0.2)
     folder = str(tmp_path / "preset")
     written = keras_hub.write_folder(folder, config, original_values(source), DEMO_SPM)
@@ -80,18 +80,18 @@ def test_our_export_loads_in_keras_hub_and_comes_back_bit_exact(tmp_path):
 
 
 def test_configs_keras_hub_cannot_run_and_unknown_tensors_are_refused(tmp_path):
-    values = original_values(randomized(AlbertModel(tiny_config()), 2, 0.2))
+    values = original_values(randomized(AlbertModel(glue_config()), 2, 0.2))
     for change, match in (
         ({"hidden_act": "relu"}, "hidden_act 'relu'; keras-hub's AlbertBackbone computes"),
         ({"num_hidden_layers": 3, "num_hidden_groups": 2}, "not a multiple of num_hidden_groups"),
         ({"attention_probs_dropout_prob": 0.1}, "has one dropout rate"),
     ):
         with pytest.raises(UserError, match=match):
-            keras_hub.write_folder(str(tmp_path / "x"), tiny_config(**change), values)
+            keras_hub.write_folder(str(tmp_path / "x"), glue_config(**change), values)
     folder = str(tmp_path / "preset")
-    keras_hub.write_folder(folder, tiny_config(), values)
+    keras_hub.write_folder(folder, glue_config(), values)
     with h5py.File(os.path.join(folder, keras_hub.WEIGHTS_NAME), "a") as file:
         group = file["layers/dense_1"].create_group("extra/vars")
         group.create_dataset("0", data=np.zeros([2]))
     with pytest.raises(UserError, match=r"no keras-hub name-table row: pooled_dense/extra/0"):
-        checkpoints.load_original_checkpoint(AlbertModel(tiny_config()), folder)
+        checkpoints.load_original_checkpoint(AlbertModel(glue_config()), folder)

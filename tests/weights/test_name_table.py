@@ -4,6 +4,7 @@ original -> other -> original over every name of a tiny model for each of the fi
 
 import numpy as np
 import pytest
+from config_fixtures import tiny_config
 
 from albert_tf.model.modeling import AlbertModel, AlbertPretrainer
 from albert_tf.research import smoothness
@@ -22,7 +23,7 @@ from albert_tf.weights.name_table import (
     to_original,
 )
 
-from model_fixtures import CONFIGS, tiny
+from model_fixtures import CONFIGS
 
 _TOY = NameTable(
     [
@@ -145,7 +146,7 @@ def test_checkpoint_table_round_trips_every_variable_of_the_model(config):
 
 
 def test_checkpoint_table_lists_the_encoder_in_the_original_order():
-    encoder = _built(AlbertModel(tiny(num_hidden_groups=2, inner_group_num=2)))
+    encoder = _built(AlbertModel(tiny_config(num_hidden_groups=2, inner_group_num=2)))
     filled = checkpoints.ENCODER_NAMES.filled([(0, 0), (0, 1), (1, 0), (1, 1)])
     assert [o for o, _, _ in filled] == list(checkpoints.original_variable_map(encoder))
     assert filled[7] == (
@@ -170,7 +171,7 @@ def _names(model):
 
 
 def test_huggingface_table_round_trips_every_name_of_the_models_it_holds():
-    config = tiny()
+    config = tiny_config()
     names = _names(AlbertPretrainer(config))
     names += [n for n in _names(AlbertClassifier(config, 2)) if not n.startswith("bert/")]
     names += [n for n in _names(AlbertSquadV1(config)) if not n.startswith("bert/")]
@@ -184,14 +185,14 @@ def test_huggingface_table_round_trips_every_name_of_the_models_it_holds():
 
 
 def test_keras_hub_table_round_trips_every_encoder_name():
-    names = _names(AlbertModel(tiny(num_hidden_groups=2, inner_group_num=2)))
+    names = _names(AlbertModel(tiny_config(num_hidden_groups=2, inner_group_num=2)))
     others = _round_trip(keras_hub.NAMES, names)
     assert "group_1_inner_layer_1/_self_attention_layer/query_dense/0" in others
     assert keras_hub.NAMES.foreign(names[-1]) == ("pooled_dense/1", SAME)
 
 
 def test_model_garden_table_round_trips_every_name_of_its_encoder_and_head():
-    names = _names(AlbertPretrainer(tiny()))
+    names = _names(AlbertPretrainer(tiny_config()))
     names = [n for n in names if not n.startswith("cls/seq_relationship/")]
     _round_trip(hub.MODEL_GARDEN_NAMES, names)
     kernel = "bert/encoder/transformer/group_0/inner_group_0/attention_1/output/dense/kernel"

@@ -11,7 +11,7 @@ from albert_tf.tasks.classifier import AlbertClassifier, ClassifierOptions, Clas
 from albert_tf.weights import checkpoints
 from albert_tf.weights.release import is_release_folder, load_release, release_files
 
-from classifier_fixtures import DEMO_SPM, tiny_config, write_mrpc
+from classifier_fixtures import DEMO_SPM, glue_config, write_mrpc
 from repo_paths import REPO_ROOT
 
 
@@ -20,7 +20,7 @@ def release(tmp_path_factory):
     """A fake v1-shaped release (dropout 0.1, as the v1 configs): albert_config.json,
     model.ckpt-best (original format, with cls/*), 30k-clean.model/.vocab."""
     folder = tmp_path_factory.mktemp("albert_tiny")
-    config = tiny_config(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    config = glue_config(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
     config.to_json_file(str(folder / "albert_config.json"))
     model = AlbertPretrainer(config)
     model.build()

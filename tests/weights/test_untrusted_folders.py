@@ -17,7 +17,7 @@ from albert_tf.errors import UserError
 from albert_tf.model.modeling import AlbertModel, AlbertPretrainer
 from albert_tf.weights import checkpoints, huggingface, keras_hub
 
-from classifier_fixtures import tiny_config
+from classifier_fixtures import glue_config
 from weights_fixtures import original_values, randomized
 
 WORDS = "albert.embeddings.word_embeddings.weight"
@@ -27,7 +27,7 @@ POOLER = "albert.pooler.weight"
 def _hf_folder(tmp_path, name="hf"):
     """(folder, {Hugging Face name: float32 array}, {original name: array}) of a
     Hugging Face folder our writer made from a random pretrainer."""
-    config = tiny_config()
+    config = glue_config()
     values = original_values(randomized(AlbertPretrainer(config), 4, 0.2))
     folder = str(tmp_path / name)
     huggingface.write_folder(folder, config, values)
@@ -35,7 +35,7 @@ def _hf_folder(tmp_path, name="hf"):
 
 
 def _load(folder):
-    model = AlbertPretrainer(tiny_config())
+    model = AlbertPretrainer(glue_config())
     checkpoints.load_original_checkpoint(model, folder)
     return original_values(model)
 
@@ -100,7 +100,7 @@ def test_non_finite_foreign_values_are_refused(tmp_path):
 
 def test_declared_shape_beyond_the_config_is_refused_before_reading(tmp_path):
     folder, tensors, _ = _hf_folder(tmp_path)
-    config = tiny_config()
+    config = glue_config()
     tensors[WORDS] = np.zeros([config.vocab_size + 1, config.embedding_size], np.float32)
     _save(folder, tensors)
     with pytest.raises(UserError, match=f"tensor {WORDS} declares shape"):
@@ -186,7 +186,7 @@ POOLED = "layers/dense_1/vars/0"
 
 
 def _preset(tmp_path):
-    config = tiny_config()
+    config = glue_config()
     values = original_values(randomized(AlbertModel(config), 2, 0.2))
     folder = str(tmp_path / "preset")
     keras_hub.write_folder(folder, config, values)
@@ -194,7 +194,7 @@ def _preset(tmp_path):
 
 
 def _load_preset(folder):
-    model = AlbertModel(tiny_config())
+    model = AlbertModel(glue_config())
     checkpoints.load_original_checkpoint(model, folder)
     return original_values(model)
 
@@ -284,7 +284,7 @@ def test_non_finite_preset_values_are_refused(tmp_path):
 def _original_checkpoint(tmp_path, name, edit):
     """The prefix of an original-format checkpoint of a random encoder, whose tensor
     `name` is edit(its value)."""
-    values = original_values(randomized(AlbertModel(tiny_config()), 5, 0.2))
+    values = original_values(randomized(AlbertModel(glue_config()), 5, 0.2))
     values[name] = edit(values[name])
     prefix = str(tmp_path / "model.ckpt-1")
     tf.raw_ops.SaveV2(
@@ -299,7 +299,7 @@ def _original_checkpoint(tmp_path, name, edit):
 def test_original_checkpoint_with_an_int_tensor_is_refused_before_assigning(tmp_path):
     name = "bert/pooler/dense/kernel"
     prefix = _original_checkpoint(tmp_path, name, lambda v: np.ones(v.shape, np.int32))
-    model = AlbertModel(tiny_config())
+    model = AlbertModel(glue_config())
     model.build()
     before = original_values(model)
     with pytest.raises(UserError, match=f"^{prefix}: tensor {name} is int32; expected floating"):
@@ -318,7 +318,7 @@ def test_a_checkpoint_index_that_is_a_fifo_is_refused_without_opening_it(tmp_pat
 def test_original_checkpoint_with_nan_loads_with_a_warning_as_the_original(tmp_path, caplog):
     name = "bert/pooler/dense/bias"
     prefix = _original_checkpoint(tmp_path, name, lambda v: np.where(np.arange(v.size), v, np.nan))
-    model = AlbertModel(tiny_config())
+    model = AlbertModel(glue_config())
     with caplog.at_level(logging.WARNING):
         checkpoints.load_original_checkpoint(model, prefix)
     want = f"{prefix}: 1 tensor(s) hold NaN or infinite values, loaded as the original would"
