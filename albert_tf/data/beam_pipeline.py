@@ -60,7 +60,7 @@ from albert_tf import fileio, interrupts
 from albert_tf.data import pretraining_instances as pi
 from albert_tf.data import pretraining_units as pu
 from albert_tf.data import tokenization
-from albert_tf.errors import UserError
+from albert_tf.errors import RunInterrupted, UserError
 
 logger = logging.getLogger(__name__)
 
@@ -295,17 +295,25 @@ def _run_temp_folder():
     folder = tempfile.mkdtemp(prefix=f"{_SPILL_PREFIX}{fileio.owner_tag()}-")
     saved_tempdir, saved_env = tempfile.tempdir, os.environ.get("TMPDIR")
     tempfile.tempdir = os.environ["TMPDIR"] = folder
+    stopped = False
     try:
         yield
+    except (RunInterrupted, KeyboardInterrupt):
+        stopped = True
+        raise
     finally:
-        tempfile.tempdir = saved_tempdir
-        if saved_env is None:
-            os.environ.pop("TMPDIR", None)
-        else:
-            os.environ["TMPDIR"] = saved_env
-        # After a stop, the runner's threads may still be setting up a worker: a file may
-        # appear in the folder as it goes, or a spill folder of this process (its owner tag)
-        # in the system temp folder once it is restored.
+        # After a signal the process is ending, but the runner's threads may still be setting
+        # up a worker: the temp folder stays pointed at this run's folder (removed below), so
+        # a late worker fails there instead of leaving its spill folder in the system temp
+        # folder. Otherwise the caller's temp folder comes back.
+        if not stopped:
+            tempfile.tempdir = saved_tempdir
+            if saved_env is None:
+                os.environ.pop("TMPDIR", None)
+            else:
+                os.environ["TMPDIR"] = saved_env
+        # A file may still appear in the folder as a stopped worker goes, or a spill folder
+        # of this process (its owner tag) in the system temp folder.
         mine = re.compile(re.escape(f"{_SPILL_PREFIX}{fileio.owner_tag()}-") + r"\w+")
         for _ in range(3):
             shutil.rmtree(folder, ignore_errors=True)  # machine-local temporary folder
