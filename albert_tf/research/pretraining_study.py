@@ -60,7 +60,7 @@ FINE_TUNING = dict(
     warmup_step=25,
     save_checkpoints_steps=50,
 )
-TASK_TITLES = {"SST-2": "later novel acc", "MRPC": "next sentence acc"}
+TASK_TITLES = {"SST-2": "later novel acc", "MRPC": "next sentence acc", "CoLA": "word order mcc"}
 
 
 def study_rows(o) -> list:

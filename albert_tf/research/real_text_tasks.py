@@ -9,6 +9,11 @@ written in GLUE's file formats so run_classifier.py reads them as it reads GLUE:
 - `MRPC` format, task "next sentence": does the second sentence directly follow the
   first in the same paragraph of the novel (label 1), or is it a sentence from another
   chapter of the same novel (label 0)? Both labels come from the source's order.
+- `CoLA` format, task "word order": is the sentence as Austen wrote it (label 1), or were
+  two neighbouring words swapped (label 0)? The swap is our rule (`swap_neighbours`): two
+  different lower-case words of letters alone, so capitals and punctuation stay in place
+  and both labels have the same words; only their order tells them apart, which a model
+  that reads words as a bag cannot learn, and a model that knows English can.
 
 Training examples come from the chapters of the corpus part `task_train`, dev and test
 examples from `task_dev` (first half of the shuffled examples dev, second half test;
@@ -21,13 +26,18 @@ from __future__ import annotations
 
 import os
 import random
+import re
 
 from albert_tf import fileio
 
 LATER_NOVELS = ("Mansfield Park", "Emma", "Persuasion")
 MIN_WORDS = 6
+# Word order: longer sentences are left out, so that the swap is inside the 64 pieces a
+# fine-tuning sequence holds (30 words are about 45 pieces).
+MAX_WORDS = 30
 # GLUE folder name (run_classifier.py's --task_name) -> what the task asks.
-TASKS = {"SST-2": "later novel", "MRPC": "next sentence"}
+TASKS = {"SST-2": "later novel", "MRPC": "next sentence", "CoLA": "word order"}
+_PLAIN_WORD = re.compile(r"[a-z]+")
 
 
 def _balanced(examples: list[tuple], rng: random.Random, limit: int | None) -> list[tuple]:
@@ -74,6 +84,42 @@ def next_sentence_examples(chapters, rng: random.Random) -> list[tuple[str, str,
     return out
 
 
+def swap_neighbours(words: list[str], rng: random.Random) -> list[str] | None:
+    """`words` with two neighbouring ones swapped, both different lower-case words of
+    letters alone, the pair drawn at random; None if the sentence has no such pair."""
+    pairs = [
+        i
+        for i in range(len(words) - 1)
+        if words[i] != words[i + 1]
+        and _PLAIN_WORD.fullmatch(words[i])
+        and _PLAIN_WORD.fullmatch(words[i + 1])
+    ]
+    if not pairs:
+        return None
+    i = rng.choice(pairs)
+    return [*words[:i], words[i + 1], words[i], *words[i + 2 :]]
+
+
+def word_order_examples(chapters, rng: random.Random) -> list[tuple[str, int]]:
+    """(sentence, label) for every sentence of `chapters` with MIN_WORDS to MAX_WORDS words
+    and a pair that `swap_neighbours` can swap: half of them (at random) as written (label 1),
+    the others swapped (label 0). Words are joined by single spaces in both."""
+    out = []
+    for _, _, chapter in chapters:
+        for paragraph in chapter:
+            for sentence in paragraph:
+                words = sentence.split()
+                fits = MIN_WORDS <= len(words) <= MAX_WORDS
+                swapped = swap_neighbours(words, rng) if fits else None
+                if swapped is None:
+                    continue
+                if rng.random() < 0.5:
+                    out.append((" ".join(swapped), 0))
+                else:
+                    out.append((" ".join(words), 1))
+    return out
+
+
 def _tsv(rows) -> str:
     return "".join("\t".join(str(c).replace("\t", " ") for c in row) + "\n" for row in rows)
 
@@ -84,6 +130,16 @@ def _write_split(folder, task, train, dev, test) -> dict:
         files = {
             "train.tsv": [("sentence", "label"), *train],
             "dev.tsv": [("sentence", "label"), *dev],
+            "test.tsv": [("index", "sentence"), *((i, s) for i, (s, _) in enumerate(test))],
+        }
+    elif task == "CoLA":  # no header; source, label, the original's mark ("*": label 0), text
+
+        def rows(examples):
+            return [("austen", y, "" if y else "*", s) for s, y in examples]
+
+        files = {
+            "train.tsv": rows(train),
+            "dev.tsv": rows(dev),
             "test.tsv": [("index", "sentence"), *((i, s) for i, (s, _) in enumerate(test))],
         }
     else:  # MRPC: Quality (the label) first, then the two sentences' ids and texts
@@ -106,10 +162,11 @@ def _write_split(folder, task, train, dev, test) -> dict:
 def write_tasks(
     folder, parts: dict, seed: int = 12345, train_examples: int = 1000, dev_examples: int = 1000
 ) -> dict:
-    """Writes <folder>/SST-2 and <folder>/MRPC from the corpus parts (real_text.parts);
-    returns {task: {"train": n, "dev": n, "test": n}}. `train_examples`: at most this
-    many training examples per task (the low-data setting); `dev_examples`: at most this
-    many held-out examples, split in half between dev and test."""
+    """Writes <folder>/SST-2, <folder>/MRPC and <folder>/CoLA from the corpus parts
+    (real_text.parts); returns {task: {"train": n, "dev": n, "test": n}}.
+    `train_examples`: at most this many training examples per task (the low-data
+    setting); `dev_examples`: at most this many held-out examples, split in half between
+    dev and test."""
     summary = {}
     for task in TASKS:
         rng = random.Random(f"{seed}-{task}")
@@ -118,6 +175,8 @@ def write_tasks(
             chapters = parts[part]
             if task == "SST-2":
                 examples = novel_examples(chapters)
+            elif task == "CoLA":
+                examples = word_order_examples(chapters, rng)
             else:
                 examples = next_sentence_examples(chapters, rng)
             held_out[part] = _balanced(examples, rng, limit)
@@ -134,8 +193,11 @@ def write_tasks(
 __all__ = [
     "LATER_NOVELS",
     "MIN_WORDS",
+    "MAX_WORDS",
     "TASKS",
     "novel_examples",
     "next_sentence_examples",
+    "swap_neighbours",
+    "word_order_examples",
     "write_tasks",
 ]

@@ -54,6 +54,39 @@ def test_next_sentence_pairs_follow_or_come_from_another_chapter():
             assert c2 != c1
 
 
+def test_swap_neighbours_swaps_two_different_plain_lower_case_words():
+    rng = random.Random(0)
+    words = "Mr. Darcy said that she was, after all, right".split()
+    seen = set()
+    for _ in range(200):
+        swapped = real_text_tasks.swap_neighbours(words, rng)
+        changed = [i for i, (a, b) in enumerate(zip(words, swapped)) if a != b]
+        assert len(changed) == 2 and changed[1] == changed[0] + 1
+        i = changed[0]
+        assert swapped[i : i + 2] == [words[i + 1], words[i]]
+        seen.add(i)
+    # said|that and that|she only: "Mr." and "Darcy" have a full stop or a capital, "was,"
+    # and "all," a comma, and "after" and "right" have no plain neighbour.
+    assert seen == {2, 3}
+    for nothing_to_swap in ("Mr. Darcy, Emma.", "so so so", "Yes, yes; indeed!"):
+        assert real_text_tasks.swap_neighbours(nothing_to_swap.split(), rng) is None
+
+
+def test_word_order_labels_and_which_sentences_take_part():
+    long = " ".join(["and more"] * 16)  # 32 words: longer than MAX_WORDS
+    sentences = [f"Emma c0 p0 s{s} went to see her friend" for s in range(200)]
+    chapters = [("Emma", 0, [sentences + [long, "Too short to tell."]])]
+    examples = real_text_tasks.word_order_examples(chapters, random.Random(2))
+    assert len(examples) == 200  # the long and the short sentence are left out
+    labels = [y for _, y in examples]
+    assert 60 < sum(labels) < 140
+    for (text, label), original in zip(examples, sentences):
+        if label:
+            assert text == original
+        else:
+            assert text != original and sorted(text.split()) == sorted(original.split())
+
+
 def test_written_files_are_glue_balanced_and_readable(tmp_path):
     parts = {
         "task_train": _chapters("Emma", 4, 2) + _chapters("Sense and Sensibility", 4, 3),
@@ -65,9 +98,11 @@ def test_written_files_are_glue_balanced_and_readable(tmp_path):
     assert (tmp_path / "SST-2" / "test.tsv").read_text().startswith("index\tsentence\n0\t")
     mrpc_header = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
     assert (tmp_path / "MRPC" / "train.tsv").read_text().startswith(mrpc_header)
+    assert (tmp_path / "CoLA" / "train.tsv").read_text().split("\t")[0] == "austen"  # no header
     for task, processor in (
         ("SST-2", classifier_data.Sst2Processor()),
         ("MRPC", classifier_data.MrpcProcessor()),
+        ("CoLA", classifier_data.ColaProcessor()),
     ):
         train = processor.get_train_examples(str(tmp_path))
         dev = processor.get_dev_examples(str(tmp_path))
@@ -82,5 +117,8 @@ def test_written_files_are_glue_balanced_and_readable(tmp_path):
         assert all(e.text_a.startswith(("persuasion", "northanger")) for e in dev + test)
         if task == "SST-2":
             assert {e.label for e in train if e.text_a.startswith("emma")} == {"1"}
+        if task == "CoLA":  # as written (1), or with "and more" or "more words" swapped (0)
+            for e in train + dev:
+                assert e.text_a.endswith("and more words") == (e.label == "1")
         answers = (tmp_path / task / "test_labels.tsv").read_text().splitlines()
         assert answers[0] == "index\tlabel" and len(answers) == 1 + len(test)
