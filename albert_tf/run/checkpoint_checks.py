@@ -110,7 +110,7 @@ def _init_config(init: InitCheckpoint):
     from albert_tf.model.config import REQUIRED_FIELDS, AlbertConfig
     from albert_tf.weights.foreign_weights import KERAS_HUB
 
-    foreign = foreign_folders.open_foreign(init.value, "--init_checkpoint", tensors=False)
+    foreign = foreign_folders.describe_foreign(init.value, "--init_checkpoint")
     if foreign is not None:
         carried = set(REQUIRED_FIELDS) | {"cross_layer_sharing"}
         if foreign.format == KERAS_HUB:  # keras-hub keeps no initializer_range

@@ -405,11 +405,12 @@ class PretrainingTask(driver.Task):
             self.train_file, self.eval_file = o.input_file, o.eval_file or o.input_file
 
     def describe_weights(self, run):
-        # The config and tokenizer of the weights, so that the folder is a release folder
-        # (release.py) that the original's export_to_tfhub.py takes.
-        run.config.to_json_file(os.path.join(self.options.output_dir, release.CONFIG_NAME))
+        # The tokenizer and config of the weights, so that the folder is a release folder
+        # (release.py) that the original's export_to_tfhub.py takes. The config last: a
+        # folder is taken for a release folder once it has one (`release.is_release_folder`).
         if self.tokenizer_model():
             release.write_tokenizer_files(self.options.output_dir, self.tokenizer_model())
+        run.config.to_json_file(os.path.join(self.options.output_dir, release.CONFIG_NAME))
 
     def _dataset_fn(self, pattern, global_batch, is_training, config):
         from albert_tf.data.input_pipeline import MaskingOptions, pretraining_dataset
