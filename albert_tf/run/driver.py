@@ -6,12 +6,12 @@ metrics and output files.
 
 1. plan        options checked, `Task.resolve` (files and data checked, the config), then
    and check   every check before any work, in one order (albert_tf/run/preflight.py):
-               outputs, lock, the output folder's checkpoints, resume fit,
+               outputs, lock, the output folder's task and checkpoints, resume fit,
                --init_checkpoint, memory. Nothing is written.
 2. start       host allocator, dtype policy, seeds, distribution strategy.
 3. build       `Task.build_model` under the strategy; then the checks that need it
                (`preflight.check_model`): the checkpoints already in output_dir fit it,
-               its task.json names this task (`Task.output_identity`).
+               and so does --init_checkpoint when output_dir's own win.
 4. initialize  --init_checkpoint (either checkpoint format or a release folder) or
                --albert_hub_module_handle (a TF-Hub module folder), unless a training
                run resumes from its own checkpoint in output_dir.
@@ -340,6 +340,8 @@ def work(plan: preflight.Plan, current: Run) -> dict:
         )
         current.initialized = True
         _logger.info("%s: %s", flag, current.summary["init"])
+    elif plan.initial:  # checked to fit (`preflight.check_model`), not loaded
+        checkpoint_checks.log_resume_wins(plan.initial[1], plan.found.resume_points()[-1][1])
     tf.io.gfile.makedirs(folder.path)  # only once the inputs proved usable
     with run_lock.hold(folder.path, current.is_chief):
         if task.output_identity() and current.is_chief:
