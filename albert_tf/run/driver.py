@@ -676,16 +676,11 @@ def final_weights(current: Run, head: str) -> str:
     folder = OutputFolder(current.options.output_dir)
     found = folder.contents()
     initial = preflight.initial_weights(current.options)
-    if found.best:
-        try:
-            checkpoints.load_original_checkpoint(current.model, found.best)
-        except checkpoints.CheckpointMismatchError as err:
-            raise UserError(f"{found.best}: {err}") from None
-        return found.best
     trained = found.trained_checkpoints()
-    if trained:
-        selection.restore_checkpoint(current.model, trained[-1][1], head)
-        return trained[-1][1]
+    chosen = found.best or (trained[-1][1] if trained else None)
+    if chosen:
+        selection.restore_checkpoint(current.model, chosen, head)
+        return chosen
     if initial:
         return initial[1]
     raise UserError(

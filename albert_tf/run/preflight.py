@@ -131,21 +131,24 @@ def check_weights_to_use(opts, found: Contents) -> None:
 
 
 def check_outputs(plan: Plan) -> None:
-    """No output replaces an input or a file of someone else (albert_tf/output_paths.py);
-    --export_dir, replaced as a whole by the export, is no input and not the output
-    folder (albert_tf/run/output_writer.py)."""
+    """No output replaces an input or a file of someone else: --export_dir, replaced as
+    a whole by the export, is no input and not the output folder
+    (albert_tf/run/output_writer.py); a fresh run's checkpoints do not replace
+    --init_checkpoint; no file output replaces an input (albert_tf/output_paths.py)."""
     task, opts = plan.task, plan.options
     inputs = task.file_inputs()
-    for flag, (path, features) in task.file_outputs().items():
-        if not tf.io.gfile.isdir(path):  # a folder: check_replaceable says so
-            output_paths.check_not_an_input({f"--{flag}": path}, inputs)
-        output_paths.check_replaceable(flag, path, features)
     export_dir = getattr(opts, "export_dir", None)
     if export_dir:
         guarded = {**inputs, "--output_dir": [opts.output_dir]}
         output_writer.check_destination(
             export_dir, task.export_kind, flag="--export_dir", inputs=guarded
         )
+    if plan.init_checkpoint and not plan.resuming:
+        checkpoint_checks.check_init_not_replaced(plan.init_checkpoint, plan.folder.path)
+    for flag, (path, features) in task.file_outputs().items():
+        if not tf.io.gfile.isdir(path):  # a folder: check_replaceable says so
+            output_paths.check_not_an_input({f"--{flag}": path}, inputs)
+        output_paths.check_replaceable(flag, path, features)
 
 
 def check_lock(plan: Plan) -> None:
@@ -166,7 +169,7 @@ def check_resume(plan: Plan) -> None:
 
 def check_init(plan: Plan) -> None:
     """--init_checkpoint's files are complete and its albert_config.json agrees with the
-    run's config; a fresh run's is not a checkpoint the run would replace."""
+    run's config."""
     init = plan.init_checkpoint
     if init is None:
         return
@@ -176,8 +179,6 @@ def check_init(plan: Plan) -> None:
     checkpoint_checks.check_init_config(
         init, plan.config, config_file, other_depth=opts.init_from_other_depth
     )
-    if not plan.resuming:
-        checkpoint_checks.check_init_not_replaced(init, plan.folder.path)
 
 
 def check_memory(plan: Plan) -> None:

@@ -404,6 +404,9 @@ def describe_folder(folder) -> ForeignWeights:
     file present but not read (`values` is {})."""
     folder = os.fspath(folder)
     config_file = inside_folder(folder, CONFIG_NAME, folder)
+    spm = os.path.join(folder, SPM_ASSET)
+    if tf.io.gfile.exists(spm):
+        inside_folder(folder, SPM_ASSET, folder)
     config = config_from_keras_hub(read_json(config_file), config_file)
     weights_file = os.path.join(folder, WEIGHTS_NAME)
     if not tf.io.gfile.exists(weights_file):
@@ -412,9 +415,6 @@ def describe_folder(folder) -> ForeignWeights:
             f"{folder}: no {WEIGHTS_NAME}"
             + (" (sharded weights are not read; save the preset unsharded)" if sharded else "")
         )
-    spm = os.path.join(folder, SPM_ASSET)
-    if tf.io.gfile.exists(spm):
-        inside_folder(folder, SPM_ASSET, folder)
     return ForeignWeights(
         format=KERAS_HUB,
         folder=folder,
