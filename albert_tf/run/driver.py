@@ -620,25 +620,23 @@ def init_from_checkpoint(
     `head_patterns`: regexes of the head's original names, which may be missing. Raises
     UserError when the checkpoint cannot fill the encoder.
     """
-    from albert_tf.weights import foreign_folders, hub, release
+    from albert_tf.weights import hub
     from albert_tf.weights.foreign_weights import FORMAT_NAMES
 
+    init = checkpoint_checks.InitCheckpoint(path)
     allow_missing = list(head_patterns)
     try:
-        if hub.is_hub_module(path):
+        if init.is_hub_module:
             module = hub.open_module(path, flag)
             kind, where = "TF-Hub module", module.description
             load = lambda: hub.load_module(model, module, allow_missing)
-        elif foreign_folders.foreign_format(path):
-            kind, where = FORMAT_NAMES[foreign_folders.foreign_format(path)], path
+        elif init.foreign_format:
+            kind, where = FORMAT_NAMES[init.foreign_format], path
             load = lambda: checkpoints.load_original_checkpoint(
                 model, path, allow_missing=allow_missing, init_from_group0=init_from_group0
             )
         else:
-            if release.is_release_folder(path):
-                where = release.release_files(path).checkpoint
-            else:
-                where = checkpoints.resolve_checkpoint_path(path)
+            where = init.prefix
             object_based = checkpoints.is_object_based(where)
             kind = "object checkpoint" if object_based else "original-format checkpoint"
             load = lambda: checkpoints.init_from_checkpoint(
