@@ -213,7 +213,8 @@ class AlbertConfig:
         except (OSError, UnicodeDecodeError) as err:
             reason = getattr(err, "strerror", None) or str(err)
             raise UserError(f"cannot read ALBERT config {path!r}: {reason}") from None
-        return cls.from_dict(parse_json(text, path), source=path)
+        values = parse_json(text, path)
+        return cls.from_dict(values, source=path)
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.field_names()}

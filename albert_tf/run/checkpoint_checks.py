@@ -48,7 +48,8 @@ class InitCheckpoint:
     """--init_checkpoint (`value`, as given) with its files looked up once: whether it is
     a TF-Hub module, a Hugging Face or keras-hub folder (both read and checked when the
     model is filled) or a release folder, and the checkpoint prefix it names. A lookup
-    that finds nothing raises FileNotFoundError, every time it is asked."""
+    that finds nothing raises FileNotFoundError, every time it is asked. The checks ask
+    it, and `driver.init_from_checkpoint` loads by it."""
 
     def __init__(self, value: str):
         self.value = value
@@ -61,8 +62,13 @@ class InitCheckpoint:
         return hub.is_hub_module(self.value)
 
     @functools.cached_property
+    def foreign_format(self) -> str | None:
+        """HUGGINGFACE or KERAS_HUB (albert_tf/weights/foreign_weights.py), else None."""
+        return foreign_folders.foreign_format(self.value)
+
+    @property
     def is_foreign(self) -> bool:
-        return bool(foreign_folders.foreign_format(self.value))
+        return self.foreign_format is not None
 
     @functools.cached_property
     def is_release_folder(self) -> bool:
@@ -110,7 +116,7 @@ def _init_config(init: InitCheckpoint):
     from albert_tf.model.config import REQUIRED_FIELDS, AlbertConfig
     from albert_tf.weights.foreign_weights import KERAS_HUB
 
-    foreign = foreign_folders.open_foreign(init.value, "--init_checkpoint", tensors=False)
+    foreign = foreign_folders.describe_foreign(init.value, "--init_checkpoint")
     if foreign is not None:
         carried = set(REQUIRED_FIELDS) | {"cross_layer_sharing"}
         if foreign.format == KERAS_HUB:  # keras-hub keeps no initializer_range

@@ -6,12 +6,12 @@ metrics and output files.
 
 1. plan        options checked, `Task.resolve` (files and data checked, the config), then
    and check   every check before any work, in one order (albert_tf/run/preflight.py):
-               outputs, lock, the output folder's checkpoints, resume fit,
+               outputs, lock, the output folder's task and checkpoints, resume fit,
                --init_checkpoint, memory. Nothing is written.
 2. start       host allocator, dtype policy, seeds, distribution strategy.
 3. build       `Task.build_model` under the strategy; then the checks that need it
                (`preflight.check_model`): the checkpoints already in output_dir fit it,
-               its task.json names this task (`Task.output_identity`).
+               and so does --init_checkpoint when output_dir's own win.
 4. initialize  --init_checkpoint (either checkpoint format or a release folder) or
                --albert_hub_module_handle (a TF-Hub module folder), unless a training
                run resumes from its own checkpoint in output_dir.
@@ -340,6 +340,8 @@ def work(plan: preflight.Plan, current: Run) -> dict:
         )
         current.initialized = True
         _logger.info("%s: %s", flag, current.summary["init"])
+    elif plan.initial:  # checked to fit (`preflight.check_model`), not loaded
+        checkpoint_checks.log_resume_wins(plan.initial[1], plan.found.resume_points()[-1][1])
     tf.io.gfile.makedirs(folder.path)  # only once the inputs proved usable
     with run_lock.hold(folder.path, current.is_chief):
         if task.output_identity() and current.is_chief:
@@ -618,25 +620,23 @@ def init_from_checkpoint(
     `head_patterns`: regexes of the head's original names, which may be missing. Raises
     UserError when the checkpoint cannot fill the encoder.
     """
-    from albert_tf.weights import foreign_folders, hub, release
+    from albert_tf.weights import hub
     from albert_tf.weights.foreign_weights import FORMAT_NAMES
 
+    init = checkpoint_checks.InitCheckpoint(path)
     allow_missing = list(head_patterns)
     try:
-        if hub.is_hub_module(path):
+        if init.is_hub_module:
             module = hub.open_module(path, flag)
             kind, where = "TF-Hub module", module.description
             load = lambda: hub.load_module(model, module, allow_missing)
-        elif foreign_folders.foreign_format(path):
-            kind, where = FORMAT_NAMES[foreign_folders.foreign_format(path)], path
+        elif init.foreign_format:
+            kind, where = FORMAT_NAMES[init.foreign_format], path
             load = lambda: checkpoints.load_original_checkpoint(
                 model, path, allow_missing=allow_missing, init_from_group0=init_from_group0
             )
         else:
-            if release.is_release_folder(path):
-                where = release.release_files(path).checkpoint
-            else:
-                where = checkpoints.resolve_checkpoint_path(path)
+            where = init.prefix
             object_based = checkpoints.is_object_based(where)
             kind = "object checkpoint" if object_based else "original-format checkpoint"
             load = lambda: checkpoints.init_from_checkpoint(
@@ -674,16 +674,11 @@ def final_weights(current: Run, head: str) -> str:
     folder = OutputFolder(current.options.output_dir)
     found = folder.contents()
     initial = preflight.initial_weights(current.options)
-    if found.best:
-        try:
-            checkpoints.load_original_checkpoint(current.model, found.best)
-        except checkpoints.CheckpointMismatchError as err:
-            raise UserError(f"{found.best}: {err}") from None
-        return found.best
     trained = found.trained_checkpoints()
-    if trained:
-        selection.restore_checkpoint(current.model, trained[-1][1], head)
-        return trained[-1][1]
+    chosen = found.best or (trained[-1][1] if trained else None)
+    if chosen:
+        selection.restore_checkpoint(current.model, chosen, head)
+        return chosen
     if initial:
         return initial[1]
     raise UserError(

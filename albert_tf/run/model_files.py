@@ -71,9 +71,7 @@ def resolve_model_files(
             "--albert_hub_module_handle"
         )
     config_file, spm, vocab = opts.albert_config_file, opts.spm_model_file, opts.vocab_file
-    foreign = (
-        foreign_folders.open_foreign(init, "--init_checkpoint", tensors=False) if init else None
-    )
+    foreign = foreign_folders.describe_foreign(init, "--init_checkpoint") if init else None
     if foreign is not None:
         return _resolve_foreign(opts, foreign, max_seq_length, require_spm, token_types)
     is_release = bool(init) and release.is_release_folder(init)

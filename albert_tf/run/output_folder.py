@@ -21,6 +21,9 @@ is that answer; nothing else globs the folder or spells a name in it.
         the flags that shape the training input (albert_tf/run/run_record.py);
     task.json
         what the checkpoints are for beyond their shapes (`driver.Task.output_identity`);
+    albert_config.json, 30k-clean.model, 30k-clean.vocab
+        a pretraining run's config and tokenizer beside its checkpoints: the folder is a
+        release folder (albert_tf/weights/release.py);
     .albert_tf.lock
         the run writing in the folder (albert_tf/run/run_lock.py).
 
@@ -208,6 +211,10 @@ class OutputFolder:
     def lock_path(self) -> str:
         return os.path.join(self.path, LOCK_NAME)
 
+    @property
+    def config_path(self) -> str:
+        return os.path.join(self.path, release.CONFIG_NAME)
+
     def non_chief(self, worker_id) -> OutputFolder:
         """The folder of a non-chief worker's part of each save (its own train_state;
         only the chief's lands in this folder)."""
@@ -264,6 +271,15 @@ class OutputFolder:
         fileio.atomic_write_text(
             self.task_path, json.dumps(identity, indent=2, sort_keys=True) + "\n"
         )
+
+    def write_release_files(self, config, spm_model_file) -> None:
+        """The tokenizer (`release.write_tokenizer_files`; none without `spm_model_file`)
+        and the config of the weights, so that the folder is a release folder that the
+        original's export_to_tfhub.py takes. The config last: a folder is taken for a
+        release folder once it has one (`release.is_release_folder`)."""
+        if spm_model_file:
+            release.write_tokenizer_files(self.path, spm_model_file)
+        config.to_json_file(self.config_path)
 
     def read_best(self) -> dict | None:
         """The best_checkpoint record (albert_tf/run/selection.py), or None."""

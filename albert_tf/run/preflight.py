@@ -3,7 +3,7 @@ refuse it, in one order, before anything is built or written (`check`), and the 
 that need the built model, before anything is written (`check_model`).
 
     plan = preflight.plan(task)       # options checked, config resolved: reads only
-    preflight.check(plan)             # inputs, outputs, lock, resume fit, init, memory
+    preflight.check(plan)             # inputs, outputs, lock, the folder, init, memory
     ... build the model ...
     preflight.check_model(plan, model)  # the folder's checkpoints and --init_checkpoint fit it
 
@@ -34,7 +34,9 @@ class Plan:
     task: the `driver.Task`; config: its AlbertConfig (`Task.resolve`); folder: the
     output folder, and `found`, the checkpoints it holds (listed once: nothing writes
     before the checks end); initial: (flag, value) of the weights it starts from, or
-    None; resuming: a training run that continues from the folder's own checkpoints.
+    None; resuming: a training run that continues from the folder's own checkpoints;
+    folder_task: the task the folder's task.json names (read when this run's task has an
+    identity, `Task.output_identity`), None without one.
     """
 
     task: object
@@ -43,6 +45,7 @@ class Plan:
     found: Contents
     initial: tuple[str, str] | None
     resuming: bool
+    folder_task: object | None = None
 
     @property
     def options(self):
@@ -67,7 +70,8 @@ def plan(task) -> Plan:
     folder = OutputFolder(opts.output_dir)
     found = folder.contents()
     resuming = opts.do_train and bool(found.trained_checkpoints())
-    return Plan(task, config, folder, found, initial_weights(opts), resuming)
+    folder_task = folder.read_task() if task.output_identity() else None
+    return Plan(task, config, folder, found, initial_weights(opts), resuming, folder_task)
 
 
 def check(plan: Plan) -> None:
@@ -76,6 +80,7 @@ def check(plan: Plan) -> None:
     check_weights_to_use(plan.options, plan.found)  # a run that does not train has some
     check_outputs(plan)  # no output replaces an input or a file of someone else
     check_lock(plan)  # no other run writes in the output folder
+    check_output_identity(plan)  # the output folder holds a run of this task, if any
     checkpoint_checks.check_output_checkpoints_intact(plan.folder.path, plan.found.steps)  # whole
     check_resume(plan)  # a resumed run's input flags are those it was started with
     check_init(plan)  # --init_checkpoint is complete, its config agrees, it stays
@@ -84,15 +89,13 @@ def check(plan: Plan) -> None:
 
 def check_model(plan: Plan, model) -> None:
     """The checks that need the built model, before anything is written: the output
-    folder's checkpoints fit it and are for this task; a resumed run's --init_checkpoint
-    (not loaded) fits it too, and the log says the folder's checkpoints win."""
+    folder's checkpoints fit it; a resumed run's --init_checkpoint (not loaded) fits it
+    too."""
     check_output_checkpoints(model, plan.folder.path, plan.found)
-    check_output_identity(plan.task, plan.folder)
     init = plan.init_checkpoint
     if init and plan.resuming:
         task = plan.task
         checkpoint_checks.check_init_fits(model, init, task.head_patterns, task.init_from_group0)
-        checkpoint_checks.log_resume_wins(init, plan.found.resume_points()[-1][1])
 
 
 def initial_weights(opts) -> tuple[str, str] | None:
@@ -128,21 +131,24 @@ def check_weights_to_use(opts, found: Contents) -> None:
 
 
 def check_outputs(plan: Plan) -> None:
-    """No output replaces an input or a file of someone else (albert_tf/output_paths.py);
-    --export_dir, replaced as a whole by the export, is no input and not the output
-    folder (albert_tf/run/output_writer.py)."""
+    """No output replaces an input or a file of someone else: --export_dir, replaced as
+    a whole by the export, is no input and not the output folder
+    (albert_tf/run/output_writer.py); a fresh run's checkpoints do not replace
+    --init_checkpoint; no file output replaces an input (albert_tf/output_paths.py)."""
     task, opts = plan.task, plan.options
     inputs = task.file_inputs()
-    for flag, (path, features) in task.file_outputs().items():
-        if not tf.io.gfile.isdir(path):  # a folder: check_replaceable says so
-            output_paths.check_not_an_input({f"--{flag}": path}, inputs)
-        output_paths.check_replaceable(flag, path, features)
     export_dir = getattr(opts, "export_dir", None)
     if export_dir:
         guarded = {**inputs, "--output_dir": [opts.output_dir]}
         output_writer.check_destination(
             export_dir, task.export_kind, flag="--export_dir", inputs=guarded
         )
+    if plan.init_checkpoint and not plan.resuming:
+        checkpoint_checks.check_init_not_replaced(plan.init_checkpoint, plan.folder.path)
+    for flag, (path, features) in task.file_outputs().items():
+        if not tf.io.gfile.isdir(path):  # a folder: check_replaceable says so
+            output_paths.check_not_an_input({f"--{flag}": path}, inputs)
+        output_paths.check_replaceable(flag, path, features)
 
 
 def check_lock(plan: Plan) -> None:
@@ -163,7 +169,7 @@ def check_resume(plan: Plan) -> None:
 
 def check_init(plan: Plan) -> None:
     """--init_checkpoint's files are complete and its albert_config.json agrees with the
-    run's config; a fresh run's is not a checkpoint the run would replace."""
+    run's config."""
     init = plan.init_checkpoint
     if init is None:
         return
@@ -173,8 +179,6 @@ def check_init(plan: Plan) -> None:
     checkpoint_checks.check_init_config(
         init, plan.config, config_file, other_depth=opts.init_from_other_depth
     )
-    if not plan.resuming:
-        checkpoint_checks.check_init_not_replaced(init, plan.folder.path)
 
 
 def check_memory(plan: Plan) -> None:
@@ -212,15 +216,12 @@ def check_output_checkpoints(model, output_dir: str, found: Contents) -> None:
         )
 
 
-def check_output_identity(task, folder: OutputFolder) -> None:
+def check_output_identity(plan: Plan) -> None:
     """Refuses an output folder whose task.json names another task than this run's (a
     GLUE folder of another task: its checkpoints have the same shapes, so only this tells
     them apart; resuming or evaluating them would mix two tasks' results)."""
-    identity = task.output_identity()
-    if not identity:
-        return
-    recorded = folder.read_task()
-    if recorded is None:
+    identity, recorded, folder = plan.task.output_identity(), plan.folder_task, plan.folder
+    if not identity or recorded is None:
         return
     if recorded != identity:
         theirs = ", ".join(f"{k}={v}" for k, v in sorted(recorded.items()))

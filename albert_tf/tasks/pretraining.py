@@ -25,7 +25,6 @@ from albert_tf.model import losses
 from albert_tf.options import option
 from albert_tf.run import driver, selection
 from albert_tf.run.output_folder import OutputFolder
-from albert_tf.weights import release
 
 _logger = logging.getLogger(__name__)
 
@@ -341,9 +340,9 @@ class PretrainingTask(driver.Task):
         albert_config.json says which): its config file must keep describing them."""
         from albert_tf.model.config import AlbertConfig, differing_fields
 
-        out = self.options.output_dir
-        path = os.path.join(out, release.CONFIG_NAME)
-        if not OutputFolder(out).contents().trained_checkpoints() or not tf.io.gfile.exists(path):
+        out = OutputFolder(self.options.output_dir)
+        path = out.config_path
+        if not out.contents().trained_checkpoints() or not tf.io.gfile.exists(path):
             return
         try:
             trained = AlbertConfig.from_json_file(path)
@@ -353,7 +352,7 @@ class PretrainingTask(driver.Task):
         if differ:
             shown = ", ".join(f"{k}: {a!r} vs {b!r}" for k, a, b in differ[:4])
             raise UserError(
-                f"{path}: the checkpoints in {out} were trained with this config, which "
+                f"{path}: the checkpoints in {out.path} were trained with this config, which "
                 f"differs from {self._config_name()} ({shown}); expected the same config, "
                 "or another --output_dir"
             )
@@ -405,11 +404,10 @@ class PretrainingTask(driver.Task):
             self.train_file, self.eval_file = o.input_file, o.eval_file or o.input_file
 
     def describe_weights(self, run):
-        # The config and tokenizer of the weights, so that the folder is a release folder
-        # (release.py) that the original's export_to_tfhub.py takes.
-        run.config.to_json_file(os.path.join(self.options.output_dir, release.CONFIG_NAME))
-        if self.tokenizer_model():
-            release.write_tokenizer_files(self.options.output_dir, self.tokenizer_model())
+        # The folder is a release folder (config and tokenizer beside the checkpoints).
+        OutputFolder(self.options.output_dir).write_release_files(
+            run.config, self.tokenizer_model()
+        )
 
     def _dataset_fn(self, pattern, global_batch, is_training, config):
         from albert_tf.data.input_pipeline import MaskingOptions, pretraining_dataset

@@ -2,12 +2,14 @@
 
 `open_foreign(path)` tells a Hugging Face folder (albert_tf/weights/huggingface.py) and a
 keras-hub preset (albert_tf/weights/keras_hub.py) apart and reads it into a
-`ForeignWeights` (albert_tf/weights/foreign_weights.py); it returns None for anything
+`ForeignWeights` (albert_tf/weights/foreign_weights.py), `describe_foreign(path)` its
+config and tokenizer alone; both return None for anything
 else (an original checkpoint, a release folder), so callers try it first and fall through.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import tensorflow as tf
@@ -28,10 +30,10 @@ def foreign_format(path) -> str | None:
     path = os.fspath(path or "")
     if not path or not tf.io.gfile.isdir(path):
         return None
-    config_file = os.path.join(path, "config.json")
-    if not tf.io.gfile.exists(config_file):
+    if not tf.io.gfile.exists(os.path.join(path, "config.json")):
         return None
-    config = read_json(inside_folder(path, "config.json", path))
+    config_file = inside_folder(path, "config.json", path)
+    config = read_json(config_file)
     if "model_type" in config:
         if config["model_type"] != "albert":
             raise UserError(
@@ -49,20 +51,39 @@ def foreign_format(path) -> str | None:
     return None
 
 
-def open_foreign(path, flag: str | None = None, tensors: bool = True) -> ForeignWeights | None:
-    """The weights of a Hugging Face folder or keras-hub preset at `path`, None when
-    `path` is neither. Without `tensors` only the config and tokenizer are read (values
-    is {}). Errors are UserErrors naming the file (and `flag` when given)."""
-    try:
+def describe_foreign(path, flag: str | None = None) -> ForeignWeights | None:
+    """The config and tokenizer of a Hugging Face folder or keras-hub preset at `path`
+    (its tensors not read: `values` is {}), None when `path` is neither. Errors are
+    UserErrors naming the file (and `flag` when given)."""
+    with _naming(path, flag):
         kind = foreign_format(path)
         if kind is None:
             return None
-        module = huggingface if kind == HUGGINGFACE else keras_hub
-        return module.read_folder(path, tensors=tensors)
+        return _FORMATS[kind].describe_folder(path)
+
+
+def open_foreign(path, flag: str | None = None) -> ForeignWeights | None:
+    """The weights of a Hugging Face folder or keras-hub preset at `path`, None when
+    `path` is neither. Errors are UserErrors naming the file (and `flag` when given)."""
+    with _naming(path, flag):
+        kind = foreign_format(path)
+        if kind is None:
+            return None
+        return _FORMATS[kind].read_folder(path)
+
+
+_FORMATS = {HUGGINGFACE: huggingface, KERAS_HUB: keras_hub}
+
+
+@contextlib.contextmanager
+def _naming(path, flag: str | None):
+    """A UserError raised inside, with `flag`=`path` in front when `flag` is given."""
+    try:
+        yield
     except UserError as err:
         if flag:
             raise UserError(f"{flag}={path}: {err}") from None
         raise
 
 
-__all__ = ["foreign_format", "open_foreign"]
+__all__ = ["foreign_format", "describe_foreign", "open_foreign"]

@@ -325,16 +325,14 @@ def values_from_huggingface(tensors: dict, config, source: str) -> dict:
     return values
 
 
-def read_folder(folder, tensors: bool = True) -> ForeignWeights:
-    """The weights (without `tensors`: none), config and tokenizer of a Hugging Face
-    ALBERT folder; every file it reads lies inside the folder."""
+def describe_folder(folder) -> ForeignWeights:
+    """The config and tokenizer of a Hugging Face ALBERT folder, its weight files' headers
+    checked, its tensors not read (`values` is {}); every file it reads lies inside the
+    folder."""
     folder = os.fspath(folder)
     config_file = inside_folder(folder, CONFIG_NAME, folder)
     config = config_from_huggingface(read_json(config_file), config_file)
-    source = _weight_files(folder)
-    values = {}
-    if tensors:
-        values = values_from_huggingface(_read_tensors(source, config), config, folder)
+    _weight_files(folder)
     spm = fileio.join(folder, SPM_MODEL_NAME)
     do_lower_case = None
     tokenizer_config = fileio.join(folder, TOKENIZER_CONFIG_NAME)
@@ -348,10 +346,18 @@ def read_folder(folder, tensors: bool = True) -> ForeignWeights:
         folder=folder,
         config=config,
         config_file=config_file,
-        values=values,
+        values={},
         spm_model_file=spm if tf.io.gfile.exists(spm) else None,
         do_lower_case=do_lower_case if isinstance(do_lower_case, bool) else None,
     )
+
+
+def read_folder(folder) -> ForeignWeights:
+    """`describe_folder` with the weights read: `values` under the original names."""
+    foreign = describe_folder(folder)
+    tensors = _read_tensors(_weight_files(foreign.folder), foreign.config)
+    foreign.values = values_from_huggingface(tensors, foreign.config, foreign.folder)
+    return foreign
 
 
 # --- writing ---------------------------------------------------------------------------
@@ -460,6 +466,7 @@ __all__ = [
     "config_to_huggingface",
     "values_from_huggingface",
     "values_to_huggingface",
+    "describe_folder",
     "read_folder",
     "write_folder",
     "tokenizer_config",

@@ -399,11 +399,14 @@ def values_from_keras_hub(tensors: dict, config, source: str) -> dict:
     return values
 
 
-def read_folder(folder, tensors: bool = True) -> ForeignWeights:
-    """The weights (without `tensors`: none), config and tokenizer of a keras-hub
-    AlbertBackbone preset folder."""
+def describe_folder(folder) -> ForeignWeights:
+    """The config and tokenizer of a keras-hub AlbertBackbone preset folder, its weights
+    file present but not read (`values` is {})."""
     folder = os.fspath(folder)
     config_file = inside_folder(folder, CONFIG_NAME, folder)
+    spm = os.path.join(folder, SPM_ASSET)
+    if tf.io.gfile.exists(spm):
+        inside_folder(folder, SPM_ASSET, folder)
     config = config_from_keras_hub(read_json(config_file), config_file)
     weights_file = os.path.join(folder, WEIGHTS_NAME)
     if not tf.io.gfile.exists(weights_file):
@@ -412,21 +415,23 @@ def read_folder(folder, tensors: bool = True) -> ForeignWeights:
             f"{folder}: no {WEIGHTS_NAME}"
             + (" (sharded weights are not read; save the preset unsharded)" if sharded else "")
         )
-    values = {}
-    if tensors:
-        tensors = read_weights_file(inside_folder(folder, WEIGHTS_NAME, folder), config)
-        values = values_from_keras_hub(tensors, config, weights_file)
-    spm = os.path.join(folder, SPM_ASSET)
-    if tf.io.gfile.exists(spm):
-        inside_folder(folder, SPM_ASSET, folder)
     return ForeignWeights(
         format=KERAS_HUB,
         folder=folder,
         config=config,
         config_file=config_file,
-        values=values,
+        values={},
         spm_model_file=spm if tf.io.gfile.exists(spm) else None,
     )
+
+
+def read_folder(folder) -> ForeignWeights:
+    """`describe_folder` with the weights read: `values` under the original names."""
+    foreign = describe_folder(folder)
+    weights_file = inside_folder(foreign.folder, WEIGHTS_NAME, foreign.folder)
+    tensors = read_weights_file(weights_file, foreign.config)
+    foreign.values = values_from_keras_hub(tensors, foreign.config, weights_file)
+    return foreign
 
 
 # --- writing ---------------------------------------------------------------------------
@@ -559,6 +564,7 @@ __all__ = [
     "write_weights_file",
     "values_from_keras_hub",
     "values_to_keras_hub",
+    "describe_folder",
     "read_folder",
     "write_folder",
     "tokenizer_json",

@@ -68,12 +68,11 @@ def test_a_folder_of_another_task_is_refused(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "task.json").write_text(json.dumps({"task_name": "cola"}))
-    plan = _plan(tmp_path, do_train=True)
     with pytest.raises(UserError) as err:
-        preflight.check_output_identity(plan.task, plan.folder)
+        preflight.check(_plan(tmp_path, do_train=True))
     assert str(err.value) == (
         f"--output_dir={out}: holds a run for task_name=cola ({out}/task.json), this run is "
         "for task_name=mrpc; expected the same task, or another --output_dir"
     )
     (out / "task.json").write_text(json.dumps({"task_name": "mrpc"}))
-    preflight.check_output_identity(plan.task, plan.folder)
+    preflight.check(_plan(tmp_path, do_train=True))

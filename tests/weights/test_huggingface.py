@@ -158,7 +158,7 @@ def test_config_is_translated_and_erf_gelu_refused(tmp_path):
     config = glue_config(**SHAPE)
     folder = str(tmp_path / "hf")
     write_hf_folder(folder, config, config_changes={"hidden_act": "gelu_pytorch_tanh"})
-    foreign = foreign_folders.open_foreign(folder, tensors=False)
+    foreign = foreign_folders.describe_foreign(folder)
     assert foreign.config.to_dict() == config.to_dict() and foreign.values == {}
     for changes, match in (
         ({"hidden_act": "gelu"}, r"config.json: hidden_act 'gelu' is the exact \(erf\) GELU"),
