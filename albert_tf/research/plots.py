@@ -106,15 +106,15 @@ def learning_curves(path, title: str, curves: dict[str, tuple[list, list]]) -> N
 
 
 def score_vs_steps(
-    path, title: str, columns: dict[str, tuple[list, list]], chance: float | None = None
+    path, title: str, columns: dict[str, tuple[list, list]], chance: dict[str, float] | None = None
 ) -> None:
     """Fine-tuned score (x100) against pretraining steps (0: from scratch), one line per
     task with error bars of the statistics' spread. columns: title -> (steps, statistics).
-    chance: a dashed line at the score of guessing."""
+    chance: legend label -> the score of guessing, each a dashed line."""
     plt = _pyplot()
     figure, ax = plt.subplots(figsize=(6.4, 4.2))
-    if chance is not None:
-        ax.axhline(chance, color="gray", linestyle="--", linewidth=1, label="chance")
+    for (label, value), style in zip((chance or {}).items(), ("--", ":")):
+        ax.axhline(value, color="gray", linestyle=style, linewidth=1, label=label)
     for label, (steps, stats) in columns.items():
         means, stds = _means_stds(stats)
         ax.errorbar(steps, means, yerr=stds, marker="o", markersize=4, capsize=3, label=label)

@@ -109,6 +109,13 @@ def _check(o) -> tuple[list, tuple, int]:
             f"--tasks: {', '.join(unknown)} not built from the real text; "
             f"known: {', '.join(real_text_tasks.TASKS)}"
         )
+    for task in tasks:
+        name = f"glue/{task}/train.tsv"
+        if not fileio.exists(os.path.join(o.real_text_dir, name)):
+            raise UserError(
+                f"--real_text_dir={o.real_text_dir}: no {name}; run data/get_real_text.py "
+                "again (it writes every task of the study)"
+            )
     every = o.eval_every_steps if "eval_every_steps" in o.given else EVERY
     budgets = [v.pretrain_steps for v in variants if v.pretrain_steps]
     if budgets and (every == 0 or any(b % every for b in budgets)):
@@ -302,6 +309,18 @@ def _standard_error(stats):
     return mean, None if std is None else std / math.sqrt(n), n
 
 
+def _chance(rows) -> dict[str, float]:
+    """Legend label -> score of guessing, for the metrics of the rows' tasks: every dev set
+    is balanced, so accuracy 50 (x100) and Matthews correlation 0."""
+    tasks = {t for row in rows for t in row["tasks"]}
+    out = {}
+    if tasks - {"CoLA"}:
+        out["chance (accuracy)"] = 50.0
+    if "CoLA" in tasks:
+        out["chance (MCC)"] = 0.0
+    return out
+
+
 def write_report(study, study_dir, rows, variants) -> list[str]:
     """The other studies' results.md and pictures, plus score_vs_steps.png, for the
     study's rows `variants`."""
@@ -324,7 +343,7 @@ def write_report(study, study_dir, rows, variants) -> list[str]:
             path,
             f"{study}: fine-tuned dev score vs pretraining steps (mean ± standard error)",
             with_standard_errors,
-            chance=50.0,  # both tasks' dev sets are balanced
+            chance=_chance(rows),
         )
         written.append(path)
     return written

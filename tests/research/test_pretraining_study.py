@@ -42,6 +42,9 @@ def real_text_dir(tmp_path):
     (folder / "corpus").mkdir(parents=True)
     for part in ("pretrain", "task_dev"):
         (folder / "corpus" / f"{part}.txt").write_text("A sentence.\n")
+    for task in ("SST-2", "MRPC", "CoLA"):
+        (folder / "glue" / task).mkdir(parents=True)
+        (folder / "glue" / task / "train.tsv").write_text("")
     shutil.copy(os.path.join(REPO_ROOT, "data", "demo", "spm.model"), folder / "spm.model")
     return str(folder)
 
@@ -91,12 +94,9 @@ def test_study_rows_results_and_resume(tmp_path, real_text_dir, stubs):
     assert stubs["common"] == [{"speed_paths": "auto", "dtype": "mixed_float16"}] * 2
     first = [c for c in stubs["fine_tune"] if c[2] == 7]
     assert [(task, init and init.rsplit("/", 1)[1]) for task, init, _ in first] == [
-        ("SST-2", None),
-        ("MRPC", None),
-        ("SST-2", "model.ckpt-500"),
-        ("MRPC", "model.ckpt-500"),
-        ("SST-2", "model.ckpt-1500"),
-        ("MRPC", "model.ckpt-1500"),
+        (task, init)
+        for init in (None, "model.ckpt-500", "model.ckpt-1500")
+        for task in ("SST-2", "MRPC", "CoLA")
     ]
     by_label = {(r["label"], r["random_seed"]): r for r in rows}
     scratch, budget = by_label[("from scratch", 7)], by_label[("pretrained 500 steps", 7)]
@@ -131,13 +131,33 @@ def test_score_vs_steps_averages_seeds():
     assert [round(s, 6) for _, s, _ in stats] == [round(50**0.5, 6), round(200**0.5, 6)]
 
 
+def test_a_folder_of_an_older_get_real_text_lacks_the_word_order_task(tmp_path, real_text_dir):
+    os.remove(os.path.join(real_text_dir, "glue", "CoLA", "train.tsv"))
+    with pytest.raises(UserError, match=r"--real_text_dir=.*: no glue/CoLA/train.tsv; run data/"):
+        pretraining_study.run(_options(tmp_path, real_text_dir))
+    # Its other tasks still run alone.
+    pretraining_study._check(_options(tmp_path, real_text_dir, tasks=("SST-2", "MRPC")))
+
+
+def test_chance_lines_follow_the_tasks_metrics():
+    def rows(*tasks):
+        return [{"tasks": {t: {} for t in tasks}}]
+
+    assert pretraining_study._chance(rows("SST-2", "MRPC")) == {"chance (accuracy)": 50.0}
+    assert pretraining_study._chance(rows("CoLA")) == {"chance (MCC)": 0.0}
+    assert pretraining_study._chance(rows("MRPC", "CoLA")) == {
+        "chance (accuracy)": 50.0,
+        "chance (MCC)": 0.0,
+    }
+
+
 def test_bad_flags(tmp_path, real_text_dir):
     with pytest.raises(UserError, match="--real_text_dir: required by --study=pretraining"):
         pretraining_study.run(_options(tmp_path, None))
     with pytest.raises(UserError, match=r"--real_text_dir=.*: no spm.model"):
         pretraining_study.run(_options(tmp_path, str(tmp_path)))
-    with pytest.raises(UserError, match="--tasks: CoLA not built from the real text"):
-        pretraining_study.run(_options(tmp_path, real_text_dir, tasks=("CoLA",)))
+    with pytest.raises(UserError, match="--tasks: RTE not built from the real text"):
+        pretraining_study.run(_options(tmp_path, real_text_dir, tasks=("RTE",)))
     with pytest.raises(UserError, match="--eval_every_steps=200: must divide every"):
         pretraining_study.run(_options(tmp_path, real_text_dir, eval_every_steps=200))
     with pytest.raises(UserError, match="--pretraining_steps=500,x: expected positive"):
