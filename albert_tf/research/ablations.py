@@ -88,7 +88,7 @@ def _sharing(name: str, layers: int = TINY.num_hidden_layers) -> dict:
     }[name]
 
 
-PRETRAINING_BUDGETS = (500, 1500)
+PRETRAINING_BUDGETS = (4500, 9000)
 
 
 def pretraining_rows(budgets) -> list[Variant]:

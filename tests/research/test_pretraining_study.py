@@ -14,7 +14,7 @@ from repo_paths import REPO_ROOT
 
 # The held-out accuracies a stubbed pretraining run reports at each kept checkpoint.
 CURVE = {
-    "global_step": [0, 250, 500, 750, 1000, 1250, 1500],
+    "global_step": [0, 1500, 3000, 4500, 6000, 7500, 9000],
     "masked_lm_accuracy": [0.0, 0.05, 0.10, 0.12, 0.14, 0.15, 0.16],
     "sentence_order_accuracy": [0.5, 0.55, 0.6, 0.62, 0.64, 0.66, 0.7],
 }
@@ -24,8 +24,8 @@ def test_rows_are_scratch_and_budgets_compared_with_scratch():
     rows = ablations.STUDIES["pretraining"]
     assert [(v.label, v.pretrain_steps, v.reference) for v in rows] == [
         ("from scratch", 0, None),
-        ("pretrained 500 steps", 500, "from scratch"),
-        ("pretrained 1500 steps", 1500, "from scratch"),
+        ("pretrained 4500 steps", 4500, "from scratch"),
+        ("pretrained 9000 steps", 9000, "from scratch"),
     ]
     o = ablations.AblationOptions(
         study="pretraining",
@@ -89,21 +89,21 @@ def test_study_rows_results_and_resume(tmp_path, real_text_dir, stubs):
     o = _options(tmp_path, real_text_dir, random_seed=7, seeds=2, dtype="mixed_float16")
     rows = pretraining_study.run(o)
     # One pretraining run of the largest budget per seed, checkpoints every EVERY steps.
-    assert [c[:3] for c in stubs["pretrain"]] == [(7, 1500, 250), (8, 1500, 250)]
+    assert [c[:3] for c in stubs["pretrain"]] == [(7, 9000, 1500), (8, 9000, 1500)]
     # The study's --dtype and --speed_paths reach every run.
     assert stubs["common"] == [{"speed_paths": "auto", "dtype": "mixed_float16"}] * 2
     first = [c for c in stubs["fine_tune"] if c[2] == 7]
     assert [(task, init and init.rsplit("/", 1)[1]) for task, init, _ in first] == [
         (task, init)
-        for init in (None, "model.ckpt-500", "model.ckpt-1500")
+        for init in (None, "model.ckpt-4500", "model.ckpt-9000")
         for task in ("SST-2", "MRPC", "CoLA")
     ]
     by_label = {(r["label"], r["random_seed"]): r for r in rows}
-    scratch, budget = by_label[("from scratch", 7)], by_label[("pretrained 500 steps", 7)]
+    scratch, budget = by_label[("from scratch", 7)], by_label[("pretrained 4500 steps", 7)]
     assert (scratch["masked_lm_accuracy"], scratch["sop_accuracy"]) == (0.0, 0.5)
-    assert (budget["masked_lm_accuracy"], budget["sop_accuracy"]) == (0.10, 0.6)
-    assert budget["tasks"]["MRPC"]["value"] == pytest.approx(0.5 + 0.05 + 0.1)
-    assert "curve" in by_label[("pretrained 1500 steps", 8)] and "curve" not in budget
+    assert (budget["masked_lm_accuracy"], budget["sop_accuracy"]) == (0.12, 0.62)
+    assert budget["tasks"]["MRPC"]["value"] == pytest.approx(0.5 + 0.45 + 0.1)
+    assert "curve" in by_label[("pretrained 9000 steps", 8)] and "curve" not in budget
     study_dir = tmp_path / "out" / "pretraining"
     assert json.loads((study_dir / "results.json").read_text()) == rows
     text = (study_dir / "results.md").read_text()
