@@ -7,6 +7,7 @@ checkpoint found damaged while it is read.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -244,6 +245,20 @@ def damaged_read_message(detail: str, record_flags: str, output_dir: str, init: 
     )
 
 
+@contextlib.contextmanager
+def damaged_reads_reported(record_flags: str, output_dir: str, init: str | None):
+    """Turns a damaged file met while the body reads (`is_damaged_read`) into the one-line
+    UserError of `damaged_read_message`; any other TensorFlow error passes as it is."""
+    try:
+        yield
+    except tf.errors.OpError as err:
+        if not is_damaged_read(err):
+            raise
+        detail = re.sub(r"^\{\{.*?\}\}\s*|\s*\[Op:.*$", "", err.message.strip().splitlines()[0])
+        message = damaged_read_message(detail, record_flags, output_dir, init)
+        raise UserError(message) from None
+
+
 __all__ = [
     "InitCheckpoint",
     "check_init_complete",
@@ -253,5 +268,6 @@ __all__ = [
     "check_init_fits",
     "log_resume_wins",
     "damaged_read_message",
+    "damaged_reads_reported",
     "is_damaged_read",
 ]

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 from typing import Callable
 
 import keras
@@ -346,23 +345,18 @@ def work(plan: preflight.Plan, current: Run) -> dict:
     with run_lock.hold(folder.path, current.is_chief):
         if task.output_identity() and current.is_chief:
             folder.write_task(task.output_identity())
+        # A record cut short or corrupted after the first, which `resolve` checks, or a
+        # checkpoint whose bytes do not match its checksums: one line; the checkpoints
+        # written so far stay, and a rerun resumes and stops at the same place.
+        named = " or ".join(
+            f"{flag}={getattr(opts, flag[2:])}"
+            for flag in task.record_flags
+            if getattr(opts, flag[2:], None)
+        )
+        init = plan.initial[1] if plan.initial else None
         try:
-            return _train_evaluate_predict(task, current)
-        except tf.errors.OpError as err:
-            # A record cut short or corrupted after the first, which `resolve` checks, or
-            # a checkpoint whose bytes do not match its checksums: the checkpoints written
-            # so far stay; a rerun resumes and stops at the same place.
-            if not checkpoint_checks.is_damaged_read(err):
-                raise
-            detail = re.sub(r"^\{\{.*?\}\}\s*|\s*\[Op:.*$", "", err.message.strip().splitlines()[0])
-            named = " or ".join(
-                f"{flag}={getattr(opts, flag[2:])}"
-                for flag in task.record_flags
-                if getattr(opts, flag[2:], None)
-            )
-            init = plan.initial[1] if plan.initial else None
-            message = checkpoint_checks.damaged_read_message(detail, named, folder.path, init)
-            raise UserError(message) from None
+            with checkpoint_checks.damaged_reads_reported(named, folder.path, init):
+                return _train_evaluate_predict(task, current)
         finally:
             if current.is_chief:  # a save cut short (full disk, a signal): its temporaries
                 folder.remove_unfinished()
