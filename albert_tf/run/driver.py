@@ -340,7 +340,8 @@ def work(plan: preflight.Plan, current: Run) -> dict:
         current.initialized = True
         _logger.info("%s: %s", flag, current.summary["init"])
     elif plan.initial:  # checked to fit (`preflight.check_model`), not loaded
-        checkpoint_checks.log_resume_wins(plan.initial[1], plan.found.resume_points()[-1][1])
+        resumed = plan.found.resume_points() or plan.found.original_checkpoints()
+        checkpoint_checks.log_resume_wins(plan.initial[1], resumed[-1][1])
     tf.io.gfile.makedirs(folder.path)  # only once the inputs proved usable
     with run_lock.hold(folder.path, current.is_chief):
         if task.output_identity() and current.is_chief:
@@ -474,8 +475,6 @@ def train(task: Task, current: Run, selector) -> int:
         loss_normalizers=task.loss_normalizers(),
         resume_hook=lambda step: complete_saved_step(current, optimizer, step, task),
     )
-    if not OutputFolder(opts.output_dir).contents().resume_points():
-        resume_from_original_format(current, optimizer)
     trainer.train(
         plan.dataset_fn, after_save=selector.evaluate_current if selector is not None else None
     )
@@ -513,29 +512,6 @@ def complete_saved_step(current: Run, optimizer, step, task: Task) -> None:
         return
     OutputFolder(current.options.output_dir).complete_step(step, current.model, optimizer)
     task.describe_weights(current)
-
-
-def resume_from_original_format(current: Run, optimizer) -> None:
-    """Continues from the latest model.ckpt-<step> of output_dir when it has no point to
-    resume from (a folder the original code trained): weights, optimizer slots and
-    global_step; the input restarts from the beginning, as the original's did."""
-    originals = OutputFolder(current.options.output_dir).contents().original_checkpoints()
-    if not originals:
-        return
-    step, prefix = originals[-1]
-    try:
-        checkpoints.load_original_checkpoint(current.model, prefix, optimizer=optimizer)
-    except checkpoints.CheckpointMismatchError as err:
-        raise UserError(f"cannot resume from {prefix}: {mismatch_summary(err)}") from None
-    values = checkpoints.checkpoint_variable_shapes(prefix)
-    if "global_step" in values:
-        step = int(tf.train.load_checkpoint(prefix).get_tensor("global_step"))
-    optimizer.iterations.assign(step)
-    _logger.warning(
-        "resumed from the original-format %s (step %d); the input starts from its beginning",
-        prefix,
-        step,
-    )
 
 
 def resume_points(opts: RunOptions):
@@ -579,25 +555,6 @@ def finish_selection(selector, current: Run, task: Task, skip=None) -> None:
             selector.best["key"],
             selector.best["value"],
         )
-
-
-def mismatch_summary(err: checkpoints.CheckpointMismatchError, shown: int = 2) -> str:
-    """One line of a CheckpointMismatchError: each kind of problem with its count and
-    first `shown` entries; the whole list goes to the log."""
-    _logger.error("%s", err)
-    groups = []  # [header, entries]
-    for line in str(err).splitlines()[1:]:
-        if line.startswith(" ") and groups:
-            groups[-1][1].append(line.strip())
-        elif line.strip():
-            groups.append([line.strip().rstrip(":"), []])
-    if not groups:
-        return str(err)
-    return "; ".join(
-        f"{header}: {', '.join(entries[:shown])}"
-        + (f" and {len(entries) - shown} more" if len(entries) > shown else "")
-        for header, entries in groups
-    )
 
 
 def init_from_checkpoint(
@@ -648,8 +605,7 @@ def init_from_checkpoint(
         ) from None
     except checkpoints.CheckpointMismatchError as err:
         raise UserError(
-            f"{flag}={path}: nothing loaded; the checkpoint cannot fill this model: "
-            f"{mismatch_summary(err)}"
+            f"{flag}={path}: nothing loaded; the checkpoint cannot fill this model: {err.summary()}"
         ) from None
     except UserError as err:  # a file of it refused (a tensor's type, size or values)
         if str(err).startswith(f"{flag}="):
@@ -703,7 +659,6 @@ __all__ = [
     "train",
     "work",
     "finish_selection",
-    "mismatch_summary",
     "init_from_checkpoint",
     "final_weights",
 ]

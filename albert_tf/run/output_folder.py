@@ -355,6 +355,26 @@ class OutputFolder:
         _logger.info("resumed from %s (with %s)", found.weights, found.state)
         return found.weights
 
+    def restore_original(self, step, prefix, model, optimizer) -> int:
+        """Continues from model.ckpt-N (`prefix`) alone, when the folder has no point to
+        resume from (a folder the original code trained): the weights, the optimizer's
+        slots and its step (the checkpoint's global_step, else N); the input starts from
+        its beginning, as the original's did. Returns the step."""
+        try:
+            checkpoints.load_original_checkpoint(model, prefix, optimizer=optimizer)
+        except checkpoints.CheckpointMismatchError as err:
+            raise UserError(f"cannot resume from {prefix}: {err.summary()}") from None
+        values = checkpoints.checkpoint_variable_shapes(prefix)
+        if "global_step" in values:
+            step = int(tf.train.load_checkpoint(prefix).get_tensor("global_step"))
+        optimizer.iterations.assign(step)
+        _logger.warning(
+            "resumed from the original-format %s (step %d); the input starts from its beginning",
+            prefix,
+            step,
+        )
+        return step
+
     @staticmethod
     def remove_step(saved: SavedStep) -> None:
         """Deletes every file of a step: model.ckpt-N, ckpt-N, then train_state/state-N."""

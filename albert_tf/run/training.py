@@ -405,7 +405,8 @@ class Trainer:
     # --- outer loop ------------------------------------------------------------
     def train(self, dataset_fn, after_save=None):
         """Trains to `num_train_steps`, resuming from the latest checkpoint in output_dir
-        (`OutputFolder.resume_points`).
+        (`OutputFolder.resume_points`), or with none, from its latest model.ckpt-<step>
+        alone (`OutputFolder.restore_original`: a folder the original code trained).
 
         dataset_fn(input_context) -> per-replica tf.data.Dataset (batches of
         global_batch_size / replicas / accumulation steps examples).
@@ -441,13 +442,16 @@ class Trainer:
         # Every worker takes part in a save; only the chief's lands in output_dir.
         folder = OutputFolder(self.output_dir)
         directory = folder if self.is_chief else folder.non_chief(os.getpid())
-        saved = folder.contents().resume_points()  # the chief's, for all
+        found = folder.contents()  # the chief's, for all
+        saved, originals = found.resume_points(), found.original_checkpoints()
         if self.is_chief:
             folder.remove_unfinished()
         if saved:
             folder.restore(saved[-1][0], self.model, self.optimizer, state, whole)
             if self.resume_hook is not None and self._on_schedule(saved[-1][0]):
                 self.resume_hook(saved[-1][0])
+        elif originals:  # only model.ckpt-<step> files: a folder the original code trained
+            folder.restore_original(*originals[-1], self.model, self.optimizer)
         # A fixed batch (its own iterator: the training order is untouched) on which the
         # updated weights must give finite outputs (hence a finite loss) before they are
         # saved; inference mode, so no dropout draw changes the training's random stream.
