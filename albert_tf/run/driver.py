@@ -21,8 +21,9 @@ metrics and output files.
                checkpoint the dev metrics (`Task.evaluator`) and model.ckpt-best selection
                (albert_tf/run/selection.py). Every checkpoint is model.ckpt-<step> (the
                original's format, named by the `checkpoint` file) plus the input position
-               and random state (albert_tf/run/output_folder.py), with
-               `Task.describe_weights`.
+               and random state (albert_tf/run/output_folder.py); a task whose
+               folder is a release folder (`Task.release_folder`) gets its config
+               and tokenizer beside them.
 7. select      checkpoints of either format not evaluated yet (a resumed run, or the
                original's second "evaluate every checkpoint" command); with none, the
                initial weights.
@@ -184,6 +185,10 @@ class Run:
     model: keras.Model | None = None
     resuming: bool = False  # training continues from output_dir's own checkpoints
     initialized: bool = False  # the initial weights (--init_checkpoint or a hub module) were loaded
+    release_folder: bool = False  # output_dir gets its config and tokenizer (`Task.release_folder`)
+    tokenizer_model: str | None = (
+        None  # the SentencePiece model it carries (`Task.tokenizer_model`)
+    )
     summary: dict = dataclasses.field(default_factory=dict)
 
     @property
@@ -210,6 +215,11 @@ class Task:
       are checked against their inputs instead.
     export_kind: the kind of output folder --export_dir holds, the only kind it replaces
       (albert_tf/run/output_writer.py).
+    release_folder: the output folder is a release folder (albert_tf/weights/release.py):
+      the config and the tokenizer (`tokenizer_model`) beside its checkpoints, written with
+      each of them (and before the initial weights become model.ckpt-best), once
+      --init_checkpoint loaded and any resume restored, so a run that fails before leaves
+      none.
     """
 
     head: str = ""
@@ -218,6 +228,7 @@ class Task:
     init_from_group0: bool = False
     record_flags: tuple[str, ...] = ()
     export_kind: str = ""
+    release_folder: bool = False
 
     def __init__(self, options: RunOptions):
         self.options = options
@@ -232,6 +243,10 @@ class Task:
     def resolve(self):
         """Checks the options, files and data; returns the AlbertConfig. Writes nothing."""
         raise NotImplementedError
+
+    def tokenizer_model(self) -> str | None:
+        """The SentencePiece model a release folder carries (`release_folder`), or None."""
+        return None
 
     def file_outputs(self) -> dict:
         """{flag: (path, feature names)}: the TFRecord files this run writes outside its
@@ -282,12 +297,6 @@ class Task:
     def prepare(self, run: Run) -> None:
         """Features and files the run needs (output_dir exists)."""
 
-    def describe_weights(self, run: Run) -> None:
-        """Writes the files that describe the weights this run puts into output_dir (the
-        chief calls it with every checkpoint, and before the initial weights become
-        model.ckpt-best): after --init_checkpoint loaded and any resume restored, so a
-        run that fails before leaves none."""
-
     def evaluator(self, run: Run) -> Evaluation | None:
         """The dev evaluation, or None when the run selects no checkpoint."""
         return None
@@ -319,6 +328,7 @@ def run(task: Task) -> dict:
         current.model.build()
     preflight.check_model(plan, current.model)
     current.resuming = plan.resuming
+    current.release_folder, current.tokenizer_model = task.release_folder, task.tokenizer_model()
     return work(plan, current)
 
 
@@ -386,7 +396,7 @@ def _train_evaluate_predict(task: Task, current: Run) -> dict:
             selector.evaluate_pending(skip)  # checkpoints of an interrupted run
         current.summary["train_step"] = train(task, current, selector)
     if selector is not None:
-        finish_selection(selector, current, task, skip)
+        finish_selection(selector, current, skip)
     if task.wants_final_weights():
         current.summary["predict_weights"] = final_weights(current, task.head)
         task.predict(current)
@@ -429,7 +439,7 @@ def start(opts: RunOptions, config, batch_divisor: int = 1) -> Run:
 
 def train(task: Task, current: Run, selector) -> int:
     """Trains the task's model to its last step, evaluating on dev after every checkpoint
-    (albert_tf/run/output_folder.py) and describing its weights (`Task.describe_weights`).
+    (albert_tf/run/output_folder.py) and describing its weights (`describe_weights`).
     Returns the step reached."""
     from albert_tf.run import training
     from albert_tf.run.optimization import create_optimizer
@@ -471,9 +481,9 @@ def train(task: Task, current: Run, selector) -> int:
         opts.output_dir,
         loop,
         current.is_chief,
-        save_hook=lambda step: describe_saved_step(current, task, record),
+        save_hook=lambda step: describe_saved_step(current, record),
         loss_normalizers=task.loss_normalizers(),
-        resume_hook=lambda step: complete_saved_step(current, optimizer, step, task),
+        resume_hook=lambda step: complete_saved_step(current, optimizer, step),
     )
     trainer.train(
         plan.dataset_fn, after_save=selector.evaluate_current if selector is not None else None
@@ -493,25 +503,30 @@ def clip_norm_like(opts: RunOptions, recorded: dict | None) -> str:
     return "tpu" if opts.use_tpu else "gpu"
 
 
-def describe_saved_step(current: Run, task: Task, record) -> None:
+def describe_weights(current: Run) -> None:
+    """Writes the files that describe the weights in output_dir (chief only): a release
+    folder's config and tokenizer (`Task.release_folder`)."""
+    if current.is_chief and current.release_folder:
+        folder = OutputFolder(current.options.output_dir)
+        folder.write_release_files(current.config, current.tokenizer_model)
+
+
+def describe_saved_step(current: Run, record) -> None:
     """After each checkpoint on the schedule (chief only): the input flags' record
-    (`record["values"]`, written once: albert_tf/run/run_record.py) and the task's files
+    (`record["values"]`, written once: albert_tf/run/run_record.py) and the files
     describing the weights."""
-    if not current.is_chief:
-        return
-    if record:
+    if current.is_chief and record:
         run_record.write(current.options.output_dir, record.pop("values"))
-    task.describe_weights(current)
+    describe_weights(current)
 
 
-def complete_saved_step(current: Run, optimizer, step, task: Task) -> None:
+def complete_saved_step(current: Run, optimizer, step) -> None:
     """After a resume from step `step` (on the schedule), finishes what a run killed
     during that save left undone (chief only): the output folder's files of the step
-    (`OutputFolder.complete_step`), the task's files describing the weights."""
-    if not current.is_chief:
-        return
-    OutputFolder(current.options.output_dir).complete_step(step, current.model, optimizer)
-    task.describe_weights(current)
+    (`OutputFolder.complete_step`), the files describing the weights."""
+    if current.is_chief:
+        OutputFolder(current.options.output_dir).complete_step(step, current.model, optimizer)
+    describe_weights(current)
 
 
 def resume_points(opts: RunOptions):
@@ -526,10 +541,10 @@ def resume_points(opts: RunOptions):
     return skip
 
 
-def finish_selection(selector, current: Run, task: Task, skip=None) -> None:
+def finish_selection(selector, current: Run, skip=None) -> None:
     """Evaluates the checkpoints not evaluated yet (but those `skip` names, see
     `resume_points`); with none ever evaluated, the initial weights as step 0 (with the
-    task's files describing them). Puts the best into the summary."""
+    files describing them). Puts the best into the summary."""
     selector.evaluate_pending(skip)
     if not selector.results and selector.best is None:
         if not current.initialized:
@@ -537,8 +552,7 @@ def finish_selection(selector, current: Run, task: Task, skip=None) -> None:
                 "no checkpoint (model.ckpt-<step> or ckpt-<step>) in "
                 f"{current.options.output_dir} and no --init_checkpoint to evaluate"
             )
-        if current.is_chief:
-            task.describe_weights(current)
+        describe_weights(current)
         selector.evaluate_current(0)  # the --init_checkpoint weights
     selector.write_final_block()
     current.summary["best"] = selector.best and {
