@@ -46,6 +46,7 @@ from albert_tf.options import REQUIRED, option
 from albert_tf.run import checkpoint_checks, preflight, run_lock, run_record, selection
 from albert_tf.run.output_folder import BEST_NAME, OutputFolder, is_resume_point
 from albert_tf.weights import checkpoints
+from albert_tf.weights.init_checkpoint import InitCheckpoint
 
 _logger = logging.getLogger(__name__)
 
@@ -588,7 +589,7 @@ def init_from_checkpoint(
     from albert_tf.weights import hub
     from albert_tf.weights.foreign_weights import FORMAT_NAMES
 
-    init = checkpoint_checks.InitCheckpoint(path)
+    init = InitCheckpoint(path, flag)
     allow_missing = list(head_patterns)
     try:
         if init.is_hub_module:
