@@ -186,10 +186,9 @@ class Run:
     model: keras.Model | None = None
     resuming: bool = False  # training continues from output_dir's own checkpoints
     initialized: bool = False  # the initial weights (--init_checkpoint or a hub module) were loaded
-    release_folder: bool = False  # output_dir gets its config and tokenizer (`Task.release_folder`)
-    tokenizer_model: str | None = (
-        None  # the SentencePiece model it carries (`Task.tokenizer_model`)
-    )
+    # output_dir is a release folder: its config and tokenizer model beside the checkpoints
+    release_folder: bool = False  # `Task.release_folder`
+    tokenizer_model: str | None = None  # `Task.tokenizer_model`
     summary: dict = dataclasses.field(default_factory=dict)
 
     @property
@@ -484,7 +483,6 @@ def train(task: Task, current: Run, selector) -> int:
         current.is_chief,
         save_hook=lambda step: describe_saved_step(current, record),
         loss_normalizers=task.loss_normalizers(),
-        resume_hook=lambda step: complete_saved_step(current, optimizer, step),
     )
     trainer.train(
         plan.dataset_fn, after_save=selector.evaluate_current if selector is not None else None
@@ -513,20 +511,11 @@ def describe_weights(current: Run) -> None:
 
 
 def describe_saved_step(current: Run, record) -> None:
-    """After each checkpoint on the schedule (chief only): the input flags' record
-    (`record["values"]`, written once: albert_tf/run/run_record.py) and the files
-    describing the weights."""
+    """After each checkpoint on the schedule, and after a resume from one (chief only):
+    the input flags' record (`record["values"]`, written once:
+    albert_tf/run/run_record.py) and the files describing the weights."""
     if current.is_chief and record:
         run_record.write(current.options.output_dir, record.pop("values"))
-    describe_weights(current)
-
-
-def complete_saved_step(current: Run, optimizer, step) -> None:
-    """After a resume from step `step` (on the schedule), finishes what a run killed
-    during that save left undone (chief only): the output folder's files of the step
-    (`OutputFolder.complete_step`), the files describing the weights."""
-    if current.is_chief:
-        OutputFolder(current.options.output_dir).complete_step(step, current.model, optimizer)
     describe_weights(current)
 
 
