@@ -21,8 +21,9 @@ metrics and output files.
                checkpoint the dev metrics (`Task.evaluator`) and model.ckpt-best selection
                (albert_tf/run/selection.py). Every checkpoint is model.ckpt-<step> (the
                original's format, named by the `checkpoint` file) plus the input position
-               and random state (albert_tf/run/output_folder.py), with
-               `Task.describe_weights`.
+               and random state (albert_tf/run/output_folder.py); a task whose
+               folder is a release folder (`Task.release_folder`) gets its config
+               and tokenizer beside them.
 7. select      checkpoints of either format not evaluated yet (a resumed run, or the
                original's second "evaluate every checkpoint" command); with none, the
                initial weights.
@@ -34,7 +35,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 from typing import Callable
 
 import keras
@@ -46,6 +46,7 @@ from albert_tf.options import REQUIRED, option
 from albert_tf.run import checkpoint_checks, preflight, run_lock, run_record, selection
 from albert_tf.run.output_folder import BEST_NAME, OutputFolder, is_resume_point
 from albert_tf.weights import checkpoints
+from albert_tf.weights.init_checkpoint import InitCheckpoint
 
 _logger = logging.getLogger(__name__)
 
@@ -185,6 +186,9 @@ class Run:
     model: keras.Model | None = None
     resuming: bool = False  # training continues from output_dir's own checkpoints
     initialized: bool = False  # the initial weights (--init_checkpoint or a hub module) were loaded
+    # output_dir is a release folder: its config and tokenizer model beside the checkpoints
+    release_folder: bool = False  # `Task.release_folder`
+    tokenizer_model: str | None = None  # `Task.tokenizer_model`
     summary: dict = dataclasses.field(default_factory=dict)
 
     @property
@@ -211,6 +215,11 @@ class Task:
       are checked against their inputs instead.
     export_kind: the kind of output folder --export_dir holds, the only kind it replaces
       (albert_tf/run/output_writer.py).
+    release_folder: the output folder is a release folder (albert_tf/weights/release.py):
+      the config and the tokenizer (`tokenizer_model`) beside its checkpoints, written with
+      each of them (and before the initial weights become model.ckpt-best), once
+      --init_checkpoint loaded and any resume restored, so a run that fails before leaves
+      none.
     """
 
     head: str = ""
@@ -219,6 +228,7 @@ class Task:
     init_from_group0: bool = False
     record_flags: tuple[str, ...] = ()
     export_kind: str = ""
+    release_folder: bool = False
 
     def __init__(self, options: RunOptions):
         self.options = options
@@ -233,6 +243,10 @@ class Task:
     def resolve(self):
         """Checks the options, files and data; returns the AlbertConfig. Writes nothing."""
         raise NotImplementedError
+
+    def tokenizer_model(self) -> str | None:
+        """The SentencePiece model a release folder carries (`release_folder`), or None."""
+        return None
 
     def file_outputs(self) -> dict:
         """{flag: (path, feature names)}: the TFRecord files this run writes outside its
@@ -283,12 +297,6 @@ class Task:
     def prepare(self, run: Run) -> None:
         """Features and files the run needs (output_dir exists)."""
 
-    def describe_weights(self, run: Run) -> None:
-        """Writes the files that describe the weights this run puts into output_dir (the
-        chief calls it with every checkpoint, and before the initial weights become
-        model.ckpt-best): after --init_checkpoint loaded and any resume restored, so a
-        run that fails before leaves none."""
-
     def evaluator(self, run: Run) -> Evaluation | None:
         """The dev evaluation, or None when the run selects no checkpoint."""
         return None
@@ -320,6 +328,7 @@ def run(task: Task) -> dict:
         current.model.build()
     preflight.check_model(plan, current.model)
     current.resuming = plan.resuming
+    current.release_folder, current.tokenizer_model = task.release_folder, task.tokenizer_model()
     return work(plan, current)
 
 
@@ -341,28 +350,24 @@ def work(plan: preflight.Plan, current: Run) -> dict:
         current.initialized = True
         _logger.info("%s: %s", flag, current.summary["init"])
     elif plan.initial:  # checked to fit (`preflight.check_model`), not loaded
-        checkpoint_checks.log_resume_wins(plan.initial[1], plan.found.resume_points()[-1][1])
+        resumed = plan.found.resume_points() or plan.found.original_checkpoints()
+        checkpoint_checks.log_resume_wins(plan.initial[1], resumed[-1][1])
     tf.io.gfile.makedirs(folder.path)  # only once the inputs proved usable
     with run_lock.hold(folder.path, current.is_chief):
         if task.output_identity() and current.is_chief:
             folder.write_task(task.output_identity())
+        # A record cut short or corrupted after the first, which `resolve` checks, or a
+        # checkpoint whose bytes do not match its checksums: one line; the checkpoints
+        # written so far stay, and a rerun resumes and stops at the same place.
+        named = " or ".join(
+            f"{flag}={getattr(opts, flag[2:])}"
+            for flag in task.record_flags
+            if getattr(opts, flag[2:], None)
+        )
+        init = plan.initial[1] if plan.initial else None
         try:
-            return _train_evaluate_predict(task, current)
-        except tf.errors.OpError as err:
-            # A record cut short or corrupted after the first, which `resolve` checks, or
-            # a checkpoint whose bytes do not match its checksums: the checkpoints written
-            # so far stay; a rerun resumes and stops at the same place.
-            if not checkpoint_checks.is_damaged_read(err):
-                raise
-            detail = re.sub(r"^\{\{.*?\}\}\s*|\s*\[Op:.*$", "", err.message.strip().splitlines()[0])
-            named = " or ".join(
-                f"{flag}={getattr(opts, flag[2:])}"
-                for flag in task.record_flags
-                if getattr(opts, flag[2:], None)
-            )
-            init = plan.initial[1] if plan.initial else None
-            message = checkpoint_checks.damaged_read_message(detail, named, folder.path, init)
-            raise UserError(message) from None
+            with checkpoint_checks.damaged_reads_reported(named, folder.path, init):
+                return _train_evaluate_predict(task, current)
         finally:
             if current.is_chief:  # a save cut short (full disk, a signal): its temporaries
                 folder.remove_unfinished()
@@ -391,7 +396,7 @@ def _train_evaluate_predict(task: Task, current: Run) -> dict:
             selector.evaluate_pending(skip)  # checkpoints of an interrupted run
         current.summary["train_step"] = train(task, current, selector)
     if selector is not None:
-        finish_selection(selector, current, task, skip)
+        finish_selection(selector, current, skip)
     if task.wants_final_weights():
         current.summary["predict_weights"] = final_weights(current, task.head)
         task.predict(current)
@@ -434,7 +439,7 @@ def start(opts: RunOptions, config, batch_divisor: int = 1) -> Run:
 
 def train(task: Task, current: Run, selector) -> int:
     """Trains the task's model to its last step, evaluating on dev after every checkpoint
-    (albert_tf/run/output_folder.py) and describing its weights (`Task.describe_weights`).
+    (albert_tf/run/output_folder.py) and describing its weights (`describe_weights`).
     Returns the step reached."""
     from albert_tf.run import training
     from albert_tf.run.optimization import create_optimizer
@@ -476,12 +481,9 @@ def train(task: Task, current: Run, selector) -> int:
         opts.output_dir,
         loop,
         current.is_chief,
-        save_hook=lambda step: describe_saved_step(current, task, record),
+        save_hook=lambda step: describe_saved_step(current, record),
         loss_normalizers=task.loss_normalizers(),
-        resume_hook=lambda step: complete_saved_step(current, optimizer, step, task),
     )
-    if not OutputFolder(opts.output_dir).contents().resume_points():
-        resume_from_original_format(current, optimizer)
     trainer.train(
         plan.dataset_fn, after_save=selector.evaluate_current if selector is not None else None
     )
@@ -500,48 +502,21 @@ def clip_norm_like(opts: RunOptions, recorded: dict | None) -> str:
     return "tpu" if opts.use_tpu else "gpu"
 
 
-def describe_saved_step(current: Run, task: Task, record) -> None:
-    """After each checkpoint on the schedule (chief only): the input flags' record
-    (`record["values"]`, written once: albert_tf/run/run_record.py) and the task's files
-    describing the weights."""
-    if not current.is_chief:
-        return
-    if record:
+def describe_weights(current: Run) -> None:
+    """Writes the files that describe the weights in output_dir (chief only): a release
+    folder's config and tokenizer (`Task.release_folder`)."""
+    if current.is_chief and current.release_folder:
+        folder = OutputFolder(current.options.output_dir)
+        folder.write_release_files(current.config, current.tokenizer_model)
+
+
+def describe_saved_step(current: Run, record) -> None:
+    """After each checkpoint on the schedule, and after a resume from one (chief only):
+    the input flags' record (`record["values"]`, written once:
+    albert_tf/run/run_record.py) and the files describing the weights."""
+    if current.is_chief and record:
         run_record.write(current.options.output_dir, record.pop("values"))
-    task.describe_weights(current)
-
-
-def complete_saved_step(current: Run, optimizer, step, task: Task) -> None:
-    """After a resume from step `step` (on the schedule), finishes what a run killed
-    during that save left undone (chief only): the output folder's files of the step
-    (`OutputFolder.complete_step`), the task's files describing the weights."""
-    if not current.is_chief:
-        return
-    OutputFolder(current.options.output_dir).complete_step(step, current.model, optimizer)
-    task.describe_weights(current)
-
-
-def resume_from_original_format(current: Run, optimizer) -> None:
-    """Continues from the latest model.ckpt-<step> of output_dir when it has no point to
-    resume from (a folder the original code trained): weights, optimizer slots and
-    global_step; the input restarts from the beginning, as the original's did."""
-    originals = OutputFolder(current.options.output_dir).contents().original_checkpoints()
-    if not originals:
-        return
-    step, prefix = originals[-1]
-    try:
-        checkpoints.load_original_checkpoint(current.model, prefix, optimizer=optimizer)
-    except checkpoints.CheckpointMismatchError as err:
-        raise UserError(f"cannot resume from {prefix}: {mismatch_summary(err)}") from None
-    values = checkpoints.checkpoint_variable_shapes(prefix)
-    if "global_step" in values:
-        step = int(tf.train.load_checkpoint(prefix).get_tensor("global_step"))
-    optimizer.iterations.assign(step)
-    _logger.warning(
-        "resumed from the original-format %s (step %d); the input starts from its beginning",
-        prefix,
-        step,
-    )
+    describe_weights(current)
 
 
 def resume_points(opts: RunOptions):
@@ -556,10 +531,10 @@ def resume_points(opts: RunOptions):
     return skip
 
 
-def finish_selection(selector, current: Run, task: Task, skip=None) -> None:
+def finish_selection(selector, current: Run, skip=None) -> None:
     """Evaluates the checkpoints not evaluated yet (but those `skip` names, see
     `resume_points`); with none ever evaluated, the initial weights as step 0 (with the
-    task's files describing them). Puts the best into the summary."""
+    files describing them). Puts the best into the summary."""
     selector.evaluate_pending(skip)
     if not selector.results and selector.best is None:
         if not current.initialized:
@@ -567,8 +542,7 @@ def finish_selection(selector, current: Run, task: Task, skip=None) -> None:
                 "no checkpoint (model.ckpt-<step> or ckpt-<step>) in "
                 f"{current.options.output_dir} and no --init_checkpoint to evaluate"
             )
-        if current.is_chief:
-            task.describe_weights(current)
+        describe_weights(current)
         selector.evaluate_current(0)  # the --init_checkpoint weights
     selector.write_final_block()
     current.summary["best"] = selector.best and {
@@ -585,25 +559,6 @@ def finish_selection(selector, current: Run, task: Task, skip=None) -> None:
             selector.best["key"],
             selector.best["value"],
         )
-
-
-def mismatch_summary(err: checkpoints.CheckpointMismatchError, shown: int = 2) -> str:
-    """One line of a CheckpointMismatchError: each kind of problem with its count and
-    first `shown` entries; the whole list goes to the log."""
-    _logger.error("%s", err)
-    groups = []  # [header, entries]
-    for line in str(err).splitlines()[1:]:
-        if line.startswith(" ") and groups:
-            groups[-1][1].append(line.strip())
-        elif line.strip():
-            groups.append([line.strip().rstrip(":"), []])
-    if not groups:
-        return str(err)
-    return "; ".join(
-        f"{header}: {', '.join(entries[:shown])}"
-        + (f" and {len(entries) - shown} more" if len(entries) > shown else "")
-        for header, entries in groups
-    )
 
 
 def init_from_checkpoint(
@@ -623,7 +578,7 @@ def init_from_checkpoint(
     from albert_tf.weights import hub
     from albert_tf.weights.foreign_weights import FORMAT_NAMES
 
-    init = checkpoint_checks.InitCheckpoint(path)
+    init = InitCheckpoint(path, flag)
     allow_missing = list(head_patterns)
     try:
         if init.is_hub_module:
@@ -654,8 +609,7 @@ def init_from_checkpoint(
         ) from None
     except checkpoints.CheckpointMismatchError as err:
         raise UserError(
-            f"{flag}={path}: nothing loaded; the checkpoint cannot fill this model: "
-            f"{mismatch_summary(err)}"
+            f"{flag}={path}: nothing loaded; the checkpoint cannot fill this model: {err.summary()}"
         ) from None
     except UserError as err:  # a file of it refused (a tensor's type, size or values)
         if str(err).startswith(f"{flag}="):
@@ -709,7 +663,6 @@ __all__ = [
     "train",
     "work",
     "finish_selection",
-    "mismatch_summary",
     "init_from_checkpoint",
     "final_weights",
 ]

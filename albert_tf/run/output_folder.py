@@ -321,19 +321,24 @@ class OutputFolder:
     def write_state_file(self, steps) -> None:
         """The `checkpoint` file: the newest of `steps` (that has a model.ckpt) as
         model_checkpoint_path, all of them as all_model_checkpoint_paths."""
-        names = [os.path.basename(self.weights_prefix(s)) for s in sorted(steps)]
+        names = self._weights_names(steps)
         if names:
             checkpoints.write_checkpoint_state(self.path, names)
+
+    def _weights_names(self, steps) -> list[str]:
+        """The model.ckpt-N names of `steps`, in step order, as the `checkpoint` file
+        lists them."""
+        return [os.path.basename(self.weights_prefix(s)) for s in sorted(steps)]
 
     def complete_step(self, step, model, optimizer) -> None:
         """After a resume from step `step` (on the schedule), what a run killed during
         that save left undone: the model.ckpt-N of an older layout's ckpt-N, then the
-        `checkpoint` file."""
-        steps = [s.step for s in self.saved_steps() if s.weights]
-        if step not in steps:
+        `checkpoint` file naming it."""
+        with_weights = [s.step for s in self.saved_steps() if s.weights]
+        names = self._weights_names({*with_weights, step})
+        if step not in with_weights:
             self.save_weights(step, model, optimizer)
-            steps = sorted([*steps, step])
-        self.write_state_file(steps)
+        checkpoints.write_checkpoint_state(self.path, names)
 
     def restore(self, step, model, optimizer, state: dict, whole: dict) -> str:
         """Restores resume point `step` (`Contents.resume_points`): its ckpt-N into `whole` (see
@@ -349,6 +354,26 @@ class OutputFolder:
         tf.train.Checkpoint(**state).read(found.state).assert_existing_objects_matched()
         _logger.info("resumed from %s (with %s)", found.weights, found.state)
         return found.weights
+
+    def restore_original(self, step, prefix, model, optimizer) -> int:
+        """Continues from model.ckpt-N (`prefix`) alone, when the folder has no point to
+        resume from (a folder the original code trained): the weights, the optimizer's
+        slots and its step (the checkpoint's global_step, else N); the input starts from
+        its beginning, as the original's did. Returns the step."""
+        try:
+            checkpoints.load_original_checkpoint(model, prefix, optimizer=optimizer)
+        except checkpoints.CheckpointMismatchError as err:
+            raise UserError(f"cannot resume from {prefix}: {err.summary()}") from None
+        values = checkpoints.checkpoint_variable_shapes(prefix)
+        if "global_step" in values:
+            step = int(tf.train.load_checkpoint(prefix).get_tensor("global_step"))
+        optimizer.iterations.assign(step)
+        _logger.warning(
+            "resumed from the original-format %s (step %d); the input starts from its beginning",
+            prefix,
+            step,
+        )
+        return step
 
     @staticmethod
     def remove_step(saved: SavedStep) -> None:

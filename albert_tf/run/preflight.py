@@ -22,9 +22,9 @@ from albert_tf import options, output_paths
 from albert_tf.cpu import speed_paths
 from albert_tf.errors import UserError
 from albert_tf.run import checkpoint_checks, memory_check, output_writer, run_lock, run_record
-from albert_tf.run.checkpoint_checks import InitCheckpoint
 from albert_tf.run.output_folder import BEST_NAME, Contents, OutputFolder
 from albert_tf.weights import checkpoints
+from albert_tf.weights.init_checkpoint import InitCheckpoint
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,13 +89,19 @@ def check(plan: Plan) -> None:
 
 def check_model(plan: Plan, model) -> None:
     """The checks that need the built model, before anything is written: the output
-    folder's checkpoints fit it; a resumed run's --init_checkpoint (not loaded) fits it
-    too."""
-    check_output_checkpoints(model, plan.folder.path, plan.found)
-    init = plan.init_checkpoint
-    if init and plan.resuming:
-        task = plan.task
-        checkpoint_checks.check_init_fits(model, init, task.head_patterns, task.init_from_group0)
+    folder's latest original-format checkpoint fits it; a resumed run's --init_checkpoint
+    (not loaded) fits it too (a TF-Hub module and group-0 initialisation are checked when
+    they are loaded). Reads the checkpoints' indexes, then compares."""
+    originals, init, task = plan.found.original_checkpoints(), plan.init_checkpoint, plan.task
+    init_checked = init and plan.resuming and not (init.is_hub_module or task.init_from_group0)
+    variables = checkpoints.original_variable_map(model)
+    latest = checkpoints.check_checkpoint_readable(originals[-1][1]) if originals else None
+    latest_shapes = checkpoints.checkpoint_variable_shapes(latest) if latest else None
+    init_shapes = init.variable_shapes() if init_checked else None
+    if latest:
+        check_output_checkpoints(variables, plan.folder.path, latest, latest_shapes)
+    if init_checked:
+        checkpoint_checks.check_init_fits(variables, init, init_shapes, task.head_patterns)
 
 
 def initial_weights(opts) -> tuple[str, str] | None:
@@ -174,9 +180,8 @@ def check_init(plan: Plan) -> None:
     if init is None:
         return
     opts = plan.options
-    checkpoint_checks.check_init_complete(init)
     config_file = getattr(opts, "albert_config_file", None)
-    checkpoint_checks.check_init_config(
+    checkpoint_checks.check_init(
         init, plan.config, config_file, other_depth=opts.init_from_other_depth
     )
 
@@ -189,18 +194,13 @@ def check_memory(plan: Plan) -> None:
         memory_check.check_model_fits(plan.config.num_parameters(), opts.do_train)
 
 
-def check_output_checkpoints(model, output_dir: str, found: Contents) -> None:
-    """Refuses an output folder whose checkpoints cannot fill `model` (trained with
-    another config or for another task): its latest original-format checkpoint must hold
-    every variable of the model in the model's shape. Reads only the checkpoint's index,
-    before anything is written."""
-    originals = found.original_checkpoints()
-    if not originals:
-        return
-    prefix = checkpoints.check_checkpoint_readable(originals[-1][1])
-    shapes = checkpoints.checkpoint_variable_shapes(prefix)
+def check_output_checkpoints(variables: dict, output_dir: str, prefix: str, shapes: dict) -> None:
+    """Refuses an output folder whose checkpoints cannot fill the model (trained with
+    another config or for another task): its latest original-format checkpoint
+    (`prefix`, whose variables have `shapes`) must hold every variable of the model
+    (`variables`: `checkpoints.original_variable_map`) in the model's shape."""
     problems = []
-    for name, variable in checkpoints.original_variable_map(model).items():
+    for name, variable in variables.items():
         if name not in shapes:
             problems.append(f"{name}: not in the checkpoint")
         elif list(shapes[name]) != list(variable.shape):

@@ -174,10 +174,9 @@ class Trainer:
       is_chief: whether this worker writes files.
       save_hook: `save_hook(step)`, called on every worker after each checkpoint
         is written on the schedule (also when a signal stops the run at such a
-        step): other formats of the same weights, for instance.
-      resume_hook: `resume_hook(step)`, called on every worker after a resume
-        restored a step on the schedule, before training goes on: to finish what a run
-        killed between that checkpoint and its save hook left undone.
+        step), and after a resume restored such a step, before training goes on (a
+        run killed between that checkpoint and its hook left it undone): other
+        files describing the same weights, for instance.
       loss_normalizers: `loss_normalizers(features) -> tuple of float32 []`, what each
         loss term of one replica's batch is divided by, from the input alone; their
         totals over the step's replicas and micro-batches are passed to `loss_fn`.
@@ -196,7 +195,6 @@ class Trainer:
         is_chief=True,
         save_hook=None,
         loss_normalizers=None,
-        resume_hook=None,
     ):
         self.strategy = strategy
         self.model = model
@@ -209,7 +207,6 @@ class Trainer:
         self.config = config
         self.is_chief = is_chief
         self.save_hook = save_hook
-        self.resume_hook = resume_hook
         self.loss_normalizers = loss_normalizers
         if hasattr(optimizer, "gradients_are_reduced"):
             optimizer.gradients_are_reduced = True
@@ -405,7 +402,8 @@ class Trainer:
     # --- outer loop ------------------------------------------------------------
     def train(self, dataset_fn, after_save=None):
         """Trains to `num_train_steps`, resuming from the latest checkpoint in output_dir
-        (`OutputFolder.resume_points`).
+        (`OutputFolder.resume_points`), or with none, from its latest model.ckpt-<step>
+        alone (`OutputFolder.restore_original`: a folder the original code trained).
 
         dataset_fn(input_context) -> per-replica tf.data.Dataset (batches of
         global_batch_size / replicas / accumulation steps examples).
@@ -441,13 +439,20 @@ class Trainer:
         # Every worker takes part in a save; only the chief's lands in output_dir.
         folder = OutputFolder(self.output_dir)
         directory = folder if self.is_chief else folder.non_chief(os.getpid())
-        saved = folder.contents().resume_points()  # the chief's, for all
+        found = folder.contents()  # the chief's, for all
+        saved, originals = found.resume_points(), found.original_checkpoints()
         if self.is_chief:
             folder.remove_unfinished()
         if saved:
-            folder.restore(saved[-1][0], self.model, self.optimizer, state, whole)
-            if self.resume_hook is not None and self._on_schedule(saved[-1][0]):
-                self.resume_hook(saved[-1][0])
+            step = saved[-1][0]
+            folder.restore(step, self.model, self.optimizer, state, whole)
+            if self._on_schedule(step):  # what a run killed during that save left undone
+                if self.is_chief:
+                    folder.complete_step(step, self.model, self.optimizer)
+                if self.save_hook is not None:
+                    self.save_hook(step)
+        elif originals:  # only model.ckpt-<step> files: a folder the original code trained
+            folder.restore_original(*originals[-1], self.model, self.optimizer)
         # A fixed batch (its own iterator: the training order is untouched) on which the
         # updated weights must give finite outputs (hence a finite loss) before they are
         # saved; inference mode, so no dropout draw changes the training's random stream.

@@ -221,6 +221,7 @@ class PretrainingTask(driver.Task):
     head_patterns = ("^cls/",)
     metric_names = METRIC_NAMES
     record_flags = ("--input_file", "--eval_file")
+    release_folder = True  # the config and tokenizer beside the checkpoints
 
     def __init__(self, options: PretrainingOptions):
         if options.input_file is None:  # the demo
@@ -402,12 +403,6 @@ class PretrainingTask(driver.Task):
             _logger.info("demo mode: %s -> %s", self.train_file, o.output_dir)
         else:
             self.train_file, self.eval_file = o.input_file, o.eval_file or o.input_file
-
-    def describe_weights(self, run):
-        # The folder is a release folder (config and tokenizer beside the checkpoints).
-        OutputFolder(self.options.output_dir).write_release_files(
-            run.config, self.tokenizer_model()
-        )
 
     def _dataset_fn(self, pattern, global_batch, is_training, config):
         from albert_tf.data.input_pipeline import MaskingOptions, pretraining_dataset

@@ -336,6 +336,24 @@ def check_checkpoint_readable(path) -> str:
 class CheckpointMismatchError(ValueError):
     """The checkpoint cannot fill the model; the message lists every problem."""
 
+    def summary(self, shown: int = 2) -> str:
+        """One line: each kind of problem with its count and first `shown` entries; the
+        whole list goes to the log."""
+        _logger.error("%s", self)
+        groups = []  # [header, entries]
+        for line in str(self).splitlines()[1:]:
+            if line.startswith(" ") and groups:
+                groups[-1][1].append(line.strip())
+            elif line.strip():
+                groups.append([line.strip().rstrip(":"), []])
+        if not groups:
+            return str(self)
+        return "; ".join(
+            f"{header}: {', '.join(entries[:shown])}"
+            + (f" and {len(entries) - shown} more" if len(entries) > shown else "")
+            for header, entries in groups
+        )
+
 
 @dataclasses.dataclass
 class LoadReport:

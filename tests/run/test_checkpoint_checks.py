@@ -1,4 +1,5 @@
-"""albert_tf/run/checkpoint_checks.py: the checkpoints a run starts from."""
+"""albert_tf/run/checkpoint_checks.py: the checkpoints a run starts from (read by
+albert_tf/weights/init_checkpoint.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import pytest
 from albert_tf.errors import UserError
 from albert_tf.model.modeling import AlbertModel
 from albert_tf.run import checkpoint_checks
-from albert_tf.run.checkpoint_checks import InitCheckpoint
 from albert_tf.run.output_folder import OutputFolder
 from albert_tf.weights import checkpoints
+from albert_tf.weights.init_checkpoint import InitCheckpoint
 
 from classifier_fixtures import glue_config
 
@@ -36,20 +37,21 @@ def test_an_initial_checkpoint_is_looked_up_once_and_must_be_complete(saved, tmp
     init = InitCheckpoint(str(folder))
     assert (init.is_release_folder, init.prefix) == (True, prefix)
     assert init.config_beside == f"{folder}/albert_config.json"
-    assert checkpoint_checks.check_init_complete(init) == prefix
+    assert init.own_config()[1:] == (f"{folder}/albert_config.json", None)
+    assert checkpoint_checks.check_init(init, glue_config(), None) == prefix
     missing = InitCheckpoint(str(tmp_path / "none" / "model.ckpt-3"))
     with pytest.raises(UserError, match=rf"^--init_checkpoint={tmp_path}/none/model.ckpt-3: "):
-        checkpoint_checks.check_init_complete(missing)
+        checkpoint_checks.check_init(missing, glue_config(), None)
     assert missing.config_beside is None
 
 
 def test_the_config_beside_an_initial_checkpoint_must_describe_the_same_network(saved, tmp_path):
     folder, prefix, _ = saved
     same = glue_config(hidden_dropout_prob=0.0)  # dropout may differ
-    checkpoint_checks.check_init_config(InitCheckpoint(prefix), same, str(tmp_path / "c.json"))
+    checkpoint_checks.check_init(InitCheckpoint(prefix), same, str(tmp_path / "c.json"))
     deeper = glue_config(num_hidden_layers=4)
     with pytest.raises(UserError) as err:
-        checkpoint_checks.check_init_config(InitCheckpoint(str(folder)), deeper, "c4.json")
+        checkpoint_checks.check_init(InitCheckpoint(str(folder)), deeper, "c4.json")
     assert str(err.value) == (
         f"--init_checkpoint={folder}: its albert_config.json ({folder}/albert_config.json) "
         "describes another network than --albert_config_file=c4.json (num_hidden_layers=2 vs "
@@ -60,23 +62,21 @@ def test_the_config_beside_an_initial_checkpoint_must_describe_the_same_network(
 def test_init_from_other_depth_frees_the_depth_and_nothing_else(saved):
     folder, _, _ = saved
     deeper = glue_config(num_hidden_layers=4)
-    checkpoint_checks.check_init_config(
-        InitCheckpoint(str(folder)), deeper, "c4.json", other_depth=True
-    )
+    checkpoint_checks.check_init(InitCheckpoint(str(folder)), deeper, "c4.json", other_depth=True)
     wider = glue_config(num_hidden_layers=4, intermediate_size=96)
     with pytest.raises(UserError, match=r"\(intermediate_size=64 vs 96\)"):
-        checkpoint_checks.check_init_config(
-            InitCheckpoint(str(folder)), wider, "c.json", other_depth=True
-        )
+        checkpoint_checks.check_init(InitCheckpoint(str(folder)), wider, "c.json", other_depth=True)
 
 
 def test_an_initial_checkpoint_must_fit_even_when_the_output_folder_wins(saved):
     _, prefix, model = saved
-    checkpoint_checks.check_init_fits(model, InitCheckpoint(prefix))
+    init = InitCheckpoint(prefix)
+    shapes = init.variable_shapes()
+    checkpoint_checks.check_init_fits(checkpoints.original_variable_map(model), init, shapes)
     wide = AlbertModel(glue_config(hidden_size=48, num_attention_heads=2))
     wide.build()
     with pytest.raises(UserError, match=r"does not fit this model \(.*: checkpoint \[.*32"):
-        checkpoint_checks.check_init_fits(wide, InitCheckpoint(prefix))
+        checkpoint_checks.check_init_fits(checkpoints.original_variable_map(wide), init, shapes)
 
 
 def test_the_log_says_which_weights_a_resumed_run_uses(tmp_path, caplog):
@@ -135,10 +135,8 @@ def test_a_foreign_folders_config_must_describe_the_same_network(saved, tmp_path
     values = {n: v.numpy() for n, v in checkpoints.original_variable_map(model).items()}
     writer.write_folder(folder, glue_config(), values)
     # The folder's own config, and the same network with other dropout rates, pass.
-    checkpoint_checks.check_init_config(
-        InitCheckpoint(folder), glue_config(), f"{folder}/config.json"
-    )
-    checkpoint_checks.check_init_config(
+    checkpoint_checks.check_init(InitCheckpoint(folder), glue_config(), f"{folder}/config.json")
+    checkpoint_checks.check_init(
         InitCheckpoint(folder), glue_config(hidden_dropout_prob=0.3), str(tmp_path / "c.json")
     )
     for change, shown in (
@@ -147,9 +145,7 @@ def test_a_foreign_folders_config_must_describe_the_same_network(saved, tmp_path
         ({"intermediate_size": 96}, "intermediate_size=64 vs 96"),
     ):
         with pytest.raises(UserError) as err:
-            checkpoint_checks.check_init_config(
-                InitCheckpoint(folder), glue_config(**change), "c.json"
-            )
+            checkpoint_checks.check_init(InitCheckpoint(folder), glue_config(**change), "c.json")
         assert str(err.value) == (
             f"--init_checkpoint={folder}: its config.json ({folder}/config.json) describes "
             f"another network than --albert_config_file=c.json ({shown}); expected the "

@@ -6,7 +6,7 @@ import types
 import pytest
 
 from albert_tf.errors import UserError
-from albert_tf.model.config import preset
+from albert_tf.model.config import AlbertConfig, preset
 from albert_tf.run import driver
 
 
@@ -29,40 +29,44 @@ class _Selector:
         self.final_written = True
 
 
-class _Task(driver.Task):
-    """Records when the files describing the weights are written."""
-
-    def __init__(self, selector):
-        self.selector, self.described = selector, []
-
-    def describe_weights(self, run):
-        self.described.append(list(self.selector.current))
-
-
 def _run(tmp_path, initialized, is_chief=False):
     opts = driver.RunOptions(output_dir=str(tmp_path))
-    return driver.Run(opts, preset("albert_tiny"), None, is_chief, initialized=initialized)
+    return driver.Run(
+        opts,
+        preset("albert_tiny"),
+        None,
+        is_chief,
+        initialized=initialized,
+        release_folder=True,
+    )
 
 
 def test_selection_evaluates_pending_checkpoints_first(tmp_path):
     selector, current = _Selector(pending=[2, 4]), _run(tmp_path, initialized=True)
-    task = _Task(selector)
-    driver.finish_selection(selector, current, task)
+    driver.finish_selection(selector, current)
     assert selector.current == [] and current.summary["eval_step"] == 4
-    assert task.described == []  # the folder's own checkpoints: described when written
+    # The folder's own checkpoints: described when written.
+    assert not (tmp_path / "albert_config.json").exists()
 
 
 def test_selection_falls_back_to_the_initial_weights_only(tmp_path):
-    selector, current = _Selector(), _run(tmp_path, initialized=True, is_chief=True)
-    task = _Task(selector)
-    driver.finish_selection(selector, current, task)
+    described = []  # whether the config was written when the initial weights were evaluated
+
+    class Selector(_Selector):
+        def evaluate_current(self, step):
+            described.append((tmp_path / "albert_config.json").exists())
+            super().evaluate_current(step)
+
+    selector, current = Selector(), _run(tmp_path, initialized=True, is_chief=True)
+    driver.finish_selection(selector, current)
     assert selector.current == [0] and current.summary["eval"] == {"acc": 0.25}
-    assert task.described == [[]]  # before the initial weights became model.ckpt-best
+    assert described == [True]  # before the initial weights became model.ckpt-best
+    assert AlbertConfig.from_json_file(tmp_path / "albert_config.json") == current.config
     with pytest.raises(UserError, match="no checkpoint .* and no --init_checkpoint"):
-        driver.finish_selection(_Selector(), _run(tmp_path, initialized=False), task)
+        driver.finish_selection(_Selector(), _run(tmp_path, initialized=False))
     # Steps evaluated by an earlier run count: nothing is evaluated again.
     selector = _Selector(results={6: {"acc": 0.7}}, best={"value": 0.7})
-    driver.finish_selection(selector, _run(tmp_path, initialized=False), _Task(selector))
+    driver.finish_selection(selector, _run(tmp_path, initialized=False))
     assert selector.current == []
 
 

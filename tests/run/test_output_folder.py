@@ -4,6 +4,7 @@ restored from a file:// URI: ram:// takes a checkpoint prefix for a folder when 
 which gs:// does not), and its answers on tiny folders: steps, latest, best, the names
 of its files, the run record, the task and the lock."""
 
+import dataclasses
 import json
 import os
 import uuid
@@ -13,11 +14,13 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.errors import UserError
+from albert_tf.model.modeling import AlbertPretrainer
 from albert_tf.run import run_lock
+from albert_tf.run.optimization import create_optimizer
 from albert_tf.run.output_folder import OutputFolder, is_resume_point, state_objects
 from albert_tf.weights import checkpoints
 
-from training_fixtures import build
+from training_fixtures import build, pretraining_config
 
 
 def test_save_list_restore_and_remove_a_step(tmp_path):
@@ -73,6 +76,34 @@ def test_save_list_restore_and_remove_a_step(tmp_path):
     assert OutputFolder(folder).contents().latest_step == 7
     assert OutputFolder(folder).remove_unfinished() == [f"{folder}/train_state/state-9"]
     assert [s.step for s in OutputFolder(folder).saved_steps()] == [7]
+
+
+def test_a_folder_the_original_code_trained_resumes_from_its_weights_alone(tmp_path, caplog):
+    """model.ckpt-N without train_state: weights, slots and global_step restored; a model
+    of another shape is refused in one line."""
+    strategy = tf.distribute.get_strategy()
+    model, opt = build(strategy, "lamb")
+    opt.build(model.trainable_variables)
+    for v in model.trainable_variables:
+        opt.get_slot(v, "adam_v").assign(tf.fill(v.shape, 0.5))
+    prefix = str(tmp_path / "model.ckpt-6")
+    checkpoints.save_original_checkpoint(model, prefix, global_step=9, optimizer=opt)
+    fresh, fresh_opt = build(strategy, "lamb", seed=5)
+    fresh_opt.build(fresh.trainable_variables)
+    assert OutputFolder(tmp_path).restore_original(6, prefix, fresh, fresh_opt) == 9
+    assert int(fresh_opt.iterations.numpy()) == 9
+    assert "the input starts from its beginning" in caplog.text
+    for v, w in zip(model.trainable_variables, fresh.trainable_variables):
+        np.testing.assert_array_equal(v.numpy(), w.numpy())
+        np.testing.assert_array_equal(
+            opt.get_slot(v, "adam_v").numpy(), fresh_opt.get_slot(w, "adam_v").numpy()
+        )
+    wide = AlbertPretrainer(dataclasses.replace(pretraining_config(), hidden_size=32))
+    wide.build()
+    wide_opt = create_optimizer(1e-3, 100, 0, "lamb")
+    wide_opt.build(wide.trainable_variables)
+    with pytest.raises(UserError, match=f"^cannot resume from {prefix}: "):
+        OutputFolder(tmp_path).restore_original(6, prefix, wide, wide_opt)
 
 
 def test_trained_checkpoints_of_both_formats_in_step_order(tmp_path):
