@@ -144,6 +144,34 @@ def parent(path) -> str:
     return os.path.dirname(path) or "."
 
 
+def local_kind(path) -> str | None:
+    """What is at a path on this machine's disk, following links: None for nothing (or a
+    link to nothing), else "a folder", "a file", "a symlink loop", "a FIFO, socket or
+    device", or the OS's reason it cannot be looked at. Remote paths are not asked."""
+    try:
+        mode = os.stat(os.fspath(path)).st_mode  # plain local path: the OS (module docstring)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as err:
+        return "a symlink loop" if err.errno == errno.ELOOP else err.strerror
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "a file" if stat.S_ISREG(mode) else "a FIFO, socket or device"
+
+
+def check_input_folder(path, what: str) -> None:
+    """UserError naming `what` (a flag "--x=<path>") unless `path` is a folder (any
+    filesystem); on this machine's disk a symlink loop or a FIFO is named as such."""
+    path = os.fspath(path)
+    kind = local_kind(path) if is_local(path) else None
+    if not is_local(path) and _gfile().exists(path):
+        kind = "a folder" if _gfile().isdir(path) else "a file"
+    if kind is None:
+        raise UserError(f"{what}: folder not found")
+    if kind != "a folder":
+        raise UserError(f"{what}: {kind}; expected a folder")
+
+
 def check_writable_folder(flag: str, value: str, folder: str | None = None) -> None:
     """Refuses (UserError naming --`flag`=`value`) a folder (`folder`, default `value`)
     that this process could not create or write in: a file there or in place of a
@@ -154,6 +182,12 @@ def check_writable_folder(flag: str, value: str, folder: str | None = None) -> N
     folder that refuses the probe."""
     folder = os.fspath(value if folder is None else folder)
     existing = folder if is_remote(folder) else os.path.abspath(folder)
+    if is_local(folder):
+        kind = local_kind(folder)
+        if kind is None and os.path.lexists(folder):  # a link to nothing: makedirs would fail
+            kind = f"a symlink to nothing ({os.readlink(folder)})"
+        if kind not in (None, "a folder", "a file"):
+            raise UserError(f"--{flag}={value}: {kind}; expected a folder")
     while not _gfile().exists(existing):
         above = parent(existing)
         if above == existing:
@@ -251,17 +285,15 @@ def check_input_file(path, what: str) -> None:
         if _gfile().isdir(path):
             raise UserError(f"{what}: a folder; expected a file")
         return
-    try:
-        info = os.stat(path)  # plain local path: the OS (module docstring)
-    except FileNotFoundError:
-        raise UserError(f"{what}: file not found") from None
-    except OSError as err:
-        reason = "a symlink loop" if err.errno == errno.ELOOP else err.strerror
-        raise UserError(f"{what}: cannot read: {reason}; expected a file") from None
-    if stat.S_ISDIR(info.st_mode):
+    kind = local_kind(path)
+    if kind is None:
+        raise UserError(f"{what}: file not found")
+    if kind == "a folder":
         raise UserError(f"{what}: a folder; expected a file")
-    if not stat.S_ISREG(info.st_mode):
+    if kind == "a FIFO, socket or device":
         raise UserError(f"{what}: not a regular file (a FIFO, socket or device); expected a file")
+    if kind != "a file":
+        raise UserError(f"{what}: cannot read: {kind}; expected a file")
     if not os.access(path, os.R_OK):
         raise UserError(f"{what}: cannot read: permission denied")
 

@@ -387,7 +387,7 @@ ROWS = [
         "missing_data_dir",
         "run_classifier.py",
         ("--data_dir={tmp}/no_glue",),
-        "--data_dir={tmp}/no_glue: directory not found",
+        "--data_dir={tmp}/no_glue: folder not found",
     ),
     Row(
         "nothing_to_do",
@@ -882,7 +882,37 @@ ROWS = [
         "init_checkpoint_is_a_symlink_loop",
         "run_classifier.py",
         ("--init_checkpoint={symlink_loop}",),
-        "--init_checkpoint={symlink_loop}: no checkpoint at",
+        "--init_checkpoint={symlink_loop}: '{symlink_loop}' is a symlink loop",
+    ),
+    Row(
+        "output_dir_is_a_fifo",
+        "run_classifier.py",
+        expect="--output_dir={fifo}: a FIFO, socket or device; expected a folder",
+        output="fifo",
+    ),
+    Row(
+        "output_dir_is_a_symlink_loop",
+        "run_pretraining.py",
+        expect="--output_dir={symlink_loop}: a symlink loop; expected a folder",
+        output="symlink_loop",
+    ),
+    Row(
+        "output_dir_is_a_link_to_nothing",
+        "run_squad.py",
+        expect="--output_dir={dangling_link}: a symlink to nothing (",
+        output="dangling_link",
+    ),
+    Row(
+        "data_dir_is_a_fifo",
+        "run_classifier.py",
+        ("--data_dir={fifo}",),
+        "--data_dir={fifo}: a FIFO, socket or device; expected a folder",
+    ),
+    Row(
+        "race_data_dir_is_a_symlink_loop",
+        "run_race.py",
+        ("--data_dir={symlink_loop}",),
+        "--data_dir={symlink_loop}: a symlink loop; expected a folder",
     ),
     Row(
         "vocab_file_is_a_fifo",
@@ -1276,6 +1306,8 @@ def _foreign_and_special_inputs(root, p, config, model):
     os.mkfifo(p["fifo"])
     p["symlink_loop"] = str(root / "symlink_loop")
     os.symlink(p["symlink_loop"], p["symlink_loop"])
+    p["dangling_link"] = str(root / "dangling_link")
+    os.symlink(str(root / "nothing_here"), p["dangling_link"])
     p["config_nested"] = _write_json(
         root / "config_nested.json", {**config.to_dict(), "extra": nested}
     )
@@ -1294,8 +1326,10 @@ def _foreign_and_special_inputs(root, p, config, model):
 
 def _snapshot(folder):
     """None for no folder; else {relative path: bytes (None for a folder)}."""
-    if not os.path.exists(folder):
+    if not os.path.lexists(folder):
         return None
+    if not os.path.isdir(folder) and not os.path.isfile(folder):  # a FIFO or a symlink loop
+        return {"": os.lstat(folder).st_mode}
     if not os.path.isdir(folder):
         with open(folder, "rb") as f:
             return {"": f.read()}

@@ -163,6 +163,50 @@ def test_an_input_that_is_no_regular_file_is_named_without_opening_it(tmp_path):
         assert str(err.value) == f"--x={path}: {said}"
 
 
+def test_an_input_folder_is_a_folder_on_any_filesystem(tmp_path):
+    fileio.check_input_folder(str(tmp_path), "--x")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    loop = tmp_path / "loop"
+    os.symlink(loop, loop)
+    (tmp_path / "file").write_text("")
+    tf.io.gfile.makedirs("ram://folder_check/sub")
+    with tf.io.gfile.GFile("ram://folder_check/file", "w") as f:
+        f.write("")
+    fileio.check_input_folder("ram://folder_check/sub", "--x")
+    for path, said in (
+        (tmp_path / "missing", "folder not found"),
+        (tmp_path / "file", "a file; expected a folder"),
+        (fifo, "a FIFO, socket or device; expected a folder"),
+        (loop, "a symlink loop; expected a folder"),
+        (loop / "below", "a symlink loop; expected a folder"),
+        ("ram://folder_check/missing", "folder not found"),
+        ("ram://folder_check/file", "a file; expected a folder"),
+    ):
+        with pytest.raises(UserError) as err:
+            fileio.check_input_folder(str(path), f"--x={path}")
+        assert str(err.value) == f"--x={path}: {said}"
+
+
+def test_an_output_folder_that_is_a_loop_fifo_or_dangling_link_is_refused(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    loop = tmp_path / "loop"
+    os.symlink(loop, loop)
+    dangling = tmp_path / "dangling"
+    os.symlink(tmp_path / "nothing", dangling)
+    for path, said in (
+        (fifo, "a FIFO, socket or device; expected a folder"),
+        (loop, "a symlink loop; expected a folder"),
+        (dangling, f"a symlink to nothing ({tmp_path / 'nothing'}); expected a folder"),
+    ):
+        with pytest.raises(UserError) as err:
+            fileio.check_writable_folder("out", str(path))
+        assert str(err.value) == f"--out={path}: {said}"
+    fileio.check_writable_folder("out", str(tmp_path / "new" / "folder"))
+    assert not (tmp_path / "new").exists()
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file")
 def test_an_unreadable_input_is_named(tmp_path):
     path = tmp_path / "secret.json"

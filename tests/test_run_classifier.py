@@ -261,7 +261,7 @@ def test_stsb_regression(setup, tmp_path):
     "change, match",
     [
         (dict(task_name="nope"), "not a known task"),
-        (dict(data_dir="/nonexistent/glue"), "--data_dir=/nonexistent/glue: directory not found"),
+        (dict(data_dir="/nonexistent/glue"), "--data_dir=/nonexistent/glue: folder not found"),
         (dict(max_seq_length=128), "exceeds max_position_embeddings=64"),
         (
             dict(albert_hub_module_handle="https://tfhub.dev/google/albert_base/3"),

@@ -298,8 +298,7 @@ class ClassifierTask(driver.Task):
         if splits and not opts.use_tfds:
             if not opts.data_dir:
                 raise UserError("--data_dir is required (or --use_tfds)")
-            if not tf.io.gfile.isdir(opts.data_dir):
-                raise UserError(f"--data_dir={opts.data_dir}: directory not found")
+            fileio.check_input_folder(opts.data_dir, f"--data_dir={opts.data_dir}")
             for split, flag in splits:
                 self.examples[split] = self._read_split(split, flag)
         return self.files.config

@@ -166,6 +166,8 @@ class RaceTask(driver.Task):
                 f"--max_qa_length={opts.max_qa_length} + 3"
             )
         self.files = resolve_model_files(opts, opts.max_seq_length)
+        if opts.data_dir:
+            fileio.check_input_folder(opts.data_dir, f"--data_dir={opts.data_dir}")
         if not opts.data_dir or not tf.io.gfile.isdir(os.path.join(opts.data_dir, "RACE")):
             raise UserError(
                 f"--data_dir={opts.data_dir}: no RACE folder in it (expected "

@@ -226,6 +226,8 @@ def resolve_checkpoint_path(path) -> str:
     prefix = _SUFFIX.sub("", path)
     if tf.io.gfile.exists(prefix + ".index"):
         return prefix
+    if fileio.is_local(path) and fileio.local_kind(path) == "a symlink loop":
+        raise FileNotFoundError(f"{path!r} is a symlink loop; expected a checkpoint")
     raise FileNotFoundError(f"no checkpoint at {path!r} (looked for {prefix + '.index'!r})")
 
 

@@ -125,7 +125,7 @@ def test_train_eval_predict(setup):
     "change, match",
     [
         (dict(task_name="mnli"), "only runs 'race'"),
-        (dict(data_dir="/nonexistent"), "no RACE folder"),
+        (dict(data_dir="/nonexistent"), "--data_dir=/nonexistent: folder not found"),
         (dict(high_only=True, middle_only=True), "exclude each other"),
         (dict(max_qa_length=45), "must exceed --max_qa_length=45"),
         (dict(max_seq_length=128), "exceeds max_position_embeddings=64"),
