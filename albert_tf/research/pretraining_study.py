@@ -106,7 +106,7 @@ def _check(o) -> tuple[list, tuple, int]:
             raise UserError(
                 f"--real_text_dir={o.real_text_dir}: no {name}; run data/get_real_text.py first"
             )
-    tasks = tuple(o.tasks) if "tasks" in o.given else tuple(real_text_tasks.TASKS)
+    tasks = tuple(o.tasks) if "tasks" in o.given else _folder_tasks(o.real_text_dir)
     unknown = [t for t in tasks if t not in real_text_tasks.TASKS]
     if unknown:
         raise UserError(
@@ -128,6 +128,16 @@ def _check(o) -> tuple[list, tuple, int]:
             f"({', '.join(map(str, budgets))}), since each budget is a kept checkpoint"
         )
     return variants, tasks, every
+
+
+def _folder_tasks(real_text_dir) -> tuple[str, ...]:
+    """The tasks data/get_real_text.py built in `real_text_dir` (source.json's "tasks":
+    no SST-2 from --text_file); every task for a folder written before it said."""
+    path = os.path.join(real_text_dir, "source.json")
+    source = (
+        fileio.read_json(path, f"--real_text_dir={real_text_dir}") if fileio.exists(path) else {}
+    )
+    return tuple(source.get("tasks", real_text_tasks.TASKS))
 
 
 def _dupe_factor(o) -> int:

@@ -14,6 +14,11 @@ parts by their position in their novel (`chapter_part`): of every ten chapters, 
 fifth is held out for the fine-tuning tasks' training sets, the tenth for their dev
 and test sets and the masked-LM held-out data; pretraining sees the other eight, so no
 sentence a task is built from was pretrained on.
+
+`own_text_parts` does the same for a user's own text (`--text_file`): files in the
+pretraining input format, each document dealt by its position in its file as a chapter
+is, and read as one paragraph; only the tasks that need no labels from a source
+(next sentence, word order) are built from it.
 """
 
 from __future__ import annotations
@@ -120,6 +125,53 @@ def corpus_text(chapters) -> str:
     )
 
 
+def text_documents(text: str) -> list[list[str]]:
+    """The documents of a text in the pretraining input format (one sentence a line, a
+    blank line between documents): [[sentence]], whitespace made single spaces."""
+    documents = [[]]
+    for line in text.splitlines():
+        line = " ".join(line.split())
+        if line:
+            documents[-1].append(line)
+        elif documents[-1]:
+            documents.append([])
+    return [d for d in documents if d]
+
+
+def own_text_parts(patterns) -> tuple[dict, dict]:
+    """(parts as `parts` returns them, source) of a user's text files (globs, in the
+    pretraining input format): part -> [(file name, document index, [document's
+    sentences])], each file's documents dealt by `chapter_part`; source: the files and
+    the sha256 of their bytes. UserError naming --text_file when a pattern matches no
+    file, or a file is not UTF-8 text or has fewer than 10 documents (its fifth and
+    tenth build the tasks)."""
+    paths = []
+    for pattern in patterns:
+        found = sorted(fileio.glob(pattern)) if any(c in pattern for c in "*?[") else [pattern]
+        if not found:
+            raise UserError(f"--text_file={pattern}: no file matches")
+        paths += found
+    out, sha256 = {p: [] for p in PARTS}, {}
+    for path in paths:
+        fileio.check_input_file(path, f"--text_file={path}")
+        data = fileio.read_bytes(path)
+        try:
+            documents = text_documents(data.decode("utf-8"))
+        except UnicodeDecodeError as err:
+            raise UserError(f"--text_file={path}: not UTF-8 text (byte {err.start})") from None
+        if len(documents) < 10:
+            raise UserError(
+                f"--text_file={path}: {len(documents)} documents; expected at least 10 "
+                "(a blank line between documents, one sentence a line)"
+            )
+        name = os.path.basename(path)
+        for index, document in enumerate(documents):
+            out[chapter_part(index)].append((name, index, [document]))
+        sha256[path] = _sha256(data)
+    source = {"files": paths, "license": "the user's", "sha256": sha256}
+    return out, source
+
+
 def train_spm(text: str, vocab_size: int, seed: int) -> bytes:
     """A SentencePiece unigram model (its serialized proto) of `text` lower-cased as the
     tokenizer sees it (preprocess_text(lower=True): use do_lower_case=True), with the
@@ -199,18 +251,20 @@ def obtain(work_dir: str) -> tuple[dict, dict]:
 
 
 def write_corpus(
-    output_dir: str, novels: dict, source: dict, vocab_size: int = 5000, seed: int = 12345
+    output_dir: str, split: dict, source: dict, vocab_size: int = 5000, seed: int = 12345
 ) -> dict:
-    """Writes corpus/{pretrain,task_train,task_dev}.txt, spm.model (trained on the
-    pretraining part) and source.json under `output_dir`; returns a summary (chapters,
-    sentences and bytes per part)."""
+    """Writes corpus/{pretrain,task_train,task_dev}.txt of `split` (as `parts` returns
+    it), spm.model (trained on the pretraining part) and source.json under `output_dir`;
+    returns a summary (chapters, sentences and bytes per part)."""
     summary = {}
-    split = parts(novels)
     for part, chapters in split.items():
         text = corpus_text(chapters)
         fileio.atomic_write_text(os.path.join(output_dir, "corpus", f"{part}.txt"), text)
         if part == "pretrain":
-            model = train_spm(text, vocab_size, seed)
+            try:
+                model = train_spm(text, vocab_size, seed)
+            except RuntimeError as err:  # SentencePiece: too few pieces for the size asked
+                raise UserError(f"--vocab_size={vocab_size}: {str(err).strip()}") from None
             fileio.atomic_write_bytes(os.path.join(output_dir, "spm.model"), model)
         summary[part] = {
             "chapters": len(chapters),
@@ -249,6 +303,12 @@ class RealTextOptions(Options):
     """What data/get_real_text.py's flags decide (each field is also the flag)."""
 
     output_dir: str = option(REQUIRED, "The corpus, spm.model and tasks go here.", output="folder")
+    text_file: tuple[str, ...] = option(
+        (),
+        "Your own text instead of the novels: files or globs in the pretraining input "
+        "format (one sentence a line, a blank line between documents), at least 10 "
+        "documents each; builds the tasks that need no labels (MRPC, CoLA formats).",
+    )
     expected_sha256: str = option(
         RDB_SHA256, "sha256 of the package's Rdata.rdb (empty: accept any version)."
     )
@@ -263,15 +323,28 @@ class RealTextOptions(Options):
 
 
 def build(o: RealTextOptions) -> dict:
-    """Fetches the novels and writes the corpus, spm.model, source.json and the GLUE-format
-    tasks (glue/SST-2, glue/MRPC) under --output_dir; returns what was written."""
+    """Fetches the novels (or reads --text_file) and writes the corpus, spm.model,
+    source.json and the GLUE-format tasks (glue/SST-2, glue/MRPC, glue/CoLA; no SST-2 from
+    --text_file) under --output_dir; returns what was written."""
     from albert_tf.research import real_text_tasks
 
     check(o)
-    novels, source = fetch_novels(o.expected_sha256 or None)
-    summary = write_corpus(o.output_dir, novels, source, o.vocab_size, o.seed)
+    if o.text_file:
+        split, source = own_text_parts(o.text_file)
+        names = real_text_tasks.UNLABELLED_TASKS
+    else:
+        novels, source = fetch_novels(o.expected_sha256 or None)
+        split, names = parts(novels), tuple(real_text_tasks.TASKS)
+    summary = write_corpus(
+        o.output_dir, split, {**source, "tasks": list(names)}, o.vocab_size, o.seed
+    )
     tasks = real_text_tasks.write_tasks(
-        os.path.join(o.output_dir, "glue"), parts(novels), o.seed, o.train_examples, o.dev_examples
+        os.path.join(o.output_dir, "glue"),
+        split,
+        o.seed,
+        o.train_examples,
+        o.dev_examples,
+        tasks=names,
     )
     return {"corpus": summary, "tasks": tasks, "sha256": source["sha256"]}
 
@@ -284,6 +357,8 @@ __all__ = [
     "split_novel",
     "parts",
     "corpus_text",
+    "text_documents",
+    "own_text_parts",
     "train_spm",
     "obtain",
     "write_corpus",

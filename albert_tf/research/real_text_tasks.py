@@ -37,6 +37,7 @@ MIN_WORDS = 6
 MAX_WORDS = 30
 # GLUE folder name (run_classifier.py's --task_name) -> what the task asks.
 TASKS = {"SST-2": "later novel", "MRPC": "next sentence", "CoLA": "word order"}
+UNLABELLED_TASKS = ("MRPC", "CoLA")  # built from any text: no labels from a source
 _PLAIN_WORD = re.compile(r"[a-z]+")
 
 
@@ -160,15 +161,20 @@ def _write_split(folder, task, train, dev, test) -> dict:
 
 
 def write_tasks(
-    folder, parts: dict, seed: int = 12345, train_examples: int = 1000, dev_examples: int = 1000
+    folder,
+    parts: dict,
+    seed: int = 12345,
+    train_examples: int = 1000,
+    dev_examples: int = 1000,
+    tasks=tuple(TASKS),
 ) -> dict:
-    """Writes <folder>/SST-2, <folder>/MRPC and <folder>/CoLA from the corpus parts
-    (real_text.parts); returns {task: {"train": n, "dev": n, "test": n}}.
+    """Writes <folder>/<task> for each of `tasks` (default SST-2, MRPC and CoLA) from the
+    corpus parts (real_text.parts); returns {task: {"train": n, "dev": n, "test": n}}.
     `train_examples`: at most this many training examples per task (the low-data
     setting); `dev_examples`: at most this many held-out examples, split in half between
     dev and test."""
     summary = {}
-    for task in TASKS:
+    for task in tasks:
         rng = random.Random(f"{seed}-{task}")
         held_out = {}
         for part, limit in (("task_train", train_examples), ("task_dev", dev_examples)):
@@ -195,6 +201,7 @@ __all__ = [
     "MIN_WORDS",
     "MAX_WORDS",
     "TASKS",
+    "UNLABELLED_TASKS",
     "novel_examples",
     "next_sentence_examples",
     "swap_neighbours",

@@ -139,6 +139,16 @@ def test_a_folder_of_an_older_get_real_text_lacks_the_word_order_task(tmp_path, 
     pretraining_study._check(_options(tmp_path, real_text_dir, tasks=("SST-2", "MRPC")))
 
 
+def test_a_folder_of_own_text_runs_the_tasks_it_holds(tmp_path, real_text_dir):
+    shutil.rmtree(os.path.join(real_text_dir, "glue", "SST-2"))
+    with open(os.path.join(real_text_dir, "source.json"), "w") as f:
+        json.dump({"tasks": ["MRPC", "CoLA"]}, f)
+    _, tasks, _ = pretraining_study._check(_options(tmp_path, real_text_dir))
+    assert tasks == ("MRPC", "CoLA")
+    with pytest.raises(UserError, match=r"no glue/SST-2/train.tsv"):
+        pretraining_study._check(_options(tmp_path, real_text_dir, tasks=("SST-2",)))
+
+
 def test_chance_lines_follow_the_tasks_metrics():
     def rows(*tasks):
         return [{"tasks": {t: {} for t in tasks}}]

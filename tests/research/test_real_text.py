@@ -2,6 +2,9 @@
 package stores it, the held-out parts, and data/get_real_text.py's one line when the
 package cannot be fetched."""
 
+import dataclasses
+import hashlib
+import json
 import os
 import stat
 import subprocess
@@ -133,3 +136,81 @@ def test_other_package_version_is_refused(monkeypatch):
     with pytest.raises(UserError, match="--expected_sha256: the package's .* has sha256 0000"):
         real_text.fetch_novels(real_text.RDB_SHA256)
     assert real_text.fetch_novels("") == ({}, source)
+
+
+def _own_text(path, documents, sentences=6):
+    """A text in the pretraining input format: `documents` documents of `sentences` lines."""
+    lines = []
+    for d in range(documents):
+        lines += [f"the cat {d} sat on mat number {s} today." for s in range(sentences)] + [""]
+    path.write_text("\n".join(lines))
+    return str(path)
+
+
+def test_own_text_documents_are_dealt_by_position():
+    assert real_text.text_documents("a  b\nc\n\n\n d \n") == [["a b", "c"], ["d"]]
+
+
+def test_own_text_parts_deal_each_files_documents_and_record_their_bytes(tmp_path):
+    first = _own_text(tmp_path / "a.txt", 20)
+    second = _own_text(tmp_path / "b.txt", 10)
+    split, source = real_text.own_text_parts([str(tmp_path / "*.txt")])
+    assert [(name, i) for name, i, _ in split["task_train"]] == [
+        ("a.txt", 4),
+        ("a.txt", 14),
+        ("b.txt", 4),
+    ]
+    assert [(name, i) for name, i, _ in split["task_dev"]] == [
+        ("a.txt", 9),
+        ("a.txt", 19),
+        ("b.txt", 9),
+    ]
+    assert len(split["pretrain"]) == 24
+    # A document is one paragraph of its lines.
+    assert split["task_train"][0][2] == [
+        [f"the cat 4 sat on mat number {s} today." for s in range(6)]
+    ]
+    assert source["files"] == [first, second]
+    assert source["sha256"][first] == hashlib.sha256(open(first, "rb").read()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    "content, said",
+    [
+        ("few", "--text_file={path}: 9 documents; expected at least 10"),
+        (b"\xff\xfe", "--text_file={path}: not UTF-8 text (byte 0)"),
+    ],
+)
+def test_own_text_that_cannot_make_a_study_is_one_line(tmp_path, content, said):
+    path = tmp_path / "text.txt"
+    if content == "few":
+        _own_text(path, 9)
+    else:
+        path.write_bytes(content)
+    with pytest.raises(UserError) as err:
+        real_text.own_text_parts([str(path)])
+    assert str(err.value).startswith(said.format(path=path))
+    with pytest.raises(UserError, match=r"^--text_file=\S+/none\*\.txt: no file matches$"):
+        real_text.own_text_parts([str(tmp_path / "none*.txt")])
+
+
+def test_get_real_text_from_own_text_builds_the_unlabelled_tasks(tmp_path):
+    """The demo corpus stands in for a user's text: corpus parts, a tokenizer, and the
+    next sentence and word order tasks; no later-novel task (it needs the novels' titles)."""
+    corpus = os.path.join(REPO_ROOT, "data", "demo", "corpus", "part-00000.txt")
+    out = tmp_path / "own"
+    o = real_text.RealTextOptions(
+        output_dir=str(out), text_file=(corpus,), vocab_size=300, train_examples=40, dev_examples=20
+    )
+    result = real_text.build(o)
+    assert sorted(result["tasks"]) == ["CoLA", "MRPC"]
+    assert {t: n["train"] for t, n in result["tasks"].items()} == {"CoLA": 40, "MRPC": 40}
+    assert sorted(os.listdir(out / "glue")) == ["CoLA", "MRPC"]
+    source = json.loads((out / "source.json").read_text())
+    assert source["tasks"] == ["MRPC", "CoLA"] and source["files"] == [corpus]
+    pretrain = (out / "corpus" / "pretrain.txt").read_text()
+    dev = set((out / "corpus" / "task_dev.txt").read_text().split("\n\n"))
+    assert not dev & set(pretrain.split("\n\n"))  # held-out documents are not pretrained on
+    assert (out / "spm.model").stat().st_size > 0
+    with pytest.raises(UserError, match="^--vocab_size=100000: "):
+        real_text.build(dataclasses.replace(o, output_dir=str(tmp_path / "big"), vocab_size=100000))
