@@ -255,12 +255,43 @@ def _remove_stale_spills(folder: str) -> None:
 
 # What the worker processes of Beam's local runners run (multi_processing mode).
 _SDK_WORKER_MODULE = b"apache_beam.runners.worker.sdk_worker_main"
+_WORKER_PID = "worker-pid-"  # + pid: a file a worker process leaves in the run's folder
+
+# Run at start-up by every Python process that a local runner starts while the pipeline
+# runs (the run's folder comes first on their PYTHONPATH). A Ctrl-C in a terminal reaches the
+# whole process group: the workers leave it to the launcher, which ends them itself, instead
+# of each printing Python's KeyboardInterrupt report. A worker leaves its pid in the folder,
+# since the shell that starts it dies of the Ctrl-C and the worker leaves the launcher's tree.
+# Then the sitecustomize it stands in front of, if any, runs as it would have.
+_WORKER_STARTUP = f"""\
+import importlib.machinery, importlib.util, os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+_folder = os.path.dirname(os.path.abspath(__file__))
+open(os.path.join(_folder, "{_WORKER_PID}%d" % os.getpid()), "w").close()
+_path = [p for p in sys.path if os.path.abspath(p or ".") != _folder]
+_spec = importlib.machinery.PathFinder.find_spec("sitecustomize", _path)
+if _spec is not None:
+    _spec.loader.exec_module(importlib.util.module_from_spec(_spec))
+"""
 
 
-def _end_worker_processes() -> None:
+def _is_worker(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:  # machine-local /proc
+            return _SDK_WORKER_MODULE in f.read()
+    except OSError:
+        return False  # ended meanwhile
+
+
+def _end_worker_processes(run_folder: str) -> None:
     """Kills the SDK worker processes that a local runner started under this process (when
-    a signal stops the pipeline). Reads the machine-local /proc (Linux); elsewhere does
-    nothing."""
+    a signal stops the pipeline): its descendants, and the workers that left their pid in
+    `run_folder`. Reads the machine-local /proc (Linux); elsewhere does nothing."""
+    registered = [
+        int(name[len(_WORKER_PID) :])
+        for name in os.listdir(run_folder)  # machine-local temporary folder
+        if name.startswith(_WORKER_PID) and name[len(_WORKER_PID) :].isdigit()
+    ]
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
         if entry.isdigit():
@@ -270,16 +301,15 @@ def _end_worker_processes() -> None:
             except (OSError, IndexError, ValueError):
                 continue  # ended meanwhile
             children.setdefault(ppid, []).append(int(entry))
-    todo = list(children.get(os.getpid(), []))
+    todo, found = list(children.get(os.getpid(), [])), set(registered)
     while todo:  # descendants: the runner starts each worker through a shell
         pid = todo.pop()
         todo += children.get(pid, [])
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:  # machine-local /proc
-                if _SDK_WORKER_MODULE in f.read():
-                    os.kill(pid, signal.SIGKILL)
-        except (OSError, ProcessLookupError):
-            continue
+        found.add(pid)
+    for pid in found:
+        if _is_worker(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 @contextlib.contextmanager
@@ -289,15 +319,21 @@ def _run_temp_folder():
     removed afterwards, whatever the outcome. So what Beam leaves there (DirectRunner's
     staging for its Prism attempt) and what local workers stopped by a signal leave (their
     spill folders) goes with it. Its name carries the owner tag: a later run removes the
-    folder of a killed one."""
+    folder of a killed one. In the main thread (where the launcher handles signals) the
+    Python processes started meanwhile also run _WORKER_STARTUP from it. Yields the folder."""
     base = tempfile.gettempdir()
     _remove_stale_spills(base)
     folder = tempfile.mkdtemp(prefix=f"{_SPILL_PREFIX}{fileio.owner_tag()}-")
-    saved_tempdir, saved_env = tempfile.tempdir, os.environ.get("TMPDIR")
+    saved = {name: os.environ.get(name) for name in ("TMPDIR", "PYTHONPATH")}
+    saved_tempdir = tempfile.tempdir
     tempfile.tempdir = os.environ["TMPDIR"] = folder
+    if threading.current_thread() is threading.main_thread():
+        with open(os.path.join(folder, "sitecustomize.py"), "w") as f:  # machine-local
+            f.write(_WORKER_STARTUP)
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (folder, saved["PYTHONPATH"])))
     stopped = False
     try:
-        yield
+        yield folder
     except (RunInterrupted, KeyboardInterrupt):
         stopped = True
         raise
@@ -308,10 +344,11 @@ def _run_temp_folder():
         # folder. Otherwise the caller's temp folder comes back.
         if not stopped:
             tempfile.tempdir = saved_tempdir
-            if saved_env is None:
-                os.environ.pop("TMPDIR", None)
-            else:
-                os.environ["TMPDIR"] = saved_env
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
         # A file may still appear in the folder as a stopped worker goes, or a spill folder
         # of this process (its owner tag) in the system temp folder.
         mine = re.compile(re.escape(f"{_SPILL_PREFIX}{fileio.owner_tag()}-") + r"\w+")
@@ -340,15 +377,16 @@ class _MainThreadWrites:
 
 
 @contextlib.contextmanager
-def _quiet_once_stopped():
-    """While the pipeline runs: once SIGINT or SIGTERM arrives, the local SDK worker
-    processes are ended and the log records of Beam and of the unit step are dropped (the
-    errors of workers that the runner stops are a consequence of the stop, not news), then
-    the handler in place acts (the scripts': RunInterrupted and one line,
-    albert_tf/interrupts.py). The errors of the runner's threads (threading.excepthook) and
-    what they print to sys.stderr are dropped likewise. Only in the main thread, and only
-    over handlers of Python's; restored afterwards unless a signal came (then the runner's
-    threads may report the stopped workers until the process leaves)."""
+def _quiet_once_stopped(run_folder: str):
+    """While the pipeline runs: once SIGINT or SIGTERM arrives, the local SDK worker processes
+    are ended (`_end_worker_processes(run_folder)`) and the log records of Beam and of the
+    unit step are dropped (the errors of workers that the runner stops are a consequence of
+    the stop, not news), then the handler in place acts (the scripts': RunInterrupted and
+    one line, albert_tf/interrupts.py). The errors of the runner's threads
+    (threading.excepthook) and what they print to sys.stderr are dropped likewise. Only in
+    the main thread, and only over handlers of Python's; restored afterwards unless a signal
+    came (then the runner's threads may report the stopped workers until the process
+    leaves)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -362,7 +400,7 @@ def _quiet_once_stopped():
         stopped.set()
         # Before the runner unwinds: it would let them finish their bundles, into folders
         # about to be removed.
-        _end_worker_processes()
+        _end_worker_processes(run_folder)
         wrapped[signum](signum, frame)
 
     def keep(record: logging.LogRecord) -> bool:
@@ -523,7 +561,7 @@ def create_pretraining_data_beam(
     drop_user_errors = _DropUserErrors()
     logging.getLogger(_STEP_ERROR_LOGGER).addFilter(drop_user_errors)
     try:
-        with _quiet_once_stopped(), _run_temp_folder():
+        with _run_temp_folder() as run_folder, _quiet_once_stopped(run_folder):
             pipeline = beam.Pipeline(options=PipelineOptions(list(pipeline_args)))
             build_pipeline(pipeline, units, settings, outputs, piece_bytes)
             result = pipeline.run()

@@ -595,6 +595,7 @@ def _start_build(tmp_path, mode):
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
+        start_new_session=True,  # a process group of its own, as a terminal gives a command
     )
     return proc, out, tmp
 
@@ -610,21 +611,27 @@ def _wait_for_a_unit(proc) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "mode, signum",
+    "mode, signum, whole_group",
     [
-        ("in_memory", signal.SIGTERM),
-        ("multi_threading", signal.SIGINT),
-        ("multi_processing", signal.SIGINT),
-        ("multi_processing", signal.SIGTERM),
+        ("in_memory", signal.SIGTERM, False),
+        ("multi_threading", signal.SIGINT, False),
+        ("multi_processing", signal.SIGINT, False),
+        ("multi_processing", signal.SIGTERM, False),
+        # Ctrl-C in a terminal: every process of the group, Beam's workers too.
+        ("multi_processing", signal.SIGINT, True),
+        ("multi_threading", signal.SIGINT, True),
     ],
 )
 def test_a_signal_stops_a_beam_build_with_one_line_and_leaves_nothing(
-    tmp_path, mode, signum, beam_pipeline
+    tmp_path, mode, signum, whole_group, beam_pipeline
 ):
     proc, out, tmp = _start_build(tmp_path, mode)
     try:
         _wait_for_a_unit(proc)
-        proc.send_signal(signum)
+        if whole_group:
+            os.killpg(proc.pid, signum)
+        else:
+            proc.send_signal(signum)
         rest = proc.stderr.read()
         assert proc.wait(timeout=60) == 128 + signum
     finally:
