@@ -31,7 +31,7 @@ from albert_tf.cpu import speed_paths
 from albert_tf.errors import UserError
 from albert_tf.options import check
 from albert_tf.research import ablation_report, ablations, plots, real_text_tasks
-from albert_tf.run import selection
+from albert_tf.run.output_folder import OutputFolder
 
 _logger = logging.getLogger(__name__)
 
@@ -203,7 +203,7 @@ def fine_tune(task, o, init_checkpoint, config_file, output_dir, seed) -> dict:
 
 def _checkpoint_at(folder, step) -> str:
     """The pretraining run's checkpoint at `step`."""
-    found = dict(selection.trained_checkpoints(folder))
+    found = dict(OutputFolder(folder).contents().trained_checkpoints())
     if step not in found:
         raise UserError(f"{folder}: no checkpoint at step {step} (kept: {sorted(found)})")
     return found[step]

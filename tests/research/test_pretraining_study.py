@@ -174,3 +174,17 @@ def test_bad_flags(tmp_path, real_text_dir):
         pretraining_study.run(_options(tmp_path, real_text_dir, pretraining_steps=("500", "x")))
     with pytest.raises(UserError, match="--variants: 'pretrained 9 steps' not in the"):
         pretraining_study.run(_options(tmp_path, real_text_dir, variants=("pretrained 9 steps",)))
+
+
+def test_a_budget_starts_from_the_pretraining_runs_checkpoint_at_its_step(tmp_path):
+    # The study's other tests stub this out; a budget's row must find the kept checkpoint
+    # of a real pretraining folder (both checkpoint formats), and name the ones kept when
+    # its step is missing.
+    for name in ("model.ckpt-1500", "ckpt-3000", "model.ckpt-best"):
+        (tmp_path / f"{name}.index").write_text("")
+    assert pretraining_study._checkpoint_at(str(tmp_path), 1500) == str(
+        tmp_path / "model.ckpt-1500"
+    )
+    assert pretraining_study._checkpoint_at(str(tmp_path), 3000) == str(tmp_path / "ckpt-3000")
+    with pytest.raises(UserError, match=r"no checkpoint at step 4500 \(kept: \[1500, 3000\]\)"):
+        pretraining_study._checkpoint_at(str(tmp_path), 4500)
