@@ -268,7 +268,10 @@ def run(o) -> list[dict]:
             common=ablations.run_settings(o),
             settings=SETTINGS,
         )
-        pretrain_seconds = round(time.time() - start, 1)
+        # A rerun after an interruption finds the pretraining done; its rows keep the time
+        # the pretraining took, not the seconds the rerun needed to find it complete.
+        earlier = [r["pretrain_seconds"] for r in rows if r["random_seed"] == seed]
+        pretrain_seconds = earlier[0] if earlier else round(time.time() - start, 1)
         curve = ablations.learning_curve(pretrain_dir)
         config_file = os.path.join(pretrain_dir, "albert_config.json")
         for variant in todo:

@@ -112,6 +112,15 @@ def test_study_rows_results_and_resume(tmp_path, real_text_dir, stubs):
     assert "| from scratch (ref) | 2 |" in text and "| 50.5 ± 0.5 |" in text
     for picture in ("results.png", "learning_curves.png", "score_vs_steps.png"):
         assert (study_dir / picture).stat().st_size > 0
+    # A row lost to an interruption is run again and keeps its seed's pretraining time.
+    results = study_dir / "results.json"
+    seconds = by_label[("from scratch", 8)]["pretrain_seconds"] = 1234.5
+    rows = [r for r in rows if (r["label"], r["random_seed"]) != ("pretrained 9000 steps", 8)]
+    results.write_text(json.dumps(rows))
+    again = pretraining_study.run(_options(tmp_path, real_text_dir, random_seed=7, seeds=2))
+    assert [(r["label"], r["random_seed"], r["pretrain_seconds"]) for r in again[-1:]] == [
+        ("pretrained 9000 steps", 8, seconds)
+    ]
     # Resumed with one more seed: only seed 9 runs.
     stubs["fine_tune"].clear()
     pretraining_study.run(_options(tmp_path, real_text_dir, random_seed=7, seeds=3))
