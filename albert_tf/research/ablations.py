@@ -188,7 +188,7 @@ class AblationOptions(SpeedPathOptions):
     seeds: int = option(
         1,
         "Pretraining seeds per row: random_seed, random_seed + 1, ...; "
-        "results.md shows mean ± std over them.",
+        "results.md shows mean ± std over them (--study=pretraining: 3 unless given).",
         minimum=1,
     )
     dupe_factor: int = option(

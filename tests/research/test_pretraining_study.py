@@ -127,6 +127,14 @@ def test_study_rows_results_and_resume(tmp_path, real_text_dir, stubs):
     assert {seed for _, _, seed in stubs["fine_tune"]} == {9}
 
 
+def test_the_study_runs_three_seeds_unless_told(tmp_path, real_text_dir, stubs):
+    pretraining_study.run(_options(tmp_path, real_text_dir, random_seed=7))
+    assert [c[0] for c in stubs["pretrain"]] == [7, 8, 9]
+    stubs["pretrain"].clear()
+    pretraining_study.run(_options(tmp_path / "one", real_text_dir, random_seed=7, seeds=1))
+    assert [c[0] for c in stubs["pretrain"]] == [7]
+
+
 def test_score_vs_steps_averages_seeds():
     rows = [
         {"pretrain_steps": s, "tasks": {"MRPC": {"value": v}}}
