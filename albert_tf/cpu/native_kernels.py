@@ -99,6 +99,7 @@ OP_FLAGS = ("-O2", "-fPIC", "-w")  # -w: TensorFlow's headers warn about themsel
 BUILD_TIMEOUT_S = 300
 # A temporary build folder this old belongs to a build that was killed.
 STALE_BUILD_S = 2 * BUILD_TIMEOUT_S
+GROUP_END_S = 2.0  # the longest wait for a killed compiler's group to be gone
 BUILD_PREFIX = "build-"
 
 
@@ -206,14 +207,30 @@ def _run(command, what, check=True) -> str:
         ) from None
     finally:
         if child.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
+            _end_group(child)
     if check and child.returncode:
         errors = [line for line in err.splitlines() if "error" in line.lower()]
         detail = (errors or err.splitlines() or ["no output"])[0]
         raise BuildError(f"{what} failed (exit {child.returncode}): {detail.strip()}")
     return out
+
+
+def _end_group(child: subprocess.Popen) -> None:
+    """SIGKILLs `child`'s process group and waits for `child`, then for the rest of the
+    group (a compiler pass it started) for at most GROUP_END_S: SIGKILL takes effect when
+    the kernel next schedules a process, so on a busy machine a grandchild outlives the
+    call for a moment otherwise. (Zombies count as members until reaped; the limit keeps
+    a parent that does not reap from holding this up.)"""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+    deadline = time.monotonic() + GROUP_END_S
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(child.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.005)
 
 
 def build(cxx: str, target: str) -> None:
